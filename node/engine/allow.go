@@ -1,0 +1,173 @@
+package engine
+
+import "math/rand/v2"
+
+// Allow atomically checks the caps at now and, if every one has room,
+// records an impression at now on each of their counters. A denial
+// records nothing. With one cap this is exactly the conformance contract
+// (shared/conformance): concurrent Allow calls on a counter with limit L
+// grant exactly L.
+//
+// Live reservations count against the caps. The verdict's Remaining is
+// what is left after this impression.
+func (e *Engine) Allow(viewer string, now int64, caps ...Cap) (Verdict, error) {
+	if err := e.validateViewer(viewer); err != nil {
+		return Verdict{}, err
+	}
+	if !validTime(now) {
+		return Verdict{}, ErrBadTime
+	}
+	if err := e.validateCaps(caps); err != nil {
+		return Verdict{}, err
+	}
+	var buf [16]uint64
+	khs := keyHashes(buf[:0], caps)
+	e.observe(now)
+
+	h := viewerKey(viewer)
+	s := e.stripeOf(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.lookup(h)
+	vd := v.evaluate(caps, khs, now)
+	if !vd.Allowed {
+		return vd, nil
+	}
+	v, err := e.prepare(s, v, h, khs, true)
+	if err != nil {
+		return Verdict{}, err
+	}
+	before, keys := v.bytes(), v.nkeys()
+	e.record(v, caps, khs, now)
+	e.settle(s, v, before, keys)
+	vd.Remaining--
+	return vd, nil
+}
+
+// Reserve atomically checks the candidate's caps at now and, if every one
+// has room, takes a reservation that counts against each of them until
+// now+ttl, until Release, or until an impression naming it is recorded.
+// It returns the reservation id (never 0) when allowed.
+func (e *Engine) Reserve(viewer string, c Candidate, now, ttl int64) (Verdict, uint64, error) {
+	if err := e.validateViewer(viewer); err != nil {
+		return Verdict{}, 0, err
+	}
+	if !validTime(now) {
+		return Verdict{}, 0, ErrBadTime
+	}
+	if ttl < 1 || ttl > MaxTime {
+		return Verdict{}, 0, ErrBadTTL
+	}
+	if err := e.validateCaps(c.Caps); err != nil {
+		return Verdict{}, 0, err
+	}
+	var buf [16]uint64
+	khs := keyHashes(buf[:0], c.Caps)
+	e.observe(now)
+
+	h := viewerKey(viewer)
+	s := e.stripeOf(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.lookup(h)
+	vd := v.evaluate(c.Caps, khs, now)
+	if !vd.Allowed {
+		return vd, 0, nil
+	}
+	if v != nil && v.ext != nil {
+		before := v.bytes()
+		v.ext.pruneReservations(now)
+		e.charge(s, before, v.bytes())
+		if len(v.ext.res) >= e.cfg.MaxReservationsPerViewer {
+			return Verdict{}, 0, ErrTooManyReservations
+		}
+	}
+	v, err := e.prepare(s, v, h, khs, false)
+	if err != nil {
+		return Verdict{}, 0, err
+	}
+	before, keys := v.bytes(), v.nkeys()
+	if v.ext == nil {
+		v.ext = &viewerExt{}
+	}
+	r := reservation{id: newReservationID(), expires: now + ttl}
+	for i, kh := range khs {
+		if firstOf(khs, i) {
+			r.keys = append(r.keys, kh)
+		}
+	}
+	v.ext.res = append(v.ext.res, r)
+	e.settle(s, v, before, keys)
+	vd.Remaining--
+	return vd, r.id, nil
+}
+
+func newReservationID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
+}
+
+// Release drops a reservation before it expires. It returns
+// ErrUnknownReservation if the viewer holds no reservation with that id
+// (it was released, confirmed, or expired and swept).
+func (e *Engine) Release(viewer string, id uint64) error {
+	if err := e.validateViewer(viewer); err != nil {
+		return err
+	}
+	if id == 0 {
+		return ErrZeroReservationID
+	}
+	h := viewerKey(viewer)
+	s := e.stripeOf(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.lookup(h)
+	if v == nil || v.ext == nil {
+		return ErrUnknownReservation
+	}
+	before := v.bytes()
+	ok := v.ext.dropReservation(id)
+	e.settle(s, v, before, v.nkeys())
+	if !ok {
+		return ErrUnknownReservation
+	}
+	return nil
+}
+
+// prepare makes sure a write may proceed: it refuses new counters past
+// the per-viewer and memory limits, and creates the viewer if needed.
+// newKeys says whether the write creates the counters of khs.
+func (e *Engine) prepare(s *stripe, v *viewer, h uint64, khs []uint64, newKeys bool) (*viewer, error) {
+	grows := v == nil
+	if newKeys {
+		if miss := v.missing(khs); miss > 0 {
+			grows = true
+			if v != nil && v.nkeys()+miss > e.cfg.MaxKeysPerViewer {
+				return nil, ErrTooManyKeys
+			}
+		}
+	}
+	if grows && e.overLimit() {
+		e.refused.Add(1)
+		return nil, ErrMemoryLimit
+	}
+	if v == nil {
+		v = s.add(h)
+		e.viewers.Add(1)
+		e.charge(s, 0, v.bytes())
+	}
+	return v, nil
+}
+
+// settle accounts for a write to v. A viewer the write left empty is
+// freed by the sweeper.
+func (e *Engine) settle(s *stripe, v *viewer, before int64, keys int) {
+	if v.ext != nil && v.ext.empty() {
+		v.ext = nil
+	}
+	e.charge(s, before, v.bytes())
+	s.keys += v.nkeys() - keys
+}

@@ -1,0 +1,206 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+)
+
+// CheckTable is a Check request in table form: every distinct cap once,
+// and each candidate as a list of indexes into Caps. An ad request's
+// candidates share most caps (one advertiser cap across ten creatives),
+// so the table is how the wire carries a check and how the engine counts
+// each counter once.
+type CheckTable struct {
+	Caps []Cap
+	// Refs holds every candidate's cap indexes, candidate after
+	// candidate.
+	Refs []uint16
+	// Ends[i] is where candidate i's indexes end in Refs; candidate i
+	// holds Refs[Ends[i-1]:Ends[i]] (from 0 for the first).
+	Ends []uint32
+}
+
+// Candidates returns the number of candidates.
+func (t *CheckTable) Candidates() int { return len(t.Ends) }
+
+// Reset empties the table, keeping its storage.
+func (t *CheckTable) Reset() {
+	t.Caps, t.Refs, t.Ends = t.Caps[:0], t.Refs[:0], t.Ends[:0]
+}
+
+// Check returns, for each candidate, whether every one of its caps has
+// room at now, how many impressions remain, and which cap blocks. Live
+// reservations count. Check records nothing; its time advances the
+// high-water mark like any other. The verdicts are appended to out, in
+// candidate order.
+//
+// A cap equal to the one at the same position of the previous candidate
+// (the same advertiser on neighbouring candidates) is counted once; use
+// CheckTable to share caps in any order.
+func (e *Engine) Check(viewer string, cands []Candidate, now int64, out []Verdict) ([]Verdict, error) {
+	if len(cands) > e.cfg.MaxCandidates {
+		return out, ErrTooManyCandidates
+	}
+	sc := getScratch()
+	defer putScratch(sc)
+	var prev []Cap
+	for i := range cands {
+		caps := cands[i].Caps
+		if len(caps) == 0 {
+			return out, candidateError(i, ErrNoCaps)
+		}
+		if len(caps) > e.cfg.MaxCapsPerCandidate {
+			return out, candidateError(i, ErrTooManyCaps)
+		}
+		for j := range caps {
+			if j < len(prev) && sameCap(&caps[j], &prev[j]) {
+				// Counted already: reuse the previous candidate's ref.
+				sc.refs = append(sc.refs, sc.refs[len(sc.refs)-len(prev)])
+				continue
+			}
+			sc.refs = append(sc.refs, uint16(len(sc.caps)))
+			sc.caps = append(sc.caps, &caps[j])
+		}
+		sc.ends = append(sc.ends, uint32(len(sc.refs)))
+		prev = caps
+	}
+	for i, c := range sc.caps {
+		if err := e.validateCap(c); err != nil {
+			return out, fmt.Errorf("%w (%s)", capError(i, err), c)
+		}
+	}
+	return e.check(viewer, now, out, sc)
+}
+
+// sameCap is caps equality, cheapest fields first.
+func sameCap(a, b *Cap) bool {
+	return a.Limit == b.Limit && a.Window == b.Window && a.Algorithm == b.Algorithm &&
+		a.Mode == b.Mode && a.ID == b.ID && a.Scope == b.Scope
+}
+
+// CheckTable is Check for a request in table form.
+func (e *Engine) CheckTable(viewer string, t *CheckTable, now int64, out []Verdict) ([]Verdict, error) {
+	if err := e.validateTable(t); err != nil {
+		return out, err
+	}
+	sc := getScratch()
+	defer putScratch(sc)
+	for i := range t.Caps {
+		sc.caps = append(sc.caps, &t.Caps[i])
+	}
+	sc.refs = append(sc.refs, t.Refs...)
+	sc.ends = append(sc.ends, t.Ends...)
+	return e.check(viewer, now, out, sc)
+}
+
+// check counts every distinct cap of a validated request once, under the
+// viewer's lock, then combines the counts per candidate.
+func (e *Engine) check(viewer string, now int64, out []Verdict, sc *checkScratch) ([]Verdict, error) {
+	if err := e.validateViewer(viewer); err != nil {
+		return out, err
+	}
+	if !validTime(now) {
+		return out, ErrBadTime
+	}
+	for _, c := range sc.caps {
+		sc.khs = append(sc.khs, keyHash(c))
+	}
+	e.observe(now)
+
+	h := viewerKey(viewer)
+	s := e.stripeOf(h)
+	s.mu.Lock()
+	v := s.lookup(h)
+	for i, c := range sc.caps {
+		var used int64
+		if v != nil {
+			used = v.used(c, sc.khs[i], now)
+		}
+		sc.used = append(sc.used, used)
+	}
+	s.mu.Unlock()
+
+	start := uint32(0)
+	for _, end := range sc.ends {
+		vd := Verdict{Allowed: true, Remaining: MaxLimit, Blocking: -1}
+		for j, ref := range sc.refs[start:end] {
+			left := max(sc.caps[ref].Limit-sc.used[ref], 0)
+			if left == 0 && vd.Allowed {
+				vd.Allowed, vd.Blocking = false, j
+			}
+			vd.Remaining = min(vd.Remaining, left)
+		}
+		out = append(out, vd)
+		start = end
+	}
+	return out, nil
+}
+
+// validateTable checks a table's shape and every cap in it.
+func (e *Engine) validateTable(t *CheckTable) error {
+	if len(t.Ends) > e.cfg.MaxCandidates {
+		return ErrTooManyCandidates
+	}
+	if len(t.Caps) > e.cfg.MaxCandidates*e.cfg.MaxCapsPerCandidate || len(t.Caps) > 1<<16 {
+		return ErrTooManyCaps
+	}
+	start := uint32(0)
+	for i, end := range t.Ends {
+		switch {
+		case end < start || end > uint32(len(t.Refs)):
+			return candidateError(i, fmt.Errorf("%w: cap indexes end at %d, outside [%d, %d]", ErrInvalid, end, start, len(t.Refs)))
+		case end == start:
+			return candidateError(i, ErrNoCaps)
+		case end-start > uint32(e.cfg.MaxCapsPerCandidate):
+			return candidateError(i, ErrTooManyCaps)
+		}
+		for _, ref := range t.Refs[start:end] {
+			if int(ref) >= len(t.Caps) {
+				return candidateError(i, fmt.Errorf("%w: cap index %d of %d caps", ErrInvalid, ref, len(t.Caps)))
+			}
+		}
+		start = end
+	}
+	if start != uint32(len(t.Refs)) {
+		return fmt.Errorf("%w: %d cap indexes belong to no candidate", ErrInvalid, len(t.Refs)-int(start))
+	}
+	for i := range t.Caps {
+		if err := e.validateCap(&t.Caps[i]); err != nil {
+			return capError(i, err)
+		}
+	}
+	return nil
+}
+
+// checkScratch holds one Check's working state: the distinct caps, each
+// candidate as indexes into them, and per cap its key hash and count.
+type checkScratch struct {
+	caps []*Cap
+	refs []uint16
+	ends []uint32
+	khs  []uint64
+	used []int64
+}
+
+func (sc *checkScratch) reset() {
+	clear(sc.caps) // drop references to the caller's caps
+	sc.caps, sc.refs, sc.ends = sc.caps[:0], sc.refs[:0], sc.ends[:0]
+	sc.khs, sc.used = sc.khs[:0], sc.used[:0]
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(checkScratch) }}
+
+func getScratch() *checkScratch { return scratchPool.Get().(*checkScratch) }
+
+func putScratch(sc *checkScratch) {
+	sc.reset()
+	scratchPool.Put(sc)
+}
+
+// keyHashesAppend appends the key hash of every cap to khs.
+func keyHashesAppend(khs []uint64, caps []Cap) []uint64 {
+	for i := range caps {
+		khs = append(khs, keyHash(&caps[i]))
+	}
+	return khs
+}

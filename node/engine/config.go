@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// DefaultScopes are the scopes a cap may name unless Config.Scopes says
+// otherwise.
+var DefaultScopes = []string{"creative", "campaign", "advertiser"}
+
+// Config configures an Engine. Start from DefaultConfig.
+type Config struct {
+	// Stripes is the number of independently locked shards the viewers
+	// are spread over by hash. A power of two. Default 1024.
+	Stripes int
+
+	// Buckets is the number of sub-buckets of a Buckets cap. Default 10:
+	// a 1-hour window then counts in 6-minute buckets.
+	Buckets int
+
+	// MaxIDLength bounds viewer ids, cap scopes and ids, and impression
+	// ids, in bytes. Default 256.
+	MaxIDLength int
+
+	// Scopes lists the scope names a cap may use. Default DefaultScopes.
+	Scopes []string
+
+	// AnyScope accepts every non-empty scope name, ignoring Scopes.
+	// Default false.
+	AnyScope bool
+
+	// MaxCapsPerCandidate bounds the caps of one candidate (and of one
+	// Allow, Reserve or impression). Default 16.
+	MaxCapsPerCandidate int
+
+	// MaxCandidates bounds the candidates of one Check. Default 1000.
+	MaxCandidates int
+
+	// MaxKeysPerViewer bounds the counters one viewer may hold. Default
+	// 4096.
+	MaxKeysPerViewer int
+
+	// MaxReservationsPerViewer bounds one viewer's live reservations.
+	// Default 64.
+	MaxReservationsPerViewer int
+
+	// MaxDedupePerViewer bounds the impression ids one viewer remembers
+	// for idempotency. Past it the ids closest to expiry are forgotten
+	// first, so a viewer with more impressions than this inside its
+	// longest window (a bot, far past any cap) may double count a
+	// redelivered impression. Default 4096.
+	MaxDedupePerViewer int
+
+	// MemoryLimit is the estimated bytes of state past which new viewers
+	// and counters are refused with ErrMemoryLimit. 0 means no limit.
+	// Default 1 GiB.
+	MemoryLimit int64
+
+	// SweepInterval is how often Run takes a sweep step. Default 50ms.
+	SweepInterval time.Duration
+
+	// SweepPass is the target time for the sweeper to visit every viewer
+	// once; each step's budget is sized from it. Default 30s.
+	SweepPass time.Duration
+
+	// SweepBatch is the most viewer slots one step visits under one
+	// stripe lock, so a step never stalls requests for long. Default 256.
+	SweepBatch int
+}
+
+// DefaultConfig returns the production defaults.
+func DefaultConfig() Config {
+	return Config{
+		Stripes:                  1024,
+		Buckets:                  10,
+		MaxIDLength:              256,
+		Scopes:                   DefaultScopes,
+		MaxCapsPerCandidate:      16,
+		MaxCandidates:            1000,
+		MaxKeysPerViewer:         4096,
+		MaxReservationsPerViewer: 64,
+		MaxDedupePerViewer:       4096,
+		MemoryLimit:              1 << 30,
+		SweepInterval:            50 * time.Millisecond,
+		SweepPass:                30 * time.Second,
+		SweepBatch:               256,
+	}
+}
+
+// DefaultLocalConfig returns defaults for tests and small local runs:
+// fewer stripes and a 256 MiB memory limit.
+func DefaultLocalConfig() Config {
+	c := DefaultConfig()
+	c.Stripes = 64
+	c.MemoryLimit = 256 << 20
+	return c
+}
+
+// Validate checks every field and how they fit together.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Stripes < 1 || c.Stripes&(c.Stripes-1) != 0 || c.Stripes > 1<<16 {
+		errs = append(errs, fmt.Errorf("config: Stripes must be a power of two in [1, 65536], got %d", c.Stripes))
+	}
+	if c.Buckets < 1 || c.Buckets > 1024 {
+		errs = append(errs, fmt.Errorf("config: Buckets must be in [1, 1024], got %d", c.Buckets))
+	}
+	if c.MaxIDLength < 1 || c.MaxIDLength > 1<<16 {
+		errs = append(errs, fmt.Errorf("config: MaxIDLength must be in [1, 65536], got %d", c.MaxIDLength))
+	}
+	if !c.AnyScope && len(c.Scopes) == 0 {
+		errs = append(errs, errors.New("config: Scopes is empty and AnyScope is false: no cap could be valid"))
+	}
+	for _, s := range c.Scopes {
+		if s == "" {
+			errs = append(errs, errors.New("config: Scopes holds an empty name"))
+		}
+	}
+	if c.MaxCapsPerCandidate < 1 || c.MaxCapsPerCandidate > 256 {
+		errs = append(errs, fmt.Errorf("config: MaxCapsPerCandidate must be in [1, 256], got %d", c.MaxCapsPerCandidate))
+	}
+	if c.MaxCandidates < 1 || c.MaxCandidates*max(c.MaxCapsPerCandidate, 1) > 1<<16 {
+		errs = append(errs, fmt.Errorf("config: MaxCandidates must be positive and MaxCandidates*MaxCapsPerCandidate at most 65536, got %d*%d", c.MaxCandidates, c.MaxCapsPerCandidate))
+	}
+	if c.MaxKeysPerViewer < c.MaxCapsPerCandidate || c.MaxKeysPerViewer > 1<<20 {
+		errs = append(errs, fmt.Errorf("config: MaxKeysPerViewer must be in [MaxCapsPerCandidate, 1<<20], got %d", c.MaxKeysPerViewer))
+	}
+	if c.MaxReservationsPerViewer < 1 {
+		errs = append(errs, fmt.Errorf("config: MaxReservationsPerViewer must be positive, got %d", c.MaxReservationsPerViewer))
+	}
+	if c.MaxDedupePerViewer < 2 {
+		errs = append(errs, fmt.Errorf("config: MaxDedupePerViewer must be at least 2, got %d", c.MaxDedupePerViewer))
+	}
+	if c.MemoryLimit < 0 {
+		errs = append(errs, fmt.Errorf("config: MemoryLimit must not be negative, got %d", c.MemoryLimit))
+	}
+	if c.SweepInterval <= 0 || c.SweepPass < c.SweepInterval {
+		errs = append(errs, fmt.Errorf("config: SweepInterval (%v) must be positive and no longer than SweepPass (%v)", c.SweepInterval, c.SweepPass))
+	}
+	if c.SweepBatch < 1 {
+		errs = append(errs, fmt.Errorf("config: SweepBatch must be positive, got %d", c.SweepBatch))
+	}
+	return errors.Join(errs...)
+}

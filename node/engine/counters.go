@@ -1,0 +1,184 @@
+package engine
+
+// Counting and recording across a viewer's counters, shared by every
+// operation. All of it runs under the viewer's stripe lock.
+
+// used is how many impressions cap c, whose counter hashes to kh, sees at
+// now: recorded impressions plus live reservations.
+func (v *viewer) used(c *Cap, kh uint64, now int64) int64 {
+	var n int64
+	if i, ok := v.find(kh); ok {
+		h := v.header(i)
+		switch h.algo {
+		case Sliding:
+			n = v.slidingCount(&h, now, c.Window)
+		case Fixed:
+			n = v.fixedCount(&h, now)
+		case Buckets:
+			n = v.bucketsCount(&h, now)
+		}
+	}
+	if v.ext != nil {
+		n += v.ext.reserved(kh, now)
+	}
+	return n
+}
+
+// evaluate returns the verdict of caps at now; v may be nil (a viewer
+// with no state).
+func (v *viewer) evaluate(caps []Cap, khs []uint64, now int64) Verdict {
+	vd := Verdict{Allowed: true, Remaining: MaxLimit, Blocking: -1}
+	for i := range caps {
+		c := &caps[i]
+		left := c.Limit
+		if v != nil {
+			left -= v.used(c, khs[i], now)
+		}
+		if left <= 0 {
+			left = 0
+			if vd.Allowed {
+				vd.Allowed, vd.Blocking = false, i
+			}
+		}
+		vd.Remaining = min(vd.Remaining, left)
+	}
+	return vd
+}
+
+// firstOf reports whether khs[i] is the first occurrence of its hash:
+// caps sharing a counter write it once.
+func firstOf(khs []uint64, i int) bool {
+	for j := range i {
+		if khs[j] == khs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// missing counts the distinct counters of khs that v lacks.
+func (v *viewer) missing(khs []uint64) int {
+	n := 0
+	for i, kh := range khs {
+		if !firstOf(khs, i) {
+			continue
+		}
+		if v == nil {
+			n++
+		} else if _, ok := v.find(kh); !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// record writes one impression at t to every distinct counter of caps,
+// creating counters as needed. The caller has checked the limits on new
+// counters.
+func (e *Engine) record(v *viewer, caps []Cap, khs []uint64, t int64) {
+	for i := range caps {
+		if !firstOf(khs, i) {
+			continue
+		}
+		c := &caps[i]
+		// Caps sharing this counter: it retains for the largest.
+		limit, window := c.Limit, c.Window
+		for j := i + 1; j < len(caps); j++ {
+			if khs[j] == khs[i] {
+				limit, window = max(limit, caps[j].Limit), max(window, caps[j].Window)
+			}
+		}
+		if c.Algorithm == Sliding {
+			v.makeRoom(t) // may move every offset: before find
+		}
+		idx, ok := v.find(khs[i])
+		var h header
+		if !ok {
+			words := 0
+			switch c.Algorithm {
+			case Fixed:
+				words = fixedWords
+			case Buckets:
+				words = bucketWords(window, e.cfg.Buckets)
+			}
+			h = v.insertKey(idx, header{hash: khs[i], limit: int(limit), window: window, algo: c.Algorithm}, words)
+		} else {
+			h = v.header(idx)
+			if h.algo == Sliding && (int(limit) > h.limit || window > h.window) {
+				h.limit, h.window = max(h.limit, int(limit)), max(h.window, window)
+				v.setHeader(idx, h)
+			}
+		}
+		switch h.algo {
+		case Sliding:
+			v.slidingPrune(idx, &h, t-h.window)
+			v.slidingInsert(idx, &h, t)
+		case Fixed:
+			v.fixedRecord(&h, t)
+		case Buckets:
+			v.bucketsRecord(&h, t)
+		}
+	}
+}
+
+// reserved counts the live reservations at now that count against the
+// counter kh.
+func (x *viewerExt) reserved(kh uint64, now int64) int64 {
+	var n int64
+	for i := range x.res {
+		r := &x.res[i]
+		if r.expires <= now {
+			continue
+		}
+		for _, k := range r.keys {
+			if k == kh {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// dropReservation removes reservation id and reports whether it existed.
+func (x *viewerExt) dropReservation(id uint64) bool {
+	for i := range x.res {
+		if x.res[i].id == id {
+			x.res = append(x.res[:i], x.res[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// pruneReservations drops the reservations expired at now.
+func (x *viewerExt) pruneReservations(now int64) {
+	kept := x.res[:0]
+	for _, r := range x.res {
+		if r.expires > now {
+			kept = append(kept, r)
+		}
+	}
+	clear(x.res[len(kept):])
+	x.res = kept
+	if len(x.res) == 0 {
+		x.res = nil
+	}
+}
+
+// pruneSeen forgets the impression ids whose dedupe horizon has passed.
+func (x *viewerExt) pruneSeen(now int64) {
+	for id, until := range x.seen {
+		if until <= now {
+			delete(x.seen, id)
+		}
+	}
+	if len(x.seen) == 0 {
+		x.seen = nil
+	}
+}
+
+// empty reports whether the extension holds nothing worth keeping.
+func (x *viewerExt) empty() bool {
+	return !x.wide && len(x.seen) == 0 && len(x.res) == 0
+}

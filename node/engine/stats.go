@@ -1,0 +1,95 @@
+package engine
+
+// Stats is a snapshot of the engine's size and health.
+type Stats struct {
+	Viewers      int64 // viewers held
+	Keys         int64 // counters held
+	Bytes        int64 // estimated bytes of state
+	MemoryLimit  int64 // Config.MemoryLimit (0: none)
+	OverLimit    bool  // new counters are being refused
+	Refused      int64 // requests refused by the memory limit, since start
+	ForgottenIDs int64 // impression ids forgotten early (MaxDedupePerViewer), since start
+	HighWater    int64 // newest time given, -1 before any
+}
+
+// Stats returns current figures. It takes each stripe's lock briefly.
+func (e *Engine) Stats() Stats {
+	st := Stats{
+		Bytes:        e.bytes.Load(),
+		MemoryLimit:  e.cfg.MemoryLimit,
+		OverLimit:    e.overLimit(),
+		Refused:      e.refused.Load(),
+		ForgottenIDs: e.overflow.Load(),
+		HighWater:    e.hw.Load(),
+	}
+	for i := range e.stripes {
+		s := &e.stripes[i]
+		s.mu.Lock()
+		st.Viewers += int64(s.count)
+		st.Keys += int64(s.keys)
+		s.mu.Unlock()
+	}
+	return st
+}
+
+// KeyState is one counter of a viewer, for inspection (fcapctl keys).
+type KeyState struct {
+	Hash      uint64    // KeyHash of the caps that read it
+	Algorithm Algorithm //
+	Window    int64     // the window (Sliding: the longest it retains for)
+	Limit     int       // Sliding: the most timestamps it retains
+	Times     []int64   // Sliding: timestamps, ascending
+	Bucket    int64     // Fixed: the calendar window index; Buckets: the newest bucket's index
+	Counts    []int64   // Fixed: the count; Buckets: counts, oldest bucket first
+}
+
+// ViewerState is everything the engine holds for one viewer.
+type ViewerState struct {
+	Keys          []KeyState
+	Reservations  int // held, live or not yet swept
+	RememberedIDs int // impression ids remembered for idempotency
+}
+
+// Viewer returns a copy of one viewer's state, and false if the engine
+// holds nothing for it.
+func (e *Engine) Viewer(viewer string) (ViewerState, bool) {
+	h := viewerKey(viewer)
+	s := e.stripeOf(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.lookup(h)
+	if v == nil {
+		return ViewerState{}, false
+	}
+	var st ViewerState
+	for i := range v.nkeys() {
+		h := v.header(i)
+		k := KeyState{Hash: h.hash, Algorithm: h.algo, Window: h.window}
+		switch h.algo {
+		case Sliding:
+			k.Limit = h.limit
+			for j := range h.n {
+				k.Times = append(k.Times, v.at(h.off, j))
+			}
+		case Fixed:
+			k.Bucket = get64(v.arena, h.off)
+			k.Counts = []int64{int64(v.arena[h.off+2])}
+		case Buckets:
+			ring := int64(h.n - 2)
+			k.Bucket = get64(v.arena, h.off)
+			for x := k.Bucket - ring + 1; x <= k.Bucket; x++ {
+				c := int64(0)
+				if x >= 0 {
+					c = int64(v.arena[h.off+2+int(x%ring)])
+				}
+				k.Counts = append(k.Counts, c)
+			}
+		}
+		st.Keys = append(st.Keys, k)
+	}
+	if v.ext != nil {
+		st.Reservations = len(v.ext.res)
+		st.RememberedIDs = len(v.ext.seen)
+	}
+	return st, true
+}

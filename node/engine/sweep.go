@@ -1,0 +1,94 @@
+package engine
+
+// Sweep visits up to budget viewer slots, continuing where the previous
+// call stopped, and frees what has aged out as of the high-water mark:
+// timestamps past their counter's window, counters with nothing left,
+// expired reservations, impression ids past their horizon, and viewers
+// left with nothing. It holds one stripe lock at a time, for at most
+// Config.SweepBatch slots. It returns the slots visited and the viewers
+// freed; one call visits each slot at most once.
+func (e *Engine) Sweep(budget int) (visited, freed int) {
+	e.sweepMu.Lock()
+	defer e.sweepMu.Unlock()
+	hw := e.hw.Load()
+	if hw < 0 {
+		return 0, 0
+	}
+	for stripes := 0; budget > 0 && stripes < len(e.stripes); {
+		s := &e.stripes[e.sweepStripe]
+		n, f, done := e.sweepStripeBatch(s, min(budget, e.cfg.SweepBatch), hw)
+		visited += n
+		freed += f
+		budget -= max(n, 1)
+		if done {
+			e.sweepStripe = (e.sweepStripe + 1) % len(e.stripes)
+			e.sweepSlot = 0
+			stripes++
+		}
+	}
+	return visited, freed
+}
+
+// sweepStripeBatch sweeps up to n slots of s from the cursor. done says
+// the stripe's last slot was reached.
+func (e *Engine) sweepStripeBatch(s *stripe, n int, hw int64) (visited, freed int, done bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	end := uint32(len(s.chunks)) << chunkBits
+	slot := e.sweepSlot
+	for ; slot < end && visited < n; slot++ {
+		visited++
+		ch := s.chunks[slot>>chunkBits]
+		if ch == nil {
+			slot |= chunkSize - 1 // skip the freed chunk
+			continue
+		}
+		v := &ch[slot&(chunkSize-1)]
+		if v.key == 0 {
+			continue
+		}
+		before, keys := v.bytes(), v.nkeys()
+		empty := v.sweep(hw)
+		e.settle(s, v, before, keys)
+		if empty {
+			e.charge(s, v.bytes(), 0)
+			s.remove(slot)
+			e.viewers.Add(-1)
+			freed++
+		}
+	}
+	e.sweepSlot = slot
+	return visited, freed, slot >= end
+}
+
+// sweep drops what can no longer count at hw or later and reports whether
+// nothing is left.
+func (v *viewer) sweep(hw int64) bool {
+	for i := 0; i < v.nkeys(); {
+		h := v.header(i)
+		var live bool
+		switch h.algo {
+		case Sliding:
+			v.slidingPrune(i, &h, hw-h.window)
+			live = h.n > 0
+		case Fixed:
+			live = v.fixedLive(&h, hw)
+		case Buckets:
+			live = v.bucketsLive(&h, hw)
+		}
+		if live {
+			i++
+		} else {
+			v.removeKey(i)
+		}
+	}
+	if x := v.ext; x != nil {
+		x.pruneReservations(hw)
+		x.pruneSeen(hw)
+		if x.empty() {
+			v.ext = nil
+		}
+	}
+	v.compact()
+	return v.nkeys() == 0 && v.ext == nil
+}
