@@ -89,7 +89,7 @@ func (e *Engine) record(v *viewer, caps []Cap, khs []uint64, t int64) {
 			}
 		}
 		if c.Algorithm == Sliding {
-			v.makeRoom(t) // may move every offset: before find
+			v.makeRoom(t, e.hw.Load()) // may move every offset: before find
 		}
 		idx, ok := v.find(khs[i])
 		var h header

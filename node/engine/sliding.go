@@ -89,10 +89,17 @@ func (v *viewer) fits(t int64) bool {
 
 // makeRoom makes sure timestamp t can be stored: it moves the narrow base
 // when the viewer's timestamps and t span less than 2^32 ticks, and
-// otherwise widens every timestamp to two words.
-func (v *viewer) makeRoom(t int64) {
+// otherwise widens every timestamp to two words. Timestamps that can no
+// longer count as of the high-water mark hw are dropped first, so a
+// viewer the sweeper has not reached yet does not widen for nothing.
+func (v *viewer) makeRoom(t, hw int64) {
 	if v.wide() || v.fits(t) {
 		return
+	}
+	for i := range v.nkeys() {
+		if h := v.header(i); h.algo == Sliding {
+			v.slidingPrune(i, &h, hw-h.window)
+		}
 	}
 	lo, hi, any := t, t, false
 	for i := range v.nkeys() {
