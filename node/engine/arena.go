@@ -48,9 +48,9 @@ type viewer struct {
 // viewerExt holds what few viewers need, kept out of line so the common
 // viewer stays small.
 type viewerExt struct {
-	wide bool             // timestamps are stored as two words
-	seen map[uint64]int64 // impression id hash -> time it may be forgotten
-	res  []reservation    // live (and not yet swept) reservations
+	wide bool          // timestamps are stored as two words
+	seen []seenID      // remembered impression ids, sorted by hash
+	res  []reservation // live (and not yet swept) reservations
 }
 
 type reservation struct {
@@ -132,18 +132,30 @@ func (v *viewer) dataWords(h *header) int {
 }
 
 // find returns the index of the counter with the given hash, or the index
-// where it would be inserted and false.
+// where it would be inserted and false. The search is branchless (the
+// compiler turns the step into a conditional move): with random hashes
+// every branch of a classic binary search would be a coin flip.
 func (v *viewer) find(hash uint64) (int, bool) {
-	lo, hi := 0, v.nkeys()
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if v.hashAt(m) < hash {
-			lo = m + 1
-		} else {
-			hi = m
-		}
+	n := v.nkeys()
+	if n == 0 {
+		return 0, false
 	}
-	return lo, lo < v.nkeys() && v.hashAt(lo) == hash
+	base := 0
+	for n > 1 {
+		half := n >> 1
+		if v.hashAt(base+half) <= hash {
+			base += half
+		}
+		n -= half
+	}
+	h := v.hashAt(base)
+	if h == hash {
+		return base, true
+	}
+	if h < hash {
+		base++
+	}
+	return base, false
 }
 
 // allocWords returns a zeroed slice of n words whose capacity fills the
@@ -251,7 +263,7 @@ func (v *viewer) compact() {
 func (v *viewer) bytes() int64 {
 	b := int64(viewerSlotBytes) + int64(cap(v.arena))*4
 	if x := v.ext; x != nil {
-		b += extBytes + int64(len(x.seen))*seenEntryBytes
+		b += extBytes + int64(cap(x.seen))*seenEntryBytes
 		for i := range x.res {
 			b += reservationBytes + int64(cap(x.res[i].keys))*8
 		}
@@ -263,6 +275,6 @@ func (v *viewer) bytes() int64 {
 const (
 	viewerSlotBytes  = 56 // the viewer struct in its chunk plus its table slot
 	extBytes         = 80
-	seenEntryBytes   = 40 // a map[uint64]int64 entry with its share of the table
+	seenEntryBytes   = 16 // one seenID
 	reservationBytes = 48
 )

@@ -181,3 +181,39 @@ func BenchmarkCheckTable100x3(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMemoryPerKeyRecorded is BenchmarkMemoryPerKey loaded through
+// Record, so every viewer also remembers its 25 impression ids for
+// idempotency (16 bytes each).
+func BenchmarkMemoryPerKeyRecorded(b *testing.B) {
+	const viewers, campaigns, imps = 200_000, 5, 5
+	for i := 0; i < b.N; i++ {
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		e := newBenchEngine(b)
+		caps := make([][]engine.Cap, campaigns)
+		for c := range caps {
+			caps[c] = []engine.Cap{{Scope: "campaign", ID: "campaign-" + strconv.Itoa(c), Limit: 5, Window: 86_400_000}}
+		}
+		now := int64(1_700_000_000_000)
+		for k := range imps {
+			for v := range viewers {
+				id := fmt.Sprintf("viewer-%07d", v)
+				for c := range caps {
+					imp := engine.Impression{ID: fmt.Sprintf("imp-%d-%d-%d", v, c, k), Time: now + int64(k*1000+c), Caps: caps[c]}
+					if st, err := e.Record(id, imp); err != nil || st != engine.Recorded {
+						b.Fatal(st, err)
+					}
+				}
+			}
+		}
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		st := e.Stats()
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(st.Keys), "heapB/key")
+		b.ReportMetric(float64(st.Bytes)/float64(st.Keys), "estB/key")
+		runtime.KeepAlive(e)
+	}
+}

@@ -166,18 +166,6 @@ func (x *viewerExt) pruneReservations(now int64) {
 	}
 }
 
-// pruneSeen forgets the impression ids whose dedupe horizon has passed.
-func (x *viewerExt) pruneSeen(now int64) {
-	for id, until := range x.seen {
-		if until <= now {
-			delete(x.seen, id)
-		}
-	}
-	if len(x.seen) == 0 {
-		x.seen = nil
-	}
-}
-
 // empty reports whether the extension holds nothing worth keeping.
 func (x *viewerExt) empty() bool {
 	return !x.wide && len(x.seen) == 0 && len(x.res) == 0

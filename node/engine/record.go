@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -93,7 +92,7 @@ func (e *Engine) Record(viewer string, imp Impression) (RecordStatus, error) {
 		return Stale, nil
 	}
 	if v != nil && v.ext != nil {
-		if _, dup := v.ext.seen[idh]; dup {
+		if v.ext.hasSeen(idh) {
 			return Duplicate, nil
 		}
 	}
@@ -115,30 +114,11 @@ func (e *Engine) remember(v *viewer, idh uint64, until int64) {
 		v.ext = &viewerExt{}
 	}
 	x := v.ext
-	if x.seen == nil {
-		x.seen = make(map[uint64]int64)
-	}
 	if len(x.seen) >= e.cfg.MaxDedupePerViewer {
 		x.pruneSeen(e.hw.Load())
-		if x.seen == nil {
-			x.seen = make(map[uint64]int64)
+		if len(x.seen) >= e.cfg.MaxDedupePerViewer {
+			e.overflow.Add(int64(x.forgetOldest()))
 		}
 	}
-	if n := len(x.seen); n >= e.cfg.MaxDedupePerViewer {
-		horizons := make([]int64, 0, n)
-		for _, u := range x.seen {
-			horizons = append(horizons, u)
-		}
-		slices.Sort(horizons)
-		cut := horizons[n/2]
-		forgotten := 0
-		for id, u := range x.seen {
-			if u <= cut {
-				delete(x.seen, id)
-				forgotten++
-			}
-		}
-		e.overflow.Add(int64(forgotten))
-	}
-	x.seen[idh] = until
+	x.addSeen(idh, until)
 }
