@@ -3,6 +3,7 @@ package engine_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -563,4 +564,38 @@ func TestAlgorithmAndModeNames(t *testing.T) {
 	if a, _ := engine.ParseAlgorithm(""); a != engine.Sliding {
 		t.Error("the default algorithm is not sliding")
 	}
+}
+
+// TestSweptMemoryReturnsToTheHeap loads counters, lets them age out,
+// sweeps, and checks the Go heap gives most of it back: the engine keeps
+// no hidden references to freed state.
+func TestSweptMemoryReturnsToTheHeap(t *testing.T) {
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	e := newEngine(t)
+	base := heap()
+	caps := []engine.Cap{campaign("a", 5, 100), campaign("b", 5, 100), {Scope: "advertiser", ID: "x", Limit: 9, Window: 100, Algorithm: engine.Buckets}}
+	for v := range 50_000 {
+		id := fmt.Sprint("viewer-", v)
+		for k := range 3 {
+			mustRecord(t, e, id, engine.Impression{ID: fmt.Sprint(k), Time: int64(k), Caps: caps}, engine.Recorded)
+		}
+	}
+	loaded := heap()
+	if loaded < base+5<<20 {
+		t.Fatalf("loading 50,000 viewers grew the heap by only %d bytes", loaded-base)
+	}
+	sweepAll(e, 1000)
+	after := heap()
+	grown, kept := loaded-base, int64(after)-int64(base)
+	if kept > int64(grown)/10 {
+		t.Errorf("after sweeping everything the heap keeps %d of the %d bytes loading added", kept, grown)
+	}
+	t.Logf("heap: +%d bytes loaded, %+d after the sweep", grown, kept)
+	runtime.KeepAlive(e)
 }
