@@ -80,8 +80,21 @@ func sameCap(a, b *Cap) bool {
 
 // CheckTable is Check for a request in table form.
 func (e *Engine) CheckTable(viewer string, t *CheckTable, now int64, out []Verdict) ([]Verdict, error) {
+	out, _, err := e.checkTable(viewer, t, now, out, nil, false)
+	return out, err
+}
+
+// CheckTableCaps is CheckTable that also appends to left, for every cap of
+// the table in order, how many impressions it has left (limit minus
+// count, at least 0): what a client needs to place several ads from one
+// answer without another round trip.
+func (e *Engine) CheckTableCaps(viewer string, t *CheckTable, now int64, out []Verdict, left []int64) ([]Verdict, []int64, error) {
+	return e.checkTable(viewer, t, now, out, left, true)
+}
+
+func (e *Engine) checkTable(viewer string, t *CheckTable, now int64, out []Verdict, left []int64, wantLeft bool) ([]Verdict, []int64, error) {
 	if err := e.validateTable(t); err != nil {
-		return out, err
+		return out, left, err
 	}
 	sc := getScratch()
 	defer putScratch(sc)
@@ -90,7 +103,13 @@ func (e *Engine) CheckTable(viewer string, t *CheckTable, now int64, out []Verdi
 	}
 	sc.refs = append(sc.refs, t.Refs...)
 	sc.ends = append(sc.ends, t.Ends...)
-	return e.check(viewer, now, out, sc)
+	out, err := e.check(viewer, now, out, sc)
+	if err == nil && wantLeft {
+		for i, c := range sc.caps {
+			left = append(left, max(c.Limit-sc.used[i], 0))
+		}
+	}
+	return out, left, err
 }
 
 // check counts every distinct cap of a validated request once, under the

@@ -599,3 +599,18 @@ func TestSweptMemoryReturnsToTheHeap(t *testing.T) {
 	t.Logf("heap: +%d bytes loaded, %+d after the sweep", grown, kept)
 	runtime.KeepAlive(e)
 }
+
+func TestCheckTableCapsReportsLeftPerCap(t *testing.T) {
+	e := newEngine(t)
+	a, b := campaign("a", 3, 100), campaign("b", 5, 100)
+	mustAllow(t, e, "u", 0, true, a, b)
+	mustAllow(t, e, "u", 1, true, a)
+	tbl := engine.CheckTable{Caps: []engine.Cap{a, b}, Refs: []uint16{0, 1, 1}, Ends: []uint32{2, 3}}
+	out, left, err := e.CheckTableCaps("u", &tbl, 2, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(left) != "[1 4]" || len(out) != 2 || out[0].Remaining != 1 || out[1].Remaining != 4 {
+		t.Errorf("verdicts %+v, left %v; want left [1 4]", out, left)
+	}
+}

@@ -1,0 +1,201 @@
+package proto
+
+import "github.com/fcap-io/fcap/node/engine"
+
+// Allow atomically checks a viewer's caps and, if every one has room,
+// records an impression on each (engine.Engine.Allow). It is answered
+// with an AllowResult, or an Error.
+//
+// Wire: [viewer str, now int|nil, caps [cap...]].
+type Allow struct {
+	// Viewer is the canonical viewer id: the routing key.
+	Viewer string
+	// Now is the time of the impression, when HasNow is set.
+	Now int64
+	// HasNow says the request carries its time. When false, the node
+	// uses its clock; Now is then ignored.
+	HasNow bool
+	// Caps are the caps to check and count against. At most
+	// MaxCapsPerMessage.
+	Caps []engine.Cap
+}
+
+// Type returns TypeAllow.
+func (*Allow) Type() Type { return TypeAllow }
+
+func (m *Allow) encode(e *encoder) {
+	e.array(3)
+	e.str(m.Viewer)
+	e.time(m.Now, m.HasNow)
+	e.caps(m.Caps, MaxCapsPerMessage)
+}
+
+func (m *Allow) decode(d *decoder) {
+	extra := d.array(3)
+	m.Viewer = d.str()
+	m.Now, m.HasNow = d.time()
+	m.Caps = d.caps(m.Caps, MaxCapsPerMessage)
+	d.end(extra)
+}
+
+// AllowResult answers an Allow.
+//
+// Wire: [epoch uint, now int, verdict [allowed bool, remaining int,
+// blocking int]].
+type AllowResult struct {
+	// Epoch is the epoch of the ring the node used.
+	Epoch uint64
+	// Now is the time the node used: the request's, or its clock.
+	Now int64
+	// Verdict says whether the impression was allowed (and recorded),
+	// what remains after it, and which cap blocked.
+	Verdict engine.Verdict
+}
+
+// Type returns TypeAllowResult.
+func (*AllowResult) Type() Type { return TypeAllowResult }
+
+func (m *AllowResult) encode(e *encoder) {
+	e.array(3)
+	e.uint(m.Epoch)
+	e.int(m.Now)
+	e.verdict(&m.Verdict)
+}
+
+func (m *AllowResult) decode(d *decoder) {
+	extra := d.array(3)
+	m.Epoch = d.uint()
+	m.Now = d.int()
+	d.verdict(&m.Verdict)
+	d.end(extra)
+}
+
+// Reserve atomically checks a viewer's caps and, if every one has room,
+// takes a reservation that counts against each of them until it
+// expires, is released, or an impression naming it is recorded
+// (engine.Engine.Reserve). Strict caps reserve at decision time. It is
+// answered with a ReserveResult, or an Error.
+//
+// Wire: [viewer str, now int|nil, ttl int, caps [cap...]].
+type Reserve struct {
+	// Viewer is the canonical viewer id: the routing key.
+	Viewer string
+	// Now is the time of the reservation, when HasNow is set.
+	Now int64
+	// HasNow says the request carries its time. When false, the node
+	// uses its clock; Now is then ignored.
+	HasNow bool
+	// TTL is how long the reservation counts, in ticks from Now.
+	TTL int64
+	// Caps are the caps of the candidate to reserve. At most
+	// MaxCapsPerMessage.
+	Caps []engine.Cap
+}
+
+// Type returns TypeReserve.
+func (*Reserve) Type() Type { return TypeReserve }
+
+func (m *Reserve) encode(e *encoder) {
+	e.array(4)
+	e.str(m.Viewer)
+	e.time(m.Now, m.HasNow)
+	e.int(m.TTL)
+	e.caps(m.Caps, MaxCapsPerMessage)
+}
+
+func (m *Reserve) decode(d *decoder) {
+	extra := d.array(4)
+	m.Viewer = d.str()
+	m.Now, m.HasNow = d.time()
+	m.TTL = d.int()
+	m.Caps = d.caps(m.Caps, MaxCapsPerMessage)
+	d.end(extra)
+}
+
+// ReserveResult answers a Reserve.
+//
+// Wire: [epoch uint, now int, verdict [allowed bool, remaining int,
+// blocking int], id uint].
+type ReserveResult struct {
+	// Epoch is the epoch of the ring the node used.
+	Epoch uint64
+	// Now is the time the node used: the request's, or its clock.
+	Now int64
+	// Verdict says whether the reservation was taken, what remains
+	// after it, and which cap blocked.
+	Verdict engine.Verdict
+	// ID names the reservation when Verdict.Allowed (never 0 then), for
+	// Release and engine.Impression.Reservation; 0 otherwise.
+	ID uint64
+}
+
+// Type returns TypeReserveResult.
+func (*ReserveResult) Type() Type { return TypeReserveResult }
+
+func (m *ReserveResult) encode(e *encoder) {
+	e.array(4)
+	e.uint(m.Epoch)
+	e.int(m.Now)
+	e.verdict(&m.Verdict)
+	e.uint(m.ID)
+}
+
+func (m *ReserveResult) decode(d *decoder) {
+	extra := d.array(4)
+	m.Epoch = d.uint()
+	m.Now = d.int()
+	d.verdict(&m.Verdict)
+	m.ID = d.uint()
+	d.end(extra)
+}
+
+// Release drops a reservation before it expires
+// (engine.Engine.Release). It is answered with a ReleaseResult, or an
+// Error of CodeUnknownReservation if the viewer holds no such
+// reservation.
+//
+// Wire: [viewer str, id uint].
+type Release struct {
+	// Viewer is the canonical viewer id the reservation was taken for.
+	Viewer string
+	// ID is the reservation's id, from ReserveResult.ID.
+	ID uint64
+}
+
+// Type returns TypeRelease.
+func (*Release) Type() Type { return TypeRelease }
+
+func (m *Release) encode(e *encoder) {
+	e.array(2)
+	e.str(m.Viewer)
+	e.uint(m.ID)
+}
+
+func (m *Release) decode(d *decoder) {
+	extra := d.array(2)
+	m.Viewer = d.str()
+	m.ID = d.uint()
+	d.end(extra)
+}
+
+// ReleaseResult answers a Release that dropped its reservation.
+//
+// Wire: [epoch uint].
+type ReleaseResult struct {
+	// Epoch is the epoch of the ring the node used.
+	Epoch uint64
+}
+
+// Type returns TypeReleaseResult.
+func (*ReleaseResult) Type() Type { return TypeReleaseResult }
+
+func (m *ReleaseResult) encode(e *encoder) {
+	e.array(1)
+	e.uint(m.Epoch)
+}
+
+func (m *ReleaseResult) decode(d *decoder) {
+	extra := d.array(1)
+	m.Epoch = d.uint()
+	d.end(extra)
+}

@@ -1,0 +1,357 @@
+package proto
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+
+	"github.com/fcap-io/fcap/node/engine"
+)
+
+// A case is a message that must survive a round trip. want is what
+// decoding gives when that differs from msg (an ignored time, a clamped
+// verdict); nil means msg itself.
+type testCase struct {
+	name string
+	msg  Message
+	want Message
+}
+
+func (c testCase) expected() Message {
+	if c.want != nil {
+		return c.want
+	}
+	return c.msg
+}
+
+var (
+	capCreative = engine.Cap{Scope: "creative", ID: "cr-1", Limit: 3, Window: 3_600_000}
+	capCampaign = engine.Cap{Scope: "campaign", ID: "кампания-42", Limit: 10, Window: 86_400_000, Algorithm: engine.Buckets, Mode: engine.Strict}
+	capAdv      = engine.Cap{Scope: "advertiser", ID: "adv-🎯", Limit: engine.MaxLimit, Window: engine.MaxTime, Algorithm: engine.Fixed}
+	capZero     = engine.Cap{}
+	capOdd      = engine.Cap{Scope: strings.Repeat("s", 32), ID: strings.Repeat("i", 256), Limit: -1, Window: math.MinInt64, Algorithm: 255, Mode: 255}
+	capMaxStr   = engine.Cap{Scope: "creative", ID: strings.Repeat("m", MaxStringLen), Limit: math.MaxInt64, Window: math.MaxInt64}
+)
+
+// manyCaps returns n distinct caps.
+func manyCaps(n int) []engine.Cap {
+	caps := make([]engine.Cap, n)
+	for i := range caps {
+		caps[i] = engine.Cap{Scope: "creative", ID: fmt.Sprintf("creative-%d", i), Limit: int64(1 + i%100), Window: int64(1000 * (i + 1)), Algorithm: engine.Algorithm(i % 3), Mode: engine.Mode(i % 2)}
+	}
+	return caps
+}
+
+// benchTable returns the check of an ad request: 100 candidates, each
+// with its creative, campaign and advertiser cap: 100 creatives, 50
+// campaigns, 10 advertisers, 160 distinct caps.
+func benchTable() engine.CheckTable {
+	var t engine.CheckTable
+	for i := range 100 {
+		t.Caps = append(t.Caps, engine.Cap{Scope: "creative", ID: fmt.Sprintf("creative-%06d", i), Limit: 3, Window: 3_600_000})
+	}
+	for i := range 50 {
+		t.Caps = append(t.Caps, engine.Cap{Scope: "campaign", ID: fmt.Sprintf("campaign-%05d", i), Limit: 10, Window: 86_400_000, Algorithm: engine.Buckets})
+	}
+	for i := range 10 {
+		t.Caps = append(t.Caps, engine.Cap{Scope: "advertiser", ID: fmt.Sprintf("advertiser-%04d", i), Limit: 50, Window: 7 * 86_400_000, Mode: engine.Strict})
+	}
+	for i := range 100 {
+		t.Refs = append(t.Refs, uint16(i), uint16(100+i/2), uint16(150+i/10))
+		t.Ends = append(t.Ends, uint32(len(t.Refs)))
+	}
+	return t
+}
+
+func testCases() []testCase {
+	table := engine.CheckTable{
+		Caps: []engine.Cap{capCreative, capCampaign, capAdv},
+		Refs: []uint16{0, 1, 2, 1, 2, 2},
+		Ends: []uint32{3, 5, 6},
+	}
+	wide := engine.CheckTable{Caps: manyCaps(40)}
+	for i := range 40 {
+		wide.Refs = append(wide.Refs, uint16(i), uint16(39-i))
+		wide.Ends = append(wide.Ends, uint32(len(wide.Refs)))
+	}
+	members := []Member{
+		{Name: "node-a", Addr: "10.0.0.1:7400", HTTPAddr: "10.0.0.1:7401", State: 1, Incarnation: 1},
+		{Name: "nœud-b", Addr: "[::1]:7400", State: 2, Incarnation: math.MaxInt64},
+		{Name: "node-c", Addr: "10.0.0.3:7400", HTTPAddr: "", State: 255, Incarnation: -1},
+	}
+	items := make([]RecordItem, 32)
+	for i := range items {
+		items[i] = RecordItem{
+			Viewer:     fmt.Sprintf("viewer-%d", i%5),
+			Impression: engine.Impression{ID: fmt.Sprintf("imp-%d", i), Time: int64(i) * 1000, Caps: []engine.Cap{capCreative, capCampaign, capAdv}[:1+i%3], Reservation: uint64(i % 2)},
+			HasTime:    i%4 != 0,
+		}
+		if !items[i].HasTime {
+			items[i].Impression.Time = 0
+		}
+	}
+	return []testCase{
+		{name: "ping", msg: &Ping{}},
+		{name: "pong", msg: &Pong{Epoch: 1234, Name: "node-a"}},
+		{name: "pong/zero", msg: &Pong{}},
+		{name: "pong/max", msg: &Pong{Epoch: math.MaxUint64, Name: "ノード"}},
+		{name: "topology-request", msg: &TopologyRequest{}},
+		{name: "topology", msg: &Topology{Epoch: 7, Partitions: 3, Replicas: 2, Members: members, Owners: []uint16{0, 1, 1, 2, NoOwner, NoOwner}}},
+		{name: "topology/empty", msg: &Topology{}},
+		{name: "topology/no-owners", msg: &Topology{Epoch: 1, Partitions: 271, Replicas: 1, Members: members[:1], Owners: repeat16(NoOwner, 271)}},
+		{name: "topology/members-only", msg: &Topology{Epoch: math.MaxUint64, Members: members}},
+		{name: "check", msg: &Check{Viewer: "viewer-1", Now: 1_700_000_000_000, HasNow: true, Table: table}},
+		{name: "check/tick-0", msg: &Check{Viewer: "v", Now: 0, HasNow: true, Table: table}},
+		{name: "check/no-now", msg: &Check{Viewer: "v", Table: table}},
+		{name: "check/now-ignored", msg: &Check{Viewer: "v", Now: 42, Table: table}, want: &Check{Viewer: "v", Table: table}},
+		{name: "check/max-int64", msg: &Check{Viewer: "v", Now: math.MaxInt64, HasNow: true, Table: table}},
+		{name: "check/negative-now", msg: &Check{Viewer: "v", Now: math.MinInt64, HasNow: true, Table: table}},
+		{name: "check/empty", msg: &Check{}},
+		{name: "check/unicode", msg: &Check{Viewer: "зритель-日本-🎯", HasNow: true, Now: 1, Table: engine.CheckTable{Caps: []engine.Cap{capAdv}, Refs: []uint16{0}, Ends: []uint32{1}}}},
+		{name: "check/wide", msg: &Check{Viewer: "v", HasNow: true, Now: 5, Table: wide}},
+		{name: "check/odd-caps", msg: &Check{Viewer: "v", Table: engine.CheckTable{Caps: []engine.Cap{capZero, capOdd, capMaxStr}, Refs: []uint16{0, 65535}, Ends: []uint32{1, math.MaxUint32}}}},
+		{name: "check/bench", msg: &Check{Viewer: "viewer-1234567890", Now: 1_700_000_000_000, HasNow: true, Table: benchTable()}},
+		{name: "check-result", msg: &CheckResult{Epoch: 9, Now: 1_700_000_000_000, Verdicts: []engine.Verdict{
+			{Allowed: true, Remaining: 2, Blocking: -1},
+			{Allowed: false, Remaining: 0, Blocking: 0},
+			{Allowed: true, Remaining: engine.MaxLimit, Blocking: -1},
+			{Remaining: 0, Blocking: 254},
+			{Remaining: 0, Blocking: 255},
+			{Remaining: 1, Blocking: 256},
+			{Remaining: 0, Blocking: maxBlocking},
+		}}},
+		{name: "check-result/empty", msg: &CheckResult{}},
+		{name: "check-result/left", msg: &CheckResult{Epoch: 2, Now: 7, Verdicts: []engine.Verdict{{Allowed: true, Remaining: 2, Blocking: -1}}, Left: []uint16{2, 0, engine.MaxLimit}}},
+		{name: "check-result/clamped",
+			msg:  &CheckResult{Now: 0, Verdicts: []engine.Verdict{{Allowed: true, Remaining: 70000, Blocking: -1}, {Remaining: -3, Blocking: 1}}},
+			want: &CheckResult{Now: 0, Verdicts: []engine.Verdict{{Allowed: true, Remaining: 65535, Blocking: -1}, {Remaining: 0, Blocking: 1}}}},
+		{name: "check-result/many", msg: &CheckResult{Epoch: 1, Now: 5, Verdicts: manyVerdicts(100)}},
+		{name: "allow", msg: &Allow{Viewer: "viewer-1", Now: 1000, HasNow: true, Caps: []engine.Cap{capCreative, capCampaign, capAdv}}},
+		{name: "allow/tick-0", msg: &Allow{Viewer: "v", Now: 0, HasNow: true, Caps: []engine.Cap{capCreative}}},
+		{name: "allow/no-now", msg: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}}},
+		{name: "allow/now-ignored", msg: &Allow{Viewer: "v", Now: -5, Caps: []engine.Cap{capCreative}}, want: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}}},
+		{name: "allow/empty", msg: &Allow{}},
+		{name: "allow/max-caps", msg: &Allow{Viewer: "v", Now: math.MaxInt64, HasNow: true, Caps: manyCaps(MaxCapsPerMessage)}},
+		{name: "allow-result", msg: &AllowResult{Epoch: 3, Now: 1000, Verdict: engine.Verdict{Allowed: true, Remaining: 2, Blocking: -1}}},
+		{name: "allow-result/denied", msg: &AllowResult{Epoch: math.MaxUint64, Now: 0, Verdict: engine.Verdict{Blocking: 2}}},
+		{name: "allow-result/odd", msg: &AllowResult{Now: math.MinInt64, Verdict: engine.Verdict{Allowed: true, Remaining: math.MaxInt64, Blocking: math.MinInt64}}},
+		{name: "record", msg: &Record{Items: items}},
+		{name: "record/one", msg: &Record{Items: []RecordItem{{Viewer: "v", Impression: engine.Impression{ID: "imp", Time: 0, Caps: []engine.Cap{capCreative}, Reservation: math.MaxUint64}, HasTime: true}}}},
+		{name: "record/time-ignored",
+			msg:  &Record{Items: []RecordItem{{Viewer: "v", Impression: engine.Impression{ID: "imp", Time: 99, Caps: []engine.Cap{capCreative}}}}},
+			want: &Record{Items: []RecordItem{{Viewer: "v", Impression: engine.Impression{ID: "imp", Caps: []engine.Cap{capCreative}}}}}},
+		{name: "record/empty", msg: &Record{}},
+		{name: "record/empty-item", msg: &Record{Items: []RecordItem{{}}}},
+		{name: "record-result", msg: &RecordResult{Epoch: 4, Results: []ItemResult{{Status: engine.Recorded}, {Status: engine.Duplicate}, {Status: engine.Stale}, {Code: CodeNotOwner}, {Code: 0xFFFF}}}},
+		{name: "record-result/empty", msg: &RecordResult{}},
+		{name: "reserve", msg: &Reserve{Viewer: "viewer-1", Now: 1000, HasNow: true, TTL: 30_000, Caps: []engine.Cap{capCreative, capAdv}}},
+		{name: "reserve/no-now", msg: &Reserve{Viewer: "v", TTL: 1, Caps: []engine.Cap{capCreative}}},
+		{name: "reserve/tick-0", msg: &Reserve{Viewer: "v", HasNow: true, TTL: math.MaxInt64, Caps: []engine.Cap{capCreative}}},
+		{name: "reserve-result", msg: &ReserveResult{Epoch: 5, Now: 1000, Verdict: engine.Verdict{Allowed: true, Remaining: 0, Blocking: -1}, ID: math.MaxUint64}},
+		{name: "reserve-result/denied", msg: &ReserveResult{Epoch: 5, Now: 1000, Verdict: engine.Verdict{Blocking: 1}}},
+		{name: "release", msg: &Release{Viewer: "viewer-1", ID: 0xDEADBEEFCAFE}},
+		{name: "release/zero", msg: &Release{}},
+		{name: "release-result", msg: &ReleaseResult{Epoch: 12}},
+		{name: "error", msg: &Error{Code: CodeNotOwner, Message: "viewer moved", Epoch: 1234}},
+		{name: "error/empty", msg: &Error{}},
+		{name: "error/unknown-code", msg: &Error{Code: 0xFFFF, Message: "from the future ✨"}},
+	}
+}
+
+func repeat16(v uint16, n int) []uint16 {
+	s := make([]uint16, n)
+	for i := range s {
+		s[i] = v
+	}
+	return s
+}
+
+func manyVerdicts(n int) []engine.Verdict {
+	vs := make([]engine.Verdict, n)
+	for i := range vs {
+		if i%3 == 0 {
+			vs[i] = engine.Verdict{Allowed: true, Remaining: int64(i), Blocking: -1}
+		} else {
+			vs[i] = engine.Verdict{Blocking: i % 3}
+		}
+	}
+	return vs
+}
+
+// sameValue is reflect.DeepEqual, except that a nil slice equals an
+// empty one: Decode into a fresh message leaves an empty list nil, into
+// a reused one empty.
+func sameValue(a, b any) bool { return same(reflect.ValueOf(a), reflect.ValueOf(b)) }
+
+func same(a, b reflect.Value) bool {
+	if a.Kind() != b.Kind() || a.Type() != b.Type() {
+		return false
+	}
+	switch a.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
+		}
+		return same(a.Elem(), b.Elem())
+	case reflect.Slice:
+		if a.Len() != b.Len() {
+			return false
+		}
+		for i := range a.Len() {
+			if !same(a.Index(i), b.Index(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Struct:
+		for i := range a.NumField() {
+			if !same(a.Field(i), b.Field(i)) {
+				return false
+			}
+		}
+		return true
+	default:
+		return reflect.DeepEqual(a.Interface(), b.Interface())
+	}
+}
+
+// wireForm restates, independently of the encoder, the layout each
+// message's documentation gives, as the values a generic msgpack decoder
+// should find: integers as int64 (uint64 past MaxInt64), strings,
+// bools, nil, []byte for bins and []any for arrays.
+func wireForm(m Message) []any {
+	switch m := m.(type) {
+	case *Ping, *TopologyRequest:
+		return []any{}
+	case *Pong:
+		return []any{u(m.Epoch), m.Name}
+	case *Topology:
+		members := []any{}
+		for _, mb := range m.Members {
+			members = append(members, []any{mb.Name, mb.Addr, mb.HTTPAddr, int64(mb.State), mb.Incarnation})
+		}
+		return []any{u(m.Epoch), int64(m.Partitions), int64(m.Replicas), members, le16(m.Owners)}
+	case *Check:
+		return []any{m.Viewer, optTime(m.Now, m.HasNow), capsForm(m.Table.Caps), le16(m.Table.Refs), le32(m.Table.Ends)}
+	case *CheckResult:
+		packed := []byte{}
+		for _, v := range m.Verdicts {
+			rem := uint16(min(max(v.Remaining, 0), 65535))
+			b := v.Blocking + 1
+			flags := byte(0)
+			if v.Allowed {
+				flags |= 1
+			}
+			if b >= 256 {
+				flags |= 2
+			}
+			packed = append(packed, byte(rem), byte(rem>>8), byte(b), flags)
+		}
+		return []any{u(m.Epoch), m.Now, packed, le16(m.Left)}
+	case *Allow:
+		return []any{m.Viewer, optTime(m.Now, m.HasNow), capsForm(m.Caps)}
+	case *AllowResult:
+		return []any{u(m.Epoch), m.Now, verdictForm(m.Verdict)}
+	case *Reserve:
+		return []any{m.Viewer, optTime(m.Now, m.HasNow), m.TTL, capsForm(m.Caps)}
+	case *ReserveResult:
+		return []any{u(m.Epoch), m.Now, verdictForm(m.Verdict), u(m.ID)}
+	case *Release:
+		return []any{m.Viewer, u(m.ID)}
+	case *ReleaseResult:
+		return []any{u(m.Epoch)}
+	case *Record:
+		items := []any{}
+		for _, it := range m.Items {
+			imp := it.Impression
+			items = append(items, []any{it.Viewer, imp.ID, optTime(imp.Time, it.HasTime), capsForm(imp.Caps), u(imp.Reservation)})
+		}
+		return []any{items}
+	case *RecordResult:
+		results := []any{}
+		for _, r := range m.Results {
+			results = append(results, []any{int64(r.Status), int64(r.Code)})
+		}
+		return []any{u(m.Epoch), results}
+	case *Error:
+		return []any{int64(m.Code), m.Message, u(m.Epoch)}
+	}
+	panic(fmt.Sprintf("wireForm: %T", m))
+}
+
+func u(v uint64) any {
+	if v > math.MaxInt64 {
+		return v
+	}
+	return int64(v)
+}
+
+func optTime(t int64, ok bool) any {
+	if !ok {
+		return nil
+	}
+	return t
+}
+
+func capsForm(caps []engine.Cap) []any {
+	out := []any{}
+	for _, c := range caps {
+		out = append(out, []any{c.Scope, c.ID, c.Limit, c.Window, int64(c.Algorithm), int64(c.Mode)})
+	}
+	return out
+}
+
+func verdictForm(v engine.Verdict) []any {
+	return []any{v.Allowed, v.Remaining, int64(v.Blocking)}
+}
+
+func le16(vs []uint16) []byte {
+	b := []byte{}
+	for _, v := range vs {
+		b = binary.LittleEndian.AppendUint16(b, v)
+	}
+	return b
+}
+
+func le32(vs []uint32) []byte {
+	b := []byte{}
+	for _, v := range vs {
+		b = binary.LittleEndian.AppendUint32(b, v)
+	}
+	return b
+}
+
+// normalize turns what msgpack's generic decoding returns into
+// wireForm's terms: every integer type to int64 (uint64 past MaxInt64
+// stays uint64).
+func normalize(v any) any {
+	switch v := v.(type) {
+	case int8:
+		return int64(v)
+	case int16:
+		return int64(v)
+	case int32:
+		return int64(v)
+	case uint8:
+		return int64(v)
+	case uint16:
+		return int64(v)
+	case uint32:
+		return int64(v)
+	case uint64:
+		return u(v)
+	case []any:
+		out := make([]any, len(v))
+		for i := range v {
+			out[i] = normalize(v[i])
+		}
+		return out
+	case []byte:
+		if v == nil {
+			return []byte{}
+		}
+	}
+	return v
+}

@@ -1,0 +1,109 @@
+package proto
+
+import "github.com/fcap-io/fcap/node/engine"
+
+// Check asks for read-only verdicts on many candidates of one viewer at
+// once (an ad request checks about 100). It is answered with a
+// CheckResult, or an Error.
+//
+// The candidates travel as an engine.CheckTable: each distinct cap once,
+// and each candidate as indexes into them, so the caps the candidates
+// share (one advertiser cap across ten creatives) are sent and counted
+// once. proto checks only the table's size; the engine checks that the
+// indexes and ends make sense.
+//
+// Wire: [viewer str, now int|nil, caps [cap...], refs bin, ends bin],
+// where refs is 2 bytes per index and ends 4 bytes per candidate, both
+// little-endian.
+type Check struct {
+	// Viewer is the canonical viewer id: the routing key.
+	Viewer string
+	// Now is the time of the check, when HasNow is set.
+	Now int64
+	// HasNow says the request carries its time. When false, the node
+	// uses its clock; Now is then ignored (an omitted time is not tick
+	// 0, which is a valid time).
+	HasNow bool
+	// Table holds the distinct caps (at most MaxCheckCaps) and the
+	// candidates (at most MaxCandidates) as indexes into them.
+	Table engine.CheckTable
+}
+
+// Type returns TypeCheck.
+func (*Check) Type() Type { return TypeCheck }
+
+func (m *Check) encode(e *encoder) {
+	e.array(5)
+	e.str(m.Viewer)
+	e.time(m.Now, m.HasNow)
+	e.caps(m.Table.Caps, MaxCheckCaps)
+	e.uint16s(m.Table.Refs)
+	if len(m.Table.Ends) > MaxCandidates {
+		e.fail(errTooMany("candidates", len(m.Table.Ends), MaxCandidates))
+	}
+	e.uint32s(m.Table.Ends)
+}
+
+func (m *Check) decode(d *decoder) {
+	extra := d.array(5)
+	m.Viewer = d.str()
+	m.Now, m.HasNow = d.time()
+	m.Table.Caps = d.caps(m.Table.Caps, MaxCheckCaps)
+	m.Table.Refs = d.uint16s(m.Table.Refs, noLimit)
+	m.Table.Ends = d.uint32s(m.Table.Ends, MaxCandidates)
+	d.end(extra)
+}
+
+// CheckResult answers a Check: one verdict per candidate, in order, and
+// optionally how many impressions each cap of the table has left.
+//
+// Wire: [epoch uint, now int, verdicts bin, left bin], where verdicts is
+// packed 4 bytes each: remaining uint16 little-endian (clamped to
+// 65535), blocking+1 uint8 (0: none) and flags uint8 (bit 0: allowed;
+// bit 1: bit 8 of blocking+1, for a candidate's 256th cap); and left is
+// 2 bytes per cap, little-endian. left was added after the first three
+// fields: a body without it decodes with Left empty.
+type CheckResult struct {
+	// Epoch is the epoch of the ring the node used.
+	Epoch uint64
+	// Now is the time the verdicts are for: the request's, or the
+	// node's clock when the request had none.
+	Now int64
+	// Verdicts holds one verdict per candidate, in the request's order.
+	// Remaining is clamped to [0, 65535] (engine.MaxLimit) and Blocking
+	// must be in [-1, 510].
+	Verdicts []engine.Verdict
+	// Left holds, for every cap of the request's table in order, how
+	// many impressions it has left (limit minus count, at least 0;
+	// engine.Engine.CheckTableCaps), so a client can place several ads
+	// from one answer. Empty when the node did not say; at most
+	// MaxCheckCaps.
+	Left []uint16
+}
+
+// Type returns TypeCheckResult.
+func (*CheckResult) Type() Type { return TypeCheckResult }
+
+func (m *CheckResult) encode(e *encoder) {
+	e.array(4)
+	e.uint(m.Epoch)
+	e.int(m.Now)
+	e.verdicts(m.Verdicts)
+	if len(m.Left) > MaxCheckCaps {
+		e.fail(errTooMany("left", len(m.Left), MaxCheckCaps))
+	}
+	e.uint16s(m.Left)
+}
+
+func (m *CheckResult) decode(d *decoder) {
+	extra := d.array(3)
+	m.Epoch = d.uint()
+	m.Now = d.int()
+	m.Verdicts = d.verdicts(m.Verdicts)
+	m.Left = m.Left[:0]
+	if extra > 0 { // optional: added after the first three fields
+		m.Left = d.uint16s(m.Left, MaxCheckCaps)
+		extra--
+	}
+	d.end(extra)
+}

@@ -1,0 +1,170 @@
+package proto
+
+import "fmt"
+
+// NoOwner marks a replica slot of Topology.Owners that no member holds.
+const NoOwner = 0xFFFF
+
+// Ping asks a node whether it is alive. It is answered with a Pong.
+//
+// Wire: [].
+type Ping struct{}
+
+// Type returns TypePing.
+func (*Ping) Type() Type { return TypePing }
+
+func (*Ping) encode(e *encoder) { e.array(0) }
+
+func (*Ping) decode(d *decoder) { d.end(d.array(0)) }
+
+// Pong answers a Ping.
+//
+// Wire: [epoch uint, name str].
+type Pong struct {
+	// Epoch is the epoch of the node's ring; a client whose topology is
+	// older asks for the new one.
+	Epoch uint64
+	// Name is the node's stable name in the membership.
+	Name string
+}
+
+// Type returns TypePong.
+func (*Pong) Type() Type { return TypePong }
+
+func (m *Pong) encode(e *encoder) {
+	e.array(2)
+	e.uint(m.Epoch)
+	e.str(m.Name)
+}
+
+func (m *Pong) decode(d *decoder) {
+	extra := d.array(2)
+	m.Epoch = d.uint()
+	m.Name = d.str()
+	d.end(extra)
+}
+
+// TopologyRequest asks a node for its view of the ring. It is answered
+// with a Topology.
+//
+// Wire: [].
+type TopologyRequest struct{}
+
+// Type returns TypeTopologyRequest.
+func (*TopologyRequest) Type() Type { return TypeTopologyRequest }
+
+func (*TopologyRequest) encode(e *encoder) { e.array(0) }
+
+func (*TopologyRequest) decode(d *decoder) { d.end(d.array(0)) }
+
+// Member is one node of the cluster as a Topology carries it.
+//
+// Wire: [name str, addr str, http_addr str, state uint8, incarnation int].
+type Member struct {
+	// Name is the node's stable name; it places the node on the ring.
+	Name string
+	// Addr is the host:port of the node's data plane (this protocol).
+	Addr string
+	// HTTPAddr is the host:port of the node's HTTP endpoint (metrics,
+	// admin), or empty.
+	HTTPAddr string
+	// State is the node's membership state (joining, active, leaving),
+	// as the ring package numbers it; proto carries it without meaning.
+	State uint8
+	// Incarnation is the membership incarnation the state comes from;
+	// a higher one is newer.
+	Incarnation int64
+}
+
+func (e *encoder) member(m *Member) {
+	e.array(5)
+	e.str(m.Name)
+	e.str(m.Addr)
+	e.str(m.HTTPAddr)
+	e.uint(uint64(m.State))
+	e.int(m.Incarnation)
+}
+
+func (d *decoder) member(m *Member) {
+	extra := d.array(5)
+	m.Name = d.str()
+	m.Addr = d.str()
+	m.HTTPAddr = d.str()
+	m.State = uint8(d.uintN(0xFF))
+	m.Incarnation = d.int()
+	d.end(extra)
+}
+
+// Topology is a node's view of the ring: the members and, for each
+// partition, the members that own it. Partitions of a viewer's key and
+// replica order are the ring package's business; proto only checks that
+// the table has the shape it claims, so a decoded Topology is always
+// safe to index: len(Owners) == Partitions*Replicas, and every owner is
+// an index into Members or NoOwner.
+//
+// Wire: [epoch uint, partitions int, replicas int, members [member...],
+// owners bin] where owners is 2 bytes per entry, little-endian.
+type Topology struct {
+	// Epoch numbers the ring: it grows with every membership change.
+	Epoch uint64
+	// Partitions is the ring's partition count.
+	Partitions int
+	// Replicas is the number of owners per partition (owner, then
+	// backups).
+	Replicas int
+	// Members are the nodes of the ring. At most MaxMembers.
+	Members []Member
+	// Owners holds Partitions*Replicas entries: partition p's owners are
+	// Owners[p*Replicas : (p+1)*Replicas], the primary first. Each is an
+	// index into Members, or NoOwner (0xFFFF) for a slot no member
+	// holds.
+	Owners []uint16
+}
+
+// Type returns TypeTopology.
+func (*Topology) Type() Type { return TypeTopology }
+
+func (m *Topology) encode(e *encoder) {
+	if err := m.checkShape(); err != nil {
+		e.fail(err)
+	}
+	e.array(5)
+	e.uint(m.Epoch)
+	e.int(int64(m.Partitions))
+	e.int(int64(m.Replicas))
+	e.list("members", len(m.Members), MaxMembers)
+	for i := range m.Members {
+		e.member(&m.Members[i])
+	}
+	e.uint16s(m.Owners)
+}
+
+func (m *Topology) decode(d *decoder) {
+	extra := d.array(5)
+	m.Epoch = d.uint()
+	m.Partitions = int(d.int())
+	m.Replicas = int(d.int())
+	m.Members = resize(m.Members, d.list("members", MaxMembers, minMemberSize))
+	for i := range m.Members {
+		d.member(&m.Members[i])
+	}
+	m.Owners = d.uint16s(m.Owners, noLimit)
+	d.end(extra)
+	if d.err == nil {
+		d.fail(m.checkShape())
+	}
+}
+
+// checkShape checks the owners table against the counts.
+func (m *Topology) checkShape() error {
+	p, r, n := m.Partitions, m.Replicas, len(m.Owners)
+	if p < 0 || r < 0 || (r == 0 && n != 0) || (r != 0 && (n%r != 0 || n/r != p)) {
+		return fmt.Errorf("topology: %d owners for %d partitions of %d replicas", n, p, r)
+	}
+	for i, o := range m.Owners {
+		if o != NoOwner && int(o) >= len(m.Members) {
+			return fmt.Errorf("topology: owner %d is member %d of %d", i, o, len(m.Members))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,441 @@
+package proto
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"unsafe"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+)
+
+// The smallest encodings of the list elements, in bytes: a list of n
+// elements needs at least n times as many bytes of body, so a length is
+// checked against the rest of the body before anything is allocated for
+// it.
+const (
+	minCapSize        = 7 // fixarray, 2 fixstr, 4 fixint
+	minMemberSize     = 6 // fixarray, 3 fixstr, 2 fixint
+	minRecordItemSize = 6 // fixarray, 2 fixstr, nil, fixarray, fixint
+	minItemResultSize = 3 // fixarray, 2 fixint
+)
+
+// errTruncated reports a length that runs past the end of the body.
+var errTruncated = fmt.Errorf("truncated body: %w", io.ErrUnexpectedEOF)
+
+// encoder appends the msgpack encoding of a message to buf. It is the
+// msgpack.Encoder's writer, and that writer never fails, so the results
+// of the Encoder's methods are never errors and are not checked. err
+// holds the first limit a message broke: the encode methods run to the
+// end and AppendFrame reports it.
+//
+// The one-byte forms (positive fixint, fixarray, fixstr header), which
+// most values of a message take, are appended here directly; every
+// other form is written by the msgpack.Encoder. That halves the cost of
+// encoding a Check. The decoder mirrors it, and TestWireForm checks the
+// bytes against msgpack's own generic decoding.
+type encoder struct {
+	buf []byte
+	enc *msgpack.Encoder
+	err error
+}
+
+var encoders = sync.Pool{New: func() any {
+	e := new(encoder)
+	e.enc = msgpack.NewEncoder(e)
+	return e
+}}
+
+// Write implements io.Writer for the msgpack.Encoder.
+func (e *encoder) Write(p []byte) (int, error) {
+	e.buf = append(e.buf, p...)
+	return len(p), nil
+}
+
+// WriteByte implements io.ByteWriter for the msgpack.Encoder.
+func (e *encoder) WriteByte(c byte) error {
+	e.buf = append(e.buf, c)
+	return nil
+}
+
+// fail records the first encoding error.
+func (e *encoder) fail(err error) {
+	if e.err == nil {
+		e.err = err
+	}
+}
+
+// array writes the header of a positional array of n fields.
+func (e *encoder) array(n int) {
+	if n <= int(msgpcode.FixedArrayMask) {
+		e.buf = append(e.buf, msgpcode.FixedArrayLow|byte(n))
+		return
+	}
+	e.enc.EncodeArrayLen(n)
+}
+
+// list writes the header of a list of n elements, refusing more than
+// limit.
+func (e *encoder) list(what string, n, limit int) {
+	if n > limit {
+		e.fail(errTooMany(what, n, limit))
+	}
+	e.array(n)
+}
+
+func (e *encoder) str(s string) {
+	if len(s) > MaxStringLen {
+		e.fail(fmt.Errorf("string of %d bytes, limit %d", len(s), MaxStringLen))
+	}
+	if len(s) <= int(msgpcode.FixedStrMask) {
+		e.buf = append(e.buf, msgpcode.FixedStrLow|byte(len(s)))
+		e.buf = append(e.buf, s...)
+		return
+	}
+	e.enc.EncodeString(s)
+}
+
+func (e *encoder) int(v int64) {
+	if v >= 0 && v <= int64(msgpcode.PosFixedNumHigh) {
+		e.buf = append(e.buf, byte(v))
+		return
+	}
+	e.enc.EncodeInt(v)
+}
+
+func (e *encoder) uint(v uint64) {
+	if v <= uint64(msgpcode.PosFixedNumHigh) {
+		e.buf = append(e.buf, byte(v))
+		return
+	}
+	e.enc.EncodeUint(v)
+}
+
+func (e *encoder) bool(v bool) { e.enc.EncodeBool(v) }
+
+// time writes t, or nil when the sender leaves the time to the node.
+func (e *encoder) time(t int64, ok bool) {
+	if !ok {
+		e.enc.EncodeNil()
+		return
+	}
+	e.int(t)
+}
+
+// binHeader writes the header of a bin of n bytes; the caller appends
+// them to buf.
+func (e *encoder) binHeader(n int) { e.enc.EncodeBytesLen(n) }
+
+// uint16s writes a bin of vs, 2 bytes each, little-endian.
+func (e *encoder) uint16s(vs []uint16) {
+	e.binHeader(2 * len(vs))
+	for _, v := range vs {
+		e.buf = append(e.buf, byte(v), byte(v>>8))
+	}
+}
+
+// uint32s writes a bin of vs, 4 bytes each, little-endian.
+func (e *encoder) uint32s(vs []uint32) {
+	e.binHeader(4 * len(vs))
+	for _, v := range vs {
+		e.buf = append(e.buf, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+	}
+}
+
+// decoder reads one message from body. It is the io.Reader and
+// io.ByteScanner under its msgpack.Decoder, so the Decoder does no
+// buffering of its own and off is always where the next value starts:
+// strings and bins are taken straight from body at off, without a copy.
+//
+// Like encoder, it keeps the first error: once err is set every method
+// returns zero values without reading, so decode methods read as a plain
+// sequence of fields and Decode reports the error at the end.
+type decoder struct {
+	body []byte
+	off  int
+	dec  *msgpack.Decoder
+	err  error
+}
+
+var decoders = sync.Pool{New: func() any {
+	d := new(decoder)
+	d.dec = msgpack.NewDecoder(d)
+	return d
+}}
+
+// Read implements io.Reader for the msgpack.Decoder.
+func (d *decoder) Read(p []byte) (int, error) {
+	if d.off >= len(d.body) {
+		return 0, io.EOF
+	}
+	n := copy(p, d.body[d.off:])
+	d.off += n
+	return n, nil
+}
+
+// ReadByte implements io.ByteReader for the msgpack.Decoder.
+func (d *decoder) ReadByte() (byte, error) {
+	if d.off >= len(d.body) {
+		return 0, io.EOF
+	}
+	c := d.body[d.off]
+	d.off++
+	return c, nil
+}
+
+// UnreadByte implements io.ByteScanner for the msgpack.Decoder.
+func (d *decoder) UnreadByte() error {
+	if d.off == 0 {
+		return errors.New("proto: UnreadByte at the start of the body")
+	}
+	d.off--
+	return nil
+}
+
+func (d *decoder) remaining() int { return len(d.body) - d.off }
+
+// fixed returns the next byte if it is between lo and hi (a one-byte
+// form the encoder writes directly), consuming it.
+func (d *decoder) fixed(lo, hi byte) (byte, bool) {
+	if d.off < len(d.body) {
+		if c := d.body[d.off]; c >= lo && c <= hi {
+			d.off++
+			return c, true
+		}
+	}
+	return 0, false
+}
+
+// arrayLen reads an array header: -1 for nil.
+func (d *decoder) arrayLen() (int, error) {
+	if c, ok := d.fixed(msgpcode.FixedArrayLow, msgpcode.FixedArrayHigh); ok {
+		return int(c & msgpcode.FixedArrayMask), nil
+	}
+	return d.dec.DecodeArrayLen()
+}
+
+// fail records the first decoding error.
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+// array reads the header of a positional array of want fields and
+// returns how many elements follow them. A sender of a later version may
+// append fields; the reader skips them (with end) for forward
+// compatibility. Fewer fields than want, or nil, is an error.
+func (d *decoder) array(want int) (extra int) {
+	if d.err != nil {
+		return 0
+	}
+	n, err := d.arrayLen()
+	switch {
+	case err != nil:
+		d.fail(err)
+	case n < want:
+		d.fail(fmt.Errorf("array of %d fields, want %d", n, want))
+	case n > d.remaining():
+		d.fail(errTruncated)
+	default:
+		return n - want
+	}
+	return 0
+}
+
+// end skips the extra trailing fields of an array (see array).
+func (d *decoder) end(extra int) {
+	if extra > 0 {
+		d.skip(extra)
+	}
+}
+
+// list reads the header of a list of elements at least minSize bytes
+// each. nil is an empty list. More than limit elements is an error, and
+// so is a length the rest of the body cannot hold.
+func (d *decoder) list(what string, limit, minSize int) int {
+	if d.err != nil {
+		return 0
+	}
+	n, err := d.arrayLen()
+	switch {
+	case err != nil:
+		d.fail(err)
+	case n > limit:
+		d.fail(errTooMany(what, n, limit))
+	case n > d.remaining()/minSize:
+		d.fail(fmt.Errorf("%s: %w", what, errTruncated))
+	case n > 0:
+		return n
+	}
+	return 0
+}
+
+// bytes reads a str or bin (nil is empty) of at most limit bytes and
+// returns it as a slice of body.
+func (d *decoder) bytes(limit int) []byte {
+	if d.err != nil {
+		return nil
+	}
+	var n int
+	var err error
+	if c, ok := d.fixed(msgpcode.FixedStrLow, msgpcode.FixedStrHigh); ok {
+		n = int(c & msgpcode.FixedStrMask)
+	} else {
+		n, err = d.dec.DecodeBytesLen()
+	}
+	switch {
+	case err != nil:
+		d.fail(err)
+	case n > limit:
+		d.fail(fmt.Errorf("%d bytes, limit %d", n, limit))
+	case n > d.remaining():
+		d.fail(errTruncated)
+	case n > 0:
+		b := d.body[d.off : d.off+n : d.off+n]
+		d.off += n
+		return b
+	}
+	return nil
+}
+
+// str reads a string of at most MaxStringLen bytes. The string aliases
+// body: no copy is made.
+func (d *decoder) str() string {
+	b := d.bytes(MaxStringLen)
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// int reads an integer that fits an int64: a uint64 past MaxInt64 is an
+// error, not a negative number.
+func (d *decoder) int() int64 {
+	if d.err != nil {
+		return 0
+	}
+	if c, ok := d.fixed(0, msgpcode.PosFixedNumHigh); ok {
+		return int64(c)
+	}
+	if d.off < len(d.body) && d.body[d.off] == msgpcode.Uint64 {
+		v, err := d.dec.DecodeUint64()
+		if err == nil && v > math.MaxInt64 {
+			err = fmt.Errorf("%d overflows int64", v)
+		}
+		d.fail(err)
+		return int64(v)
+	}
+	v, err := d.dec.DecodeInt64()
+	d.fail(err)
+	return v
+}
+
+// uint reads a non-negative integer: a negative one is an error, not a
+// large number.
+func (d *decoder) uint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if c, ok := d.fixed(0, msgpcode.PosFixedNumHigh); ok {
+		return uint64(c)
+	}
+	if d.off < len(d.body) && isSigned(d.body[d.off]) {
+		v := d.int()
+		if v < 0 {
+			d.fail(fmt.Errorf("%d for an unsigned integer", v))
+			return 0
+		}
+		return uint64(v)
+	}
+	v, err := d.dec.DecodeUint64()
+	d.fail(err)
+	return v
+}
+
+// isSigned reports whether c starts a signed msgpack integer (which may
+// be negative).
+func isSigned(c byte) bool {
+	return c >= msgpcode.NegFixedNumLow || c == msgpcode.Int8 || c == msgpcode.Int16 || c == msgpcode.Int32 || c == msgpcode.Int64
+}
+
+// uintN reads an unsigned integer of at most max.
+func (d *decoder) uintN(max uint64) uint64 {
+	v := d.uint()
+	if v > max {
+		d.fail(fmt.Errorf("%d out of range [0, %d]", v, max))
+		return 0
+	}
+	return v
+}
+
+func (d *decoder) bool() bool {
+	if d.err != nil {
+		return false
+	}
+	v, err := d.dec.DecodeBool()
+	d.fail(err)
+	return v
+}
+
+// time reads a time that may be nil (omitted: the node's clock).
+func (d *decoder) time() (t int64, ok bool) {
+	if d.err != nil {
+		return 0, false
+	}
+	if d.off < len(d.body) && d.body[d.off] == msgpcode.Nil {
+		d.off++
+		return 0, false
+	}
+	return d.int(), d.err == nil
+}
+
+// uint16s reads a bin of little-endian uint16s into dst[:0], at most
+// limit of them.
+func (d *decoder) uint16s(dst []uint16, limit int) []uint16 {
+	b := d.bytes(2 * limit)
+	if len(b)%2 != 0 {
+		d.fail(fmt.Errorf("bin of %d bytes is not a list of uint16", len(b)))
+		return dst[:0]
+	}
+	dst = resize(dst, len(b)/2)
+	for i := range dst {
+		dst[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
+	}
+	return dst
+}
+
+// uint32s reads a bin of little-endian uint32s into dst[:0], at most
+// limit of them.
+func (d *decoder) uint32s(dst []uint32, limit int) []uint32 {
+	b := d.bytes(4 * limit)
+	if len(b)%4 != 0 {
+		d.fail(fmt.Errorf("bin of %d bytes is not a list of uint32", len(b)))
+		return dst[:0]
+	}
+	dst = resize(dst, len(b)/4)
+	for i := range dst {
+		dst[i] = uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24
+	}
+	return dst
+}
+
+// resize returns s with length n, reusing its storage when it can.
+// Elements past the old length but within the capacity keep what they
+// held, so a reused element's own slices are reused too.
+func resize[T any](s []T, n int) []T {
+	if n <= cap(s) {
+		return s[:n]
+	}
+	grown := make([]T, n)
+	copy(grown, s[:cap(s)])
+	return grown
+}
+
+// errTooMany reports a list over its limit.
+func errTooMany(what string, n, limit int) error {
+	return fmt.Errorf("%s: %d elements, limit %d", what, n, limit)
+}

@@ -1,0 +1,123 @@
+package proto
+
+import (
+	"fmt"
+
+	"github.com/fcap-io/fcap/node/engine"
+)
+
+// The engine's types as they travel inside messages. proto does not
+// validate caps (the engine does, and answers engine.ErrInvalid, which
+// travels as CodeBadRequest); it only makes sure that decoding them
+// cannot panic or allocate more than the body backs.
+
+// cap: [scope str, id str, limit int, window int, algorithm uint8, mode uint8]
+func (e *encoder) cap(c *engine.Cap) {
+	e.array(6)
+	e.str(c.Scope)
+	e.str(c.ID)
+	e.int(c.Limit)
+	e.int(c.Window)
+	e.uint(uint64(c.Algorithm))
+	e.uint(uint64(c.Mode))
+}
+
+func (d *decoder) cap(c *engine.Cap) {
+	extra := d.array(6)
+	c.Scope = d.str()
+	c.ID = d.str()
+	c.Limit = d.int()
+	c.Window = d.int()
+	c.Algorithm = engine.Algorithm(d.uintN(0xFF))
+	c.Mode = engine.Mode(d.uintN(0xFF))
+	d.end(extra)
+}
+
+// caps: [cap...]
+func (e *encoder) caps(caps []engine.Cap, limit int) {
+	e.list("caps", len(caps), limit)
+	for i := range caps {
+		e.cap(&caps[i])
+	}
+}
+
+func (d *decoder) caps(dst []engine.Cap, limit int) []engine.Cap {
+	dst = resize(dst, d.list("caps", limit, minCapSize))
+	for i := range dst {
+		d.cap(&dst[i])
+	}
+	return dst
+}
+
+// verdict, one on its own: [allowed bool, remaining int, blocking int]
+func (e *encoder) verdict(v *engine.Verdict) {
+	e.array(3)
+	e.bool(v.Allowed)
+	e.int(v.Remaining)
+	e.int(int64(v.Blocking))
+}
+
+func (d *decoder) verdict(v *engine.Verdict) {
+	extra := d.array(3)
+	v.Allowed = d.bool()
+	v.Remaining = d.int()
+	v.Blocking = int(d.int())
+	d.end(extra)
+}
+
+// The packed form of a CheckResult's verdicts: one bin of 4 bytes each,
+//
+//	[0:2] remaining, uint16 little-endian, clamped to [0, 65535]
+//	[2]   blocking+1, low 8 bits (0: no cap blocks)
+//	[3]   flags: bit 0 allowed; bit 1 bit 8 of blocking+1
+//
+// engine.MaxLimit is 65535, so the clamp loses nothing the engine can
+// say. A candidate may have up to 256 caps (engine.Config allows
+// MaxCapsPerCandidate 256), so blocking+1 reaches 256 and needs the 9th
+// bit that flags bit 1 carries: blocking is at most 510 on the wire. A
+// reader ignores the flag bits it does not know.
+const (
+	verdictSize   = 4
+	flagAllowed   = 1 << 0
+	flagBlocking8 = 1 << 1
+	maxBlocking   = 1<<9 - 2
+)
+
+func (e *encoder) verdicts(vs []engine.Verdict) {
+	if len(vs) > MaxCandidates {
+		e.fail(errTooMany("verdicts", len(vs), MaxCandidates))
+	}
+	e.binHeader(verdictSize * len(vs))
+	for i := range vs {
+		v := &vs[i]
+		rem := uint16(min(max(v.Remaining, 0), 0xFFFF))
+		if v.Blocking < -1 || v.Blocking > maxBlocking {
+			e.fail(fmt.Errorf("verdict %d: blocking cap %d outside [-1, %d]", i, v.Blocking, maxBlocking))
+		}
+		b := uint(v.Blocking + 1)
+		flags := byte(b>>8&1) << 1
+		if v.Allowed {
+			flags |= flagAllowed
+		}
+		e.buf = append(e.buf, byte(rem), byte(rem>>8), byte(b), flags)
+	}
+}
+
+func (d *decoder) verdicts(dst []engine.Verdict) []engine.Verdict {
+	b := d.bytes(verdictSize * MaxCandidates)
+	if len(b)%verdictSize != 0 {
+		d.fail(fmt.Errorf("verdicts: bin of %d bytes is not a list of %d-byte verdicts", len(b), verdictSize))
+		return dst[:0]
+	}
+	dst = resize(dst, len(b)/verdictSize)
+	for i := range dst {
+		p := b[verdictSize*i : verdictSize*i+verdictSize]
+		flags := p[3]
+		dst[i] = engine.Verdict{
+			Allowed:   flags&flagAllowed != 0,
+			Remaining: int64(p[0]) | int64(p[1])<<8,
+			Blocking:  (int(p[2]) | int(flags&flagBlocking8)<<7) - 1,
+		}
+	}
+	return dst
+}

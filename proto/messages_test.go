@@ -1,0 +1,443 @@
+package proto
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// frameOf encodes m and splits the frame into its header and body.
+func frameOf(t testing.TB, id uint64, m Message) (Header, []byte) {
+	t.Helper()
+	frame, err := AppendFrame(nil, id, m)
+	if err != nil {
+		t.Fatalf("AppendFrame(%T): %v", m, err)
+	}
+	h, body, err := NewReader(bytes.NewReader(frame), 0).Next()
+	if err != nil {
+		t.Fatalf("reading back the frame of %T: %v", m, err)
+	}
+	return h, body
+}
+
+func TestRoundTrip(t *testing.T) {
+	for i, c := range testCases() {
+		t.Run(c.name, func(t *testing.T) {
+			id := uint64(i) * 0x0101010101010101
+			h, body := frameOf(t, id, c.msg)
+			if h != (Header{Version: Version, Type: c.msg.Type(), ID: id}) {
+				t.Fatalf("header %+v, want version %d type %v id %d", h, Version, c.msg.Type(), id)
+			}
+			got := NewMessage(h.Type)
+			if reflect.TypeOf(got) != reflect.TypeOf(c.msg) {
+				t.Fatalf("NewMessage(%v) is %T, want %T", h.Type, got, c.msg)
+			}
+			if err := Decode(body, got); err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if !sameValue(got, c.expected()) {
+				t.Fatalf("decoded\n%+v\nwant\n%+v", got, c.expected())
+			}
+		})
+	}
+}
+
+// TestDecodeReused decodes every case into one message per type that has
+// already decoded all the others of its type, larger and smaller: what
+// an earlier message left behind must not show through.
+func TestDecodeReused(t *testing.T) {
+	cases := testCases()
+	reused := map[Type]Message{}
+	for round := range 2 {
+		for _, c := range cases {
+			m := reused[c.msg.Type()]
+			if m == nil {
+				m = NewMessage(c.msg.Type())
+				reused[c.msg.Type()] = m
+			}
+			_, body := frameOf(t, 1, c.msg)
+			if err := Decode(body, m); err != nil {
+				t.Fatalf("round %d, %s: %v", round, c.name, err)
+			}
+			if !sameValue(m, c.expected()) {
+				t.Fatalf("round %d, %s: decoded into a reused message\n%+v\nwant\n%+v", round, c.name, m, c.expected())
+			}
+		}
+	}
+}
+
+// TestWireForm decodes every body with msgpack's own generic decoding
+// and compares it with the layout the documentation gives, so the bytes
+// are real msgpack, in the documented order.
+func TestWireForm(t *testing.T) {
+	for _, c := range testCases() {
+		t.Run(c.name, func(t *testing.T) {
+			_, body := frameOf(t, 1, c.msg)
+			var got []any
+			if err := msgpack.Unmarshal(body, &got); err != nil {
+				t.Fatalf("msgpack.Unmarshal: %v", err)
+			}
+			want := wireForm(c.expected())
+			if g := normalize(got); !reflect.DeepEqual(g, any(want)) {
+				t.Fatalf("generic decoding gives\n%#v\nwant\n%#v", g, want)
+			}
+		})
+	}
+}
+
+// TestDecodeZeroCopy checks that decoded strings alias the body.
+func TestDecodeZeroCopy(t *testing.T) {
+	_, body := frameOf(t, 1, &Allow{Viewer: "viewer-1", Caps: []engine.Cap{capCreative}})
+	var m Allow
+	if err := Decode(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(body, []byte("viewer-1"))
+	copy(body[i:], "VIEWER-9")
+	if m.Viewer != "VIEWER-9" {
+		t.Fatalf("Viewer %q did not follow the body: it was copied", m.Viewer)
+	}
+}
+
+// rawBody encodes a body by hand with msgpack's encoder, for bodies
+// AppendFrame would never write.
+func rawBody(t testing.TB, f func(e *msgpack.Encoder)) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	f(msgpack.NewEncoder(&buf))
+	return buf.Bytes()
+}
+
+func encodeCap(e *msgpack.Encoder, c engine.Cap) {
+	e.EncodeArrayLen(6)
+	e.EncodeString(c.Scope)
+	e.EncodeString(c.ID)
+	e.EncodeInt(c.Limit)
+	e.EncodeInt(c.Window)
+	e.EncodeUint(uint64(c.Algorithm))
+	e.EncodeUint(uint64(c.Mode))
+}
+
+// TestDecodeSkipsAppendedFields checks forward compatibility: fields a
+// later version appends to a message or to a nested array are skipped,
+// whatever their type.
+func TestDecodeSkipsAppendedFields(t *testing.T) {
+	extras := func(e *msgpack.Encoder) {
+		e.EncodeString("new field")
+		e.EncodeMap(map[string]any{"k": []any{1, "two", nil, 3.5}})
+		e.EncodeBytes(make([]byte, 300))
+		e.EncodeArrayLen(17)
+		for range 17 {
+			e.EncodeUint(1 << 40)
+		}
+		e.Encode(map[string]string{"a": "b"})
+		e.EncodeFloat32(1.5)
+		e.EncodeInt(-1 << 40)
+		e.Encode(int8(-100))
+		e.EncodeBool(true)
+		e.EncodeNil()
+		e.EncodeString(strings.Repeat("x", 70000))
+	}
+	const nExtras = 11
+	body := rawBody(t, func(e *msgpack.Encoder) {
+		e.EncodeArrayLen(3 + nExtras)
+		e.EncodeString("viewer")
+		e.EncodeInt(77)
+		e.EncodeArrayLen(1)
+		e.EncodeArrayLen(6 + nExtras)
+		e.EncodeString(capCreative.Scope)
+		e.EncodeString(capCreative.ID)
+		e.EncodeInt(capCreative.Limit)
+		e.EncodeInt(capCreative.Window)
+		e.EncodeUint(0)
+		e.EncodeUint(0)
+		extras(e)
+		extras(e)
+	})
+	var m Allow
+	if err := Decode(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	want := Allow{Viewer: "viewer", Now: 77, HasNow: true, Caps: []engine.Cap{capCreative}}
+	if !sameValue(&m, &want) {
+		t.Fatalf("decoded %+v, want %+v", m, want)
+	}
+	// The same with an ext value, which the encoder cannot write by hand.
+	for _, ext := range [][]byte{{0xd4, 1, 0}, {0xd5, 1, 0, 0}, {0xd6, 1, 0, 0, 0, 0}, {0xd7, 1, 0, 0, 0, 0, 0, 0, 0, 0}, {0xc7, 2, 1, 0, 0}, {0xc8, 0, 1, 1, 0}, {0xc9, 0, 0, 0, 0, 1}} {
+		body := append([]byte{0x93 + 1, 0xa1, 'v', 0xc0, 0x90}, ext...)
+		if err := Decode(body, &m); err != nil {
+			t.Fatalf("ext % x: %v", ext, err)
+		}
+	}
+}
+
+// TestDecodeOptionalField decodes a CheckResult from a sender that
+// predates Left, into a message that held one: Left comes out empty.
+func TestDecodeOptionalField(t *testing.T) {
+	m := CheckResult{Left: []uint16{1, 2, 3}}
+	body := []byte{0x93, 0x05, 0x07, 0xc4, 4, 2, 0, 0, 1}
+	if err := Decode(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	want := CheckResult{Epoch: 5, Now: 7, Verdicts: []engine.Verdict{{Allowed: true, Remaining: 2, Blocking: -1}}}
+	if !sameValue(&m, &want) {
+		t.Fatalf("decoded %+v, want %+v", m, want)
+	}
+}
+
+// TestDecodeRefuses checks bodies Decode must refuse, each with an error
+// wrapping ErrBadRequest.
+func TestDecodeRefuses(t *testing.T) {
+	_, allow := frameOf(t, 1, &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}})
+	cases := []struct {
+		name string
+		msg  Message
+		body []byte
+	}{
+		{"empty body", &Ping{}, nil},
+		{"not an array", &Ping{}, []byte{0x01}},
+		{"nil for the message", &Ping{}, []byte{0xc0}},
+		{"bytes after the message", &Ping{}, []byte{0x90, 0x00}},
+		{"too few fields", &Pong{}, []byte{0x91, 0x01}},
+		{"truncated", &Allow{}, allow[:len(allow)-1]},
+		{"array longer than the body", &Allow{}, []byte{0xdd, 0x7f, 0xff, 0xff, 0xff, 0xa1, 'v'}},
+		{"caps longer than the body", &Allow{}, []byte{0x93, 0xa1, 'v', 0xc0, 0xdc, 0x00, 0xff}},
+		{"string longer than the body", &Pong{}, []byte{0x92, 0x01, 0xdb, 0x7f, 0xff, 0xff, 0xff, 'x'}},
+		{"string for an int", &Pong{}, []byte{0x92, 0xa1, '1', 0xa1, 'n'}},
+		{"int for a string", &Pong{}, []byte{0x92, 0x01, 0x02}},
+		{"negative for a uint", &Pong{}, []byte{0x92, 0xff, 0xa1, 'n'}},
+		{"float for a time", &Allow{}, []byte{0x93, 0xa1, 'v', 0xca, 0, 0, 0, 0, 0x90}},
+		{"cap too short", &Allow{}, []byte{0x93, 0xa1, 'v', 0xc0, 0x91, 0x95, 0xa1, 's', 0xa1, 'i', 1, 1, 0}},
+		{"algorithm over uint8", &Allow{}, []byte{0x93, 0xa1, 'v', 0xc0, 0x91, 0x96, 0xa1, 's', 0xa1, 'i', 1, 1, 0xcd, 0x01, 0x00, 0}},
+		{"code over uint16", &Error{}, []byte{0x93, 0xce, 0, 1, 0, 0, 0xa0, 0}},
+		{"refs of odd length", &Check{}, []byte{0x95, 0xa1, 'v', 0xc0, 0x90, 0xc4, 3, 0, 0, 0, 0xc4, 0}},
+		{"ends not a multiple of 4", &Check{}, []byte{0x95, 0xa1, 'v', 0xc0, 0x90, 0xc4, 0, 0xc4, 2, 0, 0}},
+		{"verdicts not a multiple of 4", &CheckResult{}, []byte{0x93, 0, 0, 0xc4, 5, 0, 0, 0, 0, 0}},
+		{"left of odd length", &CheckResult{}, []byte{0x94, 0, 0, 0xc4, 0, 0xc4, 1, 0}},
+		{"left not a bin", &CheckResult{}, []byte{0x94, 0, 0, 0xc4, 0, 0x90}},
+		{"owners of odd length", &Topology{}, []byte{0x95, 0, 0, 0, 0x90, 0xc4, 1, 0}},
+		{"owners for no partition", &Topology{}, []byte{0x95, 0, 0, 1, 0x90, 0xc4, 2, 0xff, 0xff}},
+		{"owners do not fill the table", &Topology{}, []byte{0x95, 0, 2, 2, 0x90, 0xc4, 2, 0xff, 0xff}},
+		{"owner not a member", &Topology{}, []byte{0x95, 0, 1, 1, 0x90, 0xc4, 2, 0, 0}},
+		{"negative partitions", &Topology{}, []byte{0x95, 0, 0xff, 0, 0x90, 0xc4, 0}},
+		{"invalid code in a skipped field", &Ping{}, []byte{0x91, 0xc1}},
+		{"skipped field longer than the body", &Ping{}, []byte{0x91, 0xc6, 0xff, 0xff, 0xff, 0xff, 0}},
+		{"skipped array longer than the body", &Ping{}, []byte{0x91, 0xdd, 0xff, 0xff, 0xff, 0xff, 0}},
+		{"skipped map longer than the body", &Ping{}, []byte{0x91, 0xdf, 0xff, 0xff, 0xff, 0xff, 0}},
+		{"skipped ext longer than the body", &Ping{}, []byte{0x91, 0xc9, 0xff, 0xff, 0xff, 0xff, 1}},
+		{"skipped fixext past the end", &Ping{}, []byte{0x91, 0xd8, 1, 0}},
+		{"skipped length past the end", &Ping{}, []byte{0x91, 0xc5, 0}},
+		{"over MaxCapsPerMessage", &Allow{}, rawBody(t, func(e *msgpack.Encoder) {
+			e.EncodeArrayLen(3)
+			e.EncodeString("v")
+			e.EncodeNil()
+			e.EncodeArrayLen(MaxCapsPerMessage + 1)
+			for range MaxCapsPerMessage + 1 {
+				encodeCap(e, capCreative)
+			}
+		})},
+		{"over MaxRecordItems", &Record{}, rawBody(t, func(e *msgpack.Encoder) {
+			e.EncodeArrayLen(1)
+			e.EncodeArrayLen(MaxRecordItems + 1)
+			for range MaxRecordItems + 1 {
+				e.EncodeArrayLen(5)
+				e.EncodeString("v")
+				e.EncodeString("i")
+				e.EncodeNil()
+				e.EncodeArrayLen(0)
+				e.EncodeUint(0)
+			}
+		})},
+		{"over MaxStringLen", &Pong{}, rawBody(t, func(e *msgpack.Encoder) {
+			e.EncodeArrayLen(2)
+			e.EncodeUint(0)
+			e.EncodeString(strings.Repeat("x", MaxStringLen+1))
+		})},
+		{"over MaxCandidates", &Check{}, rawBody(t, func(e *msgpack.Encoder) {
+			e.EncodeArrayLen(5)
+			e.EncodeString("v")
+			e.EncodeNil()
+			e.EncodeArrayLen(0)
+			e.EncodeBytes([]byte{})
+			e.EncodeBytes(make([]byte, 4*(MaxCandidates+1)))
+		})},
+		{"over MaxCheckCaps", &Check{}, rawBody(t, func(e *msgpack.Encoder) {
+			e.EncodeArrayLen(5)
+			e.EncodeString("v")
+			e.EncodeNil()
+			e.EncodeArrayLen(MaxCheckCaps + 1)
+			for range MaxCheckCaps + 1 {
+				encodeCap(e, capZero)
+			}
+			e.EncodeBytes([]byte{})
+			e.EncodeBytes([]byte{})
+		})},
+		{"over MaxMembers", &Topology{}, rawBody(t, func(e *msgpack.Encoder) {
+			e.EncodeArrayLen(5)
+			e.EncodeUint(0)
+			e.EncodeInt(0)
+			e.EncodeInt(0)
+			e.EncodeArrayLen(MaxMembers + 1)
+			for range MaxMembers + 1 {
+				e.EncodeArrayLen(5)
+				e.EncodeString("n")
+				e.EncodeString("a")
+				e.EncodeString("")
+				e.EncodeUint(0)
+				e.EncodeInt(0)
+			}
+			e.EncodeBytes([]byte{})
+		})},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := Decode(c.body, c.msg)
+			if !errors.Is(err, ErrBadRequest) {
+				t.Fatalf("Decode: %v, want an error wrapping ErrBadRequest", err)
+			}
+			if CodeOf(err) != CodeBadRequest {
+				t.Fatalf("CodeOf(%v) = %v", err, CodeOf(err))
+			}
+		})
+	}
+	if err := Decode([]byte{0x90}, nil); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("Decode into nil: %v", err)
+	}
+	if err := Decode(allow[:3], &Allow{}); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("Decode of a cut body: %v, want io.ErrUnexpectedEOF in the chain", err)
+	}
+}
+
+// TestDecodeBoundedAllocation decodes bodies that claim huge lengths and
+// checks that Decode allocates in proportion to the body, not to the
+// claim.
+func TestDecodeBoundedAllocation(t *testing.T) {
+	bodies := map[string][]byte{
+		"array32 of caps":   {0x93, 0xa1, 'v', 0xc0, 0xdd, 0xff, 0xff, 0xff, 0xff},
+		"array16 of caps":   {0x93, 0xa1, 'v', 0xc0, 0xdc, 0xff, 0xff, 0x96},
+		"bin32 refs":        {0x95, 0xa1, 'v', 0xc0, 0x90, 0xc6, 0xff, 0xff, 0xff, 0xfe, 0},
+		"str32 viewer":      {0x93, 0xdb, 0xff, 0xff, 0xff, 0xff, 'v'},
+		"skipped bin32":     {0x91, 0xc6, 0x7f, 0xff, 0xff, 0xff, 0},
+		"skipped deep nest": append([]byte{0x91}, bytes.Repeat([]byte{0x91}, 100000)...),
+		"skipped wide nest": append([]byte{0x91}, bytes.Repeat([]byte{0xdd, 0xff, 0xff, 0xff, 0xff}, 1000)...),
+	}
+	msgs := map[string]Message{"array32 of caps": &Allow{}, "array16 of caps": &Allow{}, "bin32 refs": &Check{}, "str32 viewer": &Allow{}}
+	for name, body := range bodies {
+		m := msgs[name]
+		if m == nil {
+			m = &Ping{}
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err := Decode(body, m)
+		runtime.ReadMemStats(&after)
+		if err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 16<<10 {
+			t.Errorf("%s: Decode of %d bytes allocated %d bytes", name, len(body), n)
+		}
+	}
+}
+
+// TestAppendFrameRefuses checks that AppendFrame refuses what Decode
+// would, and leaves dst as it was.
+func TestAppendFrameRefuses(t *testing.T) {
+	cases := []struct {
+		name string
+		msg  Message
+	}{
+		{"long viewer", &Allow{Viewer: strings.Repeat("v", MaxStringLen+1)}},
+		{"long cap id", &Allow{Caps: []engine.Cap{{ID: strings.Repeat("v", MaxStringLen+1)}}}},
+		{"too many caps", &Allow{Caps: manyCaps(MaxCapsPerMessage + 1)}},
+		{"too many reserve caps", &Reserve{Caps: manyCaps(MaxCapsPerMessage + 1)}},
+		{"too many check caps", &Check{Table: engine.CheckTable{Caps: make([]engine.Cap, MaxCheckCaps+1)}}},
+		{"too many candidates", &Check{Table: engine.CheckTable{Ends: make([]uint32, MaxCandidates+1)}}},
+		{"too many verdicts", &CheckResult{Verdicts: make([]engine.Verdict, MaxCandidates+1)}},
+		{"too many left", &CheckResult{Left: make([]uint16, MaxCheckCaps+1)}},
+		{"blocking out of range", &CheckResult{Verdicts: []engine.Verdict{{Blocking: maxBlocking + 1}}}},
+		{"blocking below -1", &CheckResult{Verdicts: []engine.Verdict{{Blocking: -2}}}},
+		{"too many items", &Record{Items: make([]RecordItem, MaxRecordItems+1)}},
+		{"too many impression caps", &Record{Items: []RecordItem{{Impression: engine.Impression{Caps: manyCaps(MaxCapsPerMessage + 1)}}}}},
+		{"too many results", &RecordResult{Results: make([]ItemResult, MaxRecordItems+1)}},
+		{"too many members", &Topology{Members: make([]Member, MaxMembers+1)}},
+		{"owners do not fit", &Topology{Partitions: 2, Replicas: 1, Members: make([]Member, 1), Owners: []uint16{0}}},
+		{"owner not a member", &Topology{Partitions: 1, Replicas: 1, Owners: []uint16{0}}},
+		{"long error message", &Error{Message: strings.Repeat("e", MaxStringLen+1)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dst := []byte("prefix")
+			out, err := AppendFrame(dst, 1, c.msg)
+			if !errors.Is(err, ErrBadRequest) {
+				t.Fatalf("AppendFrame: %v, want an error wrapping ErrBadRequest", err)
+			}
+			if string(out) != "prefix" {
+				t.Fatalf("AppendFrame left %q in dst", out)
+			}
+		})
+	}
+}
+
+// TestAppendFrameAppends checks that frames append after what dst holds.
+func TestAppendFrameAppends(t *testing.T) {
+	buf := []byte("xyz")
+	var err error
+	for i, c := range testCases() {
+		if buf, err = AppendFrame(buf, uint64(i), c.msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if string(buf[:3]) != "xyz" {
+		t.Fatalf("prefix overwritten: %q", buf[:3])
+	}
+	r := NewReader(bytes.NewReader(buf[3:]), 1<<20)
+	for i, c := range testCases() {
+		h, body, err := r.Next()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		m := NewMessage(h.Type)
+		if h.ID != uint64(i) || h.Type != c.msg.Type() {
+			t.Fatalf("frame %d: header %+v, want type %v", i, h, c.msg.Type())
+		}
+		if err := Decode(body, m); err != nil || !sameValue(m, c.expected()) {
+			t.Fatalf("frame %d (%s): %v: %+v", i, c.name, err, m)
+		}
+	}
+	if _, _, err := r.Next(); err != io.EOF {
+		t.Fatalf("after the last frame: %v, want io.EOF", err)
+	}
+}
+
+func TestTypeString(t *testing.T) {
+	seen := map[string]bool{}
+	for ty := Type(1); ty <= TypeReleaseResult; ty++ {
+		s := ty.String()
+		if seen[s] || strings.HasPrefix(s, "type(") {
+			t.Errorf("Type(%d).String() = %q", ty, s)
+		}
+		seen[s] = true
+		if m := NewMessage(ty); m == nil || m.Type() != ty {
+			t.Errorf("NewMessage(%v) = %T", ty, m)
+		}
+	}
+	for _, ty := range []Type{0, TypeReleaseResult + 1, 255} {
+		if got, want := ty.String(), "type("; !strings.HasPrefix(got, want) {
+			t.Errorf("Type(%d).String() = %q", ty, got)
+		}
+		if m := NewMessage(ty); m != nil {
+			t.Errorf("NewMessage(%d) = %T, want nil", ty, m)
+		}
+	}
+	if TypeCheckResult.String() != "check_result" {
+		t.Errorf("TypeCheckResult.String() = %q", TypeCheckResult.String())
+	}
+}

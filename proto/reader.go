@@ -1,0 +1,118 @@
+package proto
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// readBufferSize is the size of the bufio.Reader NewReader wraps a
+// stream in.
+const readBufferSize = 64 << 10
+
+// Reader reads frames from a stream.
+//
+// The length of each frame is checked before anything is allocated for
+// it: a length over maxFrame is refused with ErrFrameTooLarge, one too
+// short to hold the header with ErrFrameTooShort. Neither can be
+// recovered from (what follows is not known to be a frame), so the
+// caller closes the connection.
+//
+// The body Next returns aliases a buffer the Reader reuses: it is valid
+// until the next call to Next, and so are the strings Decode takes from
+// it. The buffer grows to the largest body seen, rounded up to a power
+// of two, and never beyond maxFrame.
+//
+// A frame of an unknown version (or with its reserved header bytes
+// set, which a later version may give a meaning) is returned as its
+// header and ErrUnsupportedVersion; its body is discarded, so the stream
+// stays in sync and the server can answer it with an Error of
+// CodeUnsupported. A frame of an unknown type is not an error here: Next
+// returns it, and the server answers it the same way.
+//
+// A Reader is not safe for concurrent use.
+type Reader struct {
+	br       *bufio.Reader
+	maxFrame int
+	hdr      [HeaderSize]byte // the length and header being read
+	buf      []byte           // the body buffer, reused
+}
+
+// NewReader returns a Reader of frames from r whose length field (header
+// and body) is at most maxFrame bytes; maxFrame <= 0 means
+// DefaultMaxFrame. r is wrapped in a bufio.Reader of 64 KiB unless it
+// already is a *bufio.Reader.
+func NewReader(r io.Reader, maxFrame int) *Reader {
+	if maxFrame <= 0 {
+		maxFrame = DefaultMaxFrame
+	}
+	br, ok := r.(*bufio.Reader)
+	if !ok {
+		br = bufio.NewReaderSize(r, readBufferSize)
+	}
+	return &Reader{br: br, maxFrame: maxFrame}
+}
+
+// Next reads the next frame and returns its header and body. At the end
+// of the stream between frames it returns io.EOF; inside a frame,
+// io.ErrUnexpectedEOF. The body is valid until the next call to Next.
+func (r *Reader) Next() (Header, []byte, error) {
+	if _, err := io.ReadFull(r.br, r.hdr[:4]); err != nil {
+		return Header{}, nil, err
+	}
+	n := binary.BigEndian.Uint32(r.hdr[:4])
+	if n < headerLen {
+		return Header{}, nil, fmt.Errorf("%w: length %d, the header alone takes %d", ErrFrameTooShort, n, headerLen)
+	}
+	if uint64(n) > uint64(r.maxFrame) {
+		return Header{}, nil, fmt.Errorf("%w: length %d, limit %d", ErrFrameTooLarge, n, r.maxFrame)
+	}
+	if _, err := io.ReadFull(r.br, r.hdr[4:]); err != nil {
+		return Header{}, nil, unexpected(err)
+	}
+	h := Header{
+		Version: r.hdr[4],
+		Type:    Type(r.hdr[5]),
+		ID:      binary.BigEndian.Uint64(r.hdr[8:]),
+	}
+	size := int(n) - headerLen
+	if h.Version != Version || r.hdr[6] != 0 || r.hdr[7] != 0 {
+		if _, err := r.br.Discard(size); err != nil {
+			return h, nil, unexpected(err)
+		}
+		return h, nil, fmt.Errorf("%w: version %d, reserved bytes %#02x%02x", ErrUnsupportedVersion, h.Version, r.hdr[6], r.hdr[7])
+	}
+	if size > cap(r.buf) {
+		r.buf = make([]byte, bufferSize(size, r.maxFrame))
+	}
+	body := r.buf[:size]
+	if _, err := io.ReadFull(r.br, body); err != nil {
+		return h, nil, unexpected(err)
+	}
+	return h, body, nil
+}
+
+// Buffered returns the number of bytes read from the stream and not yet
+// returned by Next. A server that answers pipelined requests can flush
+// its writes only when it is 0, when no more requests are waiting.
+func (r *Reader) Buffered() int { return r.br.Buffered() }
+
+// bufferSize is the size of a body buffer that must hold size bytes: the
+// next power of two, at most maxFrame.
+func bufferSize(size, maxFrame int) int {
+	c := 512
+	for c < size {
+		c <<= 1
+	}
+	return max(size, min(c, maxFrame))
+}
+
+// unexpected turns an io.EOF inside a frame into io.ErrUnexpectedEOF.
+func unexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
