@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
+	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/test/conformance"
 )
@@ -13,10 +17,14 @@ import (
 func runConformance(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	addr := fs.String("addr", "", "run against the cluster of this data-plane address (host:port) instead of an in-process engine")
+	timeout := fs.Duration("timeout", 100*time.Millisecond, "with --addr: deadline of each call")
+	offset := fs.String("offset", "now", `with --addr: added to every tick; "now" (the current Unix millisecond) keeps the cases' times near a live cluster's clock`)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fcapctl conformance [flags] FILE.json...")
-		fmt.Fprintln(stderr, "\nRuns shared/conformance case files against the in-process engine and")
-		fmt.Fprintln(stderr, "prints each failing case, then \"N passed, M failed\". Exit status 1 if any failed.")
+		fmt.Fprintln(stderr, "\nRuns shared/conformance case files against the in-process engine, or a running")
+		fmt.Fprintln(stderr, "cluster with --addr (each case on fresh viewer ids), and prints each failing")
+		fmt.Fprintln(stderr, "case, then \"N passed, M failed\". Exit status 1 if any failed.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -27,6 +35,31 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	factory := conformance.Engine(engine.DefaultLocalConfig())
+	if *addr != "" {
+		var off int64
+		if *offset == "now" {
+			off = time.Now().UnixMilli()
+		} else if _, err := fmt.Sscan(*offset, &off); err != nil {
+			fmt.Fprintf(stderr, "fcapctl conformance: --offset %q: want \"now\" or an integer\n", *offset)
+			return 2
+		}
+		cfg := client.DefaultConfig(strings.Split(*addr, ",")...)
+		cfg.Timeout = *timeout
+		c, err := client.New(cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "fcapctl conformance: %v\n", err)
+			return 2
+		}
+		defer c.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = c.WaitReady(ctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(stderr, "fcapctl conformance: cannot reach the cluster at %s: %v\n", *addr, err)
+			return 2
+		}
+		factory = conformance.Cluster(c, fmt.Sprintf("fcapctl-conformance-%d-", time.Now().UnixNano()), off)
+	}
 	var total conformance.Result
 	for _, path := range fs.Args() {
 		f, err := conformance.Load(path)

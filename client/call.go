@@ -1,0 +1,162 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fcap-io/fcap/proto"
+)
+
+// call is one request in flight. The reader goroutine decodes the
+// response into the call's own storage (never the caller's), then signals
+// done; a caller that gave up first leaves the call to the garbage
+// collector instead of the pool, so a late response can never write into
+// memory someone reuses.
+type call struct {
+	id   uint64
+	conn *conn
+	want proto.Type
+	done chan struct{} // capacity 1
+
+	// Written by deliver or failWith before done is signalled.
+	err      error
+	check    proto.CheckResult
+	allow    proto.AllowResult
+	reserve  proto.ReserveResult
+	release  proto.ReleaseResult
+	record   proto.RecordResult
+	topology proto.Topology
+	pong     proto.Pong
+}
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+func getCall(want proto.Type) *call {
+	cl := callPool.Get().(*call)
+	cl.want, cl.err, cl.conn = want, nil, nil
+	return cl
+}
+
+func putCall(cl *call) { callPool.Put(cl) }
+
+// deliver decodes a response. Strings are copied out of the body, which
+// the reader reuses.
+func (cl *call) deliver(hdr proto.Header, body []byte) {
+	var err error
+	switch {
+	case hdr.Type == proto.TypeError:
+		e := &proto.Error{}
+		if err = proto.Decode(body, e); err == nil {
+			e.Message = strings.Clone(e.Message)
+			err = e
+		}
+	case hdr.Type != cl.want:
+		err = fmt.Errorf("%w: %s answered with %s", ErrProtocol, cl.want, hdr.Type)
+	case hdr.Type == proto.TypeCheckResult:
+		err = proto.Decode(body, &cl.check)
+	case hdr.Type == proto.TypeAllowResult:
+		err = proto.Decode(body, &cl.allow)
+	case hdr.Type == proto.TypeReserveResult:
+		err = proto.Decode(body, &cl.reserve)
+	case hdr.Type == proto.TypeReleaseResult:
+		err = proto.Decode(body, &cl.release)
+	case hdr.Type == proto.TypeRecordResult:
+		err = proto.Decode(body, &cl.record)
+	case hdr.Type == proto.TypeTopology:
+		if err = proto.Decode(body, &cl.topology); err == nil {
+			cloneTopology(&cl.topology)
+		}
+	case hdr.Type == proto.TypePong:
+		if err = proto.Decode(body, &cl.pong); err == nil {
+			cl.pong.Name = strings.Clone(cl.pong.Name)
+		}
+	default:
+		err = fmt.Errorf("%w: unexpected %s", ErrProtocol, hdr.Type)
+	}
+	cl.err = err
+	cl.done <- struct{}{}
+}
+
+func (cl *call) failWith(err error) {
+	cl.err = err
+	cl.done <- struct{}{}
+}
+
+func cloneTopology(t *proto.Topology) {
+	for i := range t.Members {
+		m := &t.Members[i]
+		m.Name, m.Addr, m.HTTPAddr = strings.Clone(m.Name), strings.Clone(m.Addr), strings.Clone(m.HTTPAddr)
+	}
+	t.Members = append([]proto.Member(nil), t.Members...)
+	t.Owners = append([]uint16(nil), t.Owners...)
+}
+
+// roundTrip sends m on a connection of p and waits for the response until
+// the deadline or ctx. On success the caller reads the call's result and
+// then puts the call back with putCall.
+//
+// With no live connection to p it fails at once (a down node must not eat
+// the call's budget) unless dialWait, when it waits for the connection
+// until the deadline: a member the client just learned of has none yet.
+func (c *Client) roundTrip(ctx context.Context, p *peer, m proto.Message, want proto.Type, deadline time.Time, dialWait bool) (*call, error) {
+	cn := p.pick()
+	if cn == nil && dialWait {
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		cn, _ = p.waitConn(wctx)
+		cancel()
+	}
+	if cn == nil {
+		return nil, fmt.Errorf("%w: %s", errNoConn, p.addr)
+	}
+	return c.roundTripOn(ctx, cn, m, want, deadline)
+}
+
+func (c *Client) roundTripOn(ctx context.Context, cn *conn, m proto.Message, want proto.Type, deadline time.Time) (*call, error) {
+	cl := getCall(want)
+	if err := cn.send(cl, m); err != nil {
+		putCall(cl)
+		return nil, err
+	}
+	t := getTimer(time.Until(deadline))
+	defer putTimer(t)
+	select {
+	case <-cl.done:
+	case <-t.C:
+		return nil, c.abandon(cl, fmt.Errorf("%w (%s)", errTimeout, cn.p.addr))
+	case <-ctx.Done():
+		return nil, c.abandon(cl, ctx.Err())
+	}
+	if cl.err != nil {
+		err := cl.err
+		putCall(cl)
+		return nil, err
+	}
+	return cl, nil
+}
+
+// abandon gives up on a call, pooling it only when no response can still
+// arrive for it.
+func (c *Client) abandon(cl *call, err error) error {
+	if cl.conn.forget(cl) {
+		putCall(cl)
+	}
+	return err
+}
+
+var timerPool sync.Pool
+
+func getTimer(d time.Duration) *time.Timer {
+	if t, ok := timerPool.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+func putTimer(t *time.Timer) {
+	t.Stop() // since Go 1.23 a stopped timer's channel holds no stale value
+	timerPool.Put(t)
+}

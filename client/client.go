@@ -1,0 +1,358 @@
+// Package client is the smart client an ad server embeds to talk to an
+// fcap cluster: it learns the topology from any seed node and keeps it
+// current, routes each call to the viewer's owner in one hop over
+// persistent multiplexed connections, bounds every call with a deadline,
+// and never lets a slow or dead cluster stop ads: a call the cluster
+// cannot answer in time returns a verdict marked FailOpen (soft caps) or
+// FailClosed (strict caps) instead of an error. Impressions are recorded
+// asynchronously through a bounded queue with retries.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
+)
+
+// Client is safe for concurrent use. Create it with New and stop it with
+// Close.
+type Client struct {
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+
+	topo atomic.Pointer[topology]
+
+	peersMu sync.Mutex
+	// peers holds a peer per data-plane address in use; guarded by peersMu.
+	peers map[string]*peer
+
+	refreshMu   sync.Mutex    // one topology fetch at a time
+	refreshHint chan string   // addresses whose responses carried another epoch
+	rec         *recorder     // the asynchronous Record path
+	stop        chan struct{} // closed by Close
+	wg          sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// topology is what the client routes by: a ring snapshot and a peer for
+// each member.
+type topology struct {
+	ring     *ring.Ring    // nil until a node has answered
+	peers    []*peer       // by member index; nil for members without an address
+	replaced chan struct{} // closed when a newer topology is installed
+}
+
+func newTopology(r *ring.Ring, peers []*peer) *topology {
+	return &topology{ring: r, peers: peers, replaced: make(chan struct{})}
+}
+
+// New starts a client. It asks the seeds for the topology (waiting at
+// most about twice DialTimeout) and returns even if none answered: the
+// client then fails open and keeps trying in the background, because an
+// unreachable cluster must not stop an ad server from starting. Use
+// WaitReady to block until the cluster is reachable. New returns an error
+// only for an invalid configuration.
+func New(cfg Config) (*Client, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{
+		cfg:         cfg,
+		log:         cfg.Logger.With("component", "fcap-client"),
+		peers:       map[string]*peer{},
+		refreshHint: make(chan string, 1),
+		stop:        make(chan struct{}),
+	}
+	var err error
+	if c.m, err = newMetrics(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	c.topo.Store(newTopology(nil, nil))
+	c.rec = newRecorder(c)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.DialTimeout)
+	if err := c.refresh(ctx, ""); err != nil {
+		c.log.Warn("no fcap node answered yet; calls fail open until one does", "seeds", cfg.Seeds, "err", err)
+	}
+	cancel()
+	c.goFunc(c.refreshLoop)
+	c.rec.start()
+	return c, nil
+}
+
+func (c *Client) goFunc(f func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+}
+
+// WaitReady blocks until the client knows a topology and holds a live
+// connection to every active member, or ctx ends.
+func (c *Client) WaitReady(ctx context.Context) error {
+	for {
+		if t := c.topo.Load(); t.ring != nil && c.connected(t) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("fcap client not ready: %w", ctx.Err())
+		case <-c.stop:
+			return ErrClosed
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Client) connected(t *topology) bool {
+	for i, m := range t.ring.Members() {
+		if m.State != ring.Active {
+			continue
+		}
+		if p := t.peers[i]; p == nil || p.pick() == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Close flushes queued impressions (until ctx ends), then closes every
+// connection and waits for the client's goroutines. Calls after Close
+// fail open; Records are dropped and counted. Calling it again returns the
+// first result.
+func (c *Client) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() {
+		c.closeErr = c.rec.close(ctx)
+		close(c.stop)
+		c.peersMu.Lock()
+		for _, p := range c.peers {
+			p.close()
+		}
+		c.peersMu.Unlock()
+		c.wg.Wait()
+	})
+	return c.closeErr
+}
+
+// Ring returns the topology the client routes by, nil before any node
+// answered.
+func (c *Client) Ring() *ring.Ring { return c.topo.Load().ring }
+
+// peerFor returns the peer for an address, creating it.
+func (c *Client) peerFor(addr string) *peer {
+	c.peersMu.Lock()
+	defer c.peersMu.Unlock()
+	p := c.peers[addr]
+	if p == nil {
+		p = newPeer(c, addr)
+		c.peers[addr] = p
+	}
+	return p
+}
+
+// route returns the owners of a viewer in the current topology.
+func (c *Client) route(viewer string) (*topology, []uint16) {
+	t := c.topo.Load()
+	if t.ring == nil {
+		return t, nil
+	}
+	_, owners := t.ring.Lookup(viewer)
+	return t, owners
+}
+
+// noteEpoch asks for a topology refresh when a node answered with an
+// epoch other than the client's.
+func (c *Client) noteEpoch(epoch uint64, from *peer) {
+	if t := c.topo.Load(); t.ring != nil && t.ring.Epoch() == epoch {
+		return
+	}
+	select {
+	case c.refreshHint <- from.addr:
+	default:
+	}
+}
+
+func (c *Client) refreshLoop() {
+	tick := time.NewTicker(c.cfg.RefreshInterval)
+	defer tick.Stop()
+	retry := 50 * time.Millisecond
+	for {
+		hint := ""
+		var wait <-chan time.Time
+		if c.topo.Load().ring == nil {
+			wait = time.After(retry) // nothing known yet: keep asking
+			retry = min(2*retry, c.cfg.RefreshInterval)
+		}
+		select {
+		case <-c.stop:
+			return
+		case hint = <-c.refreshHint:
+		case <-tick.C:
+		case <-wait:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), max(4*c.cfg.DialTimeout, time.Second))
+		if err := c.refresh(ctx, hint); err != nil {
+			c.log.Debug("topology refresh", "err", err)
+		}
+		cancel()
+		// Nodes disagree for a moment while gossip converges: do not
+		// refetch on every response.
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// refreshAfter gets a topology newer than t within ctx: it fetches one
+// (from hint first) unless a fetch is already under way, in which case it
+// waits for that one. It never waits past ctx.
+func (c *Client) refreshAfter(ctx context.Context, t *topology, hint string) *topology {
+	c.m.notOwnerRefreshes.Inc()
+	if c.refreshMu.TryLock() {
+		if c.topo.Load() == t {
+			c.refreshLocked(ctx, hint)
+		}
+		c.refreshMu.Unlock()
+	} else {
+		select {
+		case <-t.replaced:
+		case <-ctx.Done():
+		}
+	}
+	return c.topo.Load()
+}
+
+// refresh fetches the topology from the hinted address, else from the
+// known members in random order, else from the seeds, and installs the
+// first answer.
+func (c *Client) refresh(ctx context.Context, hint string) error {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
+	return c.refreshLocked(ctx, hint)
+}
+
+func (c *Client) refreshLocked(ctx context.Context, hint string) error {
+	var addrs []string
+	if hint != "" {
+		addrs = append(addrs, hint)
+	}
+	if t := c.topo.Load(); t.ring != nil {
+		ms := t.ring.Members()
+		for _, i := range rand.Perm(len(ms)) {
+			if ms[i].Addr != "" && ms[i].State != ring.Leaving {
+				addrs = append(addrs, ms[i].Addr)
+			}
+		}
+	}
+	addrs = append(addrs, c.cfg.Seeds...)
+	var errs []error
+	seen := map[string]bool{}
+	for _, addr := range addrs {
+		if seen[addr] {
+			continue
+		}
+		seen[addr] = true
+		t, err := c.fetchTopology(ctx, addr)
+		if err == nil {
+			c.install(t)
+			return nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	c.m.refreshErrors.Inc()
+	return errors.Join(errs...)
+}
+
+func (c *Client) fetchTopology(ctx context.Context, addr string) (*ring.Ring, error) {
+	p := c.peerFor(addr)
+	cn, err := p.waitConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	cl, err := c.roundTripOn(ctx, cn, &proto.TopologyRequest{}, proto.TypeTopology, deadline)
+	if err != nil {
+		return nil, fmt.Errorf("topology from %s: %w", addr, err)
+	}
+	defer putCall(cl)
+	t := &cl.topology
+	members := make([]ring.Member, len(t.Members))
+	for i, m := range t.Members {
+		members[i] = ring.Member{Name: m.Name, Addr: m.Addr, HTTPAddr: m.HTTPAddr, State: ring.State(m.State), Incarnation: m.Incarnation}
+	}
+	r, err := ring.FromTable(t.Epoch, t.Partitions, t.Replicas, members, t.Owners)
+	if err != nil {
+		return nil, fmt.Errorf("topology from %s: %w", addr, err)
+	}
+	return r, nil
+}
+
+// install swaps in a new ring, connecting to new members and closing
+// peers no longer in use.
+func (c *Client) install(r *ring.Ring) {
+	old := c.topo.Load()
+	if old.ring != nil && old.ring.Epoch() == r.Epoch() {
+		return
+	}
+	t := newTopology(r, make([]*peer, len(r.Members())))
+	keep := map[string]bool{}
+	for _, s := range c.cfg.Seeds {
+		keep[s] = true
+	}
+	for i, m := range r.Members() {
+		if m.Addr == "" {
+			continue
+		}
+		t.peers[i] = c.peerFor(m.Addr)
+		t.peers[i].pick() // start dialing now, not on the first call
+		keep[m.Addr] = true
+	}
+	c.topo.Store(t)
+	close(old.replaced)
+	c.m.topologyChanges.Inc()
+	var gone []*peer
+	c.peersMu.Lock()
+	for addr, p := range c.peers {
+		if !keep[addr] {
+			delete(c.peers, addr)
+			gone = append(gone, p)
+		}
+	}
+	c.peersMu.Unlock()
+	for _, p := range gone {
+		p.close() // in-flight calls on it fail over
+	}
+	c.log.Debug("topology", "epoch", fmt.Sprintf("%016x", r.Epoch()), "members", len(r.Members()))
+}
+
+// deadline is when a call must have returned: now + Timeout, or the
+// context's deadline if sooner.
+func (c *Client) deadline(ctx context.Context, now time.Time) time.Time {
+	d := now.Add(c.cfg.Timeout)
+	if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
+		return cd
+	}
+	return d
+}

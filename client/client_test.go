@@ -1,0 +1,387 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// fakeNode is a one-member "cluster" speaking the wire protocol, whose
+// answers a test scripts: handle returns the response to send, or nil to
+// stay silent (a slow node).
+type fakeNode struct {
+	ln     net.Listener
+	handle func(hdr proto.Header, body []byte) proto.Message
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func startFake(t *testing.T, handle func(proto.Header, []byte) proto.Message) *fakeNode {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeNode{ln: ln, handle: handle}
+	f.wg.Add(1)
+	go f.accept()
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *fakeNode) addr() string { return f.ln.Addr().String() }
+
+func (f *fakeNode) accept() {
+	defer f.wg.Done()
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		f.conns = append(f.conns, c)
+		f.mu.Unlock()
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			f.serve(c)
+		}()
+	}
+}
+
+func (f *fakeNode) serve(c net.Conn) {
+	defer c.Close()
+	r := proto.NewReader(c, 0)
+	var mu sync.Mutex
+	for {
+		hdr, body, err := r.Next()
+		if err != nil {
+			return
+		}
+		var resp proto.Message
+		if hdr.Type == proto.TypeTopologyRequest {
+			resp = f.topology()
+		} else {
+			resp = f.handle(hdr, body)
+		}
+		if resp == nil {
+			continue
+		}
+		b, err := proto.AppendFrame(nil, hdr.ID, resp)
+		if err != nil {
+			panic(err)
+		}
+		mu.Lock()
+		c.Write(b)
+		mu.Unlock()
+	}
+}
+
+func (f *fakeNode) topology() *proto.Topology {
+	const partitions = 7
+	owners := make([]uint16, partitions)
+	return &proto.Topology{Epoch: 42, Partitions: partitions, Replicas: 1,
+		Members: []proto.Member{{Name: "fake", Addr: f.addr(), State: 2, Incarnation: 1}}, Owners: owners}
+}
+
+func (f *fakeNode) close() {
+	f.ln.Close()
+	f.mu.Lock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
+func newClient(t *testing.T, mutate func(*client.Config), seeds ...string) *client.Client {
+	t.Helper()
+	cfg := client.DefaultConfig(seeds...)
+	cfg.Logger = quiet
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.Close(ctx)
+	})
+	return c
+}
+
+var (
+	soft   = engine.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 1000}
+	strict = engine.Cap{Scope: "campaign", ID: "strict", Limit: 3, Window: 1000, Mode: engine.Strict}
+)
+
+// deadCluster returns an address nothing listens on.
+func deadCluster(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func TestDeadClusterFailsOpenForSoftAndClosedForStrict(t *testing.T) {
+	c := newClient(t, nil, deadCluster(t))
+	res, err := c.Check(context.Background(), "v", []engine.Candidate{{Caps: []engine.Cap{soft}}, {Caps: []engine.Cap{soft, strict}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := res.Verdicts[0]; !v.Allowed || !v.FailOpen {
+		t.Errorf("soft candidate: %+v, want allowed and marked fail-open", v)
+	}
+	if v := res.Verdicts[1]; v.Allowed || !v.FailClosed {
+		t.Errorf("strict candidate: %+v, want denied and marked fail-closed", v)
+	}
+	v, err := c.Allow(context.Background(), "v", []engine.Cap{soft})
+	if err != nil || !v.FailOpen || !v.Allowed {
+		t.Errorf("Allow = %+v, %v; want fail-open", v, err)
+	}
+	st := c.Stats()
+	if st.FailOpen != 2 || st.FailClosed != 1 || st.FailedOver != 2 {
+		t.Errorf("stats %+v: want 2 fail-open verdicts, 1 fail-closed, 2 failed-over calls", st)
+	}
+}
+
+func TestSlowNodeFailsOpenAtTheDeadline(t *testing.T) {
+	f := startFake(t, func(proto.Header, []byte) proto.Message { return nil }) // never answers
+	c := newClient(t, func(c *client.Config) { c.Timeout = 20 * time.Millisecond }, f.addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res, err := c.Check(context.Background(), "v", []engine.Candidate{{Caps: []engine.Cap{soft}}})
+	took := time.Since(start)
+	if err != nil || !res.Verdicts[0].FailOpen {
+		t.Fatalf("Check = %+v, %v; want fail-open", res.Verdicts, err)
+	}
+	// Not a speed target: a correctness bound with generous slack for a
+	// loaded machine. The call must end near its 20ms deadline, not hang.
+	if took > time.Second {
+		t.Errorf("Check took %v with a 20ms deadline", took)
+	}
+	// The caller's context bounds it too.
+	short, cancel2 := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel2()
+	if res, err := c.Check(short, "v", []engine.Candidate{{Caps: []engine.Cap{soft}}}); err != nil || !res.Verdicts[0].FailOpen {
+		t.Fatalf("Check with a 1ms context = %+v, %v", res, err)
+	}
+}
+
+func TestBadRequestIsAnErrorNotAVerdict(t *testing.T) {
+	f := startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
+		return &proto.Error{Code: proto.CodeBadRequest, Message: "cap 0: limit must be positive", Epoch: 42}
+	})
+	c := newClient(t, nil, f.addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Allow(context.Background(), "v", []engine.Cap{soft})
+	if !errors.Is(err, client.ErrBadRequest) {
+		t.Fatalf("err = %v, want ErrBadRequest", err)
+	}
+}
+
+// TestRecordRetriesWithBackoff: the owner refuses the first attempts as
+// overloaded; the impression goes through later, once.
+func TestRecordRetriesWithBackoff(t *testing.T) {
+	var attempts atomic.Int32
+	var got sync.Map
+	f := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
+		if hdr.Type != proto.TypeRecord {
+			return nil
+		}
+		var m proto.Record
+		if err := proto.Decode(body, &m); err != nil {
+			return proto.NewError(err, 42)
+		}
+		res := &proto.RecordResult{Epoch: 42}
+		for _, it := range m.Items {
+			if attempts.Add(1) <= 3 {
+				res.Results = append(res.Results, proto.ItemResult{Code: proto.CodeOverloaded})
+				continue
+			}
+			got.Store(it.Impression.ID, true)
+			res.Results = append(res.Results, proto.ItemResult{Status: engine.Recorded})
+		}
+		return res
+	})
+	c := newClient(t, func(c *client.Config) { c.RecordRetryMin = time.Millisecond }, f.addr())
+	if !c.Record("v", engine.Impression{ID: "imp-1", Time: 5, Caps: []engine.Cap{soft}}) {
+		t.Fatal("Record refused")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Load("imp-1"); !ok || attempts.Load() != 4 {
+		t.Fatalf("after Flush: delivered=%v after %d attempts, want delivered on the 4th", ok, attempts.Load())
+	}
+	if st := c.Stats(); st.RecordRetries != 3 || st.RecordsAcked != 1 || st.RecordsDropped != 0 || st.RecordQueue != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestRecordDropsAndCountsWhenFull(t *testing.T) {
+	c := newClient(t, func(c *client.Config) {
+		c.RecordQueue = 4
+		c.RecordAttempts = 2
+		c.RecordRetryMin = time.Millisecond
+		c.RecordRetryMax = 2 * time.Millisecond
+	}, deadCluster(t))
+	accepted := 0
+	for i := range 10 {
+		if c.Record("v", engine.Impression{ID: fmt.Sprint(i), Time: 1, Caps: []engine.Cap{soft}}) {
+			accepted++
+		}
+	}
+	if accepted > 4 {
+		t.Fatalf("accepted %d with a queue of 4", accepted)
+	}
+	// Nothing can be delivered: every accepted impression is dropped
+	// after its attempts, and the queue drains.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.RecordsDropped != 10 || st.RecordsQueued != int64(accepted) {
+		t.Errorf("stats %+v: want all 10 dropped (queue full or attempts spent)", st)
+	}
+}
+
+func TestClientAgainstANode(t *testing.T) {
+	cfg := node.DefaultLocalConfig("solo")
+	cfg.Logger = quiet
+	nd, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nd.Shutdown(context.Background())
+	c := newClient(t, func(c *client.Config) { c.Timeout = time.Second }, nd.DataAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Records go through the queue and count.
+	for i := range 2 {
+		c.Record("pod-viewer", engine.Impression{ID: fmt.Sprint("r", i), Time: 10, Caps: []engine.Cap{soft}})
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A pod: two creatives share the soft campaign cap (1 left after the
+	// 2 records) and an advertiser cap with 5 left.
+	adv := engine.Cap{Scope: "advertiser", ID: "a", Limit: 5, Window: 1000}
+	cands := []engine.Candidate{
+		{Caps: []engine.Cap{{Scope: "creative", ID: "x", Limit: 2, Window: 1000}, soft, adv}},
+		{Caps: []engine.Cap{{Scope: "creative", ID: "y", Limit: 2, Window: 1000}, soft, adv}},
+		{Caps: []engine.Cap{{Scope: "creative", ID: "z", Limit: 2, Window: 1000}, adv}},
+	}
+	res, err := c.Check(ctx, "pod-viewer", cands, client.At(20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range res.Verdicts {
+		if !v.Allowed || v.Failed() {
+			t.Fatalf("verdict %d = %+v", i, v)
+		}
+	}
+	pod := client.NewPod(res)
+	if !pod.Take(0) {
+		t.Fatal("first creative not placed")
+	}
+	if pod.Take(1) {
+		t.Error("second creative placed although the shared campaign cap had one impression left")
+	}
+	for range 4 {
+		if !pod.Take(2) {
+			break
+		}
+	}
+	if pod.Remaining(2) != 0 || pod.Take(2) {
+		t.Errorf("the advertiser cap (5 left, 1 used by creative x) let creative z exceed it")
+	}
+
+	// Reserve / Release round trip.
+	_, r, err := c.Reserve(ctx, "res-viewer", engine.Candidate{Caps: []engine.Cap{{Scope: "campaign", ID: "s", Limit: 1, Window: 1000, Mode: engine.Strict}}}, time.Minute, client.At(1))
+	if err != nil || r.ID == 0 {
+		t.Fatalf("Reserve = %+v, %v", r, err)
+	}
+	if err := c.Release(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Release(ctx, r); !errors.Is(err, client.ErrUnknownReservation) {
+		t.Fatalf("second Release = %v, want ErrUnknownReservation", err)
+	}
+}
+
+func TestCloseIsIdempotentAndDropsLateRecords(t *testing.T) {
+	cfg := client.DefaultConfig(deadCluster(t))
+	cfg.Logger = quiet
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	c.Close(ctx)
+	c.Close(ctx)
+	if c.Record("v", engine.Impression{ID: "late", Time: 1, Caps: []engine.Cap{soft}}) {
+		t.Error("Record after Close was accepted")
+	}
+	res, err := c.Check(context.Background(), "v", []engine.Candidate{{Caps: []engine.Cap{soft}}})
+	if err != nil || !res.Verdicts[0].FailOpen {
+		t.Errorf("Check after Close = %+v, %v; want fail-open", res, err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for name, m := range map[string]func(*client.Config){
+		"no seeds":     func(c *client.Config) { c.Seeds = nil },
+		"zero timeout": func(c *client.Config) { c.Timeout = 0 },
+		"conns":        func(c *client.Config) { c.ConnsPerNode = 0 },
+		"batch":        func(c *client.Config) { c.RecordBatch = proto.MaxRecordItems + 1 },
+	} {
+		cfg := client.DefaultConfig("127.0.0.1:1")
+		m(&cfg)
+		if _, err := client.New(cfg); err == nil {
+			t.Errorf("%s: New accepted it", name)
+		}
+	}
+}

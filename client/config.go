@@ -1,0 +1,137 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fcap-io/fcap/proto"
+)
+
+// Config configures a Client. Start from DefaultConfig.
+type Config struct {
+	// Seeds are data-plane addresses ("host:port") of any fcap nodes. The
+	// client learns the whole topology from the first that answers and
+	// keeps it current; it never joins gossip. Required.
+	Seeds []string
+
+	// Timeout is the deadline of every call, retries included, unless
+	// the call's context is shorter. Default 5ms: the cap check sits on
+	// the hottest path of the ad decision.
+	Timeout time.Duration
+
+	// DialTimeout bounds connecting to a node. Default 250ms. Calls never
+	// wait for a dial: a node without a live connection fails over at once
+	// while the connection is made in the background.
+	DialTimeout time.Duration
+
+	// ConnsPerNode is how many multiplexed connections the client keeps to
+	// each node. Default 2.
+	ConnsPerNode int
+
+	// SoftFailOpen decides a soft cap's verdict when the cluster cannot
+	// answer in time: true allows the ad (fail open). Default true.
+	SoftFailOpen bool
+
+	// StrictFailOpen decides a strict cap's verdict when the cluster
+	// cannot answer: false denies the ad (fail closed), for caps where an
+	// overshoot is billed. Default false.
+	StrictFailOpen bool
+
+	// RefreshInterval is how often the topology is refreshed even when no
+	// response says it changed. Default 10s.
+	RefreshInterval time.Duration
+
+	// RecordQueue bounds the impressions waiting to be sent; past it
+	// Record drops and counts. Default 65536.
+	RecordQueue int
+
+	// RecordBatch is the most impressions sent in one request. Default 256.
+	RecordBatch int
+
+	// RecordLinger is how long the sender waits to fill a batch. Default 1ms.
+	RecordLinger time.Duration
+
+	// RecordTimeout is the deadline of one batch send. Default 250ms:
+	// impressions are off the ad decision's path.
+	RecordTimeout time.Duration
+
+	// RecordRetryMin and RecordRetryMax bound the exponential backoff
+	// (with full jitter) between attempts at a failed impression.
+	// Defaults 10ms and 5s.
+	RecordRetryMin, RecordRetryMax time.Duration
+
+	// RecordAttempts is how many times an impression is tried before it is
+	// dropped and counted. Default 12 (about a minute of backoff).
+	RecordAttempts int
+
+	// RecordSenders is how many batches may be in flight at once.
+	// Default 4.
+	RecordSenders int
+
+	// MaxFrame bounds response frames. Default proto.DefaultMaxFrame.
+	MaxFrame int
+
+	// Logger receives the client's logs. Default slog.Default().
+	Logger *slog.Logger
+
+	// Registerer receives the client's metrics (the ad server's own
+	// registry). Default: none; the metrics still count, see Stats.
+	Registerer prometheus.Registerer
+}
+
+// DefaultConfig returns the defaults for the given seeds.
+func DefaultConfig(seeds ...string) Config {
+	return Config{
+		Seeds:           seeds,
+		Timeout:         5 * time.Millisecond,
+		DialTimeout:     250 * time.Millisecond,
+		ConnsPerNode:    2,
+		SoftFailOpen:    true,
+		StrictFailOpen:  false,
+		RefreshInterval: 10 * time.Second,
+		RecordQueue:     65536,
+		RecordBatch:     256,
+		RecordLinger:    time.Millisecond,
+		RecordTimeout:   250 * time.Millisecond,
+		RecordRetryMin:  10 * time.Millisecond,
+		RecordRetryMax:  5 * time.Second,
+		RecordAttempts:  12,
+		RecordSenders:   4,
+		MaxFrame:        proto.DefaultMaxFrame,
+	}
+}
+
+// Validate checks every field.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.Seeds) == 0 {
+		errs = append(errs, errors.New("client config: no Seeds"))
+	}
+	for name, d := range map[string]time.Duration{
+		"Timeout": c.Timeout, "DialTimeout": c.DialTimeout, "RefreshInterval": c.RefreshInterval,
+		"RecordLinger": c.RecordLinger, "RecordTimeout": c.RecordTimeout,
+		"RecordRetryMin": c.RecordRetryMin, "RecordRetryMax": c.RecordRetryMax,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("client config: %s must be positive, got %v", name, d))
+		}
+	}
+	if c.RecordRetryMax < c.RecordRetryMin {
+		errs = append(errs, fmt.Errorf("client config: RecordRetryMax (%v) is below RecordRetryMin (%v)", c.RecordRetryMax, c.RecordRetryMin))
+	}
+	if c.ConnsPerNode < 1 || c.ConnsPerNode > 64 {
+		errs = append(errs, fmt.Errorf("client config: ConnsPerNode must be in [1, 64], got %d", c.ConnsPerNode))
+	}
+	if c.RecordQueue < 1 || c.RecordBatch < 1 || c.RecordBatch > proto.MaxRecordItems || c.RecordAttempts < 1 || c.RecordSenders < 1 {
+		errs = append(errs, fmt.Errorf("client config: RecordQueue (%d), RecordAttempts (%d) and RecordSenders (%d) must be positive and RecordBatch (%d) in [1, %d]",
+			c.RecordQueue, c.RecordAttempts, c.RecordSenders, c.RecordBatch, proto.MaxRecordItems))
+	}
+	if c.MaxFrame < 1024 {
+		errs = append(errs, fmt.Errorf("client config: MaxFrame must be at least 1024, got %d", c.MaxFrame))
+	}
+	return errors.Join(errs...)
+}

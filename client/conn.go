@@ -1,0 +1,293 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fcap-io/fcap/proto"
+)
+
+// A peer is one node's data-plane address and the connections the client
+// keeps to it. Calls never wait for a dial: a peer without a live
+// connection reports none, and dials in the background.
+type peer struct {
+	cl   *Client
+	addr string
+	rr   atomic.Uint32 // round robin over conns
+
+	mu sync.Mutex
+	// The fields below are guarded by mu.
+	conns   []*conn // ConnsPerNode places; nil or closed ones are redialed
+	dialing bool
+	backoff time.Duration
+	closed  bool
+}
+
+func newPeer(cl *Client, addr string) *peer {
+	return &peer{cl: cl, addr: addr, conns: make([]*conn, cl.cfg.ConnsPerNode)}
+}
+
+// pick returns a live connection, or nil after starting a dial.
+func (p *peer) pick() *conn {
+	n := len(p.conns)
+	start := int(p.rr.Add(1))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	var live *conn
+	missing := false
+	for i := range n {
+		c := p.conns[(start+i)%n]
+		if c == nil || c.isClosed() {
+			missing = true
+			continue
+		}
+		if live == nil {
+			live = c
+		}
+	}
+	if missing {
+		p.dialLocked()
+	}
+	return live
+}
+
+// dialLocked starts a background dial that fills every empty place.
+func (p *peer) dialLocked() {
+	if p.dialing || p.closed {
+		return
+	}
+	p.dialing = true
+	wait := p.backoff
+	p.cl.goFunc(func() { p.dialAll(wait) })
+}
+
+func (p *peer) dialAll(wait time.Duration) {
+	if wait > 0 {
+		select {
+		case <-p.cl.stop:
+		case <-time.After(wait):
+		}
+	}
+	var err error
+	for i := range p.conns {
+		p.mu.Lock()
+		c := p.conns[i]
+		stop := p.closed
+		p.mu.Unlock()
+		if stop {
+			break
+		}
+		if c != nil && !c.isClosed() {
+			continue
+		}
+		var nc *conn
+		if nc, err = p.cl.dialConn(p); err != nil {
+			break
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			nc.close(errClientClosed)
+			break
+		}
+		p.conns[i] = nc
+		p.mu.Unlock()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dialing = false
+	if err != nil {
+		p.backoff = min(max(2*p.backoff, 25*time.Millisecond), 2*time.Second)
+		p.cl.m.dialErrors.Inc()
+		p.cl.log.Debug("dial", "addr", p.addr, "err", err, "retry_in", p.backoff)
+		// Retry even if no call asks: the node may be back by then.
+		p.dialLocked()
+	} else {
+		p.backoff = 0
+	}
+}
+
+// waitConn returns a live connection, dialing if needed, until ctx ends.
+// For topology fetches, which may wait; calls use pick.
+func (p *peer) waitConn(ctx context.Context) (*conn, error) {
+	for {
+		if c := p.pick(); c != nil {
+			return c, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to %s: %w", p.addr, ctx.Err())
+		case <-p.cl.stop:
+			return nil, errClientClosed
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func (p *peer) close() {
+	p.mu.Lock()
+	p.closed = true
+	conns := append([]*conn(nil), p.conns...)
+	p.mu.Unlock()
+	for _, c := range conns {
+		if c != nil {
+			c.close(errClientClosed)
+		}
+	}
+}
+
+// conn is one multiplexed connection: callers append request frames to a
+// buffer that a writer goroutine sends (many frames per write under
+// load), and a reader goroutine hands each response to the call waiting
+// on its request id.
+type conn struct {
+	p    *peer
+	nc   net.Conn
+	kick chan struct{} // wakes the writer; capacity 1
+
+	closedFlag atomic.Bool
+
+	mu sync.Mutex
+	// The fields below are guarded by mu.
+	pending map[uint64]*call
+	out     []byte // frames waiting for the writer
+	spare   []byte // the writer's last buffer, for reuse
+	nextID  uint64
+	err     error // why the connection closed
+}
+
+func (cl *Client) dialConn(p *peer) (*conn, error) {
+	d := net.Dialer{Timeout: cl.cfg.DialTimeout}
+	nc, err := d.Dial("tcp", p.addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	c := &conn{p: p, nc: nc, kick: make(chan struct{}, 1), pending: map[uint64]*call{}}
+	cl.goFunc(c.writeLoop)
+	cl.goFunc(c.readLoop)
+	return c, nil
+}
+
+func (c *conn) isClosed() bool { return c.closedFlag.Load() }
+
+// send registers a call and queues its request frame.
+func (c *conn) send(cl *call, m proto.Message) error {
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	c.nextID++
+	cl.id, cl.conn = c.nextID, c
+	out, err := proto.AppendFrame(c.out, cl.id, m)
+	if err != nil {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	c.out = out
+	c.pending[cl.id] = cl
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default: // the writer is already due to run
+	}
+	return nil
+}
+
+// forget removes a call that gave up waiting. It reports false when the
+// reader has already taken the call to deliver its response.
+func (c *conn) forget(cl *call) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[cl.id] != cl {
+		return false
+	}
+	delete(c.pending, cl.id)
+	return true
+}
+
+func (c *conn) writeLoop() {
+	for {
+		select {
+		case <-c.kick:
+		case <-c.p.cl.stop:
+			c.close(errClientClosed)
+			return
+		}
+		c.mu.Lock()
+		buf, closed := c.out, c.err != nil
+		c.out = c.spare[:0]
+		c.mu.Unlock()
+		if closed {
+			return
+		}
+		if len(buf) > 0 {
+			c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+			if _, err := c.nc.Write(buf); err != nil {
+				c.close(fmt.Errorf("write to %s: %w", c.p.addr, err))
+				return
+			}
+		}
+		c.mu.Lock()
+		if cap(buf) <= 1<<20 { // do not keep a burst's buffer forever
+			c.spare = buf[:0]
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *conn) readLoop() {
+	r := proto.NewReader(c.nc, c.p.cl.cfg.MaxFrame)
+	for {
+		hdr, body, err := r.Next()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				err = fmt.Errorf("read from %s: %w", c.p.addr, err)
+			}
+			c.close(err)
+			return
+		}
+		c.mu.Lock()
+		cl := c.pending[hdr.ID]
+		delete(c.pending, hdr.ID)
+		c.mu.Unlock()
+		if cl != nil {
+			cl.deliver(hdr, body)
+		}
+	}
+}
+
+// close fails every pending call with err and closes the socket. The peer
+// redials on the next pick.
+func (c *conn) close(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	c.closedFlag.Store(true)
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	c.nc.Close()
+	for _, cl := range pending {
+		cl.failWith(err)
+	}
+	select { // let the writer see the close
+	case c.kick <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,119 @@
+package client
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fcap-io/fcap/proto"
+)
+
+type opKind uint8
+
+const (
+	opCheck opKind = iota
+	opAllow
+	opReserve
+	opRelease
+	numOps
+)
+
+var opNames = [numOps]string{"check", "allow", "reserve", "release"}
+
+type outcome uint8
+
+const (
+	outcomeOK outcome = iota
+	outcomeFailed
+	outcomeBadRequest
+	outcomeError
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"ok", "failed_over", "bad_request", "error"}
+
+func outcomeOf(err error) outcome {
+	switch {
+	case err == nil:
+		return outcomeOK
+	case errors.Is(err, proto.ErrBadRequest):
+		return outcomeBadRequest
+	}
+	return outcomeError
+}
+
+// metrics are the client's collectors, for the ad server's own registry.
+type metrics struct {
+	calls             [numOps][numOutcomes]prometheus.Counter
+	latency           [numOps]prometheus.Observer
+	failOpen          prometheus.Counter
+	failClosed        prometheus.Counter
+	notOwnerRefreshes prometheus.Counter
+	topologyChanges   prometheus.Counter
+	refreshErrors     prometheus.Counter
+	dialErrors        prometheus.Counter
+	recordQueued      prometheus.Counter
+	recordSent        prometheus.Counter
+	recordRetries     prometheus.Counter
+	recordDropped     *prometheus.CounterVec
+	recordQueue       prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{}
+	calls := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fcap_client_calls_total",
+		Help: "Calls by operation and outcome: ok, failed_over (answered by the failure policy), bad_request, error.",
+	}, []string{"op", "outcome"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "fcap_client_call_duration_seconds",
+		Help:    "Call latency seen by the ad server, failures included.",
+		Buckets: []float64{5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 5e-2},
+	}, []string{"op"})
+	for op := range numOps {
+		m.latency[op] = latency.WithLabelValues(opNames[op])
+		for oc := range numOutcomes {
+			m.calls[op][oc] = calls.WithLabelValues(opNames[op], outcomeNames[oc])
+		}
+	}
+	verdicts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fcap_client_policy_verdicts_total",
+		Help: "Verdicts decided by the failure policy because the cluster did not answer in time: fail_open or fail_closed.",
+	}, []string{"policy"})
+	m.failOpen = verdicts.WithLabelValues("fail_open")
+	m.failClosed = verdicts.WithLabelValues("fail_closed")
+	m.notOwnerRefreshes = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_not_owner_refreshes_total", Help: "Topology refreshes forced by a NotOwner answer."})
+	m.topologyChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_topology_changes_total", Help: "New topologies installed."})
+	m.refreshErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_topology_refresh_errors_total", Help: "Topology refreshes where no node answered."})
+	m.dialErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_dial_errors_total", Help: "Failed connection attempts."})
+	m.recordQueued = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_records_queued_total", Help: "Impressions accepted by Record."})
+	m.recordSent = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_records_acknowledged_total", Help: "Impressions acknowledged by their owner (recorded, duplicate or stale)."})
+	m.recordRetries = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_record_retries_total", Help: "Impression send attempts retried after a failure."})
+	m.recordDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_client_records_dropped_total", Help: "Impressions given up: queue_full, attempts (retries exhausted), invalid (refused as a bad request), closed."}, []string{"reason"})
+	m.recordQueue = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_client_record_queue", Help: "Impressions queued or in flight."})
+	if reg != nil {
+		for _, c := range []prometheus.Collector{calls, latency, verdicts, m.notOwnerRefreshes, m.topologyChanges, m.refreshErrors, m.dialErrors,
+			m.recordQueued, m.recordSent, m.recordRetries, m.recordDropped, m.recordQueue} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) observe(op opKind, oc outcome, start time.Time) {
+	m.calls[op][oc].Inc()
+	m.latency[op].Observe(time.Since(start).Seconds())
+}
+
+func (m *metrics) failVerdicts(vs []Verdict) {
+	for _, v := range vs {
+		if v.FailOpen {
+			m.failOpen.Inc()
+		} else if v.FailClosed {
+			m.failClosed.Inc()
+		}
+	}
+}

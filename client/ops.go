@@ -1,0 +1,304 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// Verdict is the answer for one candidate.
+type Verdict struct {
+	engine.Verdict
+	// FailOpen: the cluster did not answer in time and the candidate
+	// (all soft caps) was allowed by policy (Config.SoftFailOpen).
+	FailOpen bool
+	// FailClosed: the cluster did not answer in time and the candidate
+	// was denied by policy (a strict cap, Config.StrictFailOpen false).
+	FailClosed bool
+}
+
+// Failed reports whether the verdict was decided by the failure policy
+// rather than by the cluster.
+func (v Verdict) Failed() bool { return v.FailOpen || v.FailClosed }
+
+// CallOption sets a per-call knob.
+type CallOption func(*callOptions)
+
+type callOptions struct {
+	now    int64
+	hasNow bool
+}
+
+// At makes the call judge by time t (Unix milliseconds in production)
+// instead of the owner node's clock.
+func At(t int64) CallOption {
+	return func(o *callOptions) { o.now, o.hasNow = t, true }
+}
+
+func applyOptions(opts []CallOption) callOptions {
+	var o callOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// CheckResult holds a Check's verdicts, one per candidate in order. Reuse
+// one with CheckInto to check without allocating.
+type CheckResult struct {
+	Verdicts []Verdict
+	// Epoch is the ring epoch of the node that answered (0 if none did).
+	Epoch uint64
+	// Now is the time the verdicts were judged at.
+	Now int64
+
+	table  engine.CheckTable // the request as sent: caps once, candidates as refs
+	strict []bool            // per candidate: it has a strict cap
+	left   []int64           // per table cap: impressions left (for Pod)
+}
+
+// reset builds the request table from candidates: a cap equal to the one
+// at the same position of the previous candidate is sent once.
+func (r *CheckResult) reset(cands []engine.Candidate) error {
+	r.table.Reset()
+	r.strict = r.strict[:0]
+	r.Verdicts = r.Verdicts[:0]
+	r.left = r.left[:0]
+	r.Epoch, r.Now = 0, 0
+	if len(cands) > proto.MaxCandidates {
+		return fmt.Errorf("%w: %d candidates, at most %d", ErrBadRequest, len(cands), proto.MaxCandidates)
+	}
+	var prev []engine.Cap
+	prevStart := 0 // where the previous candidate's refs begin
+	for _, cand := range cands {
+		start := len(r.table.Refs)
+		strict := false
+		for j := range cand.Caps {
+			c := &cand.Caps[j]
+			strict = strict || c.Mode == engine.Strict
+			if j < len(prev) && prev[j] == *c {
+				r.table.Refs = append(r.table.Refs, r.table.Refs[prevStart+j])
+				continue
+			}
+			if len(r.table.Caps) >= proto.MaxCheckCaps-1 {
+				return fmt.Errorf("%w: more than %d distinct caps", ErrBadRequest, proto.MaxCheckCaps-1)
+			}
+			r.table.Refs = append(r.table.Refs, uint16(len(r.table.Caps)))
+			r.table.Caps = append(r.table.Caps, *c)
+		}
+		r.table.Ends = append(r.table.Ends, uint32(len(r.table.Refs)))
+		r.strict = append(r.strict, strict)
+		prev, prevStart = cand.Caps, start
+	}
+	return nil
+}
+
+// failed fills every verdict from the failure policy.
+func (r *CheckResult) failed(cfg *Config) {
+	r.Verdicts = r.Verdicts[:0]
+	for _, strict := range r.strict {
+		r.Verdicts = append(r.Verdicts, failVerdict(cfg, strict))
+	}
+}
+
+func failVerdict(cfg *Config, strict bool) Verdict {
+	open := cfg.SoftFailOpen
+	if strict {
+		open = cfg.StrictFailOpen
+	}
+	if open {
+		return Verdict{Verdict: engine.Verdict{Allowed: true, Blocking: -1}, FailOpen: true}
+	}
+	return Verdict{Verdict: engine.Verdict{Blocking: -1}, FailClosed: true}
+}
+
+// Check asks, in one request to the viewer's owner, which candidates may
+// be shown. It returns an error only for an invalid request; when the
+// cluster cannot answer in time every verdict is decided by the failure
+// policy and marked.
+func (c *Client) Check(ctx context.Context, viewer string, cands []engine.Candidate, opts ...CallOption) (*CheckResult, error) {
+	res := &CheckResult{}
+	return res, c.CheckInto(ctx, viewer, cands, res, opts...)
+}
+
+// CheckInto is Check into a reused result.
+func (c *Client) CheckInto(ctx context.Context, viewer string, cands []engine.Candidate, res *CheckResult, opts ...CallOption) error {
+	start := time.Now()
+	if err := res.reset(cands); err != nil {
+		c.m.observe(opCheck, outcomeBadRequest, start)
+		return err
+	}
+	return c.check(ctx, viewer, res, start, applyOptions(opts))
+}
+
+func (c *Client) check(ctx context.Context, viewer string, res *CheckResult, start time.Time, o callOptions) error {
+	deadline := c.deadline(ctx, start)
+	req := proto.Check{Viewer: viewer, Now: o.now, HasNow: o.hasNow, Table: res.table}
+	cl, err := c.owned(ctx, viewer, &req, proto.TypeCheckResult, deadline)
+	switch {
+	case err == nil:
+		r := &cl.check
+		res.Epoch, res.Now = r.Epoch, r.Now
+		for _, v := range r.Verdicts {
+			res.Verdicts = append(res.Verdicts, Verdict{Verdict: v})
+		}
+		for _, l := range r.Left {
+			res.left = append(res.left, int64(l))
+		}
+		putCall(cl)
+		if len(res.Verdicts) != len(res.strict) {
+			res.failed(&c.cfg)
+			c.m.observe(opCheck, outcomeError, start)
+			return nil
+		}
+		c.m.observe(opCheck, outcomeOK, start)
+		return nil
+	case errors.Is(err, proto.ErrBadRequest):
+		c.m.observe(opCheck, outcomeBadRequest, start)
+		return err
+	}
+	res.failed(&c.cfg)
+	c.m.failVerdicts(res.Verdicts)
+	c.m.observe(opCheck, outcomeFailed, start)
+	c.log.Debug("check failed over to policy", "err", err)
+	return nil
+}
+
+// owned sends a request to the viewer's owner and waits for its answer
+// until the deadline, refreshing the topology and retrying once if the
+// node says it is not the owner.
+func (c *Client) owned(ctx context.Context, viewer string, m proto.Message, want proto.Type, deadline time.Time) (*call, error) {
+	t, owners := c.route(viewer)
+	var lastErr error = errNoOwner
+	for attempt := 0; attempt < 2; attempt++ {
+		if len(owners) == 0 || t.peers[owners[0]] == nil {
+			return nil, lastErr
+		}
+		p := t.peers[owners[0]]
+		cl, err := c.roundTrip(ctx, p, m, want, deadline, attempt > 0)
+		if err == nil {
+			c.noteEpoch(epochOf(cl), p)
+			return cl, nil
+		}
+		lastErr = err
+		if !errors.Is(err, proto.ErrNotOwner) || attempt > 0 {
+			return nil, err
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		t = c.refreshAfter(rctx, t, p.addr)
+		cancel()
+		if t.ring == nil {
+			return nil, err
+		}
+		_, owners = t.ring.Lookup(viewer)
+	}
+	return nil, lastErr
+}
+
+func epochOf(cl *call) uint64 {
+	switch cl.want {
+	case proto.TypeCheckResult:
+		return cl.check.Epoch
+	case proto.TypeAllowResult:
+		return cl.allow.Epoch
+	case proto.TypeReserveResult:
+		return cl.reserve.Epoch
+	case proto.TypeReleaseResult:
+		return cl.release.Epoch
+	case proto.TypeRecordResult:
+		return cl.record.Epoch
+	}
+	return 0
+}
+
+// Allow atomically checks the caps and, if all have room, records an
+// impression at the call's time (check-and-record in one hop). When the
+// cluster cannot answer, the verdict follows the failure policy (strict
+// if any cap is strict) and records nothing.
+func (c *Client) Allow(ctx context.Context, viewer string, caps []engine.Cap, opts ...CallOption) (Verdict, error) {
+	start := time.Now()
+	o := applyOptions(opts)
+	req := proto.Allow{Viewer: viewer, Now: o.now, HasNow: o.hasNow, Caps: caps}
+	cl, err := c.owned(ctx, viewer, &req, proto.TypeAllowResult, c.deadline(ctx, start))
+	switch {
+	case err == nil:
+		v := Verdict{Verdict: cl.allow.Verdict}
+		putCall(cl)
+		c.m.observe(opAllow, outcomeOK, start)
+		return v, nil
+	case errors.Is(err, proto.ErrBadRequest):
+		c.m.observe(opAllow, outcomeBadRequest, start)
+		return Verdict{}, err
+	}
+	v := failVerdict(&c.cfg, anyStrict(caps))
+	c.m.failVerdicts([]Verdict{v})
+	c.m.observe(opAllow, outcomeFailed, start)
+	return v, nil
+}
+
+func anyStrict(caps []engine.Cap) bool {
+	for i := range caps {
+		if caps[i].Mode == engine.Strict {
+			return true
+		}
+	}
+	return false
+}
+
+// Reservation is a granted reservation: it counts against the
+// candidate's caps until it expires, is released, or an impression naming
+// its ID is recorded.
+type Reservation struct {
+	Viewer string
+	ID     uint64
+}
+
+// Reserve atomically checks a candidate's caps and, if all have room,
+// holds one impression's worth of each for ttl milliseconds. Strict caps
+// use it at decision time so in-flight impressions cannot overshoot. The
+// Reservation is zero unless the verdict is allowed by the cluster; a
+// failed call follows the failure policy and reserves nothing.
+func (c *Client) Reserve(ctx context.Context, viewer string, cand engine.Candidate, ttl time.Duration, opts ...CallOption) (Verdict, Reservation, error) {
+	start := time.Now()
+	o := applyOptions(opts)
+	req := proto.Reserve{Viewer: viewer, Now: o.now, HasNow: o.hasNow, TTL: ttl.Milliseconds(), Caps: cand.Caps}
+	cl, err := c.owned(ctx, viewer, &req, proto.TypeReserveResult, c.deadline(ctx, start))
+	switch {
+	case err == nil:
+		v, id := Verdict{Verdict: cl.reserve.Verdict}, cl.reserve.ID
+		putCall(cl)
+		c.m.observe(opReserve, outcomeOK, start)
+		if !v.Allowed {
+			return v, Reservation{}, nil
+		}
+		return v, Reservation{Viewer: viewer, ID: id}, nil
+	case errors.Is(err, proto.ErrBadRequest):
+		c.m.observe(opReserve, outcomeBadRequest, start)
+		return Verdict{}, Reservation{}, err
+	}
+	v := failVerdict(&c.cfg, anyStrict(cand.Caps))
+	c.m.failVerdicts([]Verdict{v})
+	c.m.observe(opReserve, outcomeFailed, start)
+	return v, Reservation{}, nil
+}
+
+// Release drops a reservation before its ttl. It returns
+// ErrUnknownReservation if the owner does not hold it, and an error
+// (not a verdict) if the cluster cannot be reached: the reservation then
+// simply expires.
+func (c *Client) Release(ctx context.Context, r Reservation) error {
+	start := time.Now()
+	req := proto.Release{Viewer: r.Viewer, ID: r.ID}
+	cl, err := c.owned(ctx, r.Viewer, &req, proto.TypeReleaseResult, c.deadline(ctx, start))
+	if err != nil {
+		c.m.observe(opRelease, outcomeOf(err), start)
+		return err
+	}
+	putCall(cl)
+	c.m.observe(opRelease, outcomeOK, start)
+	return nil
+}

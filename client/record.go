@@ -1,0 +1,289 @@
+package client
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// Record queues an impression for its viewer's owner and returns at once:
+// recording is off the ad decision's path. Impressions are sent in
+// batches, retried with exponential backoff and full jitter when a node
+// fails (safe: the owner is idempotent on the impression ID), and dropped
+// and counted when the queue is full, when every attempt failed, or when
+// the owner refuses one as invalid. imp.Time is when the ad played (Unix
+// milliseconds); set it. Record reports whether the impression was
+// queued.
+func (c *Client) Record(viewer string, imp engine.Impression) bool {
+	return c.rec.add(viewer, imp)
+}
+
+// Flush waits until every queued impression is acknowledged or dropped,
+// or ctx ends.
+func (c *Client) Flush(ctx context.Context) error {
+	return c.rec.flush(ctx)
+}
+
+type recItem struct {
+	viewer   string
+	imp      engine.Impression
+	attempts int
+	due      time.Time // when a retry may go
+}
+
+// recorder is the asynchronous Record path: a bounded queue drained by
+// RecordSenders goroutines that batch per owner, and a retry heap.
+type recorder struct {
+	c      *Client
+	queue  chan recItem
+	count  atomic.Int64 // accepted and not yet acknowledged or dropped
+	closed atomic.Bool
+
+	retryMu sync.Mutex
+	// retries is guarded by retryMu.
+	retries   retryHeap
+	retryKick chan struct{}
+}
+
+func newRecorder(c *Client) *recorder {
+	return &recorder{
+		c:         c,
+		queue:     make(chan recItem, c.cfg.RecordQueue),
+		retryKick: make(chan struct{}, 1),
+	}
+}
+
+func (r *recorder) start() {
+	for range r.c.cfg.RecordSenders {
+		r.c.goFunc(r.sendLoop)
+	}
+	r.c.goFunc(r.retryLoop)
+}
+
+func (r *recorder) add(viewer string, imp engine.Impression) bool {
+	m := r.c.m
+	if r.closed.Load() {
+		m.recordDropped.WithLabelValues("closed").Inc()
+		return false
+	}
+	// Bound everything accepted (queued, in flight, waiting to retry) by
+	// the queue's capacity, so retries always fit back in the queue.
+	if r.count.Add(1) > int64(r.c.cfg.RecordQueue) {
+		r.count.Add(-1)
+		m.recordDropped.WithLabelValues("queue_full").Inc()
+		return false
+	}
+	imp.Caps = append([]engine.Cap(nil), imp.Caps...) // the caller may reuse its slice
+	r.queue <- recItem{viewer: viewer, imp: imp}
+	m.recordQueued.Inc()
+	m.recordQueue.Inc()
+	return true
+}
+
+// done retires n items.
+func (r *recorder) done(n int) {
+	r.count.Add(int64(-n))
+	r.c.m.recordQueue.Sub(float64(n))
+}
+
+func (r *recorder) drop(it *recItem, reason string) {
+	r.c.m.recordDropped.WithLabelValues(reason).Inc()
+	r.c.log.Debug("impression dropped", "reason", reason, "viewer", it.viewer, "id", it.imp.ID)
+	r.done(1)
+}
+
+func (r *recorder) flush(ctx context.Context) error {
+	for r.count.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("flush: %d impressions still queued: %w", r.count.Load(), ctx.Err())
+		case <-r.c.stop:
+			return ErrClosed
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// close stops accepting impressions and flushes. Whatever is left when
+// ctx ends is dropped (and counted) when the client stops.
+func (r *recorder) close(ctx context.Context) error {
+	r.closed.Store(true)
+	return r.flush(ctx)
+}
+
+func (r *recorder) sendLoop() {
+	batch := make([]recItem, 0, r.c.cfg.RecordBatch)
+	linger := time.NewTimer(time.Hour)
+	defer linger.Stop()
+	for {
+		batch = batch[:0]
+		select {
+		case it := <-r.queue:
+			batch = append(batch, it)
+		case <-r.c.stop:
+			r.dropQueued()
+			return
+		}
+		linger.Reset(r.c.cfg.RecordLinger)
+	fill:
+		for len(batch) < cap(batch) {
+			select {
+			case it := <-r.queue:
+				batch = append(batch, it)
+			case <-linger.C:
+				break fill
+			case <-r.c.stop:
+				break fill
+			}
+		}
+		r.send(batch)
+	}
+}
+
+// dropQueued counts what is left in the queue when the client stops.
+func (r *recorder) dropQueued() {
+	for {
+		select {
+		case it := <-r.queue:
+			r.drop(&it, "closed")
+		default:
+			return
+		}
+	}
+}
+
+// send delivers a batch, one request per owner.
+func (r *recorder) send(batch []recItem) {
+	c := r.c
+	t := c.topo.Load()
+	groups := map[*peer][]recItem{}
+	for _, it := range batch {
+		var owners []uint16
+		if t.ring != nil {
+			_, owners = t.ring.Lookup(it.viewer)
+		}
+		if len(owners) == 0 || t.peers[owners[0]] == nil {
+			r.retry(it, errNoOwner)
+			continue
+		}
+		p := t.peers[owners[0]]
+		groups[p] = append(groups[p], it)
+	}
+	for p, items := range groups {
+		req := proto.Record{Items: make([]proto.RecordItem, len(items))}
+		for i, it := range items {
+			req.Items[i] = proto.RecordItem{Viewer: it.viewer, Impression: it.imp, HasTime: true}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RecordTimeout)
+		cl, err := c.roundTrip(ctx, p, &req, proto.TypeRecordResult, time.Now().Add(c.cfg.RecordTimeout), true)
+		cancel()
+		if err != nil {
+			for _, it := range items {
+				r.retry(it, err)
+			}
+			continue
+		}
+		c.noteEpoch(cl.record.Epoch, p)
+		results := cl.record.Results
+		for i, it := range items {
+			if i >= len(results) {
+				r.retry(it, ErrProtocol)
+				continue
+			}
+			switch code := results[i].Code; code {
+			case 0:
+				c.m.recordSent.Inc()
+				r.done(1)
+			case proto.CodeBadRequest:
+				r.drop(&it, "invalid")
+			case proto.CodeNotOwner:
+				c.noteEpoch(0, p) // our topology is stale: refresh it
+				r.retry(it, proto.ErrNotOwner)
+			default:
+				r.retry(it, fmt.Errorf("owner answered code %d", code))
+			}
+		}
+		putCall(cl)
+	}
+}
+
+// retry schedules another attempt after exponential backoff with full
+// jitter, or drops the impression when its attempts are spent.
+func (r *recorder) retry(it recItem, why error) {
+	cfg := &r.c.cfg
+	it.attempts++
+	if it.attempts >= cfg.RecordAttempts || errors.Is(why, ErrClosed) {
+		reason := "attempts"
+		if errors.Is(why, ErrClosed) {
+			reason = "closed"
+		}
+		r.drop(&it, reason)
+		return
+	}
+	r.c.m.recordRetries.Inc()
+	ceiling := min(cfg.RecordRetryMax, cfg.RecordRetryMin<<min(it.attempts, 30))
+	it.due = time.Now().Add(cfg.RecordRetryMin/2 + rand.N(ceiling))
+	r.retryMu.Lock()
+	heap.Push(&r.retries, it)
+	r.retryMu.Unlock()
+	select {
+	case r.retryKick <- struct{}{}:
+	default:
+	}
+}
+
+// retryLoop moves due retries back into the queue.
+func (r *recorder) retryLoop() {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		r.retryMu.Lock()
+		now := time.Now()
+		for len(r.retries) > 0 && !r.retries[0].due.After(now) {
+			it := heap.Pop(&r.retries).(recItem)
+			r.queue <- it // fits: everything accepted is bounded by the queue's capacity
+		}
+		wait := time.Hour
+		if len(r.retries) > 0 {
+			wait = r.retries[0].due.Sub(now)
+		}
+		r.retryMu.Unlock()
+		t.Reset(wait)
+		select {
+		case <-r.c.stop:
+			r.retryMu.Lock()
+			for len(r.retries) > 0 {
+				it := heap.Pop(&r.retries).(recItem)
+				r.drop(&it, "closed")
+			}
+			r.retryMu.Unlock()
+			return
+		case <-r.retryKick:
+		case <-t.C:
+		}
+	}
+}
+
+// retryHeap orders retries by due time.
+type retryHeap []recItem
+
+func (h retryHeap) Len() int           { return len(h) }
+func (h retryHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h retryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *retryHeap) Push(x any)        { *h = append(*h, x.(recItem)) }
+func (h *retryHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = recItem{}
+	*h = old[:len(old)-1]
+	return it
+}

@@ -1,0 +1,59 @@
+package client
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Stats are the client's running totals, for programs that do not scrape
+// Prometheus (fcapbench's progress line, tests).
+type Stats struct {
+	Calls             int64 // calls answered by the cluster
+	FailedOver        int64 // calls answered by the failure policy
+	FailOpen          int64 // verdicts allowed by policy
+	FailClosed        int64 // verdicts denied by policy
+	BadRequests       int64
+	NotOwnerRefreshes int64
+	RecordsQueued     int64
+	RecordsAcked      int64
+	RecordRetries     int64
+	RecordsDropped    int64
+	RecordQueue       int64 // queued or in flight now
+}
+
+// Stats returns the totals since the client started.
+func (c *Client) Stats() Stats {
+	m := c.m
+	var s Stats
+	for op := range numOps {
+		s.Calls += value(m.calls[op][outcomeOK])
+		s.FailedOver += value(m.calls[op][outcomeFailed])
+		s.BadRequests += value(m.calls[op][outcomeBadRequest])
+	}
+	s.FailOpen = value(m.failOpen)
+	s.FailClosed = value(m.failClosed)
+	s.NotOwnerRefreshes = value(m.notOwnerRefreshes)
+	s.RecordsQueued = value(m.recordQueued)
+	s.RecordsAcked = value(m.recordSent)
+	s.RecordRetries = value(m.recordRetries)
+	for _, reason := range []string{"queue_full", "attempts", "invalid", "closed"} {
+		s.RecordsDropped += value(m.recordDropped.WithLabelValues(reason))
+	}
+	s.RecordQueue = c.rec.count.Load()
+	return s
+}
+
+// value reads a counter or gauge.
+func value(c prometheus.Metric) int64 {
+	var d dto.Metric
+	if err := c.Write(&d); err != nil {
+		return 0
+	}
+	if d.Counter != nil {
+		return int64(d.Counter.GetValue())
+	}
+	if d.Gauge != nil {
+		return int64(d.Gauge.GetValue())
+	}
+	return 0
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/ring"
+)
+
+var errHelp = errors.New("help requested")
+
+// options are fcapd's flags after parsing.
+type options struct {
+	name, data, advertiseData, gossip, advertiseGossip, http string
+	join                                                     []string
+	replicas, partitions                                     int
+	memoryLimit, goMemLimit                                  int64
+	gossipProfile                                            string
+	scopes                                                   string
+	logLevel, logFormat                                      string
+	shutdownTimeout                                          time.Duration
+}
+
+// parseFlags reads flags, each defaulting to its FCAP_* environment
+// variable and then to the built-in default.
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	def := node.DefaultConfig()
+	o := &options{}
+	fs := flag.NewFlagSet("fcapd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	env := func(name, fallback string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return fallback
+	}
+	str := func(p *string, flagName, envName, fallback, usage string) {
+		fs.StringVar(p, flagName, env(envName, fallback), usage+" (env "+envName+")")
+	}
+	str(&o.name, "name", "FCAP_NAME", def.Name, "stable node name; it places the node on the ring")
+	str(&o.data, "data", "FCAP_DATA_ADDR", def.DataAddr, "data-plane listen address")
+	str(&o.advertiseData, "advertise-data", "FCAP_ADVERTISE_DATA_ADDR", "", "data-plane address told to clients and peers (default: the bound address)")
+	str(&o.gossip, "gossip", "FCAP_GOSSIP_ADDR", "127.0.0.1:7946", "gossip listen address (TCP and UDP)")
+	str(&o.advertiseGossip, "advertise-gossip", "FCAP_ADVERTISE_GOSSIP_ADDR", "", "gossip address told to peers (default: the bound address)")
+	str(&o.http, "http", "FCAP_HTTP_ADDR", def.HTTPAddr, `metrics and health listen address ("" disables)`)
+	var join, memLimit string
+	str(&join, "join", "FCAP_JOIN", "", "comma-separated gossip addresses of nodes to join (joining a cluster is this one flag)")
+	rdef := ring.DefaultConfig()
+	intFlag := func(p *int, flagName, envName string, fallback int, usage string) error {
+		v := fallback
+		if s := getenv(envName); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return fmt.Errorf("%s=%q: %w", envName, s, err)
+			}
+			v = n
+		}
+		fs.IntVar(p, flagName, v, usage+" (env "+envName+")")
+		return nil
+	}
+	if err := intFlag(&o.replicas, "replicas", "FCAP_REPLICAS", rdef.Replicas, "owners per partition (primary + backups)"); err != nil {
+		return nil, err
+	}
+	if err := intFlag(&o.partitions, "partitions", "FCAP_PARTITIONS", rdef.Partitions, "partitions of the keyspace, a prime; every node must agree"); err != nil {
+		return nil, err
+	}
+	str(&memLimit, "memory-limit", "FCAP_MEMORY_LIMIT", "", "bytes of counter state past which new counters are refused, e.g. 4GiB (default: half the memory of the machine or cgroup)")
+	str(&o.gossipProfile, "gossip-profile", "FCAP_GOSSIP_PROFILE", "lan", "gossip timings: lan, wan or local (loopback tests)")
+	str(&o.scopes, "scopes", "FCAP_SCOPES", strings.Join(def.Engine.Scopes, ","), `comma-separated cap scopes accepted, or "*" for any`)
+	str(&o.logLevel, "log-level", "FCAP_LOG_LEVEL", "info", "debug, info, warn or error")
+	str(&o.logFormat, "log-format", "FCAP_LOG_FORMAT", "text", "text or json")
+	shutdown := env("FCAP_SHUTDOWN_TIMEOUT", "30s")
+	sd, err := time.ParseDuration(shutdown)
+	if err != nil {
+		return nil, fmt.Errorf("FCAP_SHUTDOWN_TIMEOUT=%q: %w", shutdown, err)
+	}
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", sd, "how long a graceful stop may take (env FCAP_SHUTDOWN_TIMEOUT)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, errHelp
+		}
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	for _, s := range strings.Split(join, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			o.join = append(o.join, s)
+		}
+	}
+	mem := physicalMemory()
+	o.goMemLimit = mem * 9 / 10
+	if memLimit == "" {
+		o.memoryLimit = mem / 2
+	} else if o.memoryLimit, err = parseBytes(memLimit); err != nil {
+		return nil, fmt.Errorf("--memory-limit: %w", err)
+	}
+	return o, nil
+}
+
+// config turns the options into a node configuration.
+func (o *options) config(logger *slog.Logger) (node.Config, error) {
+	cfg := node.DefaultConfig()
+	cfg.Name = o.name
+	cfg.DataAddr = o.data
+	cfg.AdvertiseDataAddr = o.advertiseData
+	cfg.HTTPAddr = o.http
+	cfg.Logger = logger
+	cfg.Engine.MemoryLimit = o.memoryLimit
+	if o.scopes == "*" {
+		cfg.Engine.AnyScope = true
+	} else {
+		cfg.Engine.Scopes = nil
+		for _, s := range strings.Split(o.scopes, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				cfg.Engine.Scopes = append(cfg.Engine.Scopes, s)
+			}
+		}
+	}
+	self := ring.Member{Name: o.name}
+	switch o.gossipProfile {
+	case "lan":
+		cfg.Membership = ring.DefaultMembershipConfig(self)
+	case "local":
+		cfg.Membership = ring.DefaultLocalMembershipConfig(self)
+	case "wan":
+		cfg.Membership = ring.DefaultMembershipConfig(self)
+		cfg.Membership.Memberlist = wanConfig()
+	default:
+		return cfg, fmt.Errorf("--gossip-profile must be lan, wan or local, got %q", o.gossipProfile)
+	}
+	ml := cfg.Membership.Memberlist
+	host, port, err := splitHostPort(o.gossip)
+	if err != nil {
+		return cfg, fmt.Errorf("--gossip: %w", err)
+	}
+	ml.BindAddr, ml.BindPort = host, port
+	ml.AdvertiseAddr, ml.AdvertisePort = "", port
+	if o.advertiseGossip != "" {
+		if ml.AdvertiseAddr, ml.AdvertisePort, err = splitHostPort(o.advertiseGossip); err != nil {
+			return cfg, fmt.Errorf("--advertise-gossip: %w", err)
+		}
+	}
+	cfg.Membership.Seeds = o.join
+	cfg.Membership.Ring.Replicas = o.replicas
+	cfg.Membership.Ring.Partitions = o.partitions
+	if err := cfg.Membership.Ring.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port in %q", addr)
+	}
+	return host, port, nil
+}
+
+// parseBytes reads "123", "64MiB", "4GiB", "1.5GB" and the like.
+func parseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   float64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
+	}
+	s = strings.TrimSpace(s)
+	mult := 1.0
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("not a byte size: %q", s)
+	}
+	return int64(v * mult), nil
+}
+
+// physicalMemory is the memory this process may use: the cgroup limit
+// when there is one, else the machine's; 4 GiB when neither can be read.
+func physicalMemory() int64 {
+	mem := int64(4 << 30)
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			var kb int64
+			if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil && kb > 0 {
+				mem = kb << 10
+				break
+			}
+		}
+	}
+	for _, path := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		if b, err := os.ReadFile(path); err == nil {
+			if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && v > 0 && v < mem {
+				mem = v
+			}
+		}
+	}
+	return mem
+}

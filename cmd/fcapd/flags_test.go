@@ -1,0 +1,77 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaultsMakeAOneNodeLoopbackCluster(t *testing.T) {
+	o, err := parseFlags(nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ml := cfg.Membership.Memberlist
+	if cfg.DataAddr != "127.0.0.1:7700" || cfg.HTTPAddr != "127.0.0.1:7780" || ml.BindAddr != "127.0.0.1" || ml.BindPort != 7946 {
+		t.Errorf("defaults: data %s http %s gossip %s:%d", cfg.DataAddr, cfg.HTTPAddr, ml.BindAddr, ml.BindPort)
+	}
+	if len(cfg.Membership.Seeds) != 0 || cfg.Membership.Ring.Replicas != 2 || cfg.Engine.MemoryLimit <= 0 {
+		t.Errorf("seeds %v replicas %d memory %d", cfg.Membership.Seeds, cfg.Membership.Ring.Replicas, cfg.Engine.MemoryLimit)
+	}
+}
+
+func TestFlagsBeatEnvironmentBeatsDefaults(t *testing.T) {
+	e := env(map[string]string{"FCAP_NAME": "from-env", "FCAP_JOIN": "10.0.0.1:7946, 10.0.0.2:7946", "FCAP_REPLICAS": "3", "FCAP_MEMORY_LIMIT": "2GiB"})
+	o, err := parseFlags([]string{"--name", "from-flag"}, e, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Name != "from-flag" || strings.Join(cfg.Membership.Seeds, ",") != "10.0.0.1:7946,10.0.0.2:7946" ||
+		cfg.Membership.Ring.Replicas != 3 || cfg.Engine.MemoryLimit != 2<<30 {
+		t.Errorf("name %q seeds %v replicas %d memory %d", cfg.Name, cfg.Membership.Seeds, cfg.Membership.Ring.Replicas, cfg.Engine.MemoryLimit)
+	}
+}
+
+func TestBadFlagsAreClearErrors(t *testing.T) {
+	for name, args := range map[string][]string{
+		"replicas":   {"--replicas", "0"},
+		"gossip":     {"--gossip", "nope"},
+		"profile":    {"--gossip-profile", "moon"},
+		"memory":     {"--memory-limit", "lots"},
+		"positional": {"extra"},
+	} {
+		o, err := parseFlags(args, env(nil), io.Discard)
+		if err == nil {
+			_, err = o.config(nil)
+		}
+		if err == nil {
+			t.Errorf("%s: %v accepted", name, args)
+		}
+	}
+	if _, err := parseFlags(nil, env(map[string]string{"FCAP_REPLICAS": "two"}), io.Discard); err == nil {
+		t.Error("FCAP_REPLICAS=two accepted")
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"123": 123, "64MiB": 64 << 20, "1.5GiB": 3 << 29, "2GB": 2e9, "10 KiB": 10 << 10} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "x", "-1", "5XB"} {
+		if _, err := parseBytes(bad); err == nil {
+			t.Errorf("parseBytes(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,86 @@
+// Command fcapd runs an fcap node.
+//
+// With no flags it starts a one-node cluster on loopback: the data plane
+// on 127.0.0.1:7700, gossip on 127.0.0.1:7946 and HTTP (metrics, health)
+// on 127.0.0.1:7780. Joining a running cluster is one flag:
+//
+//	fcapd --name n2 --data 127.0.0.1:7701 --gossip 127.0.0.1:7947 --http 127.0.0.1:7781 --join 127.0.0.1:7946
+//
+// Every flag can also be set with an FCAP_* environment variable (the
+// flag wins). Run "fcapd -h" for the list.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/fcap-io/fcap/node"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	opts, err := parseFlags(args, os.Getenv, stderr)
+	if err != nil {
+		if err == errHelp {
+			return 0
+		}
+		fmt.Fprintf(stderr, "fcapd: %v\n", err)
+		return 2
+	}
+	logger, err := newLogger(stderr, opts.logLevel, opts.logFormat)
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapd: %v\n", err)
+		return 2
+	}
+	cfg, err := opts.config(logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapd: %v\n", err)
+		return 2
+	}
+	if opts.goMemLimit > 0 {
+		// Let the GC work harder before the process nears its memory.
+		debug.SetMemoryLimit(opts.goMemLimit)
+	}
+	logger.Info("starting fcapd", "name", cfg.Name, "memory_limit", cfg.Engine.MemoryLimit,
+		"storage", "memory only: counters live in RAM and on replicas")
+	n, err := node.Start(cfg)
+	if err != nil {
+		logger.Error("start", "err", err)
+		return 1
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	s := <-sig
+	logger.Info("stopping", "signal", s.String(), "timeout", opts.shutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), opts.shutdownTimeout)
+	defer cancel()
+	if err := n.Shutdown(ctx); err != nil {
+		logger.Error("shutdown", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	ho := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, ho)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, ho)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+}

@@ -1,0 +1,156 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
+)
+
+// Config configures a Node. Start from DefaultConfig or DefaultLocalConfig.
+type Config struct {
+	// Name is the node's stable name: it places the node on the ring, so
+	// a restarted node keeps its partitions. Default: the host name.
+	Name string
+
+	// DataAddr is where the data plane (the msgpack protocol) listens.
+	// Default 127.0.0.1:7700.
+	DataAddr string
+
+	// AdvertiseDataAddr is the data-plane address other nodes and clients
+	// are told. Default: the address DataAddr bound (port 0 resolved).
+	AdvertiseDataAddr string
+
+	// HTTPAddr is where metrics (/metrics) and health (/healthz, /readyz)
+	// are served. Empty disables HTTP. Default 127.0.0.1:7780.
+	HTTPAddr string
+
+	// Membership configures gossip and the ring. Its nested memberlist
+	// config holds the gossip bind address (default 127.0.0.1:7946). Self
+	// is filled in by the node.
+	Membership ring.MembershipConfig
+
+	// Engine configures the cap engine.
+	Engine engine.Config
+
+	// MaxFrame is the largest request frame accepted; a larger length
+	// prefix closes the connection before anything is allocated for it.
+	// Default proto.DefaultMaxFrame (1 MiB).
+	MaxFrame int
+
+	// MaxConns bounds open data-plane connections; past it new ones are
+	// told ErrOverloaded and closed. Default 4096.
+	MaxConns int
+
+	// IdleTimeout closes a connection that sends nothing for this long.
+	// Default 5m.
+	IdleTimeout time.Duration
+
+	// WriteTimeout closes a connection whose peer does not read its
+	// responses for this long (a slow reader must not pin memory).
+	// Default 10s.
+	WriteTimeout time.Duration
+
+	// Clock returns the node's time in milliseconds, for requests that
+	// omit theirs. Default: Unix milliseconds of the wall clock.
+	Clock func() int64
+
+	// Logger receives the node's logs. Default slog.Default().
+	Logger *slog.Logger
+
+	// Registerer receives the node's metrics. Default: a new registry
+	// of the node's own, served on /metrics.
+	Registerer prometheus.Registerer
+
+	// Gatherer serves /metrics. Default: the Registerer when it is a
+	// *prometheus.Registry.
+	Gatherer prometheus.Gatherer
+}
+
+// DefaultConfig returns a production configuration: a one-node cluster
+// on loopback with the default ports, LAN gossip timings and production
+// engine limits.
+func DefaultConfig() Config {
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		name = "fcap"
+	}
+	c := Config{
+		Name:         name,
+		DataAddr:     "127.0.0.1:7700",
+		HTTPAddr:     "127.0.0.1:7780",
+		Membership:   ring.DefaultMembershipConfig(ring.Member{Name: name}),
+		Engine:       engine.DefaultConfig(),
+		MaxFrame:     proto.DefaultMaxFrame,
+		MaxConns:     4096,
+		IdleTimeout:  5 * time.Minute,
+		WriteTimeout: 10 * time.Second,
+	}
+	c.Membership.Memberlist.BindAddr = "127.0.0.1"
+	c.Membership.Memberlist.BindPort = 7946
+	c.Membership.Memberlist.AdvertisePort = 7946
+	return c
+}
+
+// DefaultLocalConfig returns a configuration for tests and loopback
+// clusters: every port 0 (chosen by the kernel), loopback gossip timings,
+// a small engine.
+func DefaultLocalConfig(name string) Config {
+	c := DefaultConfig()
+	c.Name = name
+	c.DataAddr = "127.0.0.1:0"
+	c.HTTPAddr = "127.0.0.1:0"
+	c.Membership = ring.DefaultLocalMembershipConfig(ring.Member{Name: name})
+	c.Membership.Memberlist.BindAddr = "127.0.0.1"
+	c.Membership.Memberlist.BindPort = 0
+	c.Membership.Memberlist.AdvertisePort = 0
+	c.Engine = engine.DefaultLocalConfig()
+	return c
+}
+
+// Validate checks every field and how they fit together.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Name == "" {
+		errs = append(errs, errors.New("node config: Name is empty"))
+	}
+	if _, _, err := net.SplitHostPort(c.DataAddr); err != nil {
+		errs = append(errs, fmt.Errorf("node config: DataAddr %q: %w", c.DataAddr, err))
+	}
+	if c.AdvertiseDataAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdvertiseDataAddr); err != nil {
+			errs = append(errs, fmt.Errorf("node config: AdvertiseDataAddr %q: %w", c.AdvertiseDataAddr, err))
+		}
+	}
+	if c.HTTPAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+			errs = append(errs, fmt.Errorf("node config: HTTPAddr %q: %w", c.HTTPAddr, err))
+		}
+	}
+	if c.Membership.Memberlist == nil {
+		errs = append(errs, errors.New("node config: Membership.Memberlist is nil"))
+	}
+	if c.MaxFrame < 1024 || c.MaxFrame > 1<<30 {
+		errs = append(errs, fmt.Errorf("node config: MaxFrame must be in [1 KiB, 1 GiB], got %d", c.MaxFrame))
+	}
+	if c.MaxConns < 1 {
+		errs = append(errs, fmt.Errorf("node config: MaxConns must be positive, got %d", c.MaxConns))
+	}
+	if c.IdleTimeout <= 0 || c.WriteTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("node config: IdleTimeout (%v) and WriteTimeout (%v) must be positive", c.IdleTimeout, c.WriteTimeout))
+	}
+	if err := c.Engine.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func wallClockMillis() int64 { return time.Now().UnixMilli() }

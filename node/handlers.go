@@ -1,0 +1,213 @@
+package node
+
+import (
+	"time"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
+)
+
+// handler answers one connection's requests. Its message values are
+// reused from request to request, so steady-state handling decodes and
+// encodes without allocating. Strings in decoded requests alias the read
+// buffer: nothing here keeps them past the request (the engine keeps only
+// hashes).
+type handler struct {
+	n *Node
+
+	check     proto.Check
+	checkRes  proto.CheckResult
+	allow     proto.Allow
+	record    proto.Record
+	recordRes proto.RecordResult
+	reserve   proto.Reserve
+	release   proto.Release
+	left      []int64 // per-cap impressions left of the last check
+}
+
+func newHandler(n *Node) *handler { return &handler{n: n} }
+
+// handle answers one request, appending the response frame to out.
+func (h *handler) handle(out []byte, hdr proto.Header, body []byte) []byte {
+	start := time.Now()
+	v := h.n.view.Load()
+	out, op, outcome := h.dispatch(out, v, hdr, body)
+	h.n.metrics.observe(op, outcome, time.Since(start))
+	return out
+}
+
+func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+	epoch := v.ring.Epoch()
+	switch hdr.Type {
+	case proto.TypePing:
+		return h.reply(out, hdr.ID, &proto.Pong{Epoch: epoch, Name: h.n.cfg.Name}, opPing)
+
+	case proto.TypeTopologyRequest:
+		return h.reply(out, hdr.ID, topologyOf(v.ring), opTopology)
+
+	case proto.TypeCheck:
+		m := &h.check
+		if err := proto.Decode(body, m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opCheck)
+		}
+		if !v.owns(m.Viewer) {
+			return h.notOwner(out, hdr, epoch, opCheck)
+		}
+		now := h.now(m.Now, m.HasNow)
+		res := &h.checkRes
+		var err error
+		res.Verdicts, h.left, err = h.n.engine.CheckTableCaps(m.Viewer, &m.Table, now, res.Verdicts[:0], h.left[:0])
+		if err != nil {
+			return h.failErr(out, hdr, err, epoch, opCheck)
+		}
+		res.Left = res.Left[:0]
+		for _, l := range h.left {
+			res.Left = append(res.Left, uint16(min(l, 0xFFFF)))
+		}
+		res.Epoch, res.Now = epoch, now
+		return h.reply(out, hdr.ID, res, opCheck)
+
+	case proto.TypeAllow:
+		m := &h.allow
+		if err := proto.Decode(body, m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opAllow)
+		}
+		if !v.owns(m.Viewer) {
+			return h.notOwner(out, hdr, epoch, opAllow)
+		}
+		now := h.now(m.Now, m.HasNow)
+		vd, err := h.n.engine.Allow(m.Viewer, now, m.Caps...)
+		if err != nil {
+			return h.failErr(out, hdr, err, epoch, opAllow)
+		}
+		return h.reply(out, hdr.ID, &proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd}, opAllow)
+
+	case proto.TypeRecord:
+		m := &h.record
+		if err := proto.Decode(body, m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opRecord)
+		}
+		res := &h.recordRes
+		res.Epoch = epoch
+		res.Results = res.Results[:0]
+		for i := range m.Items {
+			res.Results = append(res.Results, h.recordItem(v, &m.Items[i]))
+		}
+		return h.reply(out, hdr.ID, res, opRecord)
+
+	case proto.TypeReserve:
+		m := &h.reserve
+		if err := proto.Decode(body, m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opReserve)
+		}
+		if !v.owns(m.Viewer) {
+			return h.notOwner(out, hdr, epoch, opReserve)
+		}
+		now := h.now(m.Now, m.HasNow)
+		vd, id, err := h.n.engine.Reserve(m.Viewer, engine.Candidate{Caps: m.Caps}, now, m.TTL)
+		if err != nil {
+			return h.failErr(out, hdr, err, epoch, opReserve)
+		}
+		return h.reply(out, hdr.ID, &proto.ReserveResult{Epoch: epoch, Now: now, Verdict: vd, ID: id}, opReserve)
+
+	case proto.TypeRelease:
+		m := &h.release
+		if err := proto.Decode(body, m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opRelease)
+		}
+		if !v.owns(m.Viewer) {
+			return h.notOwner(out, hdr, epoch, opRelease)
+		}
+		if err := h.n.engine.Release(m.Viewer, m.ID); err != nil {
+			return h.failErr(out, hdr, err, epoch, opRelease)
+		}
+		return h.reply(out, hdr.ID, &proto.ReleaseResult{Epoch: epoch}, opRelease)
+
+	default:
+		return h.fail(out, hdr, proto.CodeUnsupported, "unknown message type "+hdr.Type.String()), opUnknown, outcomeBadRequest
+	}
+}
+
+// recordItem applies one impression of a batch.
+func (h *handler) recordItem(v *view, it *proto.RecordItem) proto.ItemResult {
+	if !v.owns(it.Viewer) {
+		h.n.metrics.notOwner.Inc()
+		return proto.ItemResult{Code: proto.CodeNotOwner}
+	}
+	imp := it.Impression
+	if !it.HasTime {
+		imp.Time = h.n.clock()
+	}
+	st, err := h.n.engine.Record(it.Viewer, imp)
+	if err != nil {
+		return proto.ItemResult{Code: proto.CodeOf(err)}
+	}
+	return proto.ItemResult{Status: st}
+}
+
+// owns reports whether this node is the primary owner of the viewer.
+func (v *view) owns(viewer string) bool {
+	_, owners := v.ring.Lookup(viewer)
+	return v.in && len(owners) > 0 && owners[0] == v.self
+}
+
+// now is the request's time, or the node's clock when it has none.
+func (h *handler) now(t int64, has bool) int64 {
+	if has {
+		return t
+	}
+	return h.n.clock()
+}
+
+func (h *handler) reply(out []byte, id uint64, m proto.Message, op opKind) ([]byte, opKind, outcome) {
+	b, err := proto.AppendFrame(out, id, m)
+	if err != nil {
+		// Our own message failed to encode: a bug, not the client's.
+		h.n.log.Error("encode response", "type", m.Type().String(), "err", err)
+		return h.fail(out, proto.Header{ID: id}, proto.CodeInternal, "encode response"), op, outcomeError
+	}
+	return b, op, outcomeOK
+}
+
+func (h *handler) notOwner(out []byte, hdr proto.Header, epoch uint64, op opKind) ([]byte, opKind, outcome) {
+	h.n.metrics.notOwner.Inc()
+	msg := &proto.Error{Code: proto.CodeNotOwner, Message: "not the owner of this viewer", Epoch: epoch}
+	b, _ := proto.AppendFrame(out, hdr.ID, msg)
+	return b, op, outcomeNotOwner
+}
+
+func (h *handler) failErr(out []byte, hdr proto.Header, err error, epoch uint64, op opKind) ([]byte, opKind, outcome) {
+	msg := proto.NewError(err, epoch)
+	b, encErr := proto.AppendFrame(out, hdr.ID, msg)
+	if encErr != nil {
+		return out, op, outcomeError
+	}
+	return b, op, outcomeOf(msg.Code)
+}
+
+// fail appends an Error frame.
+func (h *handler) fail(out []byte, hdr proto.Header, code proto.Code, text string) []byte {
+	msg := &proto.Error{Code: code, Message: text, Epoch: h.n.view.Load().ring.Epoch()}
+	b, err := proto.AppendFrame(out, hdr.ID, msg)
+	if err != nil {
+		return out
+	}
+	return b
+}
+
+// topologyOf describes a ring for clients.
+func topologyOf(r *ring.Ring) *proto.Topology {
+	ms := r.Members()
+	t := &proto.Topology{
+		Epoch:      r.Epoch(),
+		Partitions: r.Partitions(),
+		Replicas:   r.Replicas(),
+		Members:    make([]proto.Member, len(ms)),
+		Owners:     r.Table(),
+	}
+	for i, m := range ms {
+		t.Members[i] = proto.Member{Name: m.Name, Addr: m.Addr, HTTPAddr: m.HTTPAddr, State: uint8(m.State), Incarnation: m.Incarnation}
+	}
+	return t
+}

@@ -1,0 +1,366 @@
+package node_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// startCluster starts n nodes in this process on loopback port 0, the
+// later ones joining the first, and waits until each sees n members.
+func startCluster(t *testing.T, n int, mutate ...func(*node.Config)) []*node.Node {
+	t.Helper()
+	var nodes []*node.Node
+	for i := range n {
+		cfg := node.DefaultLocalConfig(fmt.Sprintf("node-%d", i))
+		cfg.Logger = quiet
+		if i > 0 {
+			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
+		}
+		for _, m := range mutate {
+			m(&cfg)
+		}
+		nd, err := node.Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			nd.Shutdown(ctx)
+		})
+		nodes = append(nodes, nd)
+	}
+	eventually(t, 20*time.Second, func() bool {
+		for _, nd := range nodes {
+			if len(nd.Ring().Members()) != n || !nd.Ready() {
+				return false
+			}
+		}
+		return true
+	}, "cluster of %d did not converge", n)
+	return nodes
+}
+
+func eventually(t *testing.T, d time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf(format, args...)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func newClient(t *testing.T, nodes []*node.Node, mutate ...func(*client.Config)) *client.Client {
+	t.Helper()
+	var seeds []string
+	for _, nd := range nodes {
+		seeds = append(seeds, nd.DataAddr())
+	}
+	cfg := client.DefaultConfig(seeds...)
+	cfg.Timeout = time.Second
+	cfg.Logger = quiet
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestViewerKeyMatchesEngine(t *testing.T) {
+	// The ring routes by ring.ViewerKey and the engine stores viewers by
+	// its own copy of the same function; they must agree.
+	e, _ := engine.New(engine.DefaultLocalConfig())
+	for _, v := range []string{"a", "viewer-1", "ünïcode", string(make([]byte, 200))} {
+		if _, err := e.Allow(v, 0, engine.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 10}); err != nil {
+			t.Fatal(err)
+		}
+		st, ok := e.Viewer(v)
+		if !ok || len(st.Keys) != 1 {
+			t.Fatalf("viewer %q not found", v)
+		}
+	}
+	if ring.ViewerKey("") == 0 {
+		t.Error("ViewerKey must never be 0")
+	}
+}
+
+func TestClusterRoutesEveryViewerToItsOwner(t *testing.T) {
+	nodes := startCluster(t, 3)
+	c := newClient(t, nodes)
+	cap1 := engine.Cap{Scope: "campaign", ID: "c", Limit: 2, Window: 1000}
+	for i := range 200 {
+		viewer := fmt.Sprint("viewer-", i)
+		for k, want := range []bool{true, true, false} {
+			v, err := c.Allow(context.Background(), viewer, []engine.Cap{cap1}, client.At(int64(k)))
+			if err != nil || v.Failed() || v.Allowed != want {
+				t.Fatalf("%s allow %d = %+v, %v; want allowed=%v from the cluster", viewer, k, v, err, want)
+			}
+		}
+	}
+	// Each viewer's counters live on exactly its primary owner.
+	r := nodes[0].Ring()
+	held := 0
+	for i := range 200 {
+		viewer := fmt.Sprint("viewer-", i)
+		_, owners := r.Lookup(viewer)
+		owner := r.Member(owners[0]).Name
+		for _, nd := range nodes {
+			_, has := nd.Engine().Viewer(viewer)
+			if has != (nd.Name() == owner) {
+				t.Fatalf("%s: node %s holds=%v, owner is %s", viewer, nd.Name(), has, owner)
+			}
+			if has {
+				held++
+			}
+		}
+	}
+	if held != 200 {
+		t.Fatalf("%d viewers held, want 200", held)
+	}
+}
+
+// TestNotOwnerRefreshesAndRetries: a client whose topology predates a new
+// member gets NotOwner for the viewers that moved, refreshes, retries
+// once, and the caller never sees it.
+func TestNotOwnerRefreshesAndRetries(t *testing.T) {
+	nodes := startCluster(t, 2)
+	// No periodic refresh: the client must learn of the new node from
+	// the NotOwner answer.
+	c := newClient(t, nodes[:1], func(c *client.Config) { c.RefreshInterval = time.Hour })
+	cfg := node.DefaultLocalConfig("node-late")
+	cfg.Logger = quiet
+	cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
+	late, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Shutdown(context.Background())
+	eventually(t, 20*time.Second, func() bool {
+		return len(nodes[0].Ring().Members()) == 3 && len(nodes[1].Ring().Members()) == 3 && len(late.Ring().Members()) == 3
+	}, "the third node did not join")
+	if got := len(c.Ring().Members()); got != 2 {
+		t.Fatalf("the client already knows %d members; the test needs it stale", got)
+	}
+	// Find a viewer the new node owns: the client still routes it to an
+	// old owner.
+	r := late.Ring()
+	var viewer string
+	for i := 0; viewer == ""; i++ {
+		v := fmt.Sprint("moved-", i)
+		if _, owners := r.Lookup(v); r.Member(owners[0]).Name == "node-late" {
+			viewer = v
+		}
+	}
+	cap1 := engine.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 1000}
+	v, err := c.Allow(context.Background(), viewer, []engine.Cap{cap1}, client.At(0))
+	if err != nil || v.Failed() || !v.Allowed {
+		t.Fatalf("Allow = %+v, %v; want an answer from the new owner", v, err)
+	}
+	if st := c.Stats(); st.NotOwnerRefreshes < 1 {
+		t.Errorf("stats %+v: want a NotOwner refresh", st)
+	}
+	if _, ok := late.Engine().Viewer(viewer); !ok {
+		t.Error("the impression did not land on the new owner")
+	}
+}
+
+func TestBadFramesGetClearErrors(t *testing.T) {
+	nodes := startCluster(t, 1, func(c *node.Config) { c.MaxFrame = 4096 })
+	nd := nodes[0]
+	dial := func() (net.Conn, *proto.Reader) {
+		c, err := net.Dial("tcp", nd.DataAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, proto.NewReader(c, proto.DefaultMaxFrame)
+	}
+	expectError := func(r *proto.Reader, code proto.Code) {
+		t.Helper()
+		hdr, body, err := r.Next()
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		var e proto.Error
+		if hdr.Type != proto.TypeError || proto.Decode(body, &e) != nil || e.Code != code {
+			t.Fatalf("answer %v %+v, want Error code %v", hdr.Type, e, code)
+		}
+	}
+	ping := func(c net.Conn, r *proto.Reader) {
+		t.Helper()
+		b, _ := proto.AppendFrame(nil, 99, &proto.Ping{})
+		c.Write(b)
+		if hdr, _, err := r.Next(); err != nil || hdr.Type != proto.TypePong || hdr.ID != 99 {
+			t.Fatalf("ping after a bad request: %v %v", hdr, err)
+		}
+	}
+
+	// A 4 GiB length prefix: refused before allocation, connection closed.
+	c, r := dial()
+	c.Write([]byte{0xff, 0xff, 0xff, 0xff})
+	expectError(r, proto.CodeBadRequest)
+	if _, _, err := r.Next(); err == nil {
+		t.Fatal("the connection stayed open after a 4 GiB length")
+	}
+
+	// An unknown message type: an error, and the connection goes on.
+	c, r = dial()
+	frame := make([]byte, 16)
+	binary.BigEndian.PutUint32(frame, 12)
+	frame[4], frame[5] = proto.Version, 200
+	c.Write(frame)
+	expectError(r, proto.CodeUnsupported)
+	ping(c, r)
+
+	// A body of the wrong msgpack types: bad request, connection goes on.
+	c, r = dial()
+	bad, _ := proto.AppendFrame(nil, 7, &proto.Ping{})
+	bad[5] = byte(proto.TypeCheck)
+	c.Write(bad)
+	expectError(r, proto.CodeBadRequest)
+	ping(c, r)
+
+	// An invalid cap: bad request from the engine, nothing stored.
+	c, r = dial()
+	b, _ := proto.AppendFrame(nil, 8, &proto.Allow{Viewer: "v", Caps: []engine.Cap{{Scope: "campaign", ID: "c", Limit: 0, Window: 10}}})
+	c.Write(b)
+	expectError(r, proto.CodeBadRequest)
+	if st := nd.Engine().Stats(); st.Viewers != 0 {
+		t.Errorf("an invalid request stored state: %+v", st)
+	}
+	ping(c, r)
+}
+
+func TestConnectionLimit(t *testing.T) {
+	nodes := startCluster(t, 1, func(c *node.Config) { c.MaxConns = 2 })
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	for range 2 {
+		c, err := net.Dial("tcp", nodes[0].DataAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, c)
+		b, _ := proto.AppendFrame(nil, 1, &proto.Ping{})
+		c.Write(b)
+		if _, _, err := proto.NewReader(c, 0).Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := net.Dial("tcp", nodes[0].DataAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	hdr, body, err := proto.NewReader(bufio.NewReader(c), 0).Next()
+	var e proto.Error
+	if err != nil || hdr.Type != proto.TypeError || proto.Decode(body, &e) != nil || !errors.Is(&e, proto.ErrOverloaded) {
+		t.Fatalf("third connection: %v %+v %v, want ErrOverloaded", hdr, e, err)
+	}
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	nodes := startCluster(t, 1)
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		resp, err := http.Get("http://" + nodes[0].HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d", path, resp.StatusCode)
+		}
+	}
+}
+
+// TestShutdownAnswersWhatItRead: a graceful shutdown answers requests a
+// client already sent, then closes; Shutdown twice is safe.
+func TestShutdownAnswersWhatItRead(t *testing.T) {
+	cfg := node.DefaultLocalConfig("solo")
+	cfg.Logger = quiet
+	nd, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", nd.DataAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var batch []byte
+	for i := range 50 {
+		batch, _ = proto.AppendFrame(batch, uint64(i), &proto.Allow{Viewer: fmt.Sprint("v", i), Now: 1, HasNow: true,
+			Caps: []engine.Cap{{Scope: "campaign", ID: "c", Limit: 1, Window: 10}}})
+	}
+	if _, err := c.Write(batch); err != nil {
+		t.Fatal(err)
+	}
+	r := proto.NewReader(c, 0)
+	if hdr, _, err := r.Next(); err != nil || hdr.Type != proto.TypeAllowResult {
+		t.Fatalf("first answer: %v %v", hdr, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := nd.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := nd.Shutdown(ctx); err != nil {
+		t.Fatalf("second Shutdown: %v", err)
+	}
+	answered := 1
+	for {
+		hdr, _, err := r.Next()
+		if err != nil {
+			break
+		}
+		if hdr.Type == proto.TypeAllowResult {
+			answered++
+		}
+	}
+	if answered != 50 {
+		t.Errorf("answered %d of the 50 requests sent before shutdown", answered)
+	}
+	if st := nd.Engine().Stats(); st.Viewers != 50 {
+		t.Errorf("%d viewers recorded, want 50", st.Viewers)
+	}
+}

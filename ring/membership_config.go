@@ -1,0 +1,153 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// MembershipConfig configures a Membership. Start from
+// DefaultMembershipConfig or DefaultLocalMembershipConfig.
+type MembershipConfig struct {
+	// Memberlist is memberlist's own config, nested, not copied: bind and
+	// advertise addresses, timings, keyring. Its Name must equal
+	// Self.Name. It must not set Delegate or Events: Membership sets
+	// them, and its Logger (clearing LogOutput), on a copy it gives to
+	// memberlist, so the caller's Config is left as it was. Default
+	// memberlist.DefaultLANConfig() (gossip on 0.0.0.0:7946).
+	Memberlist *memberlist.Config
+
+	// Self is our own metadata, gossiped to the cluster: State is usually
+	// Joining (a node that must pull its partitions' state first) or
+	// Active. Addr must not be empty.
+	Self Member
+
+	// Seeds are the gossip addresses ("host:port", or "host" for
+	// Memberlist.BindPort) of other nodes to join. They may include our
+	// own address, which is ignored. A node with no seeds starts a
+	// cluster of its own and waits for others to join it. Default none.
+	Seeds []string
+
+	// Ring configures the rings Membership builds; every node must use
+	// the same. Default DefaultConfig().
+	Ring Config
+
+	// JoinBackoffMin is the first retry delay while no seed answers.
+	// Each failed round doubles it, up to JoinBackoffMax, and each delay
+	// is jittered (half fixed, half random) so nodes started together do
+	// not retry in lockstep. Default 100ms.
+	JoinBackoffMin time.Duration
+
+	// JoinBackoffMax caps the retry delay. Default 5s.
+	JoinBackoffMax time.Duration
+
+	// ReconcileInterval is how often (jittered by ±25%) a node that has
+	// joined re-joins the seeds that are not members, which merges
+	// clusters that formed apart. Default 10s.
+	ReconcileInterval time.Duration
+
+	// UpdateTimeout bounds how long SetState waits for memberlist to
+	// send the new state to some other node. Default 5s; 0 means the
+	// default.
+	UpdateTimeout time.Duration
+
+	// OnChange, if not nil, is called after each new ring is swapped in,
+	// with the ring it replaced, from Membership's own goroutine (never
+	// from a memberlist callback). Rings change only when their epoch
+	// does. Calls never overlap; while one runs, further changes
+	// coalesce into the next call. It must not call Shutdown (which
+	// waits for it). Default nil.
+	OnChange func(old, new *Ring)
+
+	// Logger receives Membership's logs and memberlist's (at the level
+	// memberlist gives them). Default slog.Default().
+	Logger *slog.Logger
+}
+
+// defaultUpdateTimeout is the default MembershipConfig.UpdateTimeout.
+const defaultUpdateTimeout = 5 * time.Second
+
+// DefaultMembershipConfig returns the production defaults for the node
+// self, on memberlist.DefaultLANConfig() with Name set to self.Name.
+func DefaultMembershipConfig(self Member) MembershipConfig {
+	ml := memberlist.DefaultLANConfig()
+	ml.Name = self.Name
+	return MembershipConfig{
+		Memberlist:        ml,
+		Self:              self,
+		Ring:              DefaultConfig(),
+		JoinBackoffMin:    100 * time.Millisecond,
+		JoinBackoffMax:    5 * time.Second,
+		ReconcileInterval: 10 * time.Second,
+		UpdateTimeout:     defaultUpdateTimeout,
+		Logger:            slog.Default(),
+	}
+}
+
+// DefaultLocalMembershipConfig returns defaults for tests and local runs:
+// memberlist.DefaultLocalConfig() bound to 127.0.0.1 on a port the kernel
+// picks (see Membership.GossipAddr), with faster probes, gossip and
+// push-pull, more retransmissions (so news reaches every node of a small
+// cluster by gossip, not only by the next push-pull), and short join and
+// reconcile delays.
+func DefaultLocalMembershipConfig(self Member) MembershipConfig {
+	ml := memberlist.DefaultLocalConfig()
+	ml.Name = self.Name
+	ml.BindAddr = "127.0.0.1"
+	ml.BindPort = 0
+	ml.AdvertisePort = 0
+	ml.ProbeInterval = 400 * time.Millisecond
+	ml.GossipInterval = 50 * time.Millisecond
+	ml.RetransmitMult = 4
+	ml.PushPullInterval = time.Second
+	ml.GossipToTheDeadTime = 2 * time.Second
+	c := DefaultMembershipConfig(self)
+	c.Memberlist = ml
+	c.JoinBackoffMin = 20 * time.Millisecond
+	c.JoinBackoffMax = 500 * time.Millisecond
+	c.ReconcileInterval = time.Second
+	c.UpdateTimeout = time.Second
+	return c
+}
+
+// Validate checks every field and how they fit together.
+func (c *MembershipConfig) Validate() error {
+	var errs []error
+	if c.Memberlist == nil {
+		errs = append(errs, fmt.Errorf("%w: Memberlist is nil", ErrConfig))
+	} else {
+		if c.Memberlist.Name != c.Self.Name {
+			errs = append(errs, fmt.Errorf("%w: Memberlist.Name %q differs from Self.Name %q", ErrConfig, c.Memberlist.Name, c.Self.Name))
+		}
+		if c.Memberlist.Delegate != nil || c.Memberlist.Events != nil {
+			errs = append(errs, fmt.Errorf("%w: Memberlist.Delegate and Memberlist.Events must be nil: Membership sets them", ErrConfig))
+		}
+	}
+	if err := c.Self.validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: Self: %w", ErrConfig, err))
+	}
+	if _, err := c.Self.MarshalMeta(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: Self: %w", ErrConfig, err))
+	}
+	for i, s := range c.Seeds {
+		if s == "" {
+			errs = append(errs, fmt.Errorf("%w: Seeds[%d] is empty", ErrConfig, i))
+		}
+	}
+	if err := c.Ring.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.JoinBackoffMin <= 0 || c.JoinBackoffMax < c.JoinBackoffMin {
+		errs = append(errs, fmt.Errorf("%w: JoinBackoffMin (%v) must be positive and at most JoinBackoffMax (%v)", ErrConfig, c.JoinBackoffMin, c.JoinBackoffMax))
+	}
+	if c.ReconcileInterval <= 0 {
+		errs = append(errs, fmt.Errorf("%w: ReconcileInterval must be positive, got %v", ErrConfig, c.ReconcileInterval))
+	}
+	if c.UpdateTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%w: UpdateTimeout must not be negative, got %v", ErrConfig, c.UpdateTimeout))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,440 @@
+// Package cluster runs real fcapd processes on loopback for tests that
+// only real processes can show: joining, kill -9, SIGSTOP, restart, scale
+// up and down. Every process is killed when the test ends, pass or fail.
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// Binary builds cmd/fcapd once per test process and returns its path.
+// The build lands in a temporary folder removed by Cleanup.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "fcapd-test-")
+		if buildErr != nil {
+			return
+		}
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-race", "-o", filepath.Join(buildDir, "fcapd"), "./cmd/fcapd")
+		if os.Getenv("FCAP_TEST_NORACE") != "" {
+			cmd = exec.Command("go", "build", "-o", filepath.Join(buildDir, "fcapd"), "./cmd/fcapd")
+		}
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build fcapd: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(buildDir, "fcapd")
+}
+
+// Cleanup removes the built binary. Call it from TestMain after m.Run.
+func Cleanup() {
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside the fcap module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// FreePort returns a loopback port nothing listens on (TCP and UDP) at
+// the moment of the call, from below Linux's ephemeral range (32768+) so
+// that outgoing connections are unlikely to take it before the node
+// binds it. Gossip needs its port known before start so nodes started
+// together can list each other as seeds.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	if p, ok := freePort(); ok {
+		return p
+	}
+	t.Fatal("no free loopback port")
+	return 0
+}
+
+func freePort() (int, bool) {
+	for range 200 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		return port, true
+	}
+	return 0, false
+}
+
+// Node is one fcapd process.
+type Node struct {
+	Name   string
+	Gossip string // gossip address, chosen before start
+	Data   string // data-plane address, read from the ready line
+	HTTP   string // HTTP address, read from the ready line
+
+	t    testing.TB
+	bin  string
+	args []string
+	cmd  *exec.Cmd
+	logs *logBuffer
+	done chan struct{} // closed when the process exits
+}
+
+// Options for a started node.
+type Options struct {
+	Seeds    []string // gossip addresses to join
+	Replicas int      // 0: fcapd's default
+	Args     []string // more fcapd flags
+}
+
+// Start starts one fcapd and waits until it is listening.
+func Start(t testing.TB, name string, o Options) *Node {
+	t.Helper()
+	n := newNode(t, name, fmt.Sprintf("127.0.0.1:%d", FreePort(t)), o)
+	if err := n.launch(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// newNode prepares a node's flags; the process is killed when the test
+// ends.
+func newNode(t testing.TB, name, gossip string, o Options) *Node {
+	n := &Node{Name: name, Gossip: gossip, t: t, bin: Binary(t)}
+	n.args = []string{
+		"--name", name,
+		"--data", "127.0.0.1:0",
+		"--http", "127.0.0.1:0",
+		"--gossip", gossip,
+		"--gossip-profile", "local",
+		"--log-format", "json",
+		"--log-level", "debug",
+		"--memory-limit", "256MiB",
+		"--shutdown-timeout", "10s",
+	}
+	if len(o.Seeds) > 0 {
+		n.args = append(n.args, "--join", strings.Join(o.Seeds, ","))
+	}
+	if o.Replicas > 0 {
+		n.args = append(n.args, "--replicas", fmt.Sprint(o.Replicas))
+	}
+	n.args = append(n.args, o.Args...)
+	t.Cleanup(n.Kill)
+	return n
+}
+
+// launch starts the process and waits for its ready line, moving the
+// gossip port if another process took it meanwhile. It does not touch
+// the testing.TB, so it may run off the test goroutine.
+func (n *Node) launch() error {
+	var err error
+	for range 3 {
+		if err = n.launchOnce(); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			return err
+		}
+		port, ok := freePort()
+		if !ok {
+			return err
+		}
+		old := n.Gossip
+		n.Gossip = fmt.Sprintf("127.0.0.1:%d", port)
+		for i, a := range n.args {
+			if a == old {
+				n.args[i] = n.Gossip
+			}
+		}
+	}
+	return err
+}
+
+func (n *Node) launchOnce() error {
+	n.logs = &logBuffer{}
+	n.cmd = exec.Command(n.bin, n.args...)
+	stderr, err := n.cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	n.cmd.Stdout = n.logs
+	if err := n.cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", n.Name, err)
+	}
+	n.done = make(chan struct{})
+	ready := make(chan readyLine, 1)
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		n.scan(stderr, ready)
+	}()
+	go func() {
+		<-scanned // the pipe is drained before Wait closes it
+		n.cmd.Wait()
+		close(n.done)
+	}()
+	select {
+	case r := <-ready:
+		n.Data, n.HTTP = r.Data, r.HTTP
+		return nil
+	case <-n.done:
+		return fmt.Errorf("%s exited before it was ready:\n%s", n.Name, n.logs.String())
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("%s not ready after 30s:\n%s", n.Name, n.logs.String())
+	}
+}
+
+type readyLine struct {
+	Msg  string `json:"msg"`
+	Data string `json:"data"`
+	HTTP string `json:"http"`
+}
+
+// scan copies the process's log to the buffer and reports the ready line.
+func (n *Node) scan(r io.Reader, ready chan<- readyLine) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sent := false
+	for sc.Scan() {
+		line := sc.Bytes()
+		n.logs.Write(append(line, '\n'))
+		if sent {
+			continue
+		}
+		var l readyLine
+		if json.Unmarshal(line, &l) == nil && l.Msg == "fcapd ready" {
+			ready <- l
+			sent = true
+		}
+	}
+}
+
+// Logs returns what the process has logged so far.
+func (n *Node) Logs() string { return n.logs.String() }
+
+// Running reports whether the process is alive.
+func (n *Node) Running() bool {
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to go. Safe to call on a
+// stopped node.
+func (n *Node) Kill() {
+	if n.cmd == nil || n.cmd.Process == nil || !n.Running() {
+		return
+	}
+	n.cmd.Process.Signal(syscall.SIGCONT) // a paused process must die too
+	n.cmd.Process.Kill()
+	<-n.done
+}
+
+// Stop sends SIGTERM (a graceful stop) and waits up to timeout, then
+// kills. It reports whether the process stopped by itself.
+func (n *Node) Stop(timeout time.Duration) bool {
+	if !n.Running() {
+		return true
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.done:
+		return true
+	case <-time.After(timeout):
+		n.Kill()
+		return false
+	}
+}
+
+// Pause stops the process with SIGSTOP; Resume continues it.
+func (n *Node) Pause()  { n.cmd.Process.Signal(syscall.SIGSTOP) }
+func (n *Node) Resume() { n.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Restart starts the process again with the same name, gossip address
+// and flags (data and HTTP ports may change).
+func (n *Node) Restart() {
+	n.t.Helper()
+	n.Kill()
+	if err := n.launch(); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// Metrics scrapes the node's /metrics and returns every sample as
+// "name{label="value",...}" -> value, labels sorted.
+func (n *Node) Metrics() (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+n.HTTP+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			key := name
+			if len(labels) > 0 {
+				key += "{" + strings.Join(labels, ",") + "}"
+			}
+			switch {
+			case m.Counter != nil:
+				out[key] = m.Counter.GetValue()
+			case m.Gauge != nil:
+				out[key] = m.Gauge.GetValue()
+			case m.Histogram != nil:
+				out[key+"_count"] = float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return out, nil
+}
+
+// Metric returns one sample (see Metrics for the key format), 0 if absent.
+func (n *Node) Metric(key string) float64 {
+	n.t.Helper()
+	m, err := n.Metrics()
+	if err != nil {
+		n.t.Fatalf("scrape %s: %v", n.Name, err)
+	}
+	return m[key]
+}
+
+// Eventually polls cond every 20ms until it holds or the deadline passes,
+// then fails the test with the message.
+func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: "+format, append([]any{timeout}, args...)...)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// StartCluster starts n nodes at the same moment, each listing all the
+// others as seeds, and waits until every node's ring has n active
+// members.
+func StartCluster(t testing.TB, n int, o Options) []*Node {
+	t.Helper()
+	ports := make([]string, n)
+	for i := range ports {
+		ports[i] = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	}
+	nodes := make([]*Node, n)
+	for i := range nodes {
+		oo := o
+		oo.Seeds = append(append([]string(nil), o.Seeds...), ports...)
+		nodes[i] = newNode(t, fmt.Sprintf("n%d", i+1), ports[i], oo)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, node := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = node.launch()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	WaitActive(t, nodes, n)
+	return nodes
+}
+
+// WaitActive waits until every running node counts want active members.
+func WaitActive(t testing.TB, nodes []*Node, want int) {
+	t.Helper()
+	Eventually(t, 30*time.Second, func() bool {
+		for _, n := range nodes {
+			if !n.Running() {
+				continue
+			}
+			m, err := n.Metrics()
+			if err != nil || m[`fcap_ring_members{state="active"}`] != float64(want) {
+				return false
+			}
+		}
+		return true
+	}, "nodes did not converge on %d active members", want)
+}
+
+// logBuffer is a goroutine-safe log sink.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

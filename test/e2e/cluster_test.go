@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/test/cluster"
+	"github.com/fcap-io/fcap/test/conformance"
+)
+
+func newClient(t *testing.T, nodes []*cluster.Node) *client.Client {
+	t.Helper()
+	var seeds []string
+	for _, n := range nodes {
+		seeds = append(seeds, n.Data)
+	}
+	cfg := client.DefaultConfig(seeds...)
+	cfg.Timeout = 2 * time.Second // a race-built cluster on a busy 2-core box: correctness here, speed in benchmarks
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// sum adds one metric over every node.
+func sum(t *testing.T, nodes []*cluster.Node, key string) float64 {
+	t.Helper()
+	total := 0.0
+	for _, n := range nodes {
+		total += n.Metric(key)
+	}
+	return total
+}
+
+// TestThreeNodeCluster starts three fcapd processes together, each
+// listing the others as seeds, and checks through the client that they
+// form one cluster that passes every conformance case, that a settled
+// ring never answers NotOwner, and that a 100-candidate Check is one
+// request to one node.
+func TestThreeNodeCluster(t *testing.T) {
+	nodes := cluster.StartCluster(t, 3, cluster.Options{})
+	c := newClient(t, nodes)
+	if got := len(c.Ring().Members()); got != 3 {
+		t.Fatalf("client sees %d members, want 3", got)
+	}
+
+	files, _ := filepath.Glob("../conformance/testdata/*.json")
+	if len(files) == 0 {
+		t.Fatal("no conformance case files")
+	}
+	for _, path := range files {
+		f, err := conformance.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := f.Run(conformance.Cluster(c, fmt.Sprintf("conf-%d-", time.Now().UnixNano()), 0))
+		for _, fail := range r.Failures {
+			t.Error(fail)
+		}
+		if r.Failed > 0 || r.Passed != len(f.Cases) {
+			t.Errorf("%s: %s", path, r.Summary())
+		}
+	}
+
+	// One 100-candidate Check is one request, to one node.
+	const checkOK = `fcap_node_requests_total{op="check",outcome="ok"}`
+	before := sum(t, nodes, checkOK)
+	cands := make([]engine.Candidate, 100)
+	for i := range cands {
+		cands[i].Caps = []engine.Cap{
+			{Scope: "creative", ID: fmt.Sprint("cr-", i), Limit: 3, Window: 3_600_000},
+			{Scope: "campaign", ID: fmt.Sprint("cmp-", i/4), Limit: 5, Window: 86_400_000},
+			{Scope: "advertiser", ID: "adv-1", Limit: 20, Window: 86_400_000},
+		}
+	}
+	res, err := c.Check(context.Background(), "viewer-check-100", cands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Verdicts) != 100 {
+		t.Fatalf("%d verdicts, want 100", len(res.Verdicts))
+	}
+	for i, v := range res.Verdicts {
+		if !v.Allowed || v.Failed() || v.Remaining != 3 {
+			t.Fatalf("verdict %d = %+v, want allowed by the cluster with 3 left", i, v)
+		}
+	}
+	if got := sum(t, nodes, checkOK) - before; got != 1 {
+		t.Errorf("a 100-candidate Check cost %v check requests across the cluster, want 1", got)
+	}
+
+	// The ring was settled all along: nobody answered NotOwner.
+	if got := sum(t, nodes, "fcap_node_not_owner_total"); got != 0 {
+		t.Errorf("nodes answered NotOwner %v times with a settled ring", got)
+	}
+	if st := c.Stats(); st.NotOwnerRefreshes != 0 || st.FailedOver != 0 {
+		t.Errorf("client stats %+v: want no NotOwner refresh and no failed-over call", st)
+	}
+}
+
+// TestFcapctlConformanceAddr runs "fcapctl conformance --addr" against a
+// running cluster.
+func TestFcapctlConformanceAddr(t *testing.T) {
+	nodes := cluster.StartCluster(t, 2, cluster.Options{})
+	bin := filepath.Join(t.TempDir(), "fcapctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/fcapctl").CombinedOutput(); err != nil {
+		t.Fatalf("build fcapctl: %v\n%s", err, out)
+	}
+	files, _ := filepath.Glob("../conformance/testdata/*.json")
+	args := append([]string{"conformance", "--addr", nodes[1].Data, "--timeout", "2s"}, files...)
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err != nil || !strings.HasSuffix(lines[len(lines)-1], " passed, 0 failed") {
+		t.Fatalf("fcapctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
