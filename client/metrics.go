@@ -50,6 +50,7 @@ type metrics struct {
 	failOpen          prometheus.Counter
 	failClosed        prometheus.Counter
 	notOwnerRefreshes prometheus.Counter
+	backupReads       prometheus.Counter
 	topologyChanges   prometheus.Counter
 	refreshErrors     prometheus.Counter
 	dialErrors        prometheus.Counter
@@ -84,6 +85,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.failOpen = verdicts.WithLabelValues("fail_open")
 	m.failClosed = verdicts.WithLabelValues("fail_closed")
 	m.notOwnerRefreshes = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_not_owner_refreshes_total", Help: "Topology refreshes forced by a NotOwner answer."})
+	m.backupReads = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_backup_reads_total", Help: "Checks answered by a backup owner because the owner did not answer in time (soft caps)."})
 	m.topologyChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_topology_changes_total", Help: "New topologies installed."})
 	m.refreshErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_topology_refresh_errors_total", Help: "Topology refreshes where no node answered."})
 	m.dialErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_dial_errors_total", Help: "Failed connection attempts."})
@@ -93,7 +95,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.recordDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_client_records_dropped_total", Help: "Impressions given up: queue_full, attempts (retries exhausted), invalid (refused as a bad request), closed."}, []string{"reason"})
 	m.recordQueue = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_client_record_queue", Help: "Impressions queued or in flight."})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{calls, latency, verdicts, m.notOwnerRefreshes, m.topologyChanges, m.refreshErrors, m.dialErrors,
+		for _, c := range []prometheus.Collector{calls, latency, verdicts, m.notOwnerRefreshes, m.backupReads, m.topologyChanges, m.refreshErrors, m.dialErrors,
 			m.recordQueued, m.recordSent, m.recordRetries, m.recordDropped, m.recordQueue} {
 			if err := reg.Register(c); err != nil {
 				return nil, err

@@ -19,6 +19,9 @@ type Verdict struct {
 	// FailClosed: the cluster did not answer in time and the candidate
 	// was denied by policy (a strict cap, Config.StrictFailOpen false).
 	FailClosed bool
+	// Stale: a backup owner answered because the owner did not in time
+	// (soft caps only); its counts may lag by the replication delay.
+	Stale bool
 }
 
 // Failed reports whether the verdict was decided by the failure policy
@@ -59,6 +62,7 @@ type CheckResult struct {
 	table  engine.CheckTable // the request as sent: caps once, candidates as refs
 	strict []bool            // per candidate: it has a strict cap
 	left   []int64           // per table cap: impressions left (for Pod)
+	stale  bool              // a backup answered
 }
 
 // reset builds the request table from candidates: a cap equal to the one
@@ -68,7 +72,7 @@ func (r *CheckResult) reset(cands []engine.Candidate) error {
 	r.strict = r.strict[:0]
 	r.Verdicts = r.Verdicts[:0]
 	r.left = r.left[:0]
-	r.Epoch, r.Now = 0, 0
+	r.Epoch, r.Now, r.stale = 0, 0, false
 	if len(cands) > proto.MaxCandidates {
 		return fmt.Errorf("%w: %d candidates, at most %d", ErrBadRequest, len(cands), proto.MaxCandidates)
 	}
@@ -138,34 +142,90 @@ func (c *Client) CheckInto(ctx context.Context, viewer string, cands []engine.Ca
 func (c *Client) check(ctx context.Context, viewer string, res *CheckResult, start time.Time, o callOptions) error {
 	deadline := c.deadline(ctx, start)
 	req := proto.Check{Viewer: viewer, Now: o.now, HasNow: o.hasNow, Table: res.table}
-	cl, err := c.owned(ctx, viewer, &req, proto.TypeCheckResult, deadline)
-	switch {
-	case err == nil:
-		r := &cl.check
-		res.Epoch, res.Now = r.Epoch, r.Now
-		for _, v := range r.Verdicts {
-			res.Verdicts = append(res.Verdicts, Verdict{Verdict: v})
+	// When a backup may answer for soft candidates, the owner gets three
+	// fifths of the budget and the backup the rest.
+	soft := res.anySoft()
+	ownerDeadline := deadline
+	if soft {
+		ownerDeadline = start.Add(deadline.Sub(start) * 3 / 5)
+	}
+	cl, err := c.owned(ctx, viewer, &req, proto.TypeCheckResult, ownerDeadline)
+	if errors.Is(err, proto.ErrBadRequest) {
+		c.m.observe(opCheck, outcomeBadRequest, start)
+		return err
+	}
+	if err != nil && soft {
+		if cl, err = c.fromBackup(ctx, viewer, &req, deadline); err == nil {
+			c.m.backupReads.Inc()
 		}
-		for _, l := range r.Left {
-			res.left = append(res.left, int64(l))
-		}
+	}
+	if err == nil && res.fill(&cl.check) {
 		putCall(cl)
-		if len(res.Verdicts) != len(res.strict) {
-			res.failed(&c.cfg)
-			c.m.observe(opCheck, outcomeError, start)
-			return nil
+		if res.stale {
+			// Strict caps read only from the owner: those candidates
+			// follow the failure policy.
+			for i, strict := range res.strict {
+				if strict {
+					res.Verdicts[i] = failVerdict(&c.cfg, true)
+				}
+			}
+			c.m.failVerdicts(res.Verdicts)
 		}
 		c.m.observe(opCheck, outcomeOK, start)
 		return nil
-	case errors.Is(err, proto.ErrBadRequest):
-		c.m.observe(opCheck, outcomeBadRequest, start)
-		return err
+	}
+	if err == nil {
+		putCall(cl)
+		err = fmt.Errorf("%w: %d verdicts for %d candidates", ErrProtocol, len(cl.check.Verdicts), len(res.strict))
 	}
 	res.failed(&c.cfg)
 	c.m.failVerdicts(res.Verdicts)
 	c.m.observe(opCheck, outcomeFailed, start)
 	c.log.Debug("check failed over to policy", "err", err)
 	return nil
+}
+
+// fill copies a node's answer into the result; false if it does not fit
+// the request.
+func (r *CheckResult) fill(m *proto.CheckResult) bool {
+	if len(m.Verdicts) != len(r.strict) {
+		return false
+	}
+	r.Epoch, r.Now, r.stale = m.Epoch, m.Now, m.Stale
+	for _, v := range m.Verdicts {
+		r.Verdicts = append(r.Verdicts, Verdict{Verdict: v, Stale: m.Stale})
+	}
+	for _, l := range m.Left {
+		r.left = append(r.left, int64(l))
+	}
+	return true
+}
+
+func (r *CheckResult) anySoft() bool {
+	for _, strict := range r.strict {
+		if !strict {
+			return true
+		}
+	}
+	return false
+}
+
+// fromBackup asks the viewer's first reachable backup owner.
+func (c *Client) fromBackup(ctx context.Context, viewer string, req *proto.Check, deadline time.Time) (*call, error) {
+	t, owners := c.route(viewer)
+	err := errNoOwner
+	for _, o := range owners[min(1, len(owners)):] {
+		p := t.peers[o]
+		if p == nil || time.Until(deadline) <= 0 {
+			continue
+		}
+		req.Backup = true
+		var cl *call
+		if cl, err = c.roundTrip(ctx, p, req, proto.TypeCheckResult, deadline, false); err == nil {
+			return cl, nil
+		}
+	}
+	return nil, err
 }
 
 // owned sends a request to the viewer's owner and waits for its answer

@@ -14,6 +14,7 @@ type Stats struct {
 	FailClosed        int64 // verdicts denied by policy
 	BadRequests       int64
 	NotOwnerRefreshes int64
+	BackupReads       int64 // checks answered by a backup owner
 	RecordsQueued     int64
 	RecordsAcked      int64
 	RecordRetries     int64
@@ -33,6 +34,7 @@ func (c *Client) Stats() Stats {
 	s.FailOpen = value(m.failOpen)
 	s.FailClosed = value(m.failClosed)
 	s.NotOwnerRefreshes = value(m.notOwnerRefreshes)
+	s.BackupReads = value(m.backupReads)
 	s.RecordsQueued = value(m.recordQueued)
 	s.RecordsAcked = value(m.recordSent)
 	s.RecordRetries = value(m.recordRetries)

@@ -51,11 +51,19 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err := proto.Decode(body, m); err != nil {
 			return h.failErr(out, hdr, err, epoch, opCheck)
 		}
+		stale := false
 		if !v.owns(m.Viewer) {
-			return h.notOwner(out, hdr, epoch, opCheck)
+			// A backup answers only a client that asked for it (the
+			// owner did not answer); strict caps never ask.
+			if !m.Backup || !v.backs(m.Viewer) {
+				return h.notOwner(out, hdr, epoch, opCheck)
+			}
+			stale = true
+			h.n.metrics.backupReads.Inc()
 		}
 		now := h.now(m.Now, m.HasNow)
 		res := &h.checkRes
+		res.Stale = stale
 		var err error
 		res.Verdicts, h.left, err = h.n.engine.CheckTableCaps(m.Viewer, &m.Table, now, res.Verdicts[:0], h.left[:0])
 		if err != nil {
@@ -150,6 +158,20 @@ func (h *handler) recordItem(v *view, it *proto.RecordItem) proto.ItemResult {
 func (v *view) owns(viewer string) bool {
 	_, owners := v.ring.Lookup(viewer)
 	return v.in && len(owners) > 0 && owners[0] == v.self
+}
+
+// backs reports whether this node is one of the viewer's backup owners.
+func (v *view) backs(viewer string) bool {
+	if !v.in {
+		return false
+	}
+	_, owners := v.ring.Lookup(viewer)
+	for _, o := range owners[min(1, len(owners)):] {
+		if o == v.self {
+			return true
+		}
+	}
+	return false
 }
 
 // now is the request's time, or the node's clock when it has none.

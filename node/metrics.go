@@ -66,6 +66,7 @@ type metrics struct {
 	badFrames    prometheus.Counter
 	writeErrors  prometheus.Counter
 	notOwner     prometheus.Counter
+	backupReads  prometheus.Counter
 	ringChanges  prometheus.Counter
 }
 
@@ -91,8 +92,9 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m.badFrames = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_bad_frames_total", Help: "Connections closed for a frame length over MaxFrame or under the header size."})
 	m.writeErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_write_errors_total", Help: "Connections closed because a response could not be written (peer gone or not reading)."})
 	m.notOwner = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_not_owner_total", Help: "Requests and record items refused because this node is not the viewer's owner."})
+	m.backupReads = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_backup_reads_total", Help: "Checks answered as a backup owner because the client could not reach the owner (answers marked stale)."})
 	m.ringChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_ring_changes_total", Help: "New ring snapshots swapped in."})
-	for _, c := range []prometheus.Collector{requests, latency, m.conns, m.refusedConns, m.badFrames, m.writeErrors, m.notOwner, m.ringChanges, &stateCollector{n: n}} {
+	for _, c := range []prometheus.Collector{requests, latency, m.conns, m.refusedConns, m.badFrames, m.writeErrors, m.notOwner, m.backupReads, m.ringChanges, &stateCollector{n: n}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -112,6 +112,7 @@ func testCases() []testCase {
 		{name: "check/unicode", msg: &Check{Viewer: "зритель-日本-🎯", HasNow: true, Now: 1, Table: engine.CheckTable{Caps: []engine.Cap{capAdv}, Refs: []uint16{0}, Ends: []uint32{1}}}},
 		{name: "check/wide", msg: &Check{Viewer: "v", HasNow: true, Now: 5, Table: wide}},
 		{name: "check/odd-caps", msg: &Check{Viewer: "v", Table: engine.CheckTable{Caps: []engine.Cap{capZero, capOdd, capMaxStr}, Refs: []uint16{0, 65535}, Ends: []uint32{1, math.MaxUint32}}}},
+		{name: "check/backup", msg: &Check{Viewer: "v", Table: table, Backup: true}},
 		{name: "check/bench", msg: &Check{Viewer: "viewer-1234567890", Now: 1_700_000_000_000, HasNow: true, Table: benchTable()}},
 		{name: "check-result", msg: &CheckResult{Epoch: 9, Now: 1_700_000_000_000, Verdicts: []engine.Verdict{
 			{Allowed: true, Remaining: 2, Blocking: -1},
@@ -123,6 +124,7 @@ func testCases() []testCase {
 			{Remaining: 0, Blocking: maxBlocking},
 		}}},
 		{name: "check-result/empty", msg: &CheckResult{}},
+		{name: "check-result/stale", msg: &CheckResult{Epoch: 3, Now: 7, Verdicts: []engine.Verdict{{Allowed: true, Remaining: 1, Blocking: -1}}, Left: []uint16{1}, Stale: true}},
 		{name: "check-result/left", msg: &CheckResult{Epoch: 2, Now: 7, Verdicts: []engine.Verdict{{Allowed: true, Remaining: 2, Blocking: -1}}, Left: []uint16{2, 0, engine.MaxLimit}}},
 		{name: "check-result/clamped",
 			msg:  &CheckResult{Now: 0, Verdicts: []engine.Verdict{{Allowed: true, Remaining: 70000, Blocking: -1}, {Remaining: -3, Blocking: 1}}},
@@ -234,7 +236,7 @@ func wireForm(m Message) []any {
 		}
 		return []any{u(m.Epoch), int64(m.Partitions), int64(m.Replicas), members, le16(m.Owners)}
 	case *Check:
-		return []any{m.Viewer, optTime(m.Now, m.HasNow), capsForm(m.Table.Caps), le16(m.Table.Refs), le32(m.Table.Ends)}
+		return []any{m.Viewer, optTime(m.Now, m.HasNow), capsForm(m.Table.Caps), le16(m.Table.Refs), le32(m.Table.Ends), m.Backup}
 	case *CheckResult:
 		packed := []byte{}
 		for _, v := range m.Verdicts {
@@ -249,7 +251,7 @@ func wireForm(m Message) []any {
 			}
 			packed = append(packed, byte(rem), byte(rem>>8), byte(b), flags)
 		}
-		return []any{u(m.Epoch), m.Now, packed, le16(m.Left)}
+		return []any{u(m.Epoch), m.Now, packed, le16(m.Left), m.Stale}
 	case *Allow:
 		return []any{m.Viewer, optTime(m.Now, m.HasNow), capsForm(m.Caps)}
 	case *AllowResult:

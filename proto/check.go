@@ -12,9 +12,10 @@ import "github.com/fcap-io/fcap/node/engine"
 // once. proto checks only the table's size; the engine checks that the
 // indexes and ends make sense.
 //
-// Wire: [viewer str, now int|nil, caps [cap...], refs bin, ends bin],
-// where refs is 2 bytes per index and ends 4 bytes per candidate, both
-// little-endian.
+// Wire: [viewer str, now int|nil, caps [cap...], refs bin, ends bin,
+// backup bool], where refs is 2 bytes per index and ends 4 bytes per
+// candidate, both little-endian. backup was added after the first five
+// fields: a body without it decodes with Backup false.
 type Check struct {
 	// Viewer is the canonical viewer id: the routing key.
 	Viewer string
@@ -27,13 +28,18 @@ type Check struct {
 	// Table holds the distinct caps (at most MaxCheckCaps) and the
 	// candidates (at most MaxCandidates) as indexes into them.
 	Table engine.CheckTable
+	// Backup says the client accepts an answer from a backup owner of
+	// the viewer (its owner did not answer in time). A backup answers
+	// with CheckResult.Stale set; a node that is neither owner nor
+	// backup still answers NotOwner.
+	Backup bool
 }
 
 // Type returns TypeCheck.
 func (*Check) Type() Type { return TypeCheck }
 
 func (m *Check) encode(e *encoder) {
-	e.array(5)
+	e.array(6)
 	e.str(m.Viewer)
 	e.time(m.Now, m.HasNow)
 	e.caps(m.Table.Caps, MaxCheckCaps)
@@ -42,6 +48,7 @@ func (m *Check) encode(e *encoder) {
 		e.fail(errTooMany("candidates", len(m.Table.Ends), MaxCandidates))
 	}
 	e.uint32s(m.Table.Ends)
+	e.bool(m.Backup)
 }
 
 func (m *Check) decode(d *decoder) {
@@ -51,6 +58,11 @@ func (m *Check) decode(d *decoder) {
 	m.Table.Caps = d.caps(m.Table.Caps, MaxCheckCaps)
 	m.Table.Refs = d.uint16s(m.Table.Refs, noLimit)
 	m.Table.Ends = d.uint32s(m.Table.Ends, MaxCandidates)
+	m.Backup = false
+	if extra > 0 { // optional: added after the first five fields
+		m.Backup = d.bool()
+		extra--
+	}
 	d.end(extra)
 }
 
@@ -61,8 +73,9 @@ func (m *Check) decode(d *decoder) {
 // packed 4 bytes each: remaining uint16 little-endian (clamped to
 // 65535), blocking+1 uint8 (0: none) and flags uint8 (bit 0: allowed;
 // bit 1: bit 8 of blocking+1, for a candidate's 256th cap); and left is
-// 2 bytes per cap, little-endian. left was added after the first three
-// fields: a body without it decodes with Left empty.
+// 2 bytes per cap, little-endian; stale bool. left and stale were added
+// after the first three fields: a body without them decodes with Left
+// empty and Stale false.
 type CheckResult struct {
 	// Epoch is the epoch of the ring the node used.
 	Epoch uint64
@@ -79,13 +92,16 @@ type CheckResult struct {
 	// from one answer. Empty when the node did not say; at most
 	// MaxCheckCaps.
 	Left []uint16
+	// Stale says a backup owner answered (the request allowed it): its
+	// counts may lag the owner's by the replication delay.
+	Stale bool
 }
 
 // Type returns TypeCheckResult.
 func (*CheckResult) Type() Type { return TypeCheckResult }
 
 func (m *CheckResult) encode(e *encoder) {
-	e.array(4)
+	e.array(5)
 	e.uint(m.Epoch)
 	e.int(m.Now)
 	e.verdicts(m.Verdicts)
@@ -93,6 +109,7 @@ func (m *CheckResult) encode(e *encoder) {
 		e.fail(errTooMany("left", len(m.Left), MaxCheckCaps))
 	}
 	e.uint16s(m.Left)
+	e.bool(m.Stale)
 }
 
 func (m *CheckResult) decode(d *decoder) {
@@ -103,6 +120,11 @@ func (m *CheckResult) decode(d *decoder) {
 	m.Left = m.Left[:0]
 	if extra > 0 { // optional: added after the first three fields
 		m.Left = d.uint16s(m.Left, MaxCheckCaps)
+		extra--
+	}
+	m.Stale = false
+	if extra > 0 {
+		m.Stale = d.bool()
 		extra--
 	}
 	d.end(extra)

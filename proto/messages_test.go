@@ -181,12 +181,32 @@ func TestDecodeSkipsAppendedFields(t *testing.T) {
 // TestDecodeOptionalField decodes a CheckResult from a sender that
 // predates Left, into a message that held one: Left comes out empty.
 func TestDecodeOptionalField(t *testing.T) {
-	m := CheckResult{Left: []uint16{1, 2, 3}}
+	// A three-field CheckResult from an older node: Left empty, Stale
+	// false, even when the reused value held them.
+	m := CheckResult{Left: []uint16{1, 2, 3}, Stale: true}
 	body := []byte{0x93, 0x05, 0x07, 0xc4, 4, 2, 0, 0, 1}
 	if err := Decode(body, &m); err != nil {
 		t.Fatal(err)
 	}
 	want := CheckResult{Epoch: 5, Now: 7, Verdicts: []engine.Verdict{{Allowed: true, Remaining: 2, Blocking: -1}}}
+	if !sameValue(&m, &want) {
+		t.Fatalf("decoded %+v, want %+v", m, want)
+	}
+}
+
+func TestDecodeCheckWithoutBackup(t *testing.T) {
+	// A five-field Check from an older client decodes with Backup false.
+	want := Check{Viewer: "v", Now: 3, HasNow: true, Table: engine.CheckTable{Caps: []engine.Cap{{Scope: "s", ID: "i", Limit: 1, Window: 2}}, Refs: []uint16{0}, Ends: []uint32{1}}}
+	full, err := AppendFrame(nil, 1, &want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := append([]byte(nil), full[HeaderSize:len(full)-1]...) // drop the trailing bool
+	body[0] = 0x95                                               // fixarray of 5
+	m := Check{Backup: true}
+	if err := Decode(body, &m); err != nil {
+		t.Fatal(err)
+	}
 	if !sameValue(&m, &want) {
 		t.Fatalf("decoded %+v, want %+v", m, want)
 	}

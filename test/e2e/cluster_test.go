@@ -128,3 +128,57 @@ func TestFcapctlConformanceAddr(t *testing.T) {
 		t.Fatalf("fcapctl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
+
+// TestSoftCapsFallBackToABackup pauses a viewer's owner (SIGSTOP: alive to
+// the kernel, silent to everyone). A soft check is answered by a backup
+// owner within the deadline, never an error; a strict candidate fails
+// closed.
+func TestSoftCapsFallBackToABackup(t *testing.T) {
+	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
+	var seeds []string
+	for _, n := range nodes {
+		seeds = append(seeds, n.Data)
+	}
+	cfg := client.DefaultConfig(seeds...)
+	cfg.Timeout = 500 * time.Millisecond
+	cfg.RefreshInterval = time.Hour // keep routing to the paused owner
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const viewer = "viewer-backup"
+	_, owners := c.Ring().Lookup(viewer)
+	ownerName := c.Ring().Member(owners[0]).Name
+	var owner *cluster.Node
+	for _, n := range nodes {
+		if n.Name == ownerName {
+			owner = n
+		}
+	}
+	softCap := engine.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 3_600_000}
+	strictCap := engine.Cap{Scope: "campaign", ID: "strict", Limit: 3, Window: 3_600_000, Mode: engine.Strict}
+	cands := []engine.Candidate{{Caps: []engine.Cap{softCap}}, {Caps: []engine.Cap{strictCap}}}
+
+	owner.Pause()
+	defer owner.Resume()
+	res, err := c.Check(context.Background(), viewer, cands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	soft, strict := res.Verdicts[0], res.Verdicts[1]
+	if soft.Failed() || !soft.Allowed {
+		t.Errorf("soft candidate with the owner paused: %+v, want an answer from a backup", soft)
+	}
+	if !strict.FailClosed || strict.Allowed {
+		t.Errorf("strict candidate with the owner paused: %+v, want fail-closed", strict)
+	}
+	if st := c.Stats(); st.BackupReads != 1 {
+		t.Errorf("client stats %+v: want one backup read", st)
+	}
+}
