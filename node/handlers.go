@@ -16,14 +16,17 @@ import (
 type handler struct {
 	n *Node
 
-	check     proto.Check
-	checkRes  proto.CheckResult
-	allow     proto.Allow
-	record    proto.Record
-	recordRes proto.RecordResult
-	reserve   proto.Reserve
-	release   proto.Release
-	left      []int64 // per-cap impressions left of the last check
+	check      proto.Check
+	checkRes   proto.CheckResult
+	allow      proto.Allow
+	record     proto.Record
+	recordRes  proto.RecordResult
+	allowRes   proto.AllowResult
+	reserve    proto.Reserve
+	reserveRes proto.ReserveResult
+	release    proto.Release
+	releaseRes proto.ReleaseResult
+	left       []int64 // per-cap impressions left of the last check
 }
 
 func newHandler(n *Node) *handler { return &handler{n: n} }
@@ -89,7 +92,8 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err != nil {
 			return h.failErr(out, hdr, err, epoch, opAllow)
 		}
-		return h.reply(out, hdr.ID, &proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd}, opAllow)
+		h.allowRes = proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd}
+		return h.reply(out, hdr.ID, &h.allowRes, opAllow)
 
 	case proto.TypeRecord:
 		m := &h.record
@@ -117,7 +121,8 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err != nil {
 			return h.failErr(out, hdr, err, epoch, opReserve)
 		}
-		return h.reply(out, hdr.ID, &proto.ReserveResult{Epoch: epoch, Now: now, Verdict: vd, ID: id}, opReserve)
+		h.reserveRes = proto.ReserveResult{Epoch: epoch, Now: now, Verdict: vd, ID: id}
+		return h.reply(out, hdr.ID, &h.reserveRes, opReserve)
 
 	case proto.TypeRelease:
 		m := &h.release
@@ -130,7 +135,8 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err := h.n.engine.Release(m.Viewer, m.ID); err != nil {
 			return h.failErr(out, hdr, err, epoch, opRelease)
 		}
-		return h.reply(out, hdr.ID, &proto.ReleaseResult{Epoch: epoch}, opRelease)
+		h.releaseRes = proto.ReleaseResult{Epoch: epoch}
+		return h.reply(out, hdr.ID, &h.releaseRes, opRelease)
 
 	default:
 		return h.fail(out, hdr, proto.CodeUnsupported, "unknown message type "+hdr.Type.String()), opUnknown, outcomeBadRequest

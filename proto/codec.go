@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -321,6 +322,9 @@ func (d *decoder) int() int64 {
 	if c, ok := d.fixed(0, msgpcode.PosFixedNumHigh); ok {
 		return int64(c)
 	}
+	if v, ok := d.fixedWidthInt(); ok {
+		return v
+	}
 	if d.off < len(d.body) && d.body[d.off] == msgpcode.Uint64 {
 		v, err := d.dec.DecodeUint64()
 		if err == nil && v > math.MaxInt64 {
@@ -356,6 +360,46 @@ func (d *decoder) uint() uint64 {
 	return v
 }
 
+// fixedWidthInt reads the 2-, 3-, 5- and 9-byte integer forms straight
+// from the body (caps' limits and windows are mostly these), leaving
+// uint64s past MaxInt64, truncated bodies and other forms to the library
+// path and its errors.
+func (d *decoder) fixedWidthInt() (int64, bool) {
+	if d.off >= len(d.body) {
+		return 0, false
+	}
+	b := d.body[d.off:]
+	switch c := b[0]; {
+	case c == msgpcode.Uint8 && len(b) >= 2:
+		d.off += 2
+		return int64(b[1]), true
+	case c == msgpcode.Uint16 && len(b) >= 3:
+		d.off += 3
+		return int64(binary.BigEndian.Uint16(b[1:])), true
+	case c == msgpcode.Uint32 && len(b) >= 5:
+		d.off += 5
+		return int64(binary.BigEndian.Uint32(b[1:])), true
+	case c == msgpcode.Uint64 && len(b) >= 9:
+		if v := binary.BigEndian.Uint64(b[1:]); v <= math.MaxInt64 {
+			d.off += 9
+			return int64(v), true
+		}
+	case c == msgpcode.Int8 && len(b) >= 2:
+		d.off += 2
+		return int64(int8(b[1])), true
+	case c == msgpcode.Int16 && len(b) >= 3:
+		d.off += 3
+		return int64(int16(binary.BigEndian.Uint16(b[1:]))), true
+	case c == msgpcode.Int32 && len(b) >= 5:
+		d.off += 5
+		return int64(int32(binary.BigEndian.Uint32(b[1:]))), true
+	case c == msgpcode.Int64 && len(b) >= 9:
+		d.off += 9
+		return int64(binary.BigEndian.Uint64(b[1:])), true
+	}
+	return 0, false
+}
+
 // isSigned reports whether c starts a signed msgpack integer (which may
 // be negative).
 func isSigned(c byte) bool {
@@ -375,6 +419,9 @@ func (d *decoder) uintN(max uint64) uint64 {
 func (d *decoder) bool() bool {
 	if d.err != nil {
 		return false
+	}
+	if c, ok := d.fixed(msgpcode.False, msgpcode.True); ok {
+		return c == msgpcode.True
 	}
 	v, err := d.dec.DecodeBool()
 	d.fail(err)
