@@ -144,10 +144,11 @@ func (p *peer) close() {
 	}
 }
 
-// conn is one multiplexed connection: callers append request frames to a
-// buffer that a writer goroutine sends (many frames per write under
-// load), and a reader goroutine hands each response to the call waiting
-// on its request id.
+// conn is one multiplexed connection. A caller that finds no write in
+// progress writes its frame itself (no goroutine hand-off on an idle
+// connection); frames queued meanwhile are written by a writer goroutine
+// (many frames per write under load). A reader goroutine hands each
+// response to the call waiting on its request id.
 type conn struct {
 	p    *peer
 	nc   net.Conn
@@ -158,8 +159,10 @@ type conn struct {
 	mu sync.Mutex
 	// The fields below are guarded by mu.
 	pending map[uint64]*call
-	out     []byte // frames waiting for the writer
-	spare   []byte // the writer's last buffer, for reuse
+	out     []byte // frames waiting to be written
+	spare   []byte // a written buffer for reuse; never one being written
+	writing bool   // someone (a caller, or the writer goroutine) owns writing
+	handed  bool   // the writer goroutine owns writing
 	nextID  uint64
 	err     error // why the connection closed
 }
@@ -181,7 +184,8 @@ func (cl *Client) dialConn(p *peer) (*conn, error) {
 
 func (c *conn) isClosed() bool { return c.closedFlag.Load() }
 
-// send registers a call and queues its request frame.
+// send registers a call and writes its request frame, or queues it
+// behind a write in progress.
 func (c *conn) send(cl *call, m proto.Message) error {
 	c.mu.Lock()
 	if c.err != nil {
@@ -198,12 +202,56 @@ func (c *conn) send(cl *call, m proto.Message) error {
 	}
 	c.out = out
 	c.pending[cl.id] = cl
+	if c.writing {
+		c.mu.Unlock() // the writer in progress sends it
+		return nil
+	}
+	c.writing = true
+	buf := c.takeLocked()
 	c.mu.Unlock()
+	c.write(buf)
+	c.mu.Lock()
+	if c.err == nil && len(c.out) > 0 {
+		// Frames queued during our write: the writer goroutine takes
+		// over, so this caller goes back to wait for its answer.
+		c.handed = true
+		c.mu.Unlock()
+		c.kickWriter()
+		return nil
+	}
+	c.writing = false
+	c.mu.Unlock()
+	return nil
+}
+
+// takeLocked takes the queued frames for writing, leaving the spare
+// buffer to queue into.
+func (c *conn) takeLocked() []byte {
+	buf := c.out
+	c.out, c.spare = c.spare[:0], nil
+	return buf
+}
+
+// write sends a buffer and keeps it for reuse; a failed write closes the
+// connection (its pending calls fail over).
+func (c *conn) write(buf []byte) {
+	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+	if _, err := c.nc.Write(buf); err != nil {
+		c.close(fmt.Errorf("write to %s: %w", c.p.addr, err))
+		return
+	}
+	c.mu.Lock()
+	if c.spare == nil && cap(buf) <= 1<<20 { // do not keep a burst's buffer forever
+		c.spare = buf[:0]
+	}
+	c.mu.Unlock()
+}
+
+func (c *conn) kickWriter() {
 	select {
 	case c.kick <- struct{}{}:
-	default: // the writer is already due to run
+	default: // already due to run
 	}
-	return nil
 }
 
 // forget removes a call that gave up waiting. It reports false when the
@@ -218,6 +266,8 @@ func (c *conn) forget(cl *call) bool {
 	return true
 }
 
+// writeLoop writes the frames callers queued while a write was in
+// progress, until none are left, then hands writing back to callers.
 func (c *conn) writeLoop() {
 	for {
 		select {
@@ -226,25 +276,25 @@ func (c *conn) writeLoop() {
 			c.close(errClientClosed)
 			return
 		}
-		c.mu.Lock()
-		buf, closed := c.out, c.err != nil
-		c.out = c.spare[:0]
-		c.mu.Unlock()
-		if closed {
-			return
-		}
-		if len(buf) > 0 {
-			c.nc.SetWriteDeadline(time.Now().Add(time.Second))
-			if _, err := c.nc.Write(buf); err != nil {
-				c.close(fmt.Errorf("write to %s: %w", c.p.addr, err))
+		for {
+			c.mu.Lock()
+			if c.err != nil {
+				c.mu.Unlock()
 				return
 			}
+			if !c.handed { // a stale kick: a caller owns writing, or nobody
+				c.mu.Unlock()
+				break
+			}
+			if len(c.out) == 0 {
+				c.handed, c.writing = false, false
+				c.mu.Unlock()
+				break
+			}
+			buf := c.takeLocked()
+			c.mu.Unlock()
+			c.write(buf)
 		}
-		c.mu.Lock()
-		if cap(buf) <= 1<<20 { // do not keep a burst's buffer forever
-			c.spare = buf[:0]
-		}
-		c.mu.Unlock()
 	}
 }
 
@@ -286,8 +336,5 @@ func (c *conn) close(err error) {
 	for _, cl := range pending {
 		cl.failWith(err)
 	}
-	select { // let the writer see the close
-	case c.kick <- struct{}{}:
-	default:
-	}
+	c.kickWriter() // let the writer see the close
 }

@@ -73,6 +73,10 @@ type Config struct {
 	// Gatherer serves /metrics. Default: the Registerer when it is a
 	// *prometheus.Registry.
 	Gatherer prometheus.Gatherer
+
+	// Pprof serves Go's profiles under /debug/pprof/ on the HTTP address.
+	// Default false: they expose internals and cost CPU while running.
+	Pprof bool
 }
 
 // DefaultConfig returns a production configuration: a one-node cluster

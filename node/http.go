@@ -2,6 +2,7 @@ package node
 
 import (
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -24,5 +25,13 @@ func (n *Node) httpHandler() http.Handler {
 		}
 		w.Write([]byte("ready\n"))
 	})
+	if n.cfg.Pprof {
+		// Off by default: profiles expose internals and cost CPU.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }

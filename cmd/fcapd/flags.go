@@ -28,6 +28,7 @@ type options struct {
 	scopes                                                   string
 	logLevel, logFormat                                      string
 	shutdownTimeout                                          time.Duration
+	pprof                                                    bool
 }
 
 // parseFlags reads flags, each defaulting to its FCAP_* environment
@@ -78,6 +79,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&o.scopes, "scopes", "FCAP_SCOPES", strings.Join(def.Engine.Scopes, ","), `comma-separated cap scopes accepted, or "*" for any`)
 	str(&o.logLevel, "log-level", "FCAP_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "FCAP_LOG_FORMAT", "text", "text or json")
+	fs.BoolVar(&o.pprof, "pprof", getenv("FCAP_PPROF") == "true", "serve Go profiles under /debug/pprof/ on the HTTP address (env FCAP_PPROF=true)")
 	shutdown := env("FCAP_SHUTDOWN_TIMEOUT", "30s")
 	sd, err := time.ParseDuration(shutdown)
 	if err != nil {
@@ -116,6 +118,7 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.AdvertiseDataAddr = o.advertiseData
 	cfg.HTTPAddr = o.http
 	cfg.Logger = logger
+	cfg.Pprof = o.pprof
 	cfg.Engine.MemoryLimit = o.memoryLimit
 	if o.scopes == "*" {
 		cfg.Engine.AnyScope = true

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNullTargetClosedAndOpenLoop(t *testing.T) {
+	w := workload{Kind: "check", Viewers: 1000, Campaigns: 50, Candidates: 10, Zipf: 1.1, ZipfV: 10, Limit: 5, Window: 1000}
+	x := newIDs(&w)
+	closed := run{target: nullTarget{}, w: &w, ids: x, concurrency: 4, warmup: 50 * time.Millisecond, duration: 200 * time.Millisecond, timeout: time.Second, seed: 1}
+	res, err := closed.exec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Mode != "closed" || res.Requests == 0 || res.Checks != 10*res.Requests || res.Allowed != res.Checks || res.Errors != 0 {
+		t.Fatalf("closed loop result %+v", res)
+	}
+	open := closed
+	open.rate = 500
+	res, err = open.exec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 500/s for 200ms is 100 requests scheduled in the measured window.
+	if res.Mode != "open" || res.Requests < 95 || res.Requests > 105 {
+		t.Fatalf("open loop at 500/s for 200ms completed %d requests, want about 100", res.Requests)
+	}
+}
+
+func TestMainWritesJSONAndTable(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr bytes.Buffer
+	code := runMain([]string{"--target", "null", "--workload", "mix", "--viewers", "100", "--campaigns", "20", "--candidates", "5",
+		"--duration", "100ms", "--warmup", "10ms", "--quiet", "--json", out}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var results []Result
+	b, err := os.ReadFile(out)
+	if err != nil || json.Unmarshal(b, &results) != nil || len(results) != 1 || results[0].Requests == 0 {
+		t.Fatalf("JSON %s (%v)", b, err)
+	}
+	if !strings.Contains(stdout.String(), "null     mix") {
+		t.Errorf("table:\n%s", stdout.String())
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--workload", "dance"}, {"--target", "memcached"}, {"--candidates", "0"}, {"--zipf", "1"}, {"--rate", "-1"},
+	} {
+		var stderr bytes.Buffer
+		if code := runMain(args, &bytes.Buffer{}, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}

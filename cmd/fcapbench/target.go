@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node/engine"
+)
+
+// target is a system under test. Every method is safe for concurrent use
+// and returns an error only for a failed call (a timeout, a refused
+// connection); a denial is a result, not an error.
+type target interface {
+	Name() string
+	// Allow is one atomic check-and-record of a campaign cap.
+	Allow(ctx context.Context, viewer string, campaign int, now int64) (allowed bool, err error)
+	// Check asks for read-only verdicts on many campaigns in one call and
+	// returns how many were allowed.
+	Check(ctx context.Context, viewer string, campaigns []int, now int64) (allowed int, err error)
+	// Record counts an impression of a campaign.
+	Record(ctx context.Context, viewer string, campaign int, id string, now int64) error
+	// Failed reports how many answers so far were made up by a failure
+	// policy instead of the system (fcap's fail-open verdicts).
+	Failed() int64
+	Close() error
+}
+
+// fcapTarget drives an fcap cluster through the client.
+type fcapTarget struct {
+	c         *client.Client
+	campaigns []engine.Cap // per campaign index
+	pool      chan *checkBuf
+}
+
+type checkBuf struct {
+	cands []engine.Candidate
+	res   client.CheckResult
+}
+
+func newFcapTarget(addrs string, w *workload, x *ids, timeout time.Duration, conns int) (*fcapTarget, error) {
+	cfg := client.DefaultConfig(strings.Split(addrs, ",")...)
+	cfg.Timeout = timeout
+	cfg.ConnsPerNode = conns
+	c, err := client.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		c.Close(context.Background())
+		return nil, fmt.Errorf("fcap cluster at %s: %w", addrs, err)
+	}
+	t := &fcapTarget{c: c, pool: make(chan *checkBuf, 4096)}
+	for _, id := range x.campaigns {
+		t.campaigns = append(t.campaigns, engine.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: w.Window})
+	}
+	return t, nil
+}
+
+func (t *fcapTarget) Name() string { return "fcap" }
+
+func (t *fcapTarget) Allow(ctx context.Context, viewer string, campaign int, now int64) (bool, error) {
+	v, err := t.c.Allow(ctx, viewer, t.campaigns[campaign:campaign+1], client.At(now))
+	if err != nil {
+		return false, err
+	}
+	if v.Failed() {
+		return v.Allowed, errFailedOver
+	}
+	return v.Allowed, nil
+}
+
+var errFailedOver = errors.New("answered by the failure policy")
+
+func (t *fcapTarget) Check(ctx context.Context, viewer string, campaigns []int, now int64) (int, error) {
+	var b *checkBuf
+	select {
+	case b = <-t.pool:
+	default:
+		b = &checkBuf{}
+	}
+	defer func() {
+		select {
+		case t.pool <- b:
+		default:
+		}
+	}()
+	b.cands = b.cands[:0]
+	for _, c := range campaigns {
+		b.cands = append(b.cands, engine.Candidate{Caps: t.campaigns[c : c+1]})
+	}
+	if err := t.c.CheckInto(ctx, viewer, b.cands, &b.res, client.At(now)); err != nil {
+		return 0, err
+	}
+	allowed, failed := 0, false
+	for _, v := range b.res.Verdicts {
+		if v.Allowed {
+			allowed++
+		}
+		failed = failed || v.Failed()
+	}
+	if failed {
+		return allowed, errFailedOver
+	}
+	return allowed, nil
+}
+
+func (t *fcapTarget) Record(_ context.Context, viewer string, campaign int, id string, now int64) error {
+	if !t.c.Record(viewer, engine.Impression{ID: id, Time: now, Caps: t.campaigns[campaign : campaign+1]}) {
+		return errors.New("record queue full")
+	}
+	return nil
+}
+
+func (t *fcapTarget) Failed() int64 { return t.c.Stats().FailedOver }
+
+func (t *fcapTarget) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return t.c.Close(ctx)
+}

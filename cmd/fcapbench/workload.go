@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+)
+
+// workload describes what the load looks like; every target gets the
+// same one.
+type workload struct {
+	Kind        string  // "allow", "check" or "mix"
+	Viewers     int     // viewer ids, Zipf-distributed
+	Campaigns   int     // campaign ids
+	Candidates  int     // campaigns per ad request (check, mix)
+	Zipf        float64 // Zipf exponent s (> 1) for viewers
+	ZipfV       float64 // Zipf offset v (>= 1): P(k) is proportional to (v+k)^-s
+	RecordRatio float64 // mix: records per check
+	Limit       int64   // the campaign cap
+	Window      int64   // its window, milliseconds
+}
+
+func (w *workload) validate() error {
+	switch w.Kind {
+	case "allow", "check", "mix":
+	default:
+		return fmt.Errorf("--workload must be allow, check or mix, got %q", w.Kind)
+	}
+	if w.Viewers < 1 || w.Campaigns < 1 || w.Candidates < 1 || w.Candidates > w.Campaigns {
+		return fmt.Errorf("need viewers >= 1 and 1 <= candidates <= campaigns (%d, %d, %d)", w.Viewers, w.Candidates, w.Campaigns)
+	}
+	if w.Zipf <= 1 || w.ZipfV < 1 {
+		return fmt.Errorf("--zipf must be above 1 and --zipf-v at least 1, got %v and %v", w.Zipf, w.ZipfV)
+	}
+	if w.RecordRatio < 0 || w.RecordRatio > 1 {
+		return fmt.Errorf("--record-ratio must be in [0, 1], got %v", w.RecordRatio)
+	}
+	return nil
+}
+
+// gen draws requests for one worker; not safe for concurrent use.
+type gen struct {
+	w         *workload
+	rng       *rand.Rand
+	zipf      *rand.Zipf
+	viewerIDs []string // shared, read-only
+	campIDs   []string // shared, read-only
+	picked    []int
+	seen      map[int]bool
+	seq       uint64
+	worker    int
+}
+
+// ids are built once and shared by every worker so the generator does
+// not allocate per request.
+type ids struct {
+	viewers   []string
+	campaigns []string
+}
+
+func newIDs(w *workload) *ids {
+	x := &ids{viewers: make([]string, w.Viewers), campaigns: make([]string, w.Campaigns)}
+	for i := range x.viewers {
+		x.viewers[i] = "viewer-" + strconv.Itoa(i)
+	}
+	for i := range x.campaigns {
+		x.campaigns[i] = "campaign-" + strconv.Itoa(i)
+	}
+	return x
+}
+
+func newGen(w *workload, x *ids, seed uint64, worker int) *gen {
+	rng := rand.New(rand.NewPCG(seed, uint64(worker)))
+	return &gen{
+		w:         w,
+		rng:       rng,
+		zipf:      rand.NewZipf(rng, w.Zipf, w.ZipfV, uint64(w.Viewers-1)),
+		viewerIDs: x.viewers,
+		campIDs:   x.campaigns,
+		seen:      map[int]bool{},
+		worker:    worker,
+	}
+}
+
+// viewer draws a viewer id (Zipf: a few viewers are very busy).
+func (g *gen) viewer() string { return g.viewerIDs[g.zipf.Uint64()] }
+
+// campaigns draws n distinct campaign indexes.
+func (g *gen) campaigns(n int) []int {
+	g.picked = g.picked[:0]
+	clear(g.seen)
+	for len(g.picked) < n {
+		c := g.rng.IntN(g.w.Campaigns)
+		if !g.seen[c] {
+			g.seen[c] = true
+			g.picked = append(g.picked, c)
+		}
+	}
+	return g.picked
+}
+
+// impressionID is unique per run, worker and call.
+func (g *gen) impressionID(run uint64) string {
+	g.seq++
+	return strconv.FormatUint(run, 36) + "-" + strconv.Itoa(g.worker) + "-" + strconv.FormatUint(g.seq, 36)
+}
+
+// record reports whether this mix step also records an impression.
+func (g *gen) record() bool {
+	return g.w.Kind == "mix" && g.rng.Float64() < g.w.RecordRatio
+}
