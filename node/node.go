@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/ring"
@@ -74,7 +75,10 @@ func Start(cfg Config) (*Node, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Registerer == nil {
+		// A registry of the node's own, with the Go runtime's and the
+		// process's figures (heap, GC, RSS, file descriptors).
 		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		cfg.Registerer, cfg.Gatherer = reg, reg
 	}
 	if cfg.Gatherer == nil {
