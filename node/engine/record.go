@@ -85,7 +85,9 @@ func (e *Engine) Record(viewer string, imp Impression) (RecordStatus, error) {
 	v := s.lookup(h)
 	if v != nil && v.ext != nil && imp.Reservation != 0 {
 		before := v.bytes()
-		v.ext.dropReservation(imp.Reservation)
+		if v.ext.dropReservation(imp.Reservation) {
+			e.notify(v)
+		}
 		e.settle(s, v, before, v.nkeys())
 	}
 	if imp.Time <= e.hw.Load()-longest {
@@ -104,6 +106,7 @@ func (e *Engine) Record(viewer string, imp Impression) (RecordStatus, error) {
 	e.record(v, imp.Caps, khs, imp.Time)
 	e.remember(v, idh, imp.Time+longest)
 	e.settle(s, v, before, keys)
+	e.notify(v)
 	return Recorded, nil
 }
 

@@ -37,17 +37,23 @@ func (s *stripe) home(h uint64) int {
 
 // lookup returns the viewer with key h, or nil.
 func (s *stripe) lookup(h uint64) *viewer {
+	_, v := s.find(h)
+	return v
+}
+
+// find returns the viewer with key h and its slot, or nil.
+func (s *stripe) find(h uint64) (uint32, *viewer) {
 	if len(s.table) == 0 {
-		return nil
+		return 0, nil
 	}
 	mask := len(s.table) - 1
 	for p := s.home(h); ; p = (p + 1) & mask {
 		e := s.table[p]
 		if e == 0 {
-			return nil
+			return 0, nil
 		}
 		if v := s.slot(e - 1); v.key == h {
-			return v
+			return e - 1, v
 		}
 	}
 }

@@ -1,0 +1,356 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Replication support. A node replicates state, not operations: whenever
+// a client write changes a viewer, the engine reports the viewer's key
+// (Config.OnChange, called under the viewer's lock), and the node later
+// exports the viewer's current state and ships it to the other owners,
+// which replace their copy with it. The latest state always wins, so
+// replicas converge whatever the order and number of shipments, and a
+// partition is moved to a new owner by shipping each of its viewers.
+
+// ErrBadState rejects an exported viewer state that does not decode or
+// is not self-consistent. Imports come from peers; a bad one changes
+// nothing.
+var ErrBadState = errors.New("bad viewer state")
+
+const (
+	stateVersion = 1
+
+	stateWide   = 1 << 0
+	stateAbsent = 1 << 7 // the viewer holds nothing: the importer deletes it
+)
+
+// notify reports a client write to v.
+func (e *Engine) notify(v *viewer) {
+	if e.cfg.OnChange != nil {
+		e.cfg.OnChange(v.key)
+	}
+}
+
+// Observe advances the high-water mark to t, as if an operation had been
+// given time t. Replicas use it to age state by the owner's clock.
+func (e *Engine) Observe(t int64) {
+	if validTime(t) {
+		e.observe(t)
+	}
+}
+
+// ViewerKey returns the key the engine stores a viewer under: the routing
+// hash of its id (see ring.ViewerKey, which must agree).
+func ViewerKey(viewer string) uint64 { return viewerKey(viewer) }
+
+// Export appends the current state of the viewer with the given key to
+// dst, in a binary form Import takes. A viewer the engine does not hold is
+// exported as "absent", so importing it deletes the viewer on a replica.
+func (e *Engine) Export(key uint64, dst []byte) []byte {
+	s := e.stripeOf(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return exportViewer(dst, key, s.lookup(key))
+}
+
+func exportViewer(dst []byte, key uint64, v *viewer) []byte {
+	dst = append(dst, stateVersion)
+	dst = binary.LittleEndian.AppendUint64(dst, key)
+	if v == nil || (v.nkeys() == 0 && v.ext == nil) {
+		return append(dst, stateAbsent)
+	}
+	var flags byte
+	if v.wide() {
+		flags |= stateWide
+	}
+	dst = append(dst, flags)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(v.base))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(v.arena)))
+	for _, w := range v.arena {
+		dst = binary.LittleEndian.AppendUint32(dst, w)
+	}
+	var seen []seenID
+	var res []reservation
+	if v.ext != nil {
+		seen, res = v.ext.seen, v.ext.res
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(seen)))
+	for _, s := range seen {
+		dst = binary.LittleEndian.AppendUint64(dst, s.hash)
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(s.until))
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(res)))
+	for _, r := range res {
+		dst = binary.LittleEndian.AppendUint64(dst, r.id)
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(r.expires))
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(r.keys)))
+		for _, k := range r.keys {
+			dst = binary.LittleEndian.AppendUint64(dst, k)
+		}
+	}
+	return dst
+}
+
+// stateReader decodes an exported state, failing (not panicking) on
+// short or inconsistent input.
+type stateReader struct {
+	b   []byte
+	err error
+}
+
+func (r *stateReader) take(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(r.b) {
+		r.err = fmt.Errorf("%w: truncated", ErrBadState)
+		return nil
+	}
+	b := r.b[:n]
+	r.b = r.b[n:]
+	return b
+}
+
+func (r *stateReader) u8() byte {
+	if b := r.take(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (r *stateReader) u16() uint16 {
+	if b := r.take(2); b != nil {
+		return binary.LittleEndian.Uint16(b)
+	}
+	return 0
+}
+
+func (r *stateReader) u32() uint32 {
+	if b := r.take(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (r *stateReader) u64() uint64 {
+	if b := r.take(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
+// count reads a length prefix and checks that many items of size each
+// fit in what is left and stay under limit.
+func (r *stateReader) count(each, limit int) int {
+	n := int(r.u32())
+	if r.err == nil && (n > limit || n*each > len(r.b)) {
+		r.err = fmt.Errorf("%w: %d items", ErrBadState, n)
+	}
+	if r.err != nil {
+		return 0
+	}
+	return n
+}
+
+// Import replaces a viewer's state with an exported one (creating or
+// deleting the viewer), and returns how many bytes of data it consumed,
+// so states can be concatenated. The memory limit does not apply: a
+// replica must hold what its owner holds. A state that does not decode or
+// is not self-consistent changes nothing and returns an error wrapping
+// ErrBadState.
+func (e *Engine) Import(data []byte) (key uint64, n int, err error) {
+	r := &stateReader{b: data}
+	if r.u8() != stateVersion && r.err == nil {
+		return 0, 0, fmt.Errorf("%w: unknown version", ErrBadState)
+	}
+	key = r.u64()
+	flags := r.u8()
+	if r.err != nil {
+		return 0, 0, r.err
+	}
+	if key == 0 {
+		return 0, 0, fmt.Errorf("%w: viewer key 0", ErrBadState)
+	}
+	if flags&stateAbsent != 0 {
+		e.DeleteViewer(key)
+		return key, len(data) - len(r.b), nil
+	}
+	nv := viewer{key: key, base: int64(r.u64())}
+	words := r.count(4, 1<<26)
+	if words > 0 {
+		nv.arena = allocWords(words)
+		for i := range nv.arena {
+			nv.arena[i] = r.u32()
+		}
+	}
+	x := &viewerExt{wide: flags&stateWide != 0}
+	seen := r.count(16, e.cfg.MaxDedupePerViewer)
+	for range seen {
+		x.seen = append(x.seen, seenID{hash: r.u64(), until: int64(r.u64())})
+	}
+	nres := r.count(18, e.cfg.MaxReservationsPerViewer)
+	for range nres {
+		res := reservation{id: r.u64(), expires: int64(r.u64())}
+		nk := int(r.u16())
+		if nk > e.cfg.MaxCapsPerCandidate || nk*8 > len(r.b) {
+			return 0, 0, fmt.Errorf("%w: reservation of %d keys", ErrBadState, nk)
+		}
+		for range nk {
+			res.keys = append(res.keys, r.u64())
+		}
+		x.res = append(x.res, res)
+	}
+	if r.err != nil {
+		return 0, 0, r.err
+	}
+	if x.wide || len(x.seen) > 0 || len(x.res) > 0 {
+		nv.ext = x
+	}
+	if err := e.checkState(&nv); err != nil {
+		return 0, 0, err
+	}
+	slices.SortFunc(x.seen, func(a, b seenID) int {
+		switch {
+		case a.hash < b.hash:
+			return -1
+		case a.hash > b.hash:
+			return 1
+		}
+		return 0
+	})
+
+	s := e.stripeOf(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.lookup(key)
+	if v == nil {
+		v = s.add(key)
+		e.viewers.Add(1)
+		e.charge(s, 0, v.bytes())
+	}
+	before, keys := v.bytes(), v.nkeys()
+	v.base, v.arena, v.ext = nv.base, nv.arena, nv.ext
+	e.settle(s, v, before, keys)
+	if v.nkeys() == 0 && v.ext == nil {
+		slot, _ := s.find(key)
+		e.charge(s, v.bytes(), 0)
+		s.remove(slot)
+		e.viewers.Add(-1)
+	}
+	return key, len(data) - len(r.b), nil
+}
+
+// checkState verifies an imported viewer is one the engine could have
+// built: counters sorted by hash, data laid out in header order, sizes
+// and algorithms valid, timestamps ascending and in range.
+func (e *Engine) checkState(v *viewer) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrBadState}, args...)...)
+	}
+	if len(v.arena) == 0 {
+		return nil
+	}
+	k := int(v.arena[0])
+	if k == 0 || k > e.cfg.MaxKeysPerViewer || hdrPos(k) > len(v.arena) {
+		return bad("%d counters in %d words", k, len(v.arena))
+	}
+	off := hdrPos(k)
+	w := v.width()
+	for i := range k {
+		h := v.header(i)
+		if i > 0 && v.hashAt(i-1) >= h.hash {
+			return bad("counters not sorted by hash")
+		}
+		if h.off != off {
+			return bad("counter %d data at %d, want %d", i, h.off, off)
+		}
+		if h.window < 1 || h.window > MaxTime {
+			return bad("counter %d window %d", i, h.window)
+		}
+		var size int
+		switch h.algo {
+		case Sliding:
+			if h.limit < 1 || h.n > h.limit {
+				return bad("counter %d holds %d of limit %d", i, h.n, h.limit)
+			}
+			size = h.n * w
+		case Fixed:
+			if h.n != fixedWords {
+				return bad("fixed counter %d of %d words", i, h.n)
+			}
+			size = h.n
+		case Buckets:
+			if h.n < 4 || int64(h.n-3) > h.window {
+				return bad("buckets counter %d of %d words for window %d", i, h.n, h.window)
+			}
+			size = h.n
+		default:
+			return bad("counter %d algorithm %d", i, h.algo)
+		}
+		if off+size > len(v.arena) {
+			return bad("counter %d data past the end", i)
+		}
+		if h.algo == Sliding {
+			prev := int64(-1)
+			for j := range h.n {
+				t := v.at(h.off, j)
+				if t < prev || t < 0 || t > MaxTime {
+					return bad("counter %d timestamps out of order or range", i)
+				}
+				prev = t
+			}
+		}
+		off += size
+	}
+	if off != len(v.arena) {
+		return bad("%d words of data, %d expected", len(v.arena)-hdrPos(k), off-hdrPos(k))
+	}
+	return nil
+}
+
+// DeleteViewer drops everything held for a viewer key (a partition this
+// node no longer owns, or an "absent" import).
+func (e *Engine) DeleteViewer(key uint64) {
+	s := e.stripeOf(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot, v := s.find(key)
+	if v == nil {
+		return
+	}
+	s.keys -= v.nkeys()
+	e.charge(s, v.bytes(), 0)
+	s.remove(slot)
+	e.viewers.Add(-1)
+}
+
+// Keys calls fn with the key of every viewer held, a stripe at a time
+// (each stripe's keys are collected under its lock, fn runs outside it),
+// until fn returns false.
+func (e *Engine) Keys(fn func(key uint64) bool) {
+	var keys []uint64
+	for i := range e.stripes {
+		s := &e.stripes[i]
+		keys = keys[:0]
+		s.mu.Lock()
+		for _, ch := range s.chunks {
+			if ch == nil {
+				continue
+			}
+			for j := range ch {
+				if k := ch[j].key; k != 0 {
+					keys = append(keys, k)
+				}
+			}
+		}
+		s.mu.Unlock()
+		for _, k := range keys {
+			if !fn(k) {
+				return
+			}
+		}
+	}
+}
