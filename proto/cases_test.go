@@ -156,6 +156,13 @@ func testCases() []testCase {
 		{name: "release", msg: &Release{Viewer: "viewer-1", ID: 0xDEADBEEFCAFE}},
 		{name: "release/zero", msg: &Release{}},
 		{name: "release-result", msg: &ReleaseResult{Epoch: 12}},
+		{name: "replicate", msg: &Replicate{From: "node-1", Epoch: 7, HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}, Done: []uint32{0, 270}}},
+		{name: "replicate/empty", msg: &Replicate{}},
+		{name: "replicate-result", msg: &ReplicateResult{Epoch: 7, Applied: 31}},
+		{name: "status-request", msg: &StatusRequest{}},
+		{name: "status", msg: &Status{Name: "n1", Epoch: 9, State: 2, Viewers: 1, Keys: 2, Bytes: 3, Primaries: 4, Backups: 5, Syncing: 6, Handing: 7, ReplicationQueue: 8, UnderReplicated: 9, Members: 10}},
+		{name: "drain", msg: &Drain{TimeoutMillis: 30000}},
+		{name: "drain-result", msg: &DrainResult{Partitions: 90}},
 		{name: "error", msg: &Error{Code: CodeNotOwner, Message: "viewer moved", Epoch: 1234}},
 		{name: "error/empty", msg: &Error{}},
 		{name: "error/unknown-code", msg: &Error{Code: 0xFFFF, Message: "from the future ✨"}},
@@ -264,6 +271,26 @@ func wireForm(m Message) []any {
 		return []any{m.Viewer, u(m.ID)}
 	case *ReleaseResult:
 		return []any{u(m.Epoch)}
+	case *Replicate:
+		done := []byte{}
+		for _, p := range m.Done {
+			done = append(done, byte(p), byte(p>>8), byte(p>>16), byte(p>>24))
+		}
+		st := m.States
+		if st == nil {
+			st = []byte{}
+		}
+		return []any{m.From, u(m.Epoch), m.HighWater, st, done}
+	case *ReplicateResult:
+		return []any{u(m.Epoch), u(m.Applied)}
+	case *StatusRequest:
+		return []any{}
+	case *Status:
+		return []any{m.Name, u(m.Epoch), int64(m.State), u(m.Viewers), u(m.Keys), u(m.Bytes), u(m.Primaries), u(m.Backups), u(m.Syncing), u(m.Handing), u(m.ReplicationQueue), u(m.UnderReplicated), u(m.Members)}
+	case *Drain:
+		return []any{m.TimeoutMillis}
+	case *DrainResult:
+		return []any{u(m.Partitions)}
 	case *Record:
 		items := []any{}
 		for _, it := range m.Items {

@@ -76,6 +76,12 @@ const (
 	TypeReserveResult   Type = 13 // ReserveResult: answers Reserve
 	TypeRelease         Type = 14 // Release: drop a reservation
 	TypeReleaseResult   Type = 15 // ReleaseResult: answers Release
+	TypeReplicate       Type = 16 // Replicate: viewer states, node to node
+	TypeReplicateResult Type = 17 // ReplicateResult: answers Replicate
+	TypeStatusRequest   Type = 18 // StatusRequest: asks a node how it is
+	TypeStatus          Type = 19 // Status: answers StatusRequest
+	TypeDrain           Type = 20 // Drain: hand partitions over and leave
+	TypeDrainResult     Type = 21 // DrainResult: answers Drain
 )
 
 var typeNames = [...]string{
@@ -94,6 +100,12 @@ var typeNames = [...]string{
 	TypeReserveResult:   "reserve_result",
 	TypeRelease:         "release",
 	TypeReleaseResult:   "release_result",
+	TypeReplicate:       "replicate",
+	TypeReplicateResult: "replicate_result",
+	TypeStatusRequest:   "status_request",
+	TypeStatus:          "status",
+	TypeDrain:           "drain",
+	TypeDrainResult:     "drain_result",
 }
 
 // String returns the type's name in snake case ("check_result"), fit for
@@ -164,6 +176,18 @@ func NewMessage(t Type) Message {
 		return new(Release)
 	case TypeReleaseResult:
 		return new(ReleaseResult)
+	case TypeReplicate:
+		return new(Replicate)
+	case TypeReplicateResult:
+		return new(ReplicateResult)
+	case TypeStatusRequest:
+		return new(StatusRequest)
+	case TypeStatus:
+		return new(Status)
+	case TypeDrain:
+		return new(Drain)
+	case TypeDrainResult:
+		return new(DrainResult)
 	}
 	return nil
 }

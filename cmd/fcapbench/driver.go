@@ -28,15 +28,20 @@ type run struct {
 	timeout     time.Duration
 	seed        uint64
 	progress    io.Writer // nil: no progress line
+	name        string    // the result's target name; "" is the target's own
+	rateBasis   string    // open loop: how the rate was chosen, for the report
 }
 
 // Result is what one run measured. Latencies are in microseconds.
 type Result struct {
 	Target      string             `json:"target"`
-	Workload    string             `json:"workload"`
-	Mode        string             `json:"mode"` // "closed" or "open"
+	Kind        string             `json:"kind"`              // fcap, null, redis-sliding, ...
+	Variant     string             `json:"variant,omitempty"` // Redis checks: pipeline, lua or mget
+	Workload    string             `json:"workload"`          // allow, check, mix; "load" for memory
+	Mode        string             `json:"mode"`              // "closed", "open" or "memory"
 	Concurrency int                `json:"concurrency"`
-	Rate        float64            `json:"rate,omitempty"` // open loop: requests/s asked for
+	Rate        float64            `json:"rate,omitempty"`       // open loop: requests/s asked for
+	RateBasis   string             `json:"rate_basis,omitempty"` // open loop: how that rate was chosen
 	Candidates  int                `json:"candidates"`
 	Seconds     float64            `json:"seconds"`
 	Requests    int64              `json:"requests"`
@@ -46,6 +51,11 @@ type Result struct {
 	Errors      int64              `json:"errors"`
 	FailedOver  int64              `json:"failed_over"`
 	Skipped     int64              `json:"generator_skipped"` // open loop: slots the generator itself was too late to issue
+	// Open loop: requests that waited in the queue past the per-call
+	// timeout (the target was behind) and were given up unsent, as an
+	// ad server would; their wait is in the latency figures, and they are
+	// not in Requests.
+	Expired     int64              `json:"expired_in_queue"`
 	RequestsPS  float64            `json:"requests_per_second"`
 	ChecksPS    float64            `json:"checks_per_second"`
 	P50         float64            `json:"p50_us"`
@@ -60,15 +70,46 @@ type Result struct {
 	HostBusyPct  float64 `json:"host_busy_pct"`
 	HostIdlePct  float64 `json:"host_idle_pct"`
 	HostStealPct float64 `json:"host_steal_pct"`
+	// The load generator's own CPU (its process: workers, client
+	// library, progress), 100 = one core busy the whole window. Near the
+	// cores it may use, the generator, not the target, set the pace.
+	GenCPUPct float64 `json:"generator_cpu_pct"`
+	// Memory is set for the memory figure (Mode "memory") only.
+	Memory *MemResult `json:"memory,omitempty"`
 }
+
+// Label names the result's series in tables and charts: the target, and
+// the check variant when there is one.
+func (r *Result) Label() string {
+	if r.Variant != "" {
+		return r.Target + " (" + r.Variant + ")"
+	}
+	return r.Target
+}
+
+// curvePercentiles are the points of the latency curve kept per result.
+var curvePercentiles = []float64{0, 10, 20, 30, 40, 50, 60, 70, 75, 80, 85, 90, 92, 94, 95, 96, 97, 98,
+	99, 99.2, 99.4, 99.5, 99.6, 99.7, 99.8, 99.9, 99.92, 99.94, 99.95, 99.96, 99.97, 99.98, 99.99, 99.995, 99.999, 100}
 
 // worker state: its own histogram of the measured window, merged at the
 // end. The progress line reads a shared histogram fed by every 16th
 // measured request.
 type worker struct {
-	g     *gen
-	total *hdrhistogram.Histogram
-	n     int
+	g      *gen
+	total  *hdrhistogram.Histogram
+	n      int
+	viewer string // of the current request
+}
+
+// observe records a measured latency, and every 16th in the progress
+// line's sample.
+func (wk *worker) observe(us int64, recent *sampled) {
+	wk.total.RecordValue(max(us, 1))
+	if wk.n++; wk.n%16 == 0 {
+		recent.mu.Lock()
+		recent.h.RecordValue(max(us, 1))
+		recent.mu.Unlock()
+	}
 }
 
 // Latencies are recorded in microseconds, 1us to 60s, 3 significant
@@ -84,6 +125,7 @@ type sampled struct {
 type counters struct {
 	issued                                             atomic.Int64 // every request, warm-up included
 	skipped                                            atomic.Int64 // open loop: slots the generator missed
+	expired                                            atomic.Int64 // open loop: given up in the queue (measured)
 	requests, checks, records, allowed, errors, failed atomic.Int64 // measured ones
 }
 
@@ -122,14 +164,15 @@ func (r *run) exec() (*Result, error) {
 	}
 
 	var cpuStart, cpuEnd cpuTimes
+	var genStart, genEnd time.Duration
 	var marks sync.WaitGroup
 	marks.Add(1)
 	go func() { // CPU figures of the measured window only
 		defer marks.Done()
 		time.Sleep(time.Until(measureFrom))
-		cpuStart = readCPUTimes()
+		cpuStart, genStart = readCPUTimes(), selfCPU()
 		time.Sleep(time.Until(end))
-		cpuEnd = readCPUTimes()
+		cpuEnd, genEnd = readCPUTimes(), selfCPU()
 	}()
 	// Open loop: one dispatcher releases each request at its scheduled
 	// time (to about 200us) onto a queue that idle workers take from. A
@@ -181,6 +224,15 @@ func (r *run) exec() (*Result, error) {
 						return
 					}
 					began = rel
+					if wait := time.Since(rel); wait > r.timeout {
+						// Its caller's deadline passed while it queued.
+						c.issued.Add(1)
+						if !rel.Before(measureFrom) {
+							c.expired.Add(1)
+							wk.observe(wait.Microseconds(), recent)
+						}
+						continue
+					}
 				} else {
 					began = time.Now()
 					if began.After(end) {
@@ -188,15 +240,12 @@ func (r *run) exec() (*Result, error) {
 					}
 				}
 				measured := !began.Before(measureFrom)
-				r.step(ctx, wk, &c, measured, runID)
-				lat := time.Since(began).Microseconds()
-				if measured {
-					wk.total.RecordValue(max(lat, 1))
-					if wk.n++; wk.n%16 == 0 {
-						recent.mu.Lock()
-						recent.h.RecordValue(max(lat, 1))
-						recent.mu.Unlock()
-					}
+				rec := r.step(ctx, wk, &c, measured)
+				if lat := time.Since(began).Microseconds(); measured {
+					wk.observe(lat, recent)
+				}
+				if rec >= 0 {
+					r.record(ctx, wk, &c, measured, rec, runID)
 				}
 			}
 		}()
@@ -211,24 +260,33 @@ func (r *run) exec() (*Result, error) {
 		h.Merge(wk.total)
 	}
 	res := &Result{
-		Target: r.target.Name(), Workload: r.w.Kind, Mode: "closed", Concurrency: r.concurrency,
+		Target: r.target.Name(), Kind: r.target.Name(), Workload: r.w.Kind, Mode: "closed", Concurrency: r.concurrency,
 		Candidates: r.w.Candidates, Seconds: r.duration.Seconds(),
 		Requests: c.requests.Load(), Checks: c.checks.Load(), Records: c.records.Load(),
 		Allowed: c.allowed.Load(), Errors: c.errors.Load(), FailedOver: c.failed.Load(), Skipped: c.skipped.Load(),
+		Expired: c.expired.Load(),
 		P50: float64(h.ValueAtQuantile(50)), P90: float64(h.ValueAtQuantile(90)), P99: float64(h.ValueAtQuantile(99)),
 		P999: float64(h.ValueAtQuantile(99.9)), Max: float64(h.Max()), Mean: h.Mean(),
 		Percentiles: map[string]float64{},
 	}
+	if r.name != "" {
+		res.Target = r.name
+	}
 	if r.w.Kind == "allow" {
 		res.Candidates = 1
+	} else if v, ok := r.target.(interface{ CheckVariant() string }); ok {
+		res.Variant = v.CheckVariant()
 	}
 	if r.rate > 0 {
-		res.Mode, res.Rate = "open", r.rate
+		res.Mode, res.Rate, res.RateBasis = "open", r.rate, r.rateBasis
 	}
 	res.HostBusyPct, res.HostIdlePct, res.HostStealPct = cpuStart.percents(cpuEnd)
+	if genEnd > genStart {
+		res.GenCPUPct = 100 * (genEnd - genStart).Seconds() / r.duration.Seconds()
+	}
 	res.RequestsPS = float64(res.Requests) / res.Seconds
 	res.ChecksPS = float64(res.Checks) / res.Seconds
-	for _, q := range []float64{0, 10, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99, 100} {
+	for _, q := range curvePercentiles {
 		res.Percentiles[fmt.Sprint(q)] = float64(h.ValueAtQuantile(q))
 	}
 	if res.Requests == 0 {
@@ -238,35 +296,37 @@ func (r *run) exec() (*Result, error) {
 }
 
 // step issues one request of the workload and counts it if measured.
-func (r *run) step(ctx context.Context, wk *worker, c *counters, measured bool, runID uint64) {
+// In the mix it returns the campaign whose impression the caller records
+// once it has taken the request's latency (an impression is reported
+// after the ad plays, not on the ad request's path), else -1.
+func (r *run) step(ctx context.Context, wk *worker, c *counters, measured bool) (record int) {
 	g := wk.g
-	viewer := g.viewer()
+	wk.viewer = g.viewer()
 	now := time.Now().UnixMilli()
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	var err error
 	var allowed, checks int
+	record = -1
 	switch r.w.Kind {
 	case "allow":
 		var ok bool
-		ok, err = r.target.Allow(cctx, viewer, g.campaigns(1)[0], now)
+		ok, err = r.target.Allow(cctx, wk.viewer, g.campaigns(1)[0], now)
 		checks = 1
 		if ok {
 			allowed = 1
 		}
 	default:
 		camps := g.campaigns(r.w.Candidates)
-		allowed, err = r.target.Check(cctx, viewer, camps, now)
+		allowed, err = r.target.Check(cctx, wk.viewer, camps, now)
 		checks = len(camps)
 		if g.record() {
-			if rerr := r.target.Record(cctx, viewer, camps[0], g.impressionID(runID), now); rerr == nil && measured {
-				c.records.Add(1)
-			}
+			record = camps[0]
 		}
 	}
 	c.issued.Add(1)
 	if !measured {
-		return
+		return record
 	}
 	c.requests.Add(1)
 	switch {
@@ -274,10 +334,21 @@ func (r *run) step(ctx context.Context, wk *worker, c *counters, measured bool, 
 		c.failed.Add(1)
 	case err != nil:
 		c.errors.Add(1)
-		return
+		return record
 	}
 	c.checks.Add(int64(checks))
 	c.allowed.Add(int64(allowed))
+	return record
+}
+
+// record reports an impression of campaign to the step's viewer.
+func (r *run) record(ctx context.Context, wk *worker, c *counters, measured bool, campaign int, runID uint64) {
+	cctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	err := r.target.Record(cctx, wk.viewer, campaign, wk.g.impressionID(runID), time.Now().UnixMilli())
+	if err == nil && measured {
+		c.records.Add(1)
+	}
 }
 
 // report prints a progress line every second: rate, p99 over the last
@@ -285,7 +356,7 @@ func (r *run) step(ctx context.Context, wk *worker, c *counters, measured bool, 
 func (r *run) report(recent *sampled, c *counters, start, measureFrom time.Time, stop <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	var lastReq, lastErr, lastFail int64
+	var lastReq, lastErr, lastFail, lastExp int64
 	for {
 		select {
 		case <-stop:
@@ -295,14 +366,18 @@ func (r *run) report(recent *sampled, c *counters, start, measureFrom time.Time,
 			p99 := recent.h.ValueAtQuantile(99)
 			recent.h.Reset()
 			recent.mu.Unlock()
-			req, errs, fails := c.issued.Load(), c.errors.Load(), c.failed.Load()
+			req, errs, fails, exp := c.issued.Load(), c.errors.Load(), c.failed.Load(), c.expired.Load()
 			phase := "measure"
 			if now.Before(measureFrom) {
 				phase = "warmup"
 			}
-			fmt.Fprintf(r.progress, "%6.1fs %-7s %9.0f req/s  p99 %8dus  errors %d  fail-open %d\n",
+			fmt.Fprintf(r.progress, "%6.1fs %-7s %9.0f req/s  p99 %8dus  errors %d  fail-open %d",
 				now.Sub(start).Seconds(), phase, float64(req-lastReq), p99, errs-lastErr, fails-lastFail)
-			lastReq, lastErr, lastFail = req, errs, fails
+			if r.rate > 0 {
+				fmt.Fprintf(r.progress, "  expired %d", exp-lastExp)
+			}
+			fmt.Fprintln(r.progress)
+			lastReq, lastErr, lastFail, lastExp = req, errs, fails, exp
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // cpuTimes is the machine's aggregate CPU time from /proc/stat (Linux),
@@ -44,4 +46,13 @@ func (a cpuTimes) percents(b cpuTimes) (busy, idle, steal float64) {
 		return 0, 0, 0
 	}
 	return 100 * float64(db) / tot, 100 * float64(di) / tot, 100 * float64(ds) / tot
+}
+
+// selfCPU is the CPU time (user + system) this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

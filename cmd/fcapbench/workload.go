@@ -46,7 +46,8 @@ type gen struct {
 	viewerIDs []string // shared, read-only
 	campIDs   []string // shared, read-only
 	picked    []int
-	seen      map[int]bool
+	mark      []uint32 // per campaign: the draw that last picked it
+	draw      uint32
 	seq       uint64
 	worker    int
 }
@@ -77,7 +78,7 @@ func newGen(w *workload, x *ids, seed uint64, worker int) *gen {
 		zipf:      rand.NewZipf(rng, w.Zipf, w.ZipfV, uint64(w.Viewers-1)),
 		viewerIDs: x.viewers,
 		campIDs:   x.campaigns,
-		seen:      map[int]bool{},
+		mark:      make([]uint32, w.Campaigns),
 		worker:    worker,
 	}
 }
@@ -88,11 +89,14 @@ func (g *gen) viewer() string { return g.viewerIDs[g.zipf.Uint64()] }
 // campaigns draws n distinct campaign indexes.
 func (g *gen) campaigns(n int) []int {
 	g.picked = g.picked[:0]
-	clear(g.seen)
+	if g.draw++; g.draw == 0 { // wrapped: forget every old mark
+		clear(g.mark)
+		g.draw = 1
+	}
 	for len(g.picked) < n {
 		c := g.rng.IntN(g.w.Campaigns)
-		if !g.seen[c] {
-			g.seen[c] = true
+		if g.mark[c] != g.draw {
+			g.mark[c] = g.draw
 			g.picked = append(g.picked, c)
 		}
 	}

@@ -1,0 +1,194 @@
+package proto
+
+// MaxReplicateBytes bounds the viewer states of one Replicate message. A
+// node sends bigger transfers in many messages (and its MaxFrame must be
+// larger than this).
+const MaxReplicateBytes = 512 << 10
+
+// Replicate carries viewer states from the node that owns them to
+// another owner of their partitions: ongoing replication of changed
+// viewers, or the transfer of whole partitions (a join, a drain, a
+// re-replication after a node died). The receiver replaces each viewer
+// with the state given. It is answered with a ReplicateResult, or an
+// Error (a state that does not decode changes nothing).
+//
+// Wire: [from str, epoch uint, high_water int, states bin, done bin],
+// where done holds little-endian uint32 partition numbers.
+type Replicate struct {
+	// From is the sending node's name.
+	From string
+	// Epoch is the sender's ring epoch.
+	Epoch uint64
+	// HighWater is the newest time the sender's engine has seen; the
+	// receiver ages state by it too.
+	HighWater int64
+	// States are engine exports (engine.Engine.Export), concatenated; at
+	// most MaxReplicateBytes. They alias the frame body when decoded.
+	States []byte
+	// Done lists the partitions whose full transfer to the receiver ends
+	// with this message: every viewer of them has been sent.
+	Done []uint32
+}
+
+// Type returns TypeReplicate.
+func (*Replicate) Type() Type { return TypeReplicate }
+
+func (m *Replicate) encode(e *encoder) {
+	e.array(5)
+	e.str(m.From)
+	e.uint(m.Epoch)
+	e.int(m.HighWater)
+	if len(m.States) > MaxReplicateBytes {
+		e.fail(errTooMany("state bytes", len(m.States), MaxReplicateBytes))
+	}
+	e.binHeader(len(m.States))
+	e.buf = append(e.buf, m.States...)
+	e.uint32s(m.Done)
+}
+
+func (m *Replicate) decode(d *decoder) {
+	extra := d.array(5)
+	m.From = d.str()
+	m.Epoch = d.uint()
+	m.HighWater = d.int()
+	m.States = d.bytes(MaxReplicateBytes)
+	m.Done = d.uint32s(m.Done, 1<<16)
+	d.end(extra)
+}
+
+// ReplicateResult answers Replicate: every state was applied.
+//
+// Wire: [epoch uint, applied uint].
+type ReplicateResult struct {
+	// Epoch is the receiver's ring epoch.
+	Epoch uint64
+	// Applied is the number of viewer states applied.
+	Applied uint64
+}
+
+// Type returns TypeReplicateResult.
+func (*ReplicateResult) Type() Type { return TypeReplicateResult }
+
+func (m *ReplicateResult) encode(e *encoder) {
+	e.array(2)
+	e.uint(m.Epoch)
+	e.uint(m.Applied)
+}
+
+func (m *ReplicateResult) decode(d *decoder) {
+	extra := d.array(2)
+	m.Epoch = d.uint()
+	m.Applied = d.uint()
+	d.end(extra)
+}
+
+// StatusRequest asks a node for its Status.
+//
+// Wire: [].
+type StatusRequest struct{}
+
+// Type returns TypeStatusRequest.
+func (*StatusRequest) Type() Type { return TypeStatusRequest }
+
+func (*StatusRequest) encode(e *encoder) { e.array(0) }
+
+func (*StatusRequest) decode(d *decoder) { d.end(d.array(0)) }
+
+// Status is one node's account of itself, for operators (fcapctl status).
+//
+// Wire: [name str, epoch uint, state uint, viewers uint, keys uint,
+// bytes uint, primaries uint, backups uint, syncing uint, handing uint,
+// replication_queue uint, under_replicated uint, members uint].
+type Status struct {
+	Name  string
+	Epoch uint64
+	// State is the node's ring state (1 joining, 2 active, 3 leaving).
+	State uint8
+	// Viewers, Keys and Bytes are the engine's figures.
+	Viewers, Keys, Bytes uint64
+	// Primaries and Backups count the partitions it owns, by rank.
+	Primaries, Backups uint64
+	// Syncing counts partitions it owns but has not received yet (it
+	// refuses their requests meanwhile).
+	Syncing uint64
+	// Handing counts partition transfers it is sending.
+	Handing uint64
+	// ReplicationQueue counts changed viewers not yet sent to a replica.
+	ReplicationQueue uint64
+	// UnderReplicated counts partitions it is primary of whose backups do
+	// not all hold them yet.
+	UnderReplicated uint64
+	// Members is the number of members in its ring.
+	Members uint64
+}
+
+// Type returns TypeStatus.
+func (*Status) Type() Type { return TypeStatus }
+
+func (m *Status) encode(e *encoder) {
+	e.array(13)
+	e.str(m.Name)
+	e.uint(m.Epoch)
+	e.uint(uint64(m.State))
+	for _, v := range []uint64{m.Viewers, m.Keys, m.Bytes, m.Primaries, m.Backups, m.Syncing, m.Handing, m.ReplicationQueue, m.UnderReplicated, m.Members} {
+		e.uint(v)
+	}
+}
+
+func (m *Status) decode(d *decoder) {
+	extra := d.array(13)
+	m.Name = d.str()
+	m.Epoch = d.uint()
+	m.State = uint8(d.uintN(0xFF))
+	for _, p := range []*uint64{&m.Viewers, &m.Keys, &m.Bytes, &m.Primaries, &m.Backups, &m.Syncing, &m.Handing, &m.ReplicationQueue, &m.UnderReplicated, &m.Members} {
+		*p = d.uint()
+	}
+	d.end(extra)
+}
+
+// Drain asks a node to hand its partitions to their next owners and
+// leave the cluster (fcapctl drain). It is answered with a DrainResult
+// once the node has handed everything over, or an Error.
+//
+// Wire: [timeout_ms int].
+type Drain struct {
+	// TimeoutMillis bounds the hand-over; 0 means the node's default.
+	TimeoutMillis int64
+}
+
+// Type returns TypeDrain.
+func (*Drain) Type() Type { return TypeDrain }
+
+func (m *Drain) encode(e *encoder) {
+	e.array(1)
+	e.int(m.TimeoutMillis)
+}
+
+func (m *Drain) decode(d *decoder) {
+	extra := d.array(1)
+	m.TimeoutMillis = d.int()
+	d.end(extra)
+}
+
+// DrainResult answers Drain: the node handed its partitions over and is
+// leaving.
+//
+// Wire: [partitions uint].
+type DrainResult struct {
+	// Partitions is how many partition transfers the node completed.
+	Partitions uint64
+}
+
+// Type returns TypeDrainResult.
+func (*DrainResult) Type() Type { return TypeDrainResult }
+
+func (m *DrainResult) encode(e *encoder) {
+	e.array(1)
+	e.uint(m.Partitions)
+}
+
+func (m *DrainResult) decode(d *decoder) {
+	extra := d.array(1)
+	m.Partitions = d.uint()
+	d.end(extra)
+}
