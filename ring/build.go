@@ -28,8 +28,8 @@ const pointSuffix = "#"
 // Build computes the ring for a membership: the owners of every partition,
 // computed once here so that routing never sorts or locks.
 //
-// Members may come in any order and in any state; only Active members own
-// partitions. The same members, in any order, give the same ring (and
+// Members may come in any order and in any state; only owning members
+// (State.Owns: Active, and Leaving until they leave) own partitions. The same members, in any order, give the same ring (and
 // epoch) on every node. Zero Active members is valid: a ring where every
 // partition has no owner.
 //
@@ -65,7 +65,7 @@ func Build(cfg Config, members []Member) (*Ring, error) {
 		if i > 0 && ms[i-1].Name == m.Name {
 			return nil, fmt.Errorf("%w: duplicate name %q", ErrMember, m.Name)
 		}
-		if m.State == Active {
+		if m.State.Owns() {
 			active = append(active, uint16(i))
 		}
 	}

@@ -41,6 +41,11 @@ func (s State) String() string {
 // Valid reports whether s is one of Joining, Active and Leaving.
 func (s State) Valid() bool { return s >= Joining && s <= Leaving }
 
+// Owns reports whether a member in state s owns partitions: Active
+// members do, and so do Leaving ones until they have handed their
+// partitions over and left the gossip pool. Joining members do not yet.
+func (s State) Owns() bool { return s == Active || s == Leaving }
+
 // Member is one node as the ring sees it.
 type Member struct {
 	// Name is the stable node name: it, and nothing else, places the

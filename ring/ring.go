@@ -69,7 +69,8 @@ func (r *Ring) Members() []Member { return r.members }
 // it.
 func (r *Ring) Table() []uint16 { return r.table }
 
-// ActiveMembers returns the number of Active members.
+// ActiveMembers returns the number of members that own partitions
+// (Active, and Leaving ones until they leave).
 func (r *Ring) ActiveMembers() int { return r.active }
 
 // Owners returns the indexes into Members() of partition p's owners,

@@ -41,7 +41,7 @@ func checkRing(t testing.TB, r *Ring) {
 		if i > 0 && r.Members()[i-1].Name >= m.Name {
 			t.Fatalf("members not sorted: %q then %q", r.Members()[i-1].Name, m.Name)
 		}
-		if m.State == Active {
+		if m.State.Owns() {
 			active++
 		}
 	}
@@ -61,7 +61,7 @@ func checkRing(t testing.TB, r *Ring) {
 			t.Fatalf("partition %d has %d owners, want %d", p, len(owners), want)
 		}
 		for k, o := range owners {
-			if m := r.Member(o); m.State != Active {
+			if m := r.Member(o); !m.State.Owns() {
 				t.Fatalf("partition %d owner %d is %q, %v", p, k, m.Name, m.State)
 			}
 			if slices.Contains(owners[:k], o) {
@@ -114,19 +114,35 @@ func TestBuildMemberCounts(t *testing.T) {
 	}
 }
 
-func TestBuildZeroActive(t *testing.T) {
-	ms := append(members("j", 3, Joining), members("l", 2, Leaving)...)
+func TestBuildZeroOwners(t *testing.T) {
+	// Joining members own nothing yet.
+	ms := members("j", 3, Joining)
 	for _, ms := range [][]Member{nil, {}, ms} {
 		r := mustBuild(t, DefaultConfig(), ms)
 		checkRing(t, r)
 		for p := range r.Partitions() {
 			if _, ok := r.Owner(p); ok {
-				t.Fatalf("partition %d has an owner with no Active member", p)
+				t.Fatalf("partition %d has an owner with no owning member", p)
 			}
 		}
 		if p, o := r.Lookup("viewer"); len(o) != 0 || p != PartitionOf(ViewerKey("viewer"), r.Partitions()) {
 			t.Fatalf("Lookup = %d, %v", p, o)
 		}
+	}
+}
+
+// TestLeavingStillOwns: a Leaving member keeps its partitions until it
+// leaves the gossip pool, so it can hand them over while serving.
+func TestLeavingStillOwns(t *testing.T) {
+	ms := members("m", 3, Active)
+	before := mustBuild(t, DefaultConfig(), ms)
+	ms[1].State = Leaving
+	after := mustBuild(t, DefaultConfig(), ms)
+	if MovedPrimaries(before, after) != 0 {
+		t.Fatal("a member turning Leaving moved partitions")
+	}
+	if before.Epoch() == after.Epoch() {
+		t.Fatal("the state change did not change the epoch")
 	}
 }
 

@@ -44,7 +44,7 @@ func fromTable(epoch uint64, partitions, replicas int, members []Member, owners 
 		if i > 0 && members[i-1].Name >= m.Name {
 			return nil, fmt.Errorf("members not sorted by name, or a name given twice: %q then %q", members[i-1].Name, m.Name)
 		}
-		if m.State == Active {
+		if m.State.Owns() {
 			active++
 		}
 	}
@@ -65,7 +65,7 @@ func fromTable(epoch uint64, partitions, replicas int, members []Member, owners 
 				}
 			case int(o) >= len(members):
 				return nil, fmt.Errorf("partition %d place %d: owner %d out of range [0, %d)", p, k, o, len(members))
-			case members[o].State != Active:
+			case !members[o].State.Owns():
 				return nil, fmt.Errorf("partition %d place %d: owner %q is %v", p, k, members[o].Name, members[o].State)
 			case slices.Contains(places[:k], o):
 				return nil, fmt.Errorf("partition %d place %d: owner %q twice", p, k, members[o].Name)

@@ -2,14 +2,24 @@
 // it, with the same workload and the same measuring code.
 //
 //	fcapbench --addr 127.0.0.1:7700 --workload check --duration 10s
+//	fcapbench --target redis-sliding --addr 127.0.0.1:6379 --redis-check lua
+//	fcapbench load --target fcap --addr 127.0.0.1:7700 --http 127.0.0.1:7780
+//	fcapbench suite --sut fcap-1=fcap@127.0.0.1:7700 --sut redis=redis-sliding@127.0.0.1:6379 --out DIR
+//	fcapbench report --in DIR/results.json --out DIR
 //
-// It drives a target closed loop (--concurrency callers as fast as it
-// answers) or open loop (--rate requests a second on a fixed schedule,
-// latency measured from each request's scheduled start, corrected for
-// coordinated omission), prints a live progress line every second and a
-// summary, and writes the results as JSON (--json). --half-peak runs
-// closed loop, then open loop at half the rate it reached: the latency
-// figure that matters for capacity planning.
+// With no subcommand it drives one target closed loop (--concurrency
+// callers as fast as it answers) or open loop (--rate requests a second
+// on a fixed schedule, latency measured from each request's scheduled
+// start, corrected for coordinated omission), prints a live progress line
+// every second and a summary, and writes the results as JSON (--json).
+// --half-peak runs closed loop, then open loop at half the rate it
+// reached: the latency figure that matters for capacity planning.
+//
+// "load" fills a target with the memory benchmark's data and reports
+// bytes per key. "suite" runs every workload against several targets,
+// then writes the JSON, PNG charts and a markdown report with the fcap /
+// Redis ratios ("report" redraws those from a JSON file).
+// scripts/bench.sh starts the servers and runs the suite.
 package main
 
 import (
@@ -20,6 +30,8 @@ import (
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -27,46 +39,68 @@ func main() {
 	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+func runMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "suite":
+			return runSuite(args[1:], stdout, stderr)
+		case "load":
+			return runLoad(args[1:], stdout, stderr)
+		case "report":
+			return runReport(args[1:], stdout, stderr)
+		}
+	}
+	return runOne(args, stdout, stderr)
+}
+
 type options struct {
-	target, addr, jsonOut string
-	w                     workload
-	concurrency           int
-	rate                  float64
-	warmup, duration      time.Duration
-	timeout               time.Duration
-	halfPeak, quiet       bool
-	conns                 int
-	cpuProfile, traceOut  string
-	seed                  uint64
+	target, name, addr, jsonOut string
+	w                           workload
+	concurrency                 int
+	rate                        float64
+	warmup, duration            time.Duration
+	timeout                     time.Duration
+	halfPeak, quiet             bool
+	conns                       int
+	redisCheck                  string
+	prof                        profiles
+	seed                        uint64
+}
+
+// workloadFlags defines the flags that shape the load; every subcommand
+// that drives a target shares them.
+func workloadFlags(fs *flag.FlagSet, w *workload) {
+	fs.IntVar(&w.Viewers, "viewers", 1_000_000, "viewer ids, Zipf-distributed")
+	fs.IntVar(&w.Campaigns, "campaigns", 5000, "campaign ids")
+	fs.IntVar(&w.Candidates, "candidates", 100, "campaigns per ad request")
+	fs.Float64Var(&w.Zipf, "zipf", 1.1, "Zipf exponent s of viewer popularity (> 1)")
+	fs.Float64Var(&w.ZipfV, "zipf-v", 1000, "Zipf offset v: P(viewer k) ~ (v+k)^-s. 1000 gives the busiest of 1M viewers 0.02% of requests (a heavy human); 1 gives it 9% (one bot)")
+	fs.Float64Var(&w.RecordRatio, "record-ratio", 0.03, "mix: impressions recorded per ad request")
+	fs.Int64Var(&w.Limit, "limit", 5, "the campaign cap's limit")
+	fs.Int64Var(&w.Window, "window", 86_400_000, "the campaign cap's window, milliseconds")
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("fcapbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.target, "target", "fcap", "system under test: fcap, or null (answers at once: the generator's own floor)")
-	fs.StringVar(&o.addr, "addr", "127.0.0.1:7700", "target address(es), comma-separated (fcap: any nodes' data-plane addresses)")
+	fs.StringVar(&o.target, "target", "fcap", "system under test: "+strings.Join(targetKinds(), ", ")+" (null answers at once: the generator's own floor)")
+	fs.StringVar(&o.name, "name", "", "the target's name in the results (default: --target)")
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:7700", "target address(es), comma-separated (fcap: any nodes' data-plane addresses; Redis Cluster: any nodes')")
 	fs.StringVar(&o.w.Kind, "workload", "check", "allow (single Allow calls), check (ad requests of --candidates campaigns) or mix (check plus records)")
-	fs.IntVar(&o.w.Viewers, "viewers", 1_000_000, "viewer ids, Zipf-distributed")
-	fs.IntVar(&o.w.Campaigns, "campaigns", 5000, "campaign ids")
-	fs.IntVar(&o.w.Candidates, "candidates", 100, "campaigns per ad request")
-	fs.Float64Var(&o.w.Zipf, "zipf", 1.1, "Zipf exponent s of viewer popularity (> 1)")
-	fs.Float64Var(&o.w.ZipfV, "zipf-v", 1000, "Zipf offset v: P(viewer k) ~ (v+k)^-s. 1000 gives the busiest of 1M viewers 0.02% of requests (a heavy human); 1 gives it 9% (one bot)")
-	fs.Float64Var(&o.w.RecordRatio, "record-ratio", 0.03, "mix: impressions recorded per ad request")
-	fs.Int64Var(&o.w.Limit, "limit", 5, "the campaign cap's limit")
-	fs.Int64Var(&o.w.Window, "window", 86_400_000, "the campaign cap's window, milliseconds")
-	fs.IntVar(&o.concurrency, "concurrency", 64, "closed loop: concurrent callers; open loop: at least this many")
+	workloadFlags(fs, &o.w)
+	fs.IntVar(&o.concurrency, "concurrency", 64, "concurrent callers, closed and open loop (Redis: also its pool's connections)")
 	fs.IntVar(&o.conns, "conns", 2, "fcap: client connections per node")
+	fs.StringVar(&o.redisCheck, "redis-check", "pipeline", "Redis: how a check asks: pipeline (one pipeline of per-key reads) or lua (one call over all keys: EVALSHA for sliding, MGET for fixed)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: requests per second (0: closed loop)")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "excluded from the figures")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time")
-	fs.DurationVar(&o.timeout, "timeout", 50*time.Millisecond, "per-call deadline")
+	fs.DurationVar(&o.timeout, "timeout", 50*time.Millisecond, "per-call deadline (open loop: a request queued longer is given up)")
 	fs.BoolVar(&o.halfPeak, "half-peak", false, "closed loop, then open loop at half the rate reached")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress line")
 	fs.StringVar(&o.jsonOut, "json", "", "write the results to this JSON file")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of the workload")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of fcapbench itself to this file")
-	fs.StringVar(&o.traceOut, "trace", "", "write a Go execution trace of fcapbench itself to this file")
+	o.prof.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -76,15 +110,16 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if o.concurrency < 1 || o.rate < 0 || o.duration <= 0 || o.warmup < 0 || o.timeout <= 0 {
 		return nil, fmt.Errorf("need --concurrency >= 1, --rate >= 0, --duration > 0, --warmup >= 0, --timeout > 0")
 	}
-	switch o.target {
-	case "fcap", "null":
-	default:
-		return nil, fmt.Errorf("unknown --target %q", o.target)
+	if !slices.Contains(targetKinds(), o.target) {
+		return nil, fmt.Errorf("unknown --target %q (want one of %s)", o.target, strings.Join(targetKinds(), ", "))
+	}
+	if o.redisCheck != "pipeline" && o.redisCheck != "lua" {
+		return nil, fmt.Errorf("--redis-check must be pipeline or lua, got %q", o.redisCheck)
 	}
 	return o, nil
 }
 
-func runMain(args []string, stdout, stderr io.Writer) int {
+func runOne(args []string, stdout, stderr io.Writer) int {
 	o, err := parse(args, stderr)
 	if err != nil {
 		if err != flag.ErrHelp {
@@ -92,40 +127,24 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			fmt.Fprintf(stderr, "fcapbench: %v\n", err)
-			return 2
-		}
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
+	stop, err := o.prof.start()
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapbench: %v\n", err)
+		return 2
 	}
-	if o.traceOut != "" {
-		f, err := os.Create(o.traceOut)
-		if err != nil {
-			fmt.Fprintf(stderr, "fcapbench: %v\n", err)
-			return 2
-		}
-		trace.Start(f)
-		defer trace.Stop()
-	}
+	defer stop()
 	x := newIDs(&o.w)
-	var tgt target = nullTarget{}
-	if o.target == "fcap" {
-		ft, err := newFcapTarget(o.addr, &o.w, x, o.timeout, o.conns)
-		if err != nil {
-			fmt.Fprintf(stderr, "fcapbench: %v\n", err)
-			return 1
-		}
-		tgt = ft
+	tgt, err := newTarget(o.target, o.addr, &o.w, x, targetOpts{timeout: o.timeout, conns: o.conns, pool: o.concurrency, redisCheck: o.redisCheck})
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapbench: %v\n", err)
+		return 1
 	}
 	defer tgt.Close()
 	var progress io.Writer = stderr
 	if o.quiet {
 		progress = nil
 	}
-	base := run{target: tgt, w: &o.w, ids: x, concurrency: o.concurrency, rate: o.rate,
+	base := run{target: tgt, w: &o.w, ids: x, concurrency: o.concurrency, rate: o.rate, name: o.name,
 		warmup: o.warmup, duration: o.duration, timeout: o.timeout, seed: o.seed, progress: progress}
 	var results []*Result
 	res, err := base.exec()
@@ -137,6 +156,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if o.halfPeak && o.rate == 0 {
 		half := base
 		half.rate = res.RequestsPS / 2
+		half.rateBasis = "half of its own peak"
 		res, err := half.exec()
 		if err != nil {
 			fmt.Fprintf(stderr, "fcapbench: %v\n", err)
@@ -145,14 +165,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		results = append(results, res)
 	}
 	printTable(stdout, results)
-	for _, r := range results {
-		if r.Mode == "open" && float64(r.Skipped) > 0.01*r.Rate*(r.Seconds+o.warmup.Seconds()) {
-			fmt.Fprintf(stderr, "fcapbench: warning: the generator skipped %d scheduled requests (it shares the CPU with the target); the achieved rate is %.0f/s\n", r.Skipped, r.RequestsPS)
-		}
-	}
+	warnSkipped(stderr, results, o.warmup)
 	if o.jsonOut != "" {
-		b, _ := json.MarshalIndent(results, "", "  ")
-		if err := os.WriteFile(o.jsonOut, append(b, '\n'), 0o644); err != nil {
+		if err := writeJSON(o.jsonOut, results); err != nil {
 			fmt.Fprintf(stderr, "fcapbench: %v\n", err)
 			return 1
 		}
@@ -160,15 +175,83 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func printTable(w io.Writer, results []*Result) {
-	fmt.Fprintf(w, "%-8s %-6s %-6s %6s %10s %12s %13s %9s %9s %9s %9s %7s %7s %6s\n",
-		"target", "work", "mode", "conc", "rate", "requests/s", "checks/s", "p50 us", "p99 us", "p999 us", "max us", "errors", "failed", "steal")
+// warnSkipped says when the generator could not keep an open loop's
+// schedule: the rate it measured is then not the rate asked for.
+func warnSkipped(stderr io.Writer, results []*Result, warmup time.Duration) {
 	for _, r := range results {
+		if r.Mode == "open" && float64(r.Skipped) > 0.01*r.Rate*(r.Seconds+warmup.Seconds()) {
+			fmt.Fprintf(stderr, "fcapbench: warning: %s: the generator skipped %d scheduled requests (it shares the CPU with the target); the achieved rate is %.0f/s\n", r.Label(), r.Skipped, r.RequestsPS)
+		}
+	}
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// profiles are fcapbench's own profiles, to see where the generator's
+// time goes.
+type profiles struct {
+	cpu, trace string
+}
+
+func (p *profiles) flags(fs *flag.FlagSet) {
+	fs.StringVar(&p.cpu, "cpuprofile", "", "write a CPU profile of fcapbench itself to this file")
+	fs.StringVar(&p.trace, "trace", "", "write a Go execution trace of fcapbench itself to this file")
+}
+
+// start begins the profiles asked for; stop ends them and closes their
+// files.
+func (p *profiles) start() (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for _, f := range slices.Backward(stops) {
+			f()
+		}
+	}
+	if p.cpu != "" {
+		f, err := os.Create(p.cpu)
+		if err != nil {
+			return stop, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return stop, err
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
+	}
+	if p.trace != "" {
+		f, err := os.Create(p.trace)
+		if err != nil {
+			stop()
+			return func() {}, err
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			stop()
+			return func() {}, err
+		}
+		stops = append(stops, func() { trace.Stop(); f.Close() })
+	}
+	return stop, nil
+}
+
+func printTable(w io.Writer, results []*Result) {
+	fmt.Fprintf(w, "%-28s %-6s %-6s %5s %8s %11s %12s %9s %9s %9s %9s %7s %7s %7s %6s %6s\n",
+		"target", "work", "mode", "conc", "rate", "requests/s", "checks/s", "p50 us", "p99 us", "p999 us", "max us", "errors", "expired", "failed", "gencpu", "steal")
+	for _, r := range results {
+		if r.Memory != nil {
+			continue
+		}
 		rate := "-"
 		if r.Rate > 0 {
 			rate = fmt.Sprintf("%.0f", r.Rate)
 		}
-		fmt.Fprintf(w, "%-8s %-6s %-6s %6d %10s %12.0f %13.0f %9.1f %9.1f %9.1f %9.1f %7d %7d %5.1f%%\n",
-			r.Target, r.Workload, r.Mode, r.Concurrency, rate, r.RequestsPS, r.ChecksPS, r.P50, r.P99, r.P999, r.Max, r.Errors, r.FailedOver, r.HostStealPct)
+		fmt.Fprintf(w, "%-28s %-6s %-6s %5d %8s %11.0f %12.0f %9.1f %9.1f %9.1f %9.1f %7d %7d %7d %5.0f%% %5.1f%%\n",
+			r.Label(), r.Workload, r.Mode, r.Concurrency, rate, r.RequestsPS, r.ChecksPS, r.P50, r.P99, r.P999, r.Max, r.Errors, r.Expired, r.FailedOver, r.GenCPUPct, r.HostStealPct)
 	}
 }

@@ -29,6 +29,33 @@ type target interface {
 	Close() error
 }
 
+// targetKinds are the systems fcapbench can drive.
+func targetKinds() []string {
+	return append([]string{"fcap", "null"}, redisKinds...)
+}
+
+// targetOpts are the knobs of connecting to a target.
+type targetOpts struct {
+	timeout    time.Duration // per call
+	conns      int           // fcap: connections per node
+	pool       int           // Redis: pooled connections (one per caller)
+	redisCheck string        // Redis: "pipeline" or "lua"
+}
+
+// newTarget connects to a target of the given kind at addrs
+// (comma-separated).
+func newTarget(kind, addrs string, w *workload, x *ids, o targetOpts) (target, error) {
+	switch {
+	case kind == "null":
+		return nullTarget{}, nil
+	case kind == "fcap":
+		return newFcapTarget(addrs, w, x, o.timeout, o.conns)
+	case isRedisKind(kind):
+		return newRedisTarget(kind, addrs, w, x, o.timeout, o.pool, o.redisCheck)
+	}
+	return nil, fmt.Errorf("unknown target %q", kind)
+}
+
 // fcapTarget drives an fcap cluster through the client.
 type fcapTarget struct {
 	c         *client.Client
