@@ -77,6 +77,32 @@ type Config struct {
 	// Pprof serves Go's profiles under /debug/pprof/ on the HTTP address.
 	// Default false: they expose internals and cost CPU while running.
 	Pprof bool
+
+	// ReplicationTimeout bounds one replication message to a peer (its
+	// write and its answer). Default 10s.
+	ReplicationTimeout time.Duration
+
+	// StrictTimeout is how long a strict write waits for every backup to
+	// apply it before answering with an error (the client then fails
+	// closed). Default 1s.
+	StrictTimeout time.Duration
+
+	// DrainTimeout bounds a graceful leave's hand-over (Drain, SIGTERM);
+	// past it the node leaves anyway. Default 60s.
+	DrainTimeout time.Duration
+
+	// Linger is how long a node that left keeps answering NotOwner, so
+	// clients move to the new owners without a failed call. Default 2s.
+	Linger time.Duration
+
+	// DropGrace is how long the state of a partition this node no longer
+	// owns is kept before it is dropped. Default 60s.
+	DropGrace time.Duration
+
+	// SyncTimeout is how long a node waits for a partition's hand-over
+	// before it serves the partition with what it holds (the sender
+	// failed in the middle; its last writes may be missing). Default 10s.
+	SyncTimeout time.Duration
 }
 
 // DefaultConfig returns a production configuration: a one-node cluster
@@ -97,6 +123,13 @@ func DefaultConfig() Config {
 		MaxConns:     4096,
 		IdleTimeout:  5 * time.Minute,
 		WriteTimeout: 10 * time.Second,
+
+		ReplicationTimeout: 10 * time.Second,
+		StrictTimeout:      time.Second,
+		DrainTimeout:       60 * time.Second,
+		Linger:             2 * time.Second,
+		DropGrace:          60 * time.Second,
+		SyncTimeout:        10 * time.Second,
 	}
 	c.Membership.Memberlist.BindAddr = "127.0.0.1"
 	c.Membership.Memberlist.BindPort = 7946
@@ -117,6 +150,10 @@ func DefaultLocalConfig(name string) Config {
 	c.Membership.Memberlist.BindPort = 0
 	c.Membership.Memberlist.AdvertisePort = 0
 	c.Engine = engine.DefaultLocalConfig()
+	c.DrainTimeout = 20 * time.Second
+	c.Linger = 500 * time.Millisecond
+	c.DropGrace = 5 * time.Second
+	c.SyncTimeout = 10 * time.Second
 	return c
 }
 
@@ -150,6 +187,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleTimeout <= 0 || c.WriteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("node config: IdleTimeout (%v) and WriteTimeout (%v) must be positive", c.IdleTimeout, c.WriteTimeout))
+	}
+	if c.ReplicationTimeout <= 0 || c.StrictTimeout <= 0 || c.DrainTimeout <= 0 || c.Linger < 0 || c.DropGrace <= 0 || c.SyncTimeout <= 0 {
+		errs = append(errs, errors.New("node config: ReplicationTimeout, StrictTimeout, DrainTimeout, DropGrace and SyncTimeout must be positive, Linger not negative"))
 	}
 	if err := c.Engine.Validate(); err != nil {
 		errs = append(errs, err)

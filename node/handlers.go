@@ -1,6 +1,9 @@
 package node
 
 import (
+	"context"
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/fcap-io/fcap/node/engine"
@@ -14,7 +17,8 @@ import (
 // buffer: nothing here keeps them past the request (the engine keeps only
 // hashes).
 type handler struct {
-	n *Node
+	n    *Node
+	slot int // spreads writers over a plan's in-flight counters
 
 	check      proto.Check
 	checkRes   proto.CheckResult
@@ -26,10 +30,31 @@ type handler struct {
 	reserveRes proto.ReserveResult
 	release    proto.Release
 	releaseRes proto.ReleaseResult
+	replicate  proto.Replicate
 	left       []int64 // per-cap impressions left of the last check
 }
 
-func newHandler(n *Node) *handler { return &handler{n: n} }
+var handlerSlots atomic.Int64
+
+func newHandler(n *Node) *handler { return &handler{n: n, slot: int(handlerSlots.Add(1))} }
+
+// enter starts a client write under the plan of the view it is checked
+// against: the view is loaded, its plan entered, and the view re-checked,
+// so a hand-over that waits for the plan to go idle also waits for this
+// write. The write marks the viewers it changed through that plan, then
+// leaves.
+func (h *handler) enter() *view {
+	for {
+		v := h.n.view.Load()
+		v.plan.enter(h.slot)
+		if h.n.view.Load() == v {
+			return v
+		}
+		v.plan.leave(h.slot)
+	}
+}
+
+func (h *handler) leave(v *view) { v.plan.leave(h.slot) }
 
 // handle answers one request, appending the response frame to out.
 func (h *handler) handle(out []byte, hdr proto.Header, body []byte) []byte {
@@ -55,11 +80,11 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 			return h.failErr(out, hdr, err, epoch, opCheck)
 		}
 		stale := false
-		if !v.owns(m.Viewer) {
+		if code := h.serves(v, m.Viewer); code != 0 {
 			// A backup answers only a client that asked for it (the
 			// owner did not answer); strict caps never ask.
-			if !m.Backup || !v.backs(m.Viewer) {
-				return h.notOwner(out, hdr, epoch, opCheck)
+			if code != proto.CodeNotOwner || !m.Backup || !v.backs(m.Viewer) || h.n.repl.syncing(partitionOf(v, m.Viewer)) {
+				return h.refuse(out, hdr, code, epoch, opCheck)
 			}
 			stale = true
 			h.n.metrics.backupReads.Inc()
@@ -84,13 +109,24 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err := proto.Decode(body, m); err != nil {
 			return h.failErr(out, hdr, err, epoch, opAllow)
 		}
-		if !v.owns(m.Viewer) {
-			return h.notOwner(out, hdr, epoch, opAllow)
+		wv := h.enter()
+		if code := h.serves(wv, m.Viewer); code != 0 {
+			h.leave(wv)
+			return h.refuse(out, hdr, code, epoch, opAllow)
 		}
 		now := h.now(m.Now, m.HasNow)
 		vd, err := h.n.engine.Allow(m.Viewer, now, m.Caps...)
+		if err == nil && vd.Allowed {
+			wv.plan.mark(engine.ViewerKey(m.Viewer))
+		}
+		h.leave(wv)
 		if err != nil {
 			return h.failErr(out, hdr, err, epoch, opAllow)
+		}
+		if vd.Allowed && strict(m.Caps) {
+			if err := h.syncStrict(wv, m.Viewer); err != nil {
+				return h.failErr(out, hdr, err, epoch, opAllow)
+			}
 		}
 		h.allowRes = proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd}
 		return h.reply(out, hdr.ID, &h.allowRes, opAllow)
@@ -103,8 +139,19 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		res := &h.recordRes
 		res.Epoch = epoch
 		res.Results = res.Results[:0]
+		wv := h.enter()
 		for i := range m.Items {
-			res.Results = append(res.Results, h.recordItem(v, &m.Items[i]))
+			res.Results = append(res.Results, h.recordItem(wv, &m.Items[i]))
+		}
+		h.leave(wv)
+		for i := range m.Items {
+			if res.Results[i].Code == 0 && res.Results[i].Status == engine.Recorded && strict(m.Items[i].Impression.Caps) {
+				if err := h.syncStrict(wv, m.Items[i].Viewer); err != nil {
+					// Counted here, not yet on the backups: the client
+					// retries, and the id memory makes the retry a no-op.
+					res.Results[i] = proto.ItemResult{Code: proto.CodeOverloaded}
+				}
+			}
 		}
 		return h.reply(out, hdr.ID, res, opRecord)
 
@@ -113,13 +160,28 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err := proto.Decode(body, m); err != nil {
 			return h.failErr(out, hdr, err, epoch, opReserve)
 		}
-		if !v.owns(m.Viewer) {
-			return h.notOwner(out, hdr, epoch, opReserve)
+		wv := h.enter()
+		if code := h.serves(wv, m.Viewer); code != 0 {
+			h.leave(wv)
+			return h.refuse(out, hdr, code, epoch, opReserve)
 		}
 		now := h.now(m.Now, m.HasNow)
 		vd, id, err := h.n.engine.Reserve(m.Viewer, engine.Candidate{Caps: m.Caps}, now, m.TTL)
+		if err == nil && vd.Allowed {
+			wv.plan.mark(engine.ViewerKey(m.Viewer))
+		}
+		h.leave(wv)
 		if err != nil {
 			return h.failErr(out, hdr, err, epoch, opReserve)
+		}
+		if vd.Allowed && strict(m.Caps) {
+			if err := h.syncStrict(wv, m.Viewer); err != nil {
+				// The reservation holds here but not on the backups: drop
+				// it, the client fails closed.
+				h.n.engine.Release(m.Viewer, id)
+				wv.plan.mark(engine.ViewerKey(m.Viewer))
+				return h.failErr(out, hdr, err, epoch, opReserve)
+			}
 		}
 		h.reserveRes = proto.ReserveResult{Epoch: epoch, Now: now, Verdict: vd, ID: id}
 		return h.reply(out, hdr.ID, &h.reserveRes, opReserve)
@@ -129,25 +191,119 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err := proto.Decode(body, m); err != nil {
 			return h.failErr(out, hdr, err, epoch, opRelease)
 		}
-		if !v.owns(m.Viewer) {
-			return h.notOwner(out, hdr, epoch, opRelease)
+		wv := h.enter()
+		if code := h.serves(wv, m.Viewer); code != 0 {
+			h.leave(wv)
+			return h.refuse(out, hdr, code, epoch, opRelease)
 		}
-		if err := h.n.engine.Release(m.Viewer, m.ID); err != nil {
+		err := h.n.engine.Release(m.Viewer, m.ID)
+		if err == nil {
+			wv.plan.mark(engine.ViewerKey(m.Viewer))
+		}
+		h.leave(wv)
+		if err != nil {
 			return h.failErr(out, hdr, err, epoch, opRelease)
 		}
 		h.releaseRes = proto.ReleaseResult{Epoch: epoch}
 		return h.reply(out, hdr.ID, &h.releaseRes, opRelease)
+
+	case proto.TypeReplicate:
+		m := &h.replicate
+		if err := proto.Decode(body, m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opReplicate)
+		}
+		res, err := h.n.applyReplicate(v, m)
+		if err != nil {
+			return h.failErr(out, hdr, err, epoch, opReplicate)
+		}
+		res.Epoch = epoch
+		return h.reply(out, hdr.ID, &res, opReplicate)
+
+	case proto.TypeStatusRequest:
+		return h.reply(out, hdr.ID, h.n.status(), opStatus)
+
+	case proto.TypeDrain:
+		var m proto.Drain
+		if err := proto.Decode(body, &m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opDrain)
+		}
+		ctx := context.Background()
+		if m.TimeoutMillis > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Duration(m.TimeoutMillis)*time.Millisecond)
+			defer cancel()
+		}
+		sent, err := h.n.Drain(ctx)
+		if err != nil {
+			return h.failErr(out, hdr, err, epoch, opDrain)
+		}
+		return h.reply(out, hdr.ID, &proto.DrainResult{Partitions: uint64(sent)}, opDrain)
 
 	default:
 		return h.fail(out, hdr, proto.CodeUnsupported, "unknown message type "+hdr.Type.String()), opUnknown, outcomeBadRequest
 	}
 }
 
+// serves returns 0 when this node answers for the viewer: it is the
+// primary owner and holds the viewer's partition. Otherwise the code to
+// refuse with: NotOwner (the client refreshes its topology), or
+// Overloaded while the partition is still arriving (soft caps ask a
+// backup, strict caps fail closed).
+func (h *handler) serves(v *view, viewer string) proto.Code {
+	if h.n.left.Load() || !v.owns(viewer) {
+		return proto.CodeNotOwner
+	}
+	if h.n.repl.syncing(partitionOf(v, viewer)) {
+		return proto.CodeOverloaded
+	}
+	return 0
+}
+
+func partitionOf(v *view, viewer string) int {
+	p, _ := v.ring.Lookup(viewer)
+	return p
+}
+
+// refuse answers a request this node does not serve.
+func (h *handler) refuse(out []byte, hdr proto.Header, code proto.Code, epoch uint64, op opKind) ([]byte, opKind, outcome) {
+	if code == proto.CodeNotOwner {
+		return h.notOwner(out, hdr, epoch, op)
+	}
+	h.n.metrics.syncingRefusals.Inc()
+	msg := &proto.Error{Code: code, Message: "partition not received yet", Epoch: epoch}
+	b, _ := proto.AppendFrame(out, hdr.ID, msg)
+	return b, op, outcomeError
+}
+
+// strict reports whether any cap is strict: its writes are acknowledged
+// only once every backup applied them.
+func strict(caps []engine.Cap) bool {
+	for i := range caps {
+		if caps[i].Mode == engine.Strict {
+			return true
+		}
+	}
+	return false
+}
+
+// syncStrict waits until every backup of the viewer applied its current
+// state.
+func (h *handler) syncStrict(v *view, viewer string) error {
+	key := engine.ViewerKey(viewer)
+	if err := h.n.repl.waitSynced(v.plan, key, partitionOf(v, viewer), h.n.cfg.StrictTimeout); err != nil {
+		h.n.metrics.strictFailures.Inc()
+		return fmt.Errorf("%w: %v", proto.ErrOverloaded, err)
+	}
+	return nil
+}
+
 // recordItem applies one impression of a batch.
 func (h *handler) recordItem(v *view, it *proto.RecordItem) proto.ItemResult {
-	if !v.owns(it.Viewer) {
-		h.n.metrics.notOwner.Inc()
-		return proto.ItemResult{Code: proto.CodeNotOwner}
+	if code := h.serves(v, it.Viewer); code != 0 {
+		if code == proto.CodeNotOwner {
+			h.n.metrics.notOwner.Inc()
+		}
+		return proto.ItemResult{Code: code}
 	}
 	imp := it.Impression
 	if !it.HasTime {
@@ -156,6 +312,9 @@ func (h *handler) recordItem(v *view, it *proto.RecordItem) proto.ItemResult {
 	st, err := h.n.engine.Record(it.Viewer, imp)
 	if err != nil {
 		return proto.ItemResult{Code: proto.CodeOf(err)}
+	}
+	if st == engine.Recorded || imp.Reservation != 0 {
+		v.plan.mark(engine.ViewerKey(it.Viewer))
 	}
 	return proto.ItemResult{Status: st}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
@@ -20,11 +21,14 @@ const (
 	opRecord
 	opReserve
 	opRelease
+	opReplicate
+	opStatus
+	opDrain
 	opUnknown
 	numOps
 )
 
-var opNames = [numOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "unknown"}
+var opNames = [numOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown"}
 
 // outcome classifies a response in metrics.
 type outcome uint8
@@ -68,6 +72,15 @@ type metrics struct {
 	notOwner     prometheus.Counter
 	backupReads  prometheus.Counter
 	ringChanges  prometheus.Counter
+
+	syncing            prometheus.Gauge
+	transfers          prometheus.Counter
+	replicatedBytes    prometheus.Counter
+	replicationErrors  prometheus.Counter
+	replicationRefused prometheus.Counter
+	strictFailures     prometheus.Counter
+	syncingRefusals    prometheus.Counter
+	claimed            prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
@@ -94,12 +107,30 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m.notOwner = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_not_owner_total", Help: "Requests and record items refused because this node is not the viewer's owner."})
 	m.backupReads = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_backup_reads_total", Help: "Checks answered as a backup owner because the client could not reach the owner (answers marked stale)."})
 	m.ringChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_ring_changes_total", Help: "New ring snapshots swapped in."})
-	for _, c := range []prometheus.Collector{requests, latency, m.conns, m.refusedConns, m.badFrames, m.writeErrors, m.notOwner, m.backupReads, m.ringChanges, &stateCollector{n: n}} {
+	m.syncing = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_partitions_syncing", Help: "Partitions this node owns but has not received yet; their requests are refused until they arrive."})
+	m.transfers = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_partition_transfers_total", Help: "Whole partitions sent to a new owner (join, drain, re-replication)."})
+	m.replicatedBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_replication_bytes_total", Help: "Bytes of viewer state sent to peers."})
+	m.replicationErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_replication_errors_total", Help: "Failed sends to a peer (retried with backoff)."})
+	m.replicationRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_replication_refused_total", Help: "Viewer states a peer refused because it is their primary (this node's ring was behind)."})
+	m.strictFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_strict_replication_failures_total", Help: "Strict writes answered with an error because a backup did not acknowledge them in time."})
+	m.syncingRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_syncing_refusals_total", Help: "Requests refused because their partition has not arrived yet."})
+	m.claimed = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_partitions_claimed_total", Help: "Partitions served without their hand-over after SyncTimeout (a sender failed mid-way; counts may miss its last writes)."})
+	for _, c := range []prometheus.Collector{m.claimed, requests, latency, m.conns, m.refusedConns, m.badFrames, m.writeErrors, m.notOwner, m.backupReads, m.ringChanges,
+		m.syncing, m.transfers, m.replicatedBytes, m.replicationErrors, m.replicationRefused, m.strictFailures, m.syncingRefusals, &stateCollector{n: n}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// transfersDone reads the transfer counter.
+func (m *metrics) transfersDone() float64 {
+	var d dto.Metric
+	if m.transfers.Write(&d) != nil || d.Counter == nil {
+		return 0
+	}
+	return d.Counter.GetValue()
 }
 
 func (m *metrics) observe(op opKind, oc outcome, d time.Duration) {
@@ -120,10 +151,16 @@ var (
 	descRefused     = prometheus.NewDesc("fcap_engine_refused_total", "Requests refused by the memory limit.", nil, nil)
 	descMembers     = prometheus.NewDesc("fcap_ring_members", "Ring members by state.", []string{"state"}, nil)
 	descOwned       = prometheus.NewDesc("fcap_ring_partitions_owned", "Partitions this node owns, by rank (primary, backup).", []string{"rank"}, nil)
+	descReplQueue   = prometheus.NewDesc("fcap_replication_queue", "Changed viewers not yet sent to a replica.", nil, nil)
+	descReplLag     = prometheus.NewDesc("fcap_replication_lag_seconds", "Age of the oldest change not yet sent to a replica.", nil, nil)
+	descHanding     = prometheus.NewDesc("fcap_partitions_handing_over", "Whole-partition transfers this node is sending.", nil, nil)
+	descUnderRepl   = prometheus.NewDesc("fcap_partitions_under_replicated", "Partitions this node is primary of whose other owners do not all hold them yet.", nil, nil)
+	descState       = prometheus.NewDesc("fcap_node_state", "1 for this node's ring state (joining, active, leaving).", []string{"state"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descViewers, descKeys, descBytes, descBytesPerKey, descLimit, descOverLimit, descRefused, descMembers, descOwned} {
+	for _, d := range []*prometheus.Desc{descViewers, descKeys, descBytes, descBytesPerKey, descLimit, descOverLimit, descRefused, descMembers, descOwned,
+		descReplQueue, descReplLag, descHanding, descUnderRepl, descState} {
 		ch <- d
 	}
 }
@@ -170,4 +207,17 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descOwned, float64(primary), "primary")
 	gauge(descOwned, float64(backup), "backup")
+	q, lag := c.n.repl.queued()
+	gauge(descReplQueue, float64(q))
+	gauge(descReplLag, lag.Seconds())
+	gauge(descHanding, float64(c.n.repl.handing()))
+	gauge(descUnderRepl, float64(c.n.repl.underReplicated()))
+	self := c.n.members.Self().State
+	for _, s := range []ring.State{ring.Joining, ring.Active, ring.Leaving} {
+		v := 0.0
+		if s == self {
+			v = 1
+		}
+		gauge(descState, v, s.String())
+	}
 }

@@ -36,9 +36,18 @@ type Node struct {
 	http     *http.Server
 	httpLn   net.Listener
 
-	view atomic.Pointer[view] // the ring as this node routes by
+	view   atomic.Pointer[view] // the ring as this node routes by
+	ringMu sync.Mutex           // orders view changes (gossip callbacks and Start)
+	repl   *replicator
+	gossip atomic.Pointer[ring.Membership] // members, for callbacks that may run before Start returns
 
 	draining atomic.Bool // no new connections, requests end the connection once answered
+	left     atomic.Bool // handed over and left the gossip pool: answer NotOwner
+	activate chan struct{}
+	replans  chan struct{}
+
+	drainOnce sync.Once
+	drainErr  error
 
 	connMu sync.Mutex
 	// conns holds the open data-plane connections; guarded by connMu.
@@ -55,13 +64,14 @@ type Node struct {
 // per ring so routing a request is a lookup and a comparison.
 type view struct {
 	ring *ring.Ring
+	plan *plan  // what this node replicates where, for this ring
 	self uint16 // index of this node in ring.Members()
 	in   bool   // this node is a member of the ring at all
 }
 
-func newView(r *ring.Ring, name string) *view {
+func newView(r *ring.Ring, name string, pl *plan) *view {
 	self, in := r.Find(name)
-	return &view{ring: r, self: self, in: in}
+	return &view{ring: r, plan: pl, self: self, in: in}
 }
 
 // Start binds the data plane, HTTP and gossip listeners, joins the
@@ -89,17 +99,23 @@ func Start(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.Membership.Ring.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:      cfg,
+		log:      cfg.Logger.With("node", cfg.Name),
+		clock:    cfg.Clock,
+		conns:    map[net.Conn]struct{}{},
+		activate: make(chan struct{}, 1),
+		replans:  make(chan struct{}, 1),
+	}
+	n.repl = newReplicator(n, cfg.Membership.Ring.Partitions)
 	eng, err := engine.New(cfg.Engine)
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{
-		cfg:    cfg,
-		log:    cfg.Logger.With("node", cfg.Name),
-		engine: eng,
-		clock:  cfg.Clock,
-		conns:  map[net.Conn]struct{}{},
-	}
+	n.engine = eng
 	if n.metrics, err = newMetrics(cfg.Registerer, n); err != nil {
 		return nil, err
 	}
@@ -110,10 +126,12 @@ func Start(cfg Config) (*Node, error) {
 
 	mcfg := cfg.Membership
 	mcfg.Self = ring.Member{
-		Name:        cfg.Name,
-		Addr:        n.dataAddr,
-		HTTPAddr:    n.httpAddr(),
-		State:       ring.Active,
+		Name:     cfg.Name,
+		Addr:     n.dataAddr,
+		HTTPAddr: n.httpAddr(),
+		// Every node starts Joining: it owns nothing until it holds the
+		// partitions it will own (a fresh cluster activates at once).
+		State:       ring.Joining,
 		Incarnation: time.Now().UnixNano(),
 	}
 	mcfg.Memberlist.Name = cfg.Name
@@ -123,11 +141,23 @@ func Start(cfg Config) (*Node, error) {
 		n.closeListeners()
 		return nil, fmt.Errorf("start gossip: %w", err)
 	}
-	n.view.Store(newView(n.members.Ring(), cfg.Name))
+	n.gossip.Store(n.members)
+	n.ringMu.Lock()
+	if n.view.Load() == nil { // a ring change may have set it already
+		first := n.members.Ring()
+		pl, start := n.repl.onRing(first)
+		n.view.Store(newView(first, cfg.Name, pl))
+		start()
+	}
+	n.ringMu.Unlock()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stopSweep = cancel
 	n.goFunc(func() { n.engine.Run(ctx) })
+	n.goFunc(func() { n.activator(ctx) })
+	n.goFunc(func() { n.janitor(ctx) })
+	n.goFunc(func() { n.replanner(ctx) })
+	n.maybeActivate()
 	n.goFunc(n.acceptLoop)
 	if n.http != nil {
 		n.goFunc(func() {
@@ -191,10 +221,178 @@ func (n *Node) goFunc(f func()) {
 }
 
 func (n *Node) onRingChange(old, cur *ring.Ring) {
-	v := newView(cur, n.cfg.Name)
-	n.view.Store(v)
+	// The plan first: a view never points at a plan that is not ready.
+	n.ringMu.Lock()
+	// Always the newest ring, read under the lock: a replan or a late
+	// callback must never put an older ring back.
+	if m := n.gossip.Load(); m != nil {
+		cur = m.Ring()
+	}
+	if cur == nil {
+		n.ringMu.Unlock()
+		return
+	}
+	pl, start := n.repl.onRing(cur)
+	n.view.Store(newView(cur, n.cfg.Name, pl))
+	start()
+	n.ringMu.Unlock()
 	n.metrics.ringChanges.Inc()
-	n.log.Info("ring changed", "epoch", fmt.Sprintf("%016x", cur.Epoch()), "members", len(cur.Members()))
+	n.log.Info("ring changed", "epoch", fmt.Sprintf("%016x", cur.Epoch()), "members", len(cur.Members()), "owners", cur.ActiveMembers())
+	n.maybeActivate()
+}
+
+// joinedOrAlone reports whether this node may judge the cluster by its
+// own ring: it has no seeds to join, or it has joined other members.
+func (n *Node) joinedOrAlone() bool {
+	if len(n.cfg.Membership.Seeds) == 0 {
+		return true
+	}
+	m := n.gossip.Load()
+	return m != nil && m.NumMembers() > 1
+}
+
+// replan plans the current ring again, after this node received
+// partitions it may now have to push on.
+func (n *Node) replan() {
+	select {
+	case n.replans <- struct{}{}:
+	default:
+	}
+}
+
+// replanner runs replans outside the request and gossip goroutines.
+func (n *Node) replanner(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.replans:
+			n.onRingChange(nil, nil)
+		}
+	}
+}
+
+// maybeActivate asks the activator to check whether a Joining node holds
+// everything it will own.
+func (n *Node) maybeActivate() {
+	select {
+	case n.activate <- struct{}{}:
+	default:
+	}
+}
+
+// activator turns a Joining node Active once it holds every partition it
+// will own. It runs outside memberlist's and the ring's goroutines
+// because SetState waits for gossip.
+func (n *Node) activator(ctx context.Context) {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	lastLog := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.activate:
+		case <-tick.C:
+		}
+		if n.members.Self().State != ring.Joining || n.draining.Load() {
+			continue
+		}
+		missing := n.repl.complete()
+		if missing > 0 {
+			if time.Since(lastLog) > 5*time.Second {
+				n.log.Info("joining: waiting for partitions", "missing", missing)
+				lastLog = time.Now()
+			}
+			continue
+		}
+		if err := n.members.SetState(ring.Active); err != nil {
+			n.log.Warn("turn active", "err", err)
+			continue
+		}
+		n.log.Info("active: holding every partition it owns")
+	}
+}
+
+// janitor drops the state of partitions this node no longer owns.
+func (n *Node) janitor(ctx context.Context) {
+	tick := time.NewTicker(max(n.cfg.DropGrace/4, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			n.repl.janitor(n.cfg.DropGrace)
+			n.repl.claimStale(n.cfg.SyncTimeout)
+		}
+	}
+}
+
+// Drain hands this node's partitions to their next owners and leaves the
+// gossip pool: it turns Leaving (others compute the ring without it and
+// it keeps serving), sends what it alone must send, then leaves and
+// answers NotOwner for Linger so clients move without a failed call. It
+// returns the number of partition transfers it sent. Calling it again
+// returns the first call's result.
+func (n *Node) Drain(ctx context.Context) (int, error) {
+	var sent int
+	n.drainOnce.Do(func() { sent, n.drainErr = n.drain(ctx) })
+	return sent, n.drainErr
+}
+
+func (n *Node) drain(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.DrainTimeout)
+	defer cancel()
+	before := n.metrics.transfersDone()
+	others := false
+	for _, m := range n.view.Load().ring.Members() {
+		if m.Name != n.cfg.Name && m.State.Owns() {
+			others = true
+		}
+	}
+	if others && n.members.Self().State == ring.Active {
+		n.log.Info("draining: handing partitions over")
+		if err := n.members.SetState(ring.Leaving); err != nil {
+			return 0, fmt.Errorf("drain: %w", err)
+		}
+		// Wait until this node's ring shows it Leaving (the hand-overs
+		// are planned then) and everything planned is sent.
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			v := n.view.Load()
+			q, _ := n.repl.queued()
+			if v.in && v.ring.Member(v.self).State == ring.Leaving && n.repl.handing() == 0 && q == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				n.log.Warn("drain: hand-over unfinished, leaving anyway", "handing", n.repl.handing(), "queued", q)
+				goto leave
+			case <-tick.C:
+			}
+		}
+	}
+leave:
+	// Stop taking writes, then send the last changes, then leave: nothing
+	// is acknowledged that the next owners do not get.
+	n.left.Store(true)
+	for flushed := time.Now().Add(5 * time.Second); time.Now().Before(flushed) && ctx.Err() == nil; time.Sleep(10 * time.Millisecond) {
+		if q, _ := n.repl.queued(); q == 0 {
+			break
+		}
+	}
+	sent := int(n.metrics.transfersDone() - before)
+	if err := n.members.Leave(2 * time.Second); err != nil {
+		n.log.Warn("leave gossip", "err", err)
+	}
+	n.log.Info("left the cluster", "partitions_sent", sent)
+	select {
+	case <-ctx.Done():
+	case <-time.After(n.cfg.Linger):
+	}
+	return sent, nil
 }
 
 // Name returns the node's name.
@@ -219,7 +417,7 @@ func (n *Node) Engine() *engine.Engine { return n.engine }
 // own ring and not shutting down.
 func (n *Node) Ready() bool {
 	v := n.view.Load()
-	return !n.draining.Load() && v.in && v.ring.Member(v.self).State == ring.Active
+	return !n.draining.Load() && !n.left.Load() && v.in && v.ring.Member(v.self).State == ring.Active
 }
 
 // Shutdown stops the node gracefully: it stops accepting connections,
@@ -234,17 +432,14 @@ func (n *Node) Shutdown(ctx context.Context) error {
 
 func (n *Node) shutdown(ctx context.Context) error {
 	var errs []error
+	// Hand partitions over first, serving meanwhile.
+	if _, err := n.Drain(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	n.draining.Store(true)
 	n.data.Close()
 	n.drainConns(ctx)
-
-	leave := 2 * time.Second
-	if d, ok := ctx.Deadline(); ok {
-		leave = min(leave, time.Until(d))
-	}
-	if err := n.members.Leave(max(leave, 0)); err != nil {
-		n.log.Warn("leave gossip", "err", err)
-	}
+	n.repl.close()
 	if err := n.members.Shutdown(); err != nil {
 		errs = append(errs, fmt.Errorf("stop gossip: %w", err))
 	}

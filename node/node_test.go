@@ -131,26 +131,44 @@ func TestClusterRoutesEveryViewerToItsOwner(t *testing.T) {
 			}
 		}
 	}
-	// Each viewer's counters live on exactly its primary owner.
+	// Each viewer's counters live on exactly its owners (the primary,
+	// and its backup by replication), with the same state.
 	r := nodes[0].Ring()
-	held := 0
-	for i := range 200 {
-		viewer := fmt.Sprint("viewer-", i)
-		_, owners := r.Lookup(viewer)
-		owner := r.Member(owners[0]).Name
-		for _, nd := range nodes {
-			_, has := nd.Engine().Viewer(viewer)
-			if has != (nd.Name() == owner) {
-				t.Fatalf("%s: node %s holds=%v, owner is %s", viewer, nd.Name(), has, owner)
+	byName := map[string]*node.Node{}
+	for _, nd := range nodes {
+		byName[nd.Name()] = nd
+	}
+	var why string
+	holders := func() bool {
+		for i := range 200 {
+			viewer := fmt.Sprint("viewer-", i)
+			_, owners := r.Lookup(viewer)
+			want, ok := byName[r.Member(owners[0]).Name].Engine().Viewer(viewer)
+			if !ok {
+				why = viewer + ": its primary does not hold it"
+				return false
 			}
-			if has {
-				held++
+			for _, nd := range nodes {
+				got, has := nd.Engine().Viewer(viewer)
+				rank := r.Rank(pOf(r, viewer), nd.Name())
+				if has != (rank >= 0) || has && fmt.Sprint(got) != fmt.Sprint(want) {
+					why = fmt.Sprintf("%s on %s (rank %d): holds=%v %v, primary has %v", viewer, nd.Name(), rank, has, got, want)
+					return false
+				}
 			}
 		}
+		return true
 	}
-	if held != 200 {
-		t.Fatalf("%d viewers held, want 200", held)
+	for deadline := time.Now().Add(10 * time.Second); !holders(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("viewers are not held by exactly their owners: %s", why)
+		}
 	}
+}
+
+func pOf(r *ring.Ring, viewer string) int {
+	p, _ := r.Lookup(viewer)
+	return p
 }
 
 // TestNotOwnerRefreshesAndRetries: a client whose topology predates a new
@@ -170,8 +188,15 @@ func TestNotOwnerRefreshesAndRetries(t *testing.T) {
 	}
 	defer late.Shutdown(context.Background())
 	eventually(t, 20*time.Second, func() bool {
-		return len(nodes[0].Ring().Members()) == 3 && len(nodes[1].Ring().Members()) == 3 && len(late.Ring().Members()) == 3
-	}, "the third node did not join")
+		for _, nd := range append(nodes, late) {
+			r := nd.Ring()
+			i, ok := r.Find("node-late")
+			if !ok || r.Member(i).State != ring.Active {
+				return false
+			}
+		}
+		return true
+	}, "the third node did not join and turn active")
 	if got := len(c.Ring().Members()); got != 2 {
 		t.Fatalf("the client already knows %d members; the test needs it stale", got)
 	}
@@ -179,11 +204,14 @@ func TestNotOwnerRefreshesAndRetries(t *testing.T) {
 	// old owner.
 	r := late.Ring()
 	var viewer string
-	for i := 0; viewer == ""; i++ {
+	for i := 0; viewer == "" && i < 100000; i++ {
 		v := fmt.Sprint("moved-", i)
-		if _, owners := r.Lookup(v); r.Member(owners[0]).Name == "node-late" {
+		if _, owners := r.Lookup(v); len(owners) > 0 && r.Member(owners[0]).Name == "node-late" {
 			viewer = v
 		}
+	}
+	if viewer == "" {
+		t.Fatal("the new node owns no viewer")
 	}
 	cap1 := engine.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 1000}
 	v, err := c.Allow(context.Background(), viewer, []engine.Cap{cap1}, client.At(0))
@@ -322,6 +350,7 @@ func TestShutdownAnswersWhatItRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, 10*time.Second, nd.Ready, "the node did not turn ready")
 	c, err := net.Dial("tcp", nd.DataAddr())
 	if err != nil {
 		t.Fatal(err)

@@ -156,9 +156,9 @@ func testCases() []testCase {
 		{name: "release", msg: &Release{Viewer: "viewer-1", ID: 0xDEADBEEFCAFE}},
 		{name: "release/zero", msg: &Release{}},
 		{name: "release-result", msg: &ReleaseResult{Epoch: 12}},
-		{name: "replicate", msg: &Replicate{From: "node-1", Epoch: 7, HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}, Done: []uint32{0, 270}}},
+		{name: "replicate", msg: &Replicate{From: "node-1", Epoch: 7, HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}, Done: []uint32{0, 270}, Handoff: []uint32{3}}},
 		{name: "replicate/empty", msg: &Replicate{}},
-		{name: "replicate-result", msg: &ReplicateResult{Epoch: 7, Applied: 31}},
+		{name: "replicate-result", msg: &ReplicateResult{Epoch: 7, Applied: 31, Refused: 2}},
 		{name: "status-request", msg: &StatusRequest{}},
 		{name: "status", msg: &Status{Name: "n1", Epoch: 9, State: 2, Viewers: 1, Keys: 2, Bytes: 3, Primaries: 4, Backups: 5, Syncing: 6, Handing: 7, ReplicationQueue: 8, UnderReplicated: 9, Members: 10}},
 		{name: "drain", msg: &Drain{TimeoutMillis: 30000}},
@@ -280,9 +280,13 @@ func wireForm(m Message) []any {
 		if st == nil {
 			st = []byte{}
 		}
-		return []any{m.From, u(m.Epoch), m.HighWater, st, done}
+		handoff := []byte{}
+		for _, p := range m.Handoff {
+			handoff = append(handoff, byte(p), byte(p>>8), byte(p>>16), byte(p>>24))
+		}
+		return []any{m.From, u(m.Epoch), m.HighWater, st, done, handoff}
 	case *ReplicateResult:
-		return []any{u(m.Epoch), u(m.Applied)}
+		return []any{u(m.Epoch), u(m.Applied), u(m.Refused)}
 	case *StatusRequest:
 		return []any{}
 	case *Status:

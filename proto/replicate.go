@@ -12,8 +12,9 @@ const MaxReplicateBytes = 512 << 10
 // with the state given. It is answered with a ReplicateResult, or an
 // Error (a state that does not decode changes nothing).
 //
-// Wire: [from str, epoch uint, high_water int, states bin, done bin],
-// where done holds little-endian uint32 partition numbers.
+// Wire: [from str, epoch uint, high_water int, states bin, done bin,
+// handoff bin], where done and handoff hold little-endian uint32
+// partition numbers. handoff was added after the first five fields.
 type Replicate struct {
 	// From is the sending node's name.
 	From string
@@ -28,13 +29,17 @@ type Replicate struct {
 	// Done lists the partitions whose full transfer to the receiver ends
 	// with this message: every viewer of them has been sent.
 	Done []uint32
+	// Handoff lists the partitions the sender, their previous primary,
+	// hands to the receiver, their new primary: it has stopped writing
+	// them and every change it acknowledged has been sent.
+	Handoff []uint32
 }
 
 // Type returns TypeReplicate.
 func (*Replicate) Type() Type { return TypeReplicate }
 
 func (m *Replicate) encode(e *encoder) {
-	e.array(5)
+	e.array(6)
 	e.str(m.From)
 	e.uint(m.Epoch)
 	e.int(m.HighWater)
@@ -44,6 +49,7 @@ func (m *Replicate) encode(e *encoder) {
 	e.binHeader(len(m.States))
 	e.buf = append(e.buf, m.States...)
 	e.uint32s(m.Done)
+	e.uint32s(m.Handoff)
 }
 
 func (m *Replicate) decode(d *decoder) {
@@ -53,32 +59,43 @@ func (m *Replicate) decode(d *decoder) {
 	m.HighWater = d.int()
 	m.States = d.bytes(MaxReplicateBytes)
 	m.Done = d.uint32s(m.Done, 1<<16)
+	m.Handoff = m.Handoff[:0]
+	if extra > 0 {
+		m.Handoff = d.uint32s(m.Handoff, 1<<16)
+		extra--
+	}
 	d.end(extra)
 }
 
-// ReplicateResult answers Replicate: every state was applied.
+// ReplicateResult answers Replicate.
 //
-// Wire: [epoch uint, applied uint].
+// Wire: [epoch uint, applied uint, refused uint].
 type ReplicateResult struct {
 	// Epoch is the receiver's ring epoch.
 	Epoch uint64
 	// Applied is the number of viewer states applied.
 	Applied uint64
+	// Refused is the number of viewer states not applied because the
+	// receiver is the primary owner of their partitions and holds them:
+	// the sender's ring is behind, and its state may be older.
+	Refused uint64
 }
 
 // Type returns TypeReplicateResult.
 func (*ReplicateResult) Type() Type { return TypeReplicateResult }
 
 func (m *ReplicateResult) encode(e *encoder) {
-	e.array(2)
+	e.array(3)
 	e.uint(m.Epoch)
 	e.uint(m.Applied)
+	e.uint(m.Refused)
 }
 
 func (m *ReplicateResult) decode(d *decoder) {
-	extra := d.array(2)
+	extra := d.array(3)
 	m.Epoch = d.uint()
 	m.Applied = d.uint()
+	m.Refused = d.uint()
 	d.end(extra)
 }
 

@@ -29,41 +29,47 @@ type run struct {
 	seed        uint64
 	progress    io.Writer // nil: no progress line
 	name        string    // the result's target name; "" is the target's own
+	serverPIDs  []int     // the servers' processes, to tell their CPU from everyone else's
 	rateBasis   string    // open loop: how the rate was chosen, for the report
 }
 
 // Result is what one run measured. Latencies are in microseconds.
 type Result struct {
-	Target      string             `json:"target"`
-	Kind        string             `json:"kind"`              // fcap, null, redis-sliding, ...
-	Variant     string             `json:"variant,omitempty"` // Redis checks: pipeline, lua or mget
-	Workload    string             `json:"workload"`          // allow, check, mix; "load" for memory
-	Mode        string             `json:"mode"`              // "closed", "open" or "memory"
-	Concurrency int                `json:"concurrency"`
-	Rate        float64            `json:"rate,omitempty"`       // open loop: requests/s asked for
-	RateBasis   string             `json:"rate_basis,omitempty"` // open loop: how that rate was chosen
-	Candidates  int                `json:"candidates"`
-	Seconds     float64            `json:"seconds"`
-	Requests    int64              `json:"requests"`
-	Checks      int64              `json:"checks"` // candidate verdicts (Allow: 1 per request)
-	Records     int64              `json:"records"`
-	Allowed     int64              `json:"allowed"`
-	Errors      int64              `json:"errors"`
-	FailedOver  int64              `json:"failed_over"`
-	Skipped     int64              `json:"generator_skipped"` // open loop: slots the generator itself was too late to issue
+	Target      string  `json:"target"`
+	Kind        string  `json:"kind"`              // fcap, null, redis-sliding, ...
+	Variant     string  `json:"variant,omitempty"` // Redis checks: pipeline, lua or mget
+	Workload    string  `json:"workload"`          // allow, check, mix; "load" for memory
+	Mode        string  `json:"mode"`              // "closed", "open" or "memory"
+	Concurrency int     `json:"concurrency"`
+	Rate        float64 `json:"rate,omitempty"`       // open loop: requests/s asked for
+	RateBasis   string  `json:"rate_basis,omitempty"` // open loop: how that rate was chosen
+	Candidates  int     `json:"candidates"`
+	Seconds     float64 `json:"seconds"`
+	Requests    int64   `json:"requests"`
+	Checks      int64   `json:"checks"` // candidate verdicts (Allow: 1 per request)
+	Records     int64   `json:"records"`
+	Allowed     int64   `json:"allowed"`
+	Errors      int64   `json:"errors"`
+	FailedOver  int64   `json:"failed_over"`
+	Skipped     int64   `json:"generator_skipped"` // open loop: slots the generator itself was too late to issue
 	// Open loop: requests that waited in the queue past the per-call
 	// timeout (the target was behind) and were given up unsent, as an
 	// ad server would; their wait is in the latency figures, and they are
 	// not in Requests.
-	Expired     int64              `json:"expired_in_queue"`
-	RequestsPS  float64            `json:"requests_per_second"`
-	ChecksPS    float64            `json:"checks_per_second"`
-	P50         float64            `json:"p50_us"`
-	P90         float64            `json:"p90_us"`
-	P99         float64            `json:"p99_us"`
-	P999        float64            `json:"p999_us"`
-	Max         float64            `json:"max_us"`
-	Mean        float64            `json:"mean_us"`
+	Expired    int64   `json:"expired_in_queue"`
+	RequestsPS float64 `json:"requests_per_second"`
+	ChecksPS   float64 `json:"checks_per_second"`
+	P50        float64 `json:"p50_us"`
+	P90        float64 `json:"p90_us"`
+	P99        float64 `json:"p99_us"`
+	P999       float64 `json:"p999_us"`
+	Max        float64 `json:"max_us"`
+	Mean       float64 `json:"mean_us"`
+	// Open loop: how long requests waited between their release and a
+	// worker taking them (all callers busy, or the generator's goroutines
+	// not scheduled); the rest of a request's latency is the call.
+	QueueP50    float64            `json:"queue_p50_us,omitempty"`
+	QueueP99    float64            `json:"queue_p99_us,omitempty"`
 	Percentiles map[string]float64 `json:"percentiles_us"` // for the latency curve
 	// The machine during the measured window (Linux /proc/stat): how busy
 	// it was and how much CPU the hypervisor stole.
@@ -74,6 +80,12 @@ type Result struct {
 	// library, progress), 100 = one core busy the whole window. Near the
 	// cores it may use, the generator, not the target, set the pace.
 	GenCPUPct float64 `json:"generator_cpu_pct"`
+	// With the servers' PIDs known (suite --server-pids): their CPU, and
+	// what the rest of the machine used besides them and the generator,
+	// 100 = one core. Other work on the machine shows up here.
+	ServerCPUPct float64 `json:"server_cpu_pct,omitempty"`
+	OtherCPUPct  float64 `json:"other_cpu_pct,omitempty"`
+	Attempts     int     `json:"attempts,omitempty"` // suite: runs made to get one with the machine otherwise quiet
 	// Memory is set for the memory figure (Mode "memory") only.
 	Memory *MemResult `json:"memory,omitempty"`
 }
@@ -97,6 +109,7 @@ var curvePercentiles = []float64{0, 10, 20, 30, 40, 50, 60, 70, 75, 80, 85, 90, 
 type worker struct {
 	g      *gen
 	total  *hdrhistogram.Histogram
+	queued *hdrhistogram.Histogram // open loop: release to pickup
 	n      int
 	viewer string // of the current request
 }
@@ -140,7 +153,7 @@ func (r *run) exec() (*Result, error) {
 	}
 	workers := make([]*worker, n)
 	for i := range workers {
-		workers[i] = &worker{g: newGen(r.w, r.ids, r.seed, i), total: newHist()}
+		workers[i] = &worker{g: newGen(r.w, r.ids, r.seed, i), total: newHist(), queued: newHist()}
 	}
 	recent := &sampled{h: newHist()}
 	var c counters
@@ -164,15 +177,16 @@ func (r *run) exec() (*Result, error) {
 	}
 
 	var cpuStart, cpuEnd cpuTimes
-	var genStart, genEnd time.Duration
+	var genStart, genEnd, srvStart, srvEnd time.Duration
+	var wallStart, wallEnd time.Time
 	var marks sync.WaitGroup
 	marks.Add(1)
 	go func() { // CPU figures of the measured window only
 		defer marks.Done()
 		time.Sleep(time.Until(measureFrom))
-		cpuStart, genStart = readCPUTimes(), selfCPU()
+		cpuStart, genStart, srvStart, wallStart = readCPUTimes(), selfCPU(), procsCPU(r.serverPIDs), time.Now()
 		time.Sleep(time.Until(end))
-		cpuEnd, genEnd = readCPUTimes(), selfCPU()
+		cpuEnd, genEnd, srvEnd, wallEnd = readCPUTimes(), selfCPU(), procsCPU(r.serverPIDs), time.Now()
 	}()
 	// Open loop: one dispatcher releases each request at its scheduled
 	// time (to about 200us) onto a queue that idle workers take from. A
@@ -224,6 +238,9 @@ func (r *run) exec() (*Result, error) {
 						return
 					}
 					began = rel
+					if !rel.Before(measureFrom) {
+						wk.queued.RecordValue(max(time.Since(rel).Microseconds(), 1))
+					}
 					if wait := time.Since(rel); wait > r.timeout {
 						// Its caller's deadline passed while it queued.
 						c.issued.Add(1)
@@ -255,9 +272,10 @@ func (r *run) exec() (*Result, error) {
 	close(stopProgress)
 	progressDone.Wait()
 
-	h := newHist()
+	h, q := newHist(), newHist()
 	for _, wk := range workers {
 		h.Merge(wk.total)
+		q.Merge(wk.queued)
 	}
 	res := &Result{
 		Target: r.target.Name(), Kind: r.target.Name(), Workload: r.w.Kind, Mode: "closed", Concurrency: r.concurrency,
@@ -265,7 +283,7 @@ func (r *run) exec() (*Result, error) {
 		Requests: c.requests.Load(), Checks: c.checks.Load(), Records: c.records.Load(),
 		Allowed: c.allowed.Load(), Errors: c.errors.Load(), FailedOver: c.failed.Load(), Skipped: c.skipped.Load(),
 		Expired: c.expired.Load(),
-		P50: float64(h.ValueAtQuantile(50)), P90: float64(h.ValueAtQuantile(90)), P99: float64(h.ValueAtQuantile(99)),
+		P50:     float64(h.ValueAtQuantile(50)), P90: float64(h.ValueAtQuantile(90)), P99: float64(h.ValueAtQuantile(99)),
 		P999: float64(h.ValueAtQuantile(99.9)), Max: float64(h.Max()), Mean: h.Mean(),
 		Percentiles: map[string]float64{},
 	}
@@ -279,10 +297,18 @@ func (r *run) exec() (*Result, error) {
 	}
 	if r.rate > 0 {
 		res.Mode, res.Rate, res.RateBasis = "open", r.rate, r.rateBasis
+		res.QueueP50, res.QueueP99 = float64(q.ValueAtQuantile(50)), float64(q.ValueAtQuantile(99))
 	}
 	res.HostBusyPct, res.HostIdlePct, res.HostStealPct = cpuStart.percents(cpuEnd)
-	if genEnd > genStart {
-		res.GenCPUPct = 100 * (genEnd - genStart).Seconds() / r.duration.Seconds()
+	if wall := wallEnd.Sub(wallStart); wall > 0 {
+		// Over the readings' own interval: a busy generator can wake
+		// the reader late.
+		res.GenCPUPct = 100 * (genEnd - genStart).Seconds() / wall.Seconds()
+		if len(r.serverPIDs) > 0 {
+			res.ServerCPUPct = 100 * (srvEnd - srvStart).Seconds() / wall.Seconds()
+			busyCores := res.HostBusyPct / 100 * float64(cpuEnd.cpus)
+			res.OtherCPUPct = max(0, 100*busyCores-res.GenCPUPct-res.ServerCPUPct)
+		}
 	}
 	res.RequestsPS = float64(res.Requests) / res.Seconds
 	res.ChecksPS = float64(res.Checks) / res.Seconds

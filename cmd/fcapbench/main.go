@@ -84,6 +84,13 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("fcapbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: fcapbench [flags]              drive one target (below)\n"+
+			"       fcapbench load [flags]         bytes per key of a target loaded with 1M keys\n"+
+			"       fcapbench suite [flags]        every workload against several targets, with the report\n"+
+			"       fcapbench report [flags]       redraw the report from a results.json\n\n")
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&o.target, "target", "fcap", "system under test: "+strings.Join(targetKinds(), ", ")+" (null answers at once: the generator's own floor)")
 	fs.StringVar(&o.name, "name", "", "the target's name in the results (default: --target)")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:7700", "target address(es), comma-separated (fcap: any nodes' data-plane addresses; Redis Cluster: any nodes')")
@@ -156,7 +163,7 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	if o.halfPeak && o.rate == 0 {
 		half := base
 		half.rate = res.RequestsPS / 2
-		half.rateBasis = "half of its own peak"
+		half.rateBasis = ownPeak
 		res, err := half.exec()
 		if err != nil {
 			fmt.Fprintf(stderr, "fcapbench: %v\n", err)

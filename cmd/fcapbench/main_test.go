@@ -46,7 +46,7 @@ func TestMainWritesJSONAndTable(t *testing.T) {
 	if err != nil || json.Unmarshal(b, &results) != nil || len(results) != 1 || results[0].Requests == 0 {
 		t.Fatalf("JSON %s (%v)", b, err)
 	}
-	if !strings.Contains(stdout.String(), "null     mix") {
+	if !strings.Contains(stdout.String(), "null                         mix") {
 		t.Errorf("table:\n%s", stdout.String())
 	}
 }
@@ -54,10 +54,31 @@ func TestMainWritesJSONAndTable(t *testing.T) {
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--workload", "dance"}, {"--target", "memcached"}, {"--candidates", "0"}, {"--zipf", "1"}, {"--rate", "-1"},
+		{"--redis-check", "mget"}, {"suite"}, {"suite", "--out", "x", "--sut", "nokind"}, {"suite", "--out", "x", "--sut", "a=memcached@h:1"},
+		{"suite", "--out", "x", "--workloads", "dance"}, {"suite", "--out", "x", "--mem", "m=fcap/allow@127.0.0.1:1"},
+		{"load", "--target", "memcached"}, {"load", "--method", "dance"}, {"report"},
 	} {
 		var stderr bytes.Buffer
 		if code := runMain(args, &bytes.Buffer{}, &stderr); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// TestProcessCPU reads this process's own CPU time from /proc the way
+// the suite reads the servers'.
+func TestProcessCPU(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc: the servers' CPU is read only on Linux")
+	}
+	x := 0
+	for start := time.Now(); time.Since(start) < 50*time.Millisecond; x++ {
+	}
+	got := procsCPU([]int{os.Getpid(), 1 << 30}) // the second is no process: counts nothing
+	if got < 20*time.Millisecond || got > selfCPU()+20*time.Millisecond {
+		t.Errorf("procsCPU = %v after 50ms of spinning; selfCPU %v (%d)", got, selfCPU(), x)
+	}
+	if c := readCPUTimes(); !c.ok || c.cpus < 1 {
+		t.Errorf("readCPUTimes = %+v", c)
 	}
 }

@@ -36,7 +36,7 @@ func targetKinds() []string {
 
 // targetOpts are the knobs of connecting to a target.
 type targetOpts struct {
-	timeout    time.Duration // per call
+	timeout    time.Duration // fcap: the client's per-call deadline (Redis: the call's context bounds it)
 	conns      int           // fcap: connections per node
 	pool       int           // Redis: pooled connections (one per caller)
 	redisCheck string        // Redis: "pipeline" or "lua"
@@ -51,7 +51,7 @@ func newTarget(kind, addrs string, w *workload, x *ids, o targetOpts) (target, e
 	case kind == "fcap":
 		return newFcapTarget(addrs, w, x, o.timeout, o.conns)
 	case isRedisKind(kind):
-		return newRedisTarget(kind, addrs, w, x, o.timeout, o.pool, o.redisCheck)
+		return newRedisTarget(kind, addrs, w, x, o.pool, o.redisCheck)
 	}
 	return nil, fmt.Errorf("unknown target %q", kind)
 }

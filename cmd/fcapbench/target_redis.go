@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -97,20 +98,13 @@ type redisTarget struct {
 // redisKinds are the Redis target kinds --target accepts.
 var redisKinds = []string{"redis-sliding", "redis-fixed", "redis-cluster-sliding", "redis-cluster-fixed"}
 
-func isRedisKind(kind string) bool {
-	for _, k := range redisKinds {
-		if k == kind {
-			return true
-		}
-	}
-	return false
-}
+func isRedisKind(kind string) bool { return slices.Contains(redisKinds, kind) }
 
 // newRedisTarget connects to Redis at addrs (any Cluster nodes' addresses
 // for the cluster kinds), loads the recipe's scripts and pre-dials pool
 // connections. check is "pipeline" or "lua"; for the fixed recipe "lua"
 // means its one-call form, MGET, which needs no script.
-func newRedisTarget(kind, addrs string, w *workload, x *ids, timeout time.Duration, pool int, check string) (*redisTarget, error) {
+func newRedisTarget(kind, addrs string, w *workload, x *ids, pool int, check string) (*redisTarget, error) {
 	if !isRedisKind(kind) {
 		return nil, fmt.Errorf("unknown Redis target %q", kind)
 	}
@@ -136,7 +130,7 @@ func newRedisTarget(kind, addrs string, w *workload, x *ids, timeout time.Durati
 	nodes := strings.Split(addrs, ",")
 	// One connection per caller, dialled up front, for plain commands and
 	// for pipelines alike; no retries (a failure is counted, not hidden);
-	// the call's context bounds every round trip.
+	// the call's context (fcapbench's --timeout) bounds every round trip.
 	noMaint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	if t.cluster {
 		t.rdb = redis.NewClusterClient(&redis.ClusterOptions{

@@ -40,7 +40,6 @@ func (e *Engine) Allow(viewer string, now int64, caps ...Cap) (Verdict, error) {
 	before, keys := v.bytes(), v.nkeys()
 	e.record(v, caps, khs, now)
 	e.settle(s, v, before, keys)
-	e.notify(v)
 	vd.Remaining--
 	return vd, nil
 }
@@ -99,7 +98,6 @@ func (e *Engine) Reserve(viewer string, c Candidate, now, ttl int64) (Verdict, u
 	}
 	v.ext.res = append(v.ext.res, r)
 	e.settle(s, v, before, keys)
-	e.notify(v)
 	vd.Remaining--
 	return vd, r.id, nil
 }
@@ -136,7 +134,6 @@ func (e *Engine) Release(viewer string, id uint64) error {
 	if !ok {
 		return ErrUnknownReservation
 	}
-	e.notify(v)
 	return nil
 }
 

@@ -68,13 +68,6 @@ type Config struct {
 	// SweepBatch is the most viewer slots one step visits under one
 	// stripe lock, so a step never stalls requests for long. Default 256.
 	SweepBatch int
-
-	// OnChange, when set, is called with a viewer's key after every
-	// client write that changed the viewer (Allow granted, Record
-	// recorded, Reserve granted, Release, a reservation confirmed). It
-	// runs under the viewer's lock: it must be quick and must not call
-	// the engine. The node uses it to replicate. Default nil.
-	OnChange func(viewerKey uint64)
 }
 
 // DefaultConfig returns the production defaults.

@@ -86,7 +86,6 @@ func (e *Engine) Record(viewer string, imp Impression) (RecordStatus, error) {
 	if v != nil && v.ext != nil && imp.Reservation != 0 {
 		before := v.bytes()
 		if v.ext.dropReservation(imp.Reservation) {
-			e.notify(v)
 		}
 		e.settle(s, v, before, v.nkeys())
 	}
@@ -106,7 +105,6 @@ func (e *Engine) Record(viewer string, imp Impression) (RecordStatus, error) {
 	e.record(v, imp.Caps, khs, imp.Time)
 	e.remember(v, idh, imp.Time+longest)
 	e.settle(s, v, before, keys)
-	e.notify(v)
 	return Recorded, nil
 }
 

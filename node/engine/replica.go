@@ -7,11 +7,10 @@ import (
 	"slices"
 )
 
-// Replication support. A node replicates state, not operations: whenever
-// a client write changes a viewer, the engine reports the viewer's key
-// (Config.OnChange, called under the viewer's lock), and the node later
-// exports the viewer's current state and ships it to the other owners,
-// which replace their copy with it. The latest state always wins, so
+// Replication support. A node replicates state, not operations: after a
+// client write changes a viewer, the node exports the viewer's current
+// state and ships it to the other owners, which replace their copy with
+// it. The latest state always wins, so
 // replicas converge whatever the order and number of shipments, and a
 // partition is moved to a new owner by shipping each of its viewers.
 
@@ -26,13 +25,6 @@ const (
 	stateWide   = 1 << 0
 	stateAbsent = 1 << 7 // the viewer holds nothing: the importer deletes it
 )
-
-// notify reports a client write to v.
-func (e *Engine) notify(v *viewer) {
-	if e.cfg.OnChange != nil {
-		e.cfg.OnChange(v.key)
-	}
-}
 
 // Observe advances the high-water mark to t, as if an operation had been
 // given time t. Replicas use it to age state by the owner's clock.
@@ -162,6 +154,19 @@ func (r *stateReader) count(each, limit int) int {
 // is not self-consistent changes nothing and returns an error wrapping
 // ErrBadState.
 func (e *Engine) Import(data []byte) (key uint64, n int, err error) {
+	key, n, _, err = e.ImportIf(data, nil)
+	return key, n, err
+}
+
+// ImportIf is Import that first asks accept (when not nil) whether to
+// apply the state of this viewer key; a refused state is decoded, skipped
+// and reported with applied false.
+func (e *Engine) ImportIf(data []byte, accept func(key uint64) bool) (key uint64, n int, applied bool, err error) {
+	key, n, err = e.importState(data, accept, &applied)
+	return key, n, applied, err
+}
+
+func (e *Engine) importState(data []byte, accept func(uint64) bool, applied *bool) (key uint64, n int, err error) {
 	r := &stateReader{b: data}
 	if r.u8() != stateVersion && r.err == nil {
 		return 0, 0, fmt.Errorf("%w: unknown version", ErrBadState)
@@ -175,7 +180,10 @@ func (e *Engine) Import(data []byte) (key uint64, n int, err error) {
 		return 0, 0, fmt.Errorf("%w: viewer key 0", ErrBadState)
 	}
 	if flags&stateAbsent != 0 {
-		e.DeleteViewer(key)
+		if accept == nil || accept(key) {
+			e.DeleteViewer(key)
+			*applied = true
+		}
 		return key, len(data) - len(r.b), nil
 	}
 	nv := viewer{key: key, base: int64(r.u64())}
@@ -212,6 +220,10 @@ func (e *Engine) Import(data []byte) (key uint64, n int, err error) {
 	if err := e.checkState(&nv); err != nil {
 		return 0, 0, err
 	}
+	if accept != nil && !accept(key) {
+		return key, len(data) - len(r.b), nil
+	}
+	*applied = true
 	slices.SortFunc(x.seen, func(a, b seenID) int {
 		switch {
 		case a.hash < b.hash:

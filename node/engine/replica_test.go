@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
 	"testing"
 
 	"github.com/fcap-io/fcap/node/engine"
@@ -97,30 +96,6 @@ func TestImportReplacesAndAbsentDeletes(t *testing.T) {
 	}
 	if _, ok := dst.Viewer("v"); ok || dst.Stats().Viewers != 0 || dst.Stats().Bytes != 0 {
 		t.Fatalf("an absent state did not delete the viewer: %+v", dst.Stats())
-	}
-}
-
-func TestOnChangeReportsEveryClientWrite(t *testing.T) {
-	var mu sync.Mutex
-	changed := map[uint64]int{}
-	e := newEngine(t, func(c *engine.Config) {
-		c.OnChange = func(k uint64) {
-			mu.Lock()
-			changed[k]++
-			mu.Unlock()
-		}
-	})
-	c := campaign("c", 1, 1000)
-	e.Allow("allow", 0, c)
-	e.Allow("allow", 1, c) // denied: no change
-	e.Record("record", engine.Impression{ID: "i", Time: 0, Caps: []engine.Cap{c}})
-	e.Record("record", engine.Impression{ID: "i", Time: 0, Caps: []engine.Cap{c}}) // duplicate: no change
-	_, id, _ := e.Reserve("reserve", engine.Candidate{Caps: []engine.Cap{c}}, 0, 100)
-	e.Release("reserve", id)
-	e.Check("allow", []engine.Candidate{{Caps: []engine.Cap{c}}}, 2, nil) // read: no change
-	want := map[uint64]int{engine.ViewerKey("allow"): 1, engine.ViewerKey("record"): 1, engine.ViewerKey("reserve"): 2}
-	if !reflect.DeepEqual(changed, want) {
-		t.Errorf("OnChange calls %v, want %v", changed, want)
 	}
 }
 

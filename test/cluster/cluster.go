@@ -288,6 +288,12 @@ func (n *Node) Stop(timeout time.Duration) bool {
 	case <-n.done:
 		return true
 	case <-time.After(timeout):
+		// Ask for a goroutine dump (it lands in Logs) before killing.
+		n.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-n.done:
+		case <-time.After(2 * time.Second):
+		}
 		n.Kill()
 		return false
 	}

@@ -1,0 +1,463 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
+)
+
+// replica sends this node's changes, and whole partitions, to one peer.
+// It has one goroutine and one connection; a send waits for its answer,
+// so everything a peer acknowledged was applied in order.
+type replica struct {
+	r    *replicator
+	name string
+	kick chan struct{}
+	quit chan struct{}
+
+	mu sync.Mutex
+	// The fields below are guarded by mu.
+	addr       string
+	dirty      map[uint64]struct{} // changed viewers to send
+	dirtySince time.Time           // when the oldest of them changed
+	transfers  []int               // partitions to send whole
+	handoffs   []int               // partitions to hand over: last changes, then Done
+	leaving    []*plan             // plans the hand-overs leave: their writes must end first
+	queued     map[int]bool        // partitions in transfers or being sent
+	sent       map[int]bool        // partitions the peer received whole
+	waiters    []chan error        // strict writes waiting for the next flush
+	closed     bool
+}
+
+// maxDirty bounds a peer's set of changed viewers; past it a change
+// queues its whole partition instead (bounded by the partition count).
+const maxDirty = 1 << 20
+
+func newReplica(r *replicator, name, addr string) *replica {
+	return &replica{
+		r: r, name: name, addr: addr,
+		kick:   make(chan struct{}, 1),
+		quit:   make(chan struct{}),
+		dirty:  map[uint64]struct{}{},
+		queued: map[int]bool{},
+		sent:   map[int]bool{},
+	}
+}
+
+func (rep *replica) poke() {
+	select {
+	case rep.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (rep *replica) setAddr(addr string) {
+	rep.mu.Lock()
+	rep.addr = addr
+	rep.mu.Unlock()
+}
+
+// markDirty queues a changed viewer of partition p.
+func (rep *replica) markDirty(key uint64, p int) {
+	rep.mu.Lock()
+	if rep.closed {
+		rep.mu.Unlock()
+		return
+	}
+	if len(rep.dirty) >= maxDirty {
+		rep.transferLocked(p)
+	} else {
+		if len(rep.dirty) == 0 {
+			rep.dirtySince = time.Now()
+		}
+		rep.dirty[key] = struct{}{}
+	}
+	rep.mu.Unlock()
+	rep.poke()
+}
+
+// handoff queues the hand-over of partition p to a new primary: every
+// queued change, then its Done marker.
+func (rep *replica) handoff(p int, leaving *plan) {
+	rep.mu.Lock()
+	if !rep.closed {
+		rep.handoffs = append(rep.handoffs, p)
+		if leaving != nil {
+			rep.leaving = append(rep.leaving, leaving)
+		}
+		rep.r.parts[p].pushing.Add(1)
+	}
+	rep.mu.Unlock()
+	rep.poke()
+}
+
+// transfer queues partition p to be sent whole.
+func (rep *replica) transfer(p int) {
+	rep.mu.Lock()
+	rep.transferLocked(p)
+	rep.mu.Unlock()
+	rep.poke()
+}
+
+func (rep *replica) transferLocked(p int) {
+	if rep.closed || rep.queued[p] {
+		return
+	}
+	rep.queued[p] = true
+	rep.transfers = append(rep.transfers, p)
+	rep.r.parts[p].pushing.Add(1)
+}
+
+func (rep *replica) hasSent(p int) bool {
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	return rep.sent[p]
+}
+
+// forget makes p unsent: the peer stopped owning it and may drop it.
+func (rep *replica) forget(p int) {
+	rep.mu.Lock()
+	delete(rep.sent, p)
+	rep.mu.Unlock()
+}
+
+func (rep *replica) addWaiter(ch chan error) {
+	rep.mu.Lock()
+	if rep.closed {
+		rep.mu.Unlock()
+		ch <- errors.New("replication to " + rep.name + " stopped")
+		return
+	}
+	rep.waiters = append(rep.waiters, ch)
+	rep.mu.Unlock()
+	rep.poke()
+}
+
+// busy reports whether anything is left to send.
+func (rep *replica) busy() bool {
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	return len(rep.dirty) > 0 || len(rep.transfers) > 0 || len(rep.handoffs) > 0 || len(rep.waiters) > 0
+}
+
+func (rep *replica) backlog() (int, time.Duration) {
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	if len(rep.dirty) == 0 {
+		return 0, 0
+	}
+	return len(rep.dirty), time.Since(rep.dirtySince)
+}
+
+func (rep *replica) close() {
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	if rep.closed {
+		return
+	}
+	rep.closed = true
+	close(rep.quit)
+	for _, p := range append(rep.transfers, rep.handoffs...) {
+		rep.r.parts[p].pushing.Add(-1)
+	}
+	rep.transfers, rep.handoffs = nil, nil
+	for _, w := range rep.waiters {
+		w <- errors.New("replication to " + rep.name + " stopped")
+	}
+	rep.waiters = nil
+}
+
+// run sends until the replica is closed or the node stops, retrying with
+// backoff while the peer cannot be reached.
+func (rep *replica) run() {
+	s := &sender{rep: rep}
+	defer s.disconnect()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-rep.quit:
+			return
+		case <-rep.r.stop:
+			return
+		case <-rep.kick:
+		case <-tick.C:
+		}
+		for {
+			select {
+			case <-rep.quit:
+				return
+			case <-rep.r.stop:
+				return
+			default:
+			}
+			more, err := s.step()
+			if err != nil {
+				rep.r.n.metrics.replicationErrors.Inc()
+				rep.r.n.log.Debug("replicate", "peer", rep.name, "err", err)
+				backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
+				select {
+				case <-rep.quit:
+					return
+				case <-rep.r.stop:
+					return
+				case <-time.After(backoff):
+				}
+				continue
+			}
+			backoff = 0
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+// sender is the state of a replica's goroutine.
+type sender struct {
+	rep  *replica
+	conn net.Conn
+	rd   *proto.Reader
+	buf  []byte
+	out  []byte
+	keys []uint64
+	id   uint64
+	res  proto.ReplicateResult
+}
+
+// step sends what is queued: whole partitions, then changed viewers,
+// then the Done markers of those partitions and of hand-overs (so a
+// marker follows every change it covers), then releases the waiters.
+// more says work arrived meanwhile.
+func (s *sender) step() (more bool, err error) {
+	rep := s.rep
+	rep.mu.Lock()
+	transfers, handoffs, leaving := rep.transfers, rep.handoffs, rep.leaving
+	rep.transfers, rep.handoffs, rep.leaving = nil, nil, nil
+	rep.mu.Unlock()
+	// A hand-over first lets the writes in flight under the plan it
+	// leaves finish (and mark their viewers), so they go before Done.
+	for _, pl := range leaving {
+		pl.drain(time.Now().Add(5 * time.Second))
+	}
+	rep.mu.Lock()
+	dirty := rep.dirty
+	rep.dirty = map[uint64]struct{}{}
+	waiters := rep.waiters
+	rep.waiters = nil
+	rep.mu.Unlock()
+
+	requeue := func(err error) error {
+		rep.mu.Lock()
+		rep.transfers = append(transfers, rep.transfers...)
+		rep.handoffs = append(handoffs, rep.handoffs...)
+		rep.leaving = append(leaving, rep.leaving...)
+		if len(rep.dirty) == 0 && len(dirty) > 0 {
+			rep.dirtySince = time.Now()
+		}
+		for k := range dirty {
+			rep.dirty[k] = struct{}{}
+		}
+		rep.mu.Unlock()
+		for _, w := range waiters {
+			w <- err
+		}
+		return err
+	}
+	if len(transfers) > 0 {
+		if err := s.sendPartitions(transfers); err != nil {
+			return false, requeue(err)
+		}
+	}
+	if len(dirty) > 0 {
+		s.keys = s.keys[:0]
+		for k := range dirty {
+			s.keys = append(s.keys, k)
+		}
+		refused, err := s.sendKeys(s.keys, nil)
+		if err != nil {
+			return false, requeue(err)
+		}
+		dirty = nil
+		if refused > 0 {
+			// The peer is the primary of some of these and holds them:
+			// this node's ring is behind, and its state may be older
+			// than what the peer acknowledged since. They are dropped,
+			// and strict writers learn they were not replicated (their
+			// clients fail closed).
+			rep.r.n.metrics.replicationRefused.Add(float64(refused))
+			err := fmt.Errorf("%s refused %d states: it is their primary", rep.name, refused)
+			for _, w := range waiters {
+				w <- err
+			}
+			waiters = nil
+		}
+	}
+	if len(transfers)+len(handoffs) > 0 {
+		var done, handed []uint32
+		for _, p := range transfers {
+			done = append(done, uint32(p))
+		}
+		for _, p := range handoffs {
+			handed = append(handed, uint32(p))
+		}
+		if _, err := s.sendMarkers(done, handed); err != nil {
+			return false, requeue(err)
+		}
+		rep.mu.Lock()
+		for _, p := range transfers {
+			rep.sent[p] = true
+			delete(rep.queued, p)
+		}
+		for _, p := range handoffs {
+			rep.sent[p] = true
+		}
+		rep.mu.Unlock()
+		for _, p := range append(transfers, handoffs...) {
+			rep.r.parts[p].pushing.Add(-1)
+		}
+		rep.r.n.metrics.transfers.Add(float64(len(transfers) + len(handoffs)))
+	}
+	for _, w := range waiters {
+		w <- nil
+	}
+	rep.mu.Lock()
+	more = len(rep.transfers) > 0 || len(rep.handoffs) > 0 || len(rep.dirty) > 0 || len(rep.waiters) > 0
+	rep.mu.Unlock()
+	return more, nil
+}
+
+// sendPartitions sends partitions whole: every viewer the engine holds in
+// them (one pass over the engine for all of them), each partition ending
+// with its Done marker.
+func (s *sender) sendPartitions(ps []int) error {
+	rep := s.rep
+	n := rep.r.n
+	P := len(rep.r.parts)
+	want := make(map[int][]uint64, len(ps))
+	for _, p := range ps {
+		want[p] = nil
+	}
+	n.engine.Keys(func(k uint64) bool {
+		p := ring.PartitionOf(k, P)
+		if list, ok := want[p]; ok {
+			want[p] = append(list, k)
+		}
+		return true
+	})
+	for _, p := range ps {
+		start := time.Now()
+		if _, err := s.sendKeys(want[p], nil); err != nil {
+			return err
+		}
+		n.log.Debug("partition sent", "peer", rep.name, "partition", p, "viewers", len(want[p]), "took", time.Since(start))
+	}
+	return nil
+}
+
+// sendKeys exports viewers and sends them in messages of at most half
+// proto.MaxReplicateBytes, the last one carrying done. It returns how
+// many states the peer refused.
+func (s *sender) sendKeys(keys []uint64, done []uint32) (refused int, err error) {
+	n := s.rep.r.n
+	s.buf = s.buf[:0]
+	for i, k := range keys {
+		s.buf = n.engine.Export(k, s.buf)
+		last := i == len(keys)-1
+		if len(s.buf) >= proto.MaxReplicateBytes/2 || last {
+			var d []uint32
+			if last {
+				d = done
+			}
+			r, err := s.send(s.buf, d)
+			if err != nil {
+				return refused, err
+			}
+			refused += r
+			s.buf = s.buf[:0]
+		}
+	}
+	if len(keys) == 0 && len(done) > 0 {
+		_, err := s.send(nil, done)
+		return 0, err
+	}
+	return refused, nil
+}
+
+// sendMarkers sends Done and Handoff markers.
+func (s *sender) sendMarkers(done, handoff []uint32) (int, error) {
+	return s.sendMsg(nil, done, handoff)
+}
+
+// send writes one Replicate and waits for its answer.
+func (s *sender) send(states []byte, done []uint32) (refused int, err error) {
+	return s.sendMsg(states, done, nil)
+}
+
+func (s *sender) sendMsg(states []byte, done, handoff []uint32) (refused int, err error) {
+	n := s.rep.r.n
+	if err := s.connect(); err != nil {
+		return 0, err
+	}
+	v := n.view.Load()
+	s.id++
+	msg := &proto.Replicate{From: n.cfg.Name, Epoch: v.ring.Epoch(), HighWater: n.engine.HighWater(), States: states, Done: done, Handoff: handoff}
+	s.out, err = proto.AppendFrame(s.out[:0], s.id, msg)
+	if err != nil {
+		return 0, err
+	}
+	s.conn.SetDeadline(time.Now().Add(n.cfg.ReplicationTimeout))
+	if _, err := s.conn.Write(s.out); err != nil {
+		s.disconnect()
+		return 0, err
+	}
+	hdr, body, err := s.rd.Next()
+	if err != nil {
+		s.disconnect()
+		return 0, err
+	}
+	switch hdr.Type {
+	case proto.TypeReplicateResult:
+		if err := proto.Decode(body, &s.res); err != nil {
+			s.disconnect()
+			return 0, err
+		}
+		n.metrics.replicatedBytes.Add(float64(len(states)))
+		return int(s.res.Refused), nil
+	case proto.TypeError:
+		var e proto.Error
+		if proto.Decode(body, &e) == nil {
+			return 0, fmt.Errorf("%s: %w", s.rep.name, &e)
+		}
+	}
+	s.disconnect()
+	return 0, fmt.Errorf("%s answered %v to a Replicate", s.rep.name, hdr.Type)
+}
+
+func (s *sender) connect() error {
+	if s.conn != nil {
+		return nil
+	}
+	s.rep.mu.Lock()
+	addr := s.rep.addr
+	s.rep.mu.Unlock()
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	s.conn, s.rd = c, proto.NewReader(c, s.rep.r.n.cfg.MaxFrame)
+	return nil
+}
+
+func (s *sender) disconnect() {
+	if s.conn != nil {
+		s.conn.Close()
+		s.conn, s.rd = nil, nil
+	}
+}

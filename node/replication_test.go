@@ -1,0 +1,147 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/ring"
+)
+
+// TestJoinUnderTrafficLosesNothing adds a node to a 3-node cluster while
+// a client records: every impression the cluster acknowledged is counted.
+func TestJoinUnderTrafficLosesNothing(t *testing.T) {
+	var logs syncBuffer
+	debug := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	nodes := startCluster(t, 3, func(c *node.Config) { c.Logger = debug })
+	c := newClient(t, nodes)
+	capc := engine.Cap{Scope: "campaign", ID: "join", Limit: engine.MaxLimit, Window: 1 << 40}
+	viewers := make([]string, 200)
+	for i := range viewers {
+		viewers[i] = fmt.Sprint("jv-", i)
+	}
+	var mu sync.Mutex
+	acked, unknown := map[string]int{}, map[string]int{}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for ctx.Err() == nil {
+				v := viewers[rng.IntN(len(viewers))]
+				vd, err := c.Allow(context.Background(), v, []engine.Cap{capc})
+				mu.Lock()
+				switch {
+				case err != nil:
+					t.Errorf("Allow: %v", err)
+				case vd.Failed():
+					unknown[v]++
+				case vd.Allowed:
+					acked[v]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	cfg := node.DefaultLocalConfig("node-new")
+	cfg.Logger = debug
+	cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
+	late, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Shutdown(context.Background())
+	all := append(nodes, late)
+	eventually(t, 30*time.Second, func() bool {
+		for _, nd := range all {
+			r := nd.Ring()
+			i, ok := r.Find("node-new")
+			if !ok || r.Member(i).State != ring.Active {
+				return false
+			}
+		}
+		return true
+	}, "the new node did not turn active")
+	time.Sleep(time.Second)
+	stop()
+	wg.Wait()
+
+	lost := 0
+	for _, v := range viewers {
+		var res *client.CheckResult
+		eventually(t, 10*time.Second, func() bool {
+			res, _ = c.Check(context.Background(), v, []engine.Candidate{{Caps: []engine.Cap{capc}}})
+			return res != nil && !res.Verdicts[0].Failed()
+		}, "no answer for %s", v)
+		got := int(capc.Limit - res.Verdicts[0].Remaining)
+		mu.Lock()
+		if got < acked[v] {
+			if lost == 0 {
+				os.WriteFile(filepath.Join(os.TempDir(), "fcap-join-test.log"), []byte(logs.String()), 0o644)
+				p, _ := late.Ring().Lookup(v)
+				t.Logf("lost on %s (partition %d): acked %d got %d", v, p, acked[v], got)
+				for _, nd := range all {
+					st, ok := nd.Engine().Viewer(v)
+					n := -1
+					if ok && len(st.Keys) > 0 {
+						n = len(st.Keys[0].Times)
+					}
+					t.Logf("  %s holds %d (rank %d)", nd.Name(), n, nd.Ring().Rank(p, nd.Name()))
+				}
+				for _, l := range strings.Split(logs.String(), "\n") {
+					if strings.Contains(l+" ", fmt.Sprintf("partition=%d ", p)) || strings.Contains(l, "refused") || strings.Contains(l, "active") {
+						t.Log(l)
+					}
+				}
+			}
+			lost += acked[v] - got
+
+		} else if got > acked[v]+unknown[v] {
+			t.Errorf("%s counted %d, acknowledged %d, unknown %d", v, got, acked[v], unknown[v])
+		}
+		mu.Unlock()
+	}
+	os.WriteFile(filepath.Join(os.TempDir(), "fcap-join-test.log"), []byte(logs.String()), 0o644)
+	total, failed := 0, 0
+	for _, n := range acked {
+		total += n
+	}
+	for _, n := range unknown {
+		failed += n
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d acknowledged impressions lost", lost, total)
+	}
+	t.Logf("%d acknowledged, %d lost, %d failed over", total, lost, failed)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

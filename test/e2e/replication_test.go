@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/test/cluster"
+)
+
+// ledger is the test's own account of what the cluster acknowledged, to
+// compare with what it counts at the end.
+type ledger struct {
+	mu sync.Mutex
+	// The fields below are guarded by mu.
+	acked   map[string]int // per viewer: impressions acknowledged
+	unknown map[string]int // per viewer: calls whose fate is unknown (failed over after sending)
+	granted map[string]int // per viewer: strict grants
+	errors  int            // errors returned to the caller
+	failed  int            // verdicts decided by the failure policy
+}
+
+func newLedger() *ledger {
+	return &ledger{acked: map[string]int{}, unknown: map[string]int{}, granted: map[string]int{}}
+}
+
+// traffic runs Allow calls on a set of viewers until stop, each a new
+// impression on a cap so large it never denies, so the count of every
+// viewer is exactly its acknowledged calls. Checks run beside them.
+func traffic(ctx context.Context, c *client.Client, l *ledger, viewers []string, capc engine.Cap, workers int) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for ctx.Err() == nil {
+				v := viewers[rng.IntN(len(viewers))]
+				vd, err := c.Allow(context.Background(), v, []engine.Cap{capc})
+				l.mu.Lock()
+				switch {
+				case err != nil:
+					l.errors++
+				case vd.Failed():
+					l.failed++
+					l.unknown[v]++
+				case vd.Allowed:
+					l.acked[v]++
+				}
+				l.mu.Unlock()
+				if rng.IntN(4) == 0 {
+					res, err := c.Check(context.Background(), v, []engine.Candidate{{Caps: []engine.Cap{capc}}})
+					l.mu.Lock()
+					if err != nil {
+						l.errors++
+					} else if res.Verdicts[0].Failed() {
+						l.failed++
+					}
+					l.mu.Unlock()
+				}
+			}
+		}()
+	}
+	return &wg
+}
+
+// counted asks the cluster how many impressions each viewer holds.
+func counted(t *testing.T, c *client.Client, viewers []string, capc engine.Cap) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, v := range viewers {
+		var res *client.CheckResult
+		cluster.Eventually(t, 30*time.Second, func() bool {
+			var err error
+			res, err = c.Check(context.Background(), v, []engine.Candidate{{Caps: []engine.Cap{capc}}})
+			return err == nil && !res.Verdicts[0].Failed()
+		}, "the cluster does not answer for %s", v)
+		out[v] = int(capc.Limit - res.Verdicts[0].Remaining)
+	}
+	return out
+}
+
+// verify compares the cluster's counts with the ledger: nothing
+// acknowledged is lost, nothing is counted twice. A call whose answer was
+// lost may or may not have counted.
+func verify(t *testing.T, l *ledger, got map[string]int) (lost, extra int) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for v, n := range got {
+		switch {
+		case n < l.acked[v]:
+			lost += l.acked[v] - n
+			t.Errorf("%s: %d impressions acknowledged, %d counted", v, l.acked[v], n)
+		case n > l.acked[v]+l.unknown[v]:
+			extra += n - l.acked[v] - l.unknown[v]
+			t.Errorf("%s: counted %d, but only %d acknowledged and %d unknown", v, n, l.acked[v], l.unknown[v])
+		}
+	}
+	return lost, extra
+}
+
+func seeds(nodes ...*cluster.Node) []string {
+	var s []string
+	for _, n := range nodes {
+		if n.Running() {
+			s = append(s, n.Data)
+		}
+	}
+	return s
+}
+
+func testClient(t *testing.T, addrs []string) *client.Client {
+	t.Helper()
+	cfg := client.DefaultConfig(addrs...)
+	cfg.Timeout = 2 * time.Second // race-built processes on 2 shared cores
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func viewerIDs(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
+
+// waitStable waits until every running node is active and ready.
+func waitStable(t *testing.T, nodes []*cluster.Node) {
+	t.Helper()
+	want := 0
+	for _, n := range nodes {
+		if n.Running() {
+			want++
+		}
+	}
+	cluster.WaitActive(t, nodes, want)
+}
+
+// TestScaleUpAndDownUnderTraffic grows a cluster from 3 to 5 nodes and
+// shrinks it to 3 (graceful stops) while a client keeps recording and
+// checking: every acknowledged impression is counted exactly once and the
+// caller never sees an error.
+func TestScaleUpAndDownUnderTraffic(t *testing.T) {
+	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
+	c := testClient(t, seeds(nodes...))
+	capc := engine.Cap{Scope: "campaign", ID: "scale", Limit: engine.MaxLimit, Window: 24 * 3_600_000}
+	viewers := viewerIDs("scale", 300)
+	l := newLedger()
+	ctx, stop := context.WithCancel(context.Background())
+	wg := traffic(ctx, c, l, viewers, capc, 4)
+	pause := func() { time.Sleep(1500 * time.Millisecond) } // let traffic run between steps
+
+	// checkpoint compares, between steps, the impressions acknowledged
+	// before the step with what the cluster counts after it.
+	checkpoint := func(step string) {
+		if testing.Verbose() {
+			l.mu.Lock()
+			before := map[string]int{}
+			for v, n := range l.acked {
+				before[v] = n
+			}
+			l.mu.Unlock()
+			got := counted(t, c, viewers[:30], capc)
+			lost := 0
+			for v, n := range got {
+				lost += max(before[v]-n, 0)
+			}
+			t.Logf("after %s: %d lost on a sample of 30 viewers", step, lost)
+		}
+	}
+	pause()
+	for _, name := range []string{"n4", "n5"} {
+		n := cluster.Start(t, name, cluster.Options{Replicas: 2, Seeds: []string{nodes[0].Gossip}})
+		nodes = append(nodes, n)
+		waitStable(t, nodes)
+		pause()
+		checkpoint("join " + name)
+	}
+	for _, n := range nodes[:2] {
+		if !n.Stop(60 * time.Second) {
+			t.Fatalf("%s did not stop gracefully:\n%s", n.Name, n.Logs())
+		}
+		waitStable(t, nodes)
+		pause()
+		checkpoint("stop " + n.Name)
+	}
+	stop()
+	wg.Wait()
+
+	lost, extra := verify(t, l, counted(t, c, viewers, capc))
+	total := 0
+	for _, n := range l.acked {
+		total += n
+	}
+	t.Logf("acknowledged %d impressions; lost %d, counted twice %d; errors %d; failed over %d", total, lost, extra, l.errors, l.failed)
+	if l.errors != 0 {
+		t.Errorf("the client surfaced %d errors", l.errors)
+	}
+	if total < 100 {
+		t.Errorf("only %d impressions acknowledged: the traffic did not run", total)
+	}
+}
