@@ -73,7 +73,6 @@ type metrics struct {
 	backupReads  prometheus.Counter
 	ringChanges  prometheus.Counter
 
-	syncing            prometheus.Gauge
 	transfers          prometheus.Counter
 	replicatedBytes    prometheus.Counter
 	replicationErrors  prometheus.Counter
@@ -107,7 +106,6 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m.notOwner = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_not_owner_total", Help: "Requests and record items refused because this node is not the viewer's owner."})
 	m.backupReads = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_backup_reads_total", Help: "Checks answered as a backup owner because the client could not reach the owner (answers marked stale)."})
 	m.ringChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_ring_changes_total", Help: "New ring snapshots swapped in."})
-	m.syncing = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_partitions_syncing", Help: "Partitions this node owns but has not received yet; their requests are refused until they arrive."})
 	m.transfers = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_partition_transfers_total", Help: "Whole partitions sent to a new owner (join, drain, re-replication)."})
 	m.replicatedBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_replication_bytes_total", Help: "Bytes of viewer state sent to peers."})
 	m.replicationErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_replication_errors_total", Help: "Failed sends to a peer (retried with backoff)."})
@@ -116,7 +114,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m.syncingRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_syncing_refusals_total", Help: "Requests refused because their partition has not arrived yet."})
 	m.claimed = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_partitions_claimed_total", Help: "Partitions served without their hand-over after SyncTimeout (a sender failed mid-way; counts may miss its last writes)."})
 	for _, c := range []prometheus.Collector{m.claimed, requests, latency, m.conns, m.refusedConns, m.badFrames, m.writeErrors, m.notOwner, m.backupReads, m.ringChanges,
-		m.syncing, m.transfers, m.replicatedBytes, m.replicationErrors, m.replicationRefused, m.strictFailures, m.syncingRefusals, &stateCollector{n: n}} {
+		m.transfers, m.replicatedBytes, m.replicationErrors, m.replicationRefused, m.strictFailures, m.syncingRefusals, &stateCollector{n: n}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -155,12 +153,13 @@ var (
 	descReplLag     = prometheus.NewDesc("fcap_replication_lag_seconds", "Age of the oldest change not yet sent to a replica.", nil, nil)
 	descHanding     = prometheus.NewDesc("fcap_partitions_handing_over", "Whole-partition transfers this node is sending.", nil, nil)
 	descUnderRepl   = prometheus.NewDesc("fcap_partitions_under_replicated", "Partitions this node is primary of whose other owners do not all hold them yet.", nil, nil)
+	descSyncing     = prometheus.NewDesc("fcap_partitions_syncing", "Partitions this node owns but has not received yet; their requests are refused until they arrive.", nil, nil)
 	descState       = prometheus.NewDesc("fcap_node_state", "1 for this node's ring state (joining, active, leaving).", []string{"state"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descViewers, descKeys, descBytes, descBytesPerKey, descLimit, descOverLimit, descRefused, descMembers, descOwned,
-		descReplQueue, descReplLag, descHanding, descUnderRepl, descState} {
+		descReplQueue, descReplLag, descHanding, descUnderRepl, descSyncing, descState} {
 		ch <- d
 	}
 }
@@ -212,6 +211,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descReplLag, lag.Seconds())
 	gauge(descHanding, float64(c.n.repl.handing()))
 	gauge(descUnderRepl, float64(c.n.repl.underReplicated()))
+	gauge(descSyncing, float64(c.n.repl.syncingCount(v.ring)))
 	self := c.n.members.Self().State
 	for _, s := range []ring.State{ring.Joining, ring.Active, ring.Leaving} {
 		v := 0.0

@@ -414,10 +414,11 @@ func (n *Node) Ring() *ring.Ring { return n.view.Load().ring }
 func (n *Node) Engine() *engine.Engine { return n.engine }
 
 // Ready reports whether the node serves: it is an active member of its
-// own ring and not shutting down.
+// own ring, holds every partition it owns, and is not shutting down.
 func (n *Node) Ready() bool {
 	v := n.view.Load()
-	return !n.draining.Load() && !n.left.Load() && v.in && v.ring.Member(v.self).State == ring.Active
+	return !n.draining.Load() && !n.left.Load() && v.in && v.ring.Member(v.self).State == ring.Active &&
+		n.repl.syncingCount(v.ring) == 0
 }
 
 // Shutdown stops the node gracefully: it stops accepting connections,

@@ -49,7 +49,7 @@ type partition struct {
 	// handed is a Handoff that arrived before this node's ring showed it
 	// the new primary; a wait starting soon after consumes it.
 	handed  atomic.Pointer[early]
-	lostAt  atomic.Int64 // when it stopped owning it (unix ns), 0 while it owns it
+	lostAt  atomic.Int64 // when it stopped owning it (unix ns), 0 while it owns it, -1 once dropped
 	pushing atomic.Int32 // full transfers of it this node is sending
 }
 
@@ -295,11 +295,14 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 		curOwners, futOwners := names(cur, p), names(fut, p)
 		mine := contains(curOwners, self) || contains(futOwners, self)
 		push := pusher(prev, cur, p)
+		had := part.have.Load()
 		switch {
 		case !mine:
-			if part.lostAt.Load() == 0 {
-				part.lostAt.Store(now)
-			}
+			// Writes go elsewhere now: this node's copy is stale from
+			// here on. It may still push what it had (below), but must
+			// never serve it if ownership comes back without a transfer.
+			part.have.Store(false)
+			part.lostAt.CompareAndSwap(0, now)
 		default:
 			part.lostAt.Store(0)
 			switch {
@@ -369,7 +372,7 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 		}
 		// Full transfers: this node pushes p to every owner that is new
 		// to it, if this node is p's pusher and holds p.
-		if push == self && part.have.Load() {
+		if push == self && had {
 			for _, name := range append(append([]string(nil), curOwners...), futOwners...) {
 				if name == self || contains(names(prev, p), name) && !r.isNewTarget(name, p) {
 					continue
@@ -391,7 +394,6 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 	}
 	r.plan.Store(pl)
 	r.prev = cur
-	r.n.metrics.syncing.Set(float64(r.syncingCount(cur)))
 	return pl, func() {
 		for _, m := range moves {
 			r.n.log.Debug("partition: sending", "partition", m.p, "to", m.rep.name, "handoff", m.handoff, "owners", names(cur, m.p), "before", names(prev, m.p))
@@ -445,7 +447,7 @@ func (r *replicator) replicaLocked(cur, fut *ring.Ring, name string) *replica {
 func (r *replicator) syncingCount(cur *ring.Ring) int {
 	n := 0
 	for p := range r.parts {
-		if contains(names(cur, p), r.n.cfg.Name) && !r.parts[p].have.Load() {
+		if cur.Rank(p, r.n.cfg.Name) >= 0 && !r.parts[p].have.Load() {
 			n++
 		}
 	}
@@ -593,9 +595,9 @@ func (r *replicator) janitor(grace time.Duration) {
 	for p := range r.parts {
 		part := &r.parts[p]
 		lost := part.lostAt.Load()
-		d := lost != 0 && now-lost > int64(grace) && part.pushing.Load() == 0
+		d := lost > 0 && now-lost > int64(grace) && part.pushing.Load() == 0
 		drop = append(drop, d)
-		if d {
+		if d && part.lostAt.CompareAndSwap(lost, -1) { // -1: dropped, do not scan again
 			part.have.Store(false)
 			any = true
 		}

@@ -410,21 +410,35 @@ func StartCluster(t testing.TB, n int, o Options) []*Node {
 	return nodes
 }
 
-// WaitActive waits until every running node counts want active members.
+// WaitActive waits until every running node counts want active members
+// and is ready (/readyz: active and holding every partition it owns).
 func WaitActive(t testing.TB, nodes []*Node, want int) {
 	t.Helper()
-	Eventually(t, 30*time.Second, func() bool {
+	Eventually(t, 60*time.Second, func() bool {
 		for _, n := range nodes {
 			if !n.Running() {
 				continue
 			}
 			m, err := n.Metrics()
-			if err != nil || m[`fcap_ring_members{state="active"}`] != float64(want) {
+			if err != nil || m[`fcap_ring_members{state="active"}`] != float64(want) || !n.Ready() {
 				return false
 			}
 		}
 		return true
-	}, "nodes did not converge on %d active members", want)
+	}, "nodes did not converge on %d active, ready members", want)
+}
+
+// Ready reports whether the node answers /readyz with 200.
+func (n *Node) Ready() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+n.HTTP+"/readyz", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // logBuffer is a goroutine-safe log sink.

@@ -216,3 +216,147 @@ func TestScaleUpAndDownUnderTraffic(t *testing.T) {
 		t.Errorf("only %d impressions acknowledged: the traffic did not run", total)
 	}
 }
+
+// capTraffic runs Allow calls against a cap with a real limit, recording
+// grants: it shows both loss (a grant the cluster forgot) and overshoot
+// (more grants than the limit).
+func capTraffic(ctx context.Context, c *client.Client, l *ledger, viewers []string, capc engine.Cap, workers int) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 11))
+			for ctx.Err() == nil {
+				v := viewers[rng.IntN(len(viewers))]
+				vd, err := c.Allow(context.Background(), v, []engine.Cap{capc})
+				l.mu.Lock()
+				switch {
+				case err != nil:
+					l.errors++
+				case vd.Failed():
+					l.failed++
+					l.unknown[v]++
+				case vd.Allowed:
+					l.acked[v]++
+					l.granted[v]++
+				}
+				l.mu.Unlock()
+				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+			}
+		}()
+	}
+	return &wg
+}
+
+// crashTest kills nodes under soft and strict traffic and checks the
+// invariants: no error to the caller, nothing acknowledged lost under
+// strict caps, no strict cap exceeded; for soft caps it reports loss and
+// overshoot.
+func crashTest(t *testing.T, size, replicas int, kill []int) {
+	nodes := cluster.StartCluster(t, size, cluster.Options{Replicas: replicas})
+	c := testClient(t, seeds(nodes...))
+	const limit = 40
+	strictCap := engine.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: 24 * 3_600_000, Mode: engine.Strict}
+	softCap := engine.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: 24 * 3_600_000}
+	strictViewers, softViewers := viewerIDs("strict", 60), viewerIDs("soft", 60)
+	strict, soft := newLedger(), newLedger()
+	ctx, stop := context.WithCancel(context.Background())
+	ws := capTraffic(ctx, c, strict, strictViewers, strictCap, 3)
+	wsoft := capTraffic(ctx, c, soft, softViewers, softCap, 3)
+
+	time.Sleep(2 * time.Second)
+	for _, i := range kill {
+		nodes[i].Kill()
+	}
+	killed := time.Now()
+	alive := []*cluster.Node{}
+	for _, n := range nodes {
+		if n.Running() {
+			alive = append(alive, n)
+		}
+	}
+	waitStable(t, alive)
+	// Every partition served again and re-replicated.
+	cluster.Eventually(t, 60*time.Second, func() bool {
+		for _, n := range alive {
+			m, err := n.Metrics()
+			if err != nil || m["fcap_partitions_syncing"] != 0 || m["fcap_partitions_under_replicated"] != 0 {
+				return false
+			}
+		}
+		return true
+	}, "partitions not served and fully replicated again")
+	t.Logf("killed %v: every partition served and re-replicated %v later", kill, time.Since(killed).Round(time.Millisecond))
+	time.Sleep(2 * time.Second)
+	stop()
+	ws.Wait()
+	wsoft.Wait()
+
+	strictLost, _ := verify(t, strict, counted(t, c, strictViewers, strictCap))
+	softCounts := counted(t, c, softViewers, softCap)
+	softLost, overshoot := 0, 0
+	soft.mu.Lock()
+	for v, n := range softCounts {
+		softLost += max(soft.acked[v]-n, 0)
+		overshoot += max(soft.granted[v]-limit, 0)
+	}
+	soft.mu.Unlock()
+	strict.mu.Lock()
+	defer strict.mu.Unlock()
+	for v, g := range strict.granted {
+		if g > limit {
+			t.Errorf("strict cap exceeded for %s: %d grants, limit %d", v, g, limit)
+		}
+	}
+	if strict.errors+soft.errors != 0 {
+		t.Errorf("the client surfaced %d errors", strict.errors+soft.errors)
+	}
+	if strictLost != 0 {
+		t.Errorf("%d acknowledged strict impressions lost", strictLost)
+	}
+	t.Logf("strict: %d acknowledged, %d lost, %d failed closed; soft: %d acknowledged, %d lost, overshoot %d, %d failed open",
+		total(strict.acked), strictLost, strict.failed, total(soft.acked), softLost, overshoot, soft.failed)
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// TestKillOneOfThree: kill -9 one of three nodes (R=2) under traffic.
+func TestKillOneOfThree(t *testing.T) { crashTest(t, 3, 2, []int{1}) }
+
+// TestKillTwoOfFive: kill -9 two of five nodes at once (R=3).
+func TestKillTwoOfFive(t *testing.T) { crashTest(t, 5, 3, []int{1, 3}) }
+
+// TestRollingRestart restarts every node in turn (graceful stop, start
+// with the same name) under traffic: nothing lost, no error.
+func TestRollingRestart(t *testing.T) {
+	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
+	c := testClient(t, seeds(nodes...))
+	capc := engine.Cap{Scope: "campaign", ID: "rolling", Limit: engine.MaxLimit, Window: 24 * 3_600_000}
+	viewers := viewerIDs("rolling", 200)
+	l := newLedger()
+	ctx, stop := context.WithCancel(context.Background())
+	wg := traffic(ctx, c, l, viewers, capc, 3)
+	time.Sleep(time.Second)
+	for _, n := range nodes {
+		if !n.Stop(60 * time.Second) {
+			t.Fatalf("%s did not stop gracefully", n.Name)
+		}
+		n.Restart()
+		waitStable(t, nodes)
+		time.Sleep(time.Second)
+	}
+	stop()
+	wg.Wait()
+	lost, extra := verify(t, l, counted(t, c, viewers, capc))
+	t.Logf("acknowledged %d; lost %d; counted twice %d; errors %d; failed over %d", total(l.acked), lost, extra, l.errors, l.failed)
+	if l.errors != 0 {
+		t.Errorf("the client surfaced %d errors", l.errors)
+	}
+}
