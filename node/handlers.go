@@ -219,6 +219,13 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		res.Epoch = epoch
 		return h.reply(out, hdr.ID, &res, opReplicate)
 
+	case proto.TypeSyncRequest:
+		var m proto.SyncRequest
+		if err := proto.Decode(body, &m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opReplicate)
+		}
+		return h.reply(out, hdr.ID, &proto.SyncResult{Pushing: h.n.repl.serveSync(m.From, m.Partitions)}, opReplicate)
+
 	case proto.TypeStatusRequest:
 		return h.reply(out, hdr.ID, h.n.status(), opStatus)
 

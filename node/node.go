@@ -157,6 +157,7 @@ func Start(cfg Config) (*Node, error) {
 	n.goFunc(func() { n.activator(ctx) })
 	n.goFunc(func() { n.janitor(ctx) })
 	n.goFunc(func() { n.replanner(ctx) })
+	n.goFunc(func() { n.puller(ctx) })
 	n.maybeActivate()
 	n.goFunc(n.acceptLoop)
 	if n.http != nil {
@@ -268,6 +269,20 @@ func (n *Node) replanner(ctx context.Context) {
 			return
 		case <-n.replans:
 			n.onRingChange(nil, nil)
+		}
+	}
+}
+
+// puller asks for partitions whose push has not come.
+func (n *Node) puller(ctx context.Context) {
+	tick := time.NewTicker(pullAfter)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			n.repl.pull(ctx)
 		}
 	}
 }

@@ -163,6 +163,8 @@ func testCases() []testCase {
 		{name: "status", msg: &Status{Name: "n1", Epoch: 9, State: 2, Viewers: 1, Keys: 2, Bytes: 3, Primaries: 4, Backups: 5, Syncing: 6, Handing: 7, ReplicationQueue: 8, UnderReplicated: 9, Members: 10}},
 		{name: "drain", msg: &Drain{TimeoutMillis: 30000}},
 		{name: "drain-result", msg: &DrainResult{Partitions: 90}},
+		{name: "sync-request", msg: &SyncRequest{From: "n2", Partitions: []uint32{1, 2, 270}}},
+		{name: "sync-result", msg: &SyncResult{Pushing: []uint32{2}}},
 		{name: "error", msg: &Error{Code: CodeNotOwner, Message: "viewer moved", Epoch: 1234}},
 		{name: "error/empty", msg: &Error{}},
 		{name: "error/unknown-code", msg: &Error{Code: 0xFFFF, Message: "from the future ✨"}},
@@ -295,6 +297,10 @@ func wireForm(m Message) []any {
 		return []any{m.TimeoutMillis}
 	case *DrainResult:
 		return []any{u(m.Partitions)}
+	case *SyncRequest:
+		return []any{m.From, le32(m.Partitions)}
+	case *SyncResult:
+		return []any{le32(m.Pushing)}
 	case *Record:
 		items := []any{}
 		for _, it := range m.Items {

@@ -82,6 +82,8 @@ const (
 	TypeStatus          Type = 19 // Status: answers StatusRequest
 	TypeDrain           Type = 20 // Drain: hand partitions over and leave
 	TypeDrainResult     Type = 21 // DrainResult: answers Drain
+	TypeSyncRequest     Type = 22 // SyncRequest: a new owner asks for partitions
+	TypeSyncResult      Type = 23 // SyncResult: answers SyncRequest
 )
 
 var typeNames = [...]string{
@@ -106,6 +108,8 @@ var typeNames = [...]string{
 	TypeStatus:          "status",
 	TypeDrain:           "drain",
 	TypeDrainResult:     "drain_result",
+	TypeSyncRequest:     "sync_request",
+	TypeSyncResult:      "sync_result",
 }
 
 // String returns the type's name in snake case ("check_result"), fit for
@@ -188,6 +192,10 @@ func NewMessage(t Type) Message {
 		return new(Drain)
 	case TypeDrainResult:
 		return new(DrainResult)
+	case TypeSyncRequest:
+		return new(SyncRequest)
+	case TypeSyncResult:
+		return new(SyncResult)
 	}
 	return nil
 }

@@ -209,3 +209,54 @@ func (m *DrainResult) decode(d *decoder) {
 	m.Partitions = d.uint()
 	d.end(extra)
 }
+
+// SyncRequest is sent by a node that owns partitions it does not hold
+// and whose transfer has not come: the receiver pushes every one of them
+// it holds (a Replicate stream ending with Done), and says which.
+//
+// Wire: [from str, partitions bin], partitions little-endian uint32.
+type SyncRequest struct {
+	// From is the asking node's name: where to push.
+	From string
+	// Partitions are the partitions it waits for.
+	Partitions []uint32
+}
+
+// Type returns TypeSyncRequest.
+func (*SyncRequest) Type() Type { return TypeSyncRequest }
+
+func (m *SyncRequest) encode(e *encoder) {
+	e.array(2)
+	e.str(m.From)
+	e.uint32s(m.Partitions)
+}
+
+func (m *SyncRequest) decode(d *decoder) {
+	extra := d.array(2)
+	m.From = d.str()
+	m.Partitions = d.uint32s(m.Partitions, 1<<16)
+	d.end(extra)
+}
+
+// SyncResult answers a SyncRequest.
+//
+// Wire: [pushing bin], little-endian uint32.
+type SyncResult struct {
+	// Pushing are the requested partitions the receiver holds and is
+	// pushing.
+	Pushing []uint32
+}
+
+// Type returns TypeSyncResult.
+func (*SyncResult) Type() Type { return TypeSyncResult }
+
+func (m *SyncResult) encode(e *encoder) {
+	e.array(1)
+	e.uint32s(m.Pushing)
+}
+
+func (m *SyncResult) decode(d *decoder) {
+	extra := d.array(1)
+	m.Pushing = d.uint32s(m.Pushing, 1<<16)
+	d.end(extra)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -288,6 +289,13 @@ func crashTest(t *testing.T, size, replicas int, kill []int) {
 		return true
 	}, "partitions not served and fully replicated again")
 	t.Logf("killed %v: every partition served and re-replicated %v later", kill, time.Since(killed).Round(time.Millisecond))
+	for _, n := range alive {
+		for _, line := range strings.Split(n.Logs(), "\n") {
+			if strings.Contains(line, "claimed without a hand-over") || strings.Contains(line, "gone before its hand-over") {
+				t.Logf("%s: %s", n.Name, line)
+			}
+		}
+	}
 	time.Sleep(2 * time.Second)
 	stop()
 	ws.Wait()

@@ -1,0 +1,143 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"time"
+
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
+)
+
+// Pulling partitions. A node that owns a partition it does not hold
+// waits for its pusher, but when nodes passed through different rings
+// (two failures in a row, say) they may disagree on who that is, and
+// nobody pushes. So a node that has waited a moment asks, one at a time
+// and in turn, the members likely to hold the partition (its previous
+// owners first) to push it; any that holds it does.
+
+// pullAfter is how long a node waits for a push before it asks.
+const pullAfter = 500 * time.Millisecond
+
+// serveSync queues a full transfer to the asking node of every requested
+// partition this node holds.
+func (r *replicator) serveSync(from string, ps []uint32) []uint32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pl := r.plan.Load()
+	if pl == nil {
+		return nil
+	}
+	var pushing []uint32
+	for _, p := range ps {
+		if int(p) >= len(r.parts) {
+			continue
+		}
+		part := &r.parts[p]
+		if !part.have.Load() || part.waitSince.Load() != 0 {
+			continue
+		}
+		rep := r.replicaLocked(pl.ring, pl.future, from)
+		if rep == nil {
+			continue
+		}
+		rep.forget(int(p))
+		rep.transfer(int(p))
+		pushing = append(pushing, p)
+	}
+	if len(pushing) > 0 {
+		r.n.log.Debug("partition: pushing on request", "to", from, "partitions", len(pushing))
+	}
+	return pushing
+}
+
+// pull asks likely holders for the partitions this node has waited for
+// (not hand-overs: those come from the writer that stops).
+func (r *replicator) pull(ctx context.Context) {
+	pl := r.plan.Load()
+	if pl == nil {
+		return
+	}
+	r.mu.Lock()
+	prev := r.prev
+	r.mu.Unlock()
+	self := r.n.cfg.Name
+	now := time.Now().UnixNano()
+	asks := map[string][]uint32{}
+	for p := range r.parts {
+		part := &r.parts[p]
+		since := part.waitSince.Load()
+		if since == 0 || part.handoffFrom() != "" || now-since < int64(pullAfter) {
+			continue
+		}
+		cands := holders(prev, pl.ring, p, self)
+		if len(cands) == 0 {
+			continue
+		}
+		// A different candidate on each attempt.
+		who := cands[int((now-since)/int64(pullAfter))%len(cands)]
+		asks[who.Addr] = append(asks[who.Addr], uint32(p))
+	}
+	for addr, ps := range asks {
+		if err := r.ask(ctx, addr, ps); err != nil {
+			r.n.log.Debug("partition: pull", "from", addr, "partitions", len(ps), "err", err)
+		}
+	}
+}
+
+// holders lists the members that may hold partition p, most likely
+// first: its previous owners, its current owners, then everyone else.
+func holders(prev, cur *ring.Ring, p int, self string) []ring.Member {
+	var out []ring.Member
+	seen := map[string]bool{self: true}
+	add := func(name string) {
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		if i, ok := cur.Find(name); ok {
+			out = append(out, cur.Member(i))
+		}
+	}
+	for _, name := range names(prev, p) {
+		add(name)
+	}
+	for _, name := range names(cur, p) {
+		add(name)
+	}
+	rest := append([]ring.Member(nil), cur.Members()...)
+	sort.Slice(rest, func(i, j int) bool { return rest[i].Name < rest[j].Name })
+	for _, m := range rest {
+		add(m.Name)
+	}
+	return out
+}
+
+// ask sends one SyncRequest and waits for its answer.
+func (r *replicator) ask(ctx context.Context, addr string, ps []uint32) error {
+	d := net.Dialer{Timeout: time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	b, err := proto.AppendFrame(nil, 1, &proto.SyncRequest{From: r.n.cfg.Name, Partitions: ps})
+	if err != nil {
+		return err
+	}
+	if _, err := c.Write(b); err != nil {
+		return err
+	}
+	hdr, body, err := proto.NewReader(c, r.n.cfg.MaxFrame).Next()
+	if err != nil {
+		return err
+	}
+	if hdr.Type != proto.TypeSyncResult {
+		return fmt.Errorf("answered %v", hdr.Type)
+	}
+	var res proto.SyncResult
+	return proto.Decode(body, &res)
+}
