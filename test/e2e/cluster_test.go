@@ -153,23 +153,33 @@ func TestSoftCapsFallBackToABackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	const viewer = "viewer-backup"
-	_, owners := c.Ring().Lookup(viewer)
-	ownerName := c.Ring().Member(owners[0]).Name
-	var owner *cluster.Node
-	for _, n := range nodes {
-		if n.Name == ownerName {
-			owner = n
-		}
-	}
 	softCap := engine.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 3_600_000}
 	strictCap := engine.Cap{Scope: "campaign", ID: "strict", Limit: 3, Window: 3_600_000, Mode: engine.Strict}
 	cands := []engine.Candidate{{Caps: []engine.Cap{softCap}}, {Caps: []engine.Cap{strictCap}}}
 
-	owner.Pause()
-	defer owner.Resume()
-	res, err := c.Check(context.Background(), viewer, cands)
-	if err != nil {
-		t.Fatal(err)
+	// Pause the viewer's owner as the client sees it. If the client's
+	// topology moved on meanwhile (the cluster was still settling), the
+	// check went elsewhere: resume and try again.
+	var res *client.CheckResult
+	for attempt := 0; ; attempt++ {
+		r := c.Ring()
+		_, owners := r.Lookup(viewer)
+		var owner *cluster.Node
+		for _, n := range nodes {
+			if n.Name == r.Member(owners[0]).Name {
+				owner = n
+			}
+		}
+		owner.Pause()
+		res, err = c.Check(context.Background(), viewer, cands)
+		owner.Resume()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Ring().Epoch() == r.Epoch() || attempt == 5 {
+			break
+		}
+		time.Sleep(time.Second)
 	}
 	soft, strict := res.Verdicts[0], res.Verdicts[1]
 	if soft.Failed() || !soft.Allowed {
@@ -178,7 +188,7 @@ func TestSoftCapsFallBackToABackup(t *testing.T) {
 	if !strict.FailClosed || strict.Allowed {
 		t.Errorf("strict candidate with the owner paused: %+v, want fail-closed", strict)
 	}
-	if st := c.Stats(); st.BackupReads != 1 {
-		t.Errorf("client stats %+v: want one backup read", st)
+	if st := c.Stats(); st.BackupReads < 1 {
+		t.Errorf("client stats %+v: want a backup read", st)
 	}
 }
