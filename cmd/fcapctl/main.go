@@ -20,6 +20,8 @@ type command struct {
 
 var commands = map[string]command{
 	"conformance": {"run allow-contract case files against the engine or a cluster", runConformance},
+	"status":      {"show every member: state, partitions, replication, memory", runStatus},
+	"drain":       {"hand a node's partitions over and make it leave the cluster", runDrain},
 }
 
 func main() {

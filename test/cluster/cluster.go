@@ -26,39 +26,71 @@ import (
 )
 
 var (
-	buildOnce sync.Once
+	buildMu   sync.Mutex
 	buildDir  string
-	buildErr  error
+	built     = map[string]string{}
+	buildErrs = map[string]error{}
 )
 
-// Binary builds cmd/fcapd once per test process and returns its path.
-// The build lands in a temporary folder removed by Cleanup.
+// Binary builds cmd/fcapd once per test process (with the race detector
+// unless FCAP_TEST_NORACE is set) and returns its path. The build lands
+// in a temporary folder removed by Cleanup.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "fcapd-test-")
-		if buildErr != nil {
-			return
-		}
-		root, err := moduleRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		cmd := exec.Command("go", "build", "-race", "-o", filepath.Join(buildDir, "fcapd"), "./cmd/fcapd")
-		if os.Getenv("FCAP_TEST_NORACE") != "" {
-			cmd = exec.Command("go", "build", "-o", filepath.Join(buildDir, "fcapd"), "./cmd/fcapd")
-		}
-		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build fcapd: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	return Tool(t, "fcapd")
+}
+
+// Tool builds cmd/<name> once per test process and returns its path.
+func Tool(t testing.TB, name string) string {
+	t.Helper()
+	path, err := build(name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return filepath.Join(buildDir, "fcapd")
+	return path
+}
+
+func build(name string) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[name]; ok {
+		return p, nil
+	}
+	if err, ok := buildErrs[name]; ok {
+		return "", err
+	}
+	path, err := buildNow(name)
+	if err != nil {
+		buildErrs[name] = err
+		return "", err
+	}
+	built[name] = path
+	return path, nil
+}
+
+func buildNow(name string) (string, error) {
+	if buildDir == "" {
+		d, err := os.MkdirTemp("", "fcap-test-bin-")
+		if err != nil {
+			return "", err
+		}
+		buildDir = d
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(buildDir, name)
+	args := []string{"build", "-o", out}
+	if name == "fcapd" && os.Getenv("FCAP_TEST_NORACE") == "" {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/"+name)...)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %v\n%s", name, err, b)
+	}
+	return out, nil
 }
 
 // Cleanup removes the built binary. Call it from TestMain after m.Run.

@@ -116,10 +116,7 @@ func TestThreeNodeCluster(t *testing.T) {
 // running cluster.
 func TestFcapctlConformanceAddr(t *testing.T) {
 	nodes := cluster.StartCluster(t, 2, cluster.Options{})
-	bin := filepath.Join(t.TempDir(), "fcapctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/fcapctl").CombinedOutput(); err != nil {
-		t.Fatalf("build fcapctl: %v\n%s", err, out)
-	}
+	bin := fcapctl(t)
 	files, _ := filepath.Glob("../conformance/testdata/*.json")
 	args := append([]string{"conformance", "--addr", nodes[1].Data, "--timeout", "2s"}, files...)
 	out, err := exec.Command(bin, args...).CombinedOutput()

@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/test/cluster"
+)
+
+func fcapctl(t *testing.T) string { return cluster.Tool(t, "fcapctl") }
+
+// statusJSON is what "fcapctl status --json" prints.
+type statusJSON struct {
+	Epoch      string `json:"epoch"`
+	Partitions int    `json:"partitions"`
+	Members    []struct {
+		Member struct{ Name string }
+		Status *struct {
+			Name                 string
+			State                int
+			Primaries, Backups   int
+			Syncing, Handing     int
+			UnderReplicated      int
+			Viewers, Keys, Bytes uint64
+		}
+		Error string
+	} `json:"members"`
+}
+
+func runFcapctl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(fcapctl(t), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("fcapctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func clusterStatus(t *testing.T, addr string) statusJSON {
+	t.Helper()
+	var st statusJSON
+	out := runFcapctl(t, "status", "--json", "--addr", addr)
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("fcapctl status --json printed %q: %v", out, err)
+	}
+	return st
+}
+
+// TestFcapctlStatusAndDrain drains a node with "fcapctl drain" while a
+// client records and checks: the drained node's partitions move to the
+// others (as "fcapctl status" shows), nothing acknowledged is lost and the
+// caller sees no error.
+func TestFcapctlStatusAndDrain(t *testing.T) {
+	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
+	c := testClient(t, seeds(nodes...))
+	capc := engine.Cap{Scope: "campaign", ID: "drain", Limit: engine.MaxLimit, Window: 24 * 3_600_000}
+	viewers := viewerIDs("drain", 200)
+	l := newLedger()
+	ctx, stop := context.WithCancel(context.Background())
+	wg := traffic(ctx, c, l, viewers, capc, 4)
+
+	// Every member reports; together they are primary of every partition.
+	cluster.Eventually(t, 30e9, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.acked) > 50
+	}, "traffic did not start")
+	st := clusterStatus(t, nodes[0].Data)
+	primaries := 0
+	for _, m := range st.Members {
+		if m.Status == nil {
+			t.Fatalf("member %s unreachable in status: %s", m.Member.Name, m.Error)
+		}
+		primaries += m.Status.Primaries
+	}
+	if len(st.Members) != 3 || primaries != st.Partitions {
+		t.Fatalf("status: %d members, %d primaries of %d partitions; want 3 members owning all", len(st.Members), primaries, st.Partitions)
+	}
+
+	out := runFcapctl(t, "drain", "--addr", nodes[0].Data, nodes[1].Name)
+	if !strings.Contains(out, "drained") {
+		t.Errorf("fcapctl drain printed %q", out)
+	}
+	// The drained node has left: the others own everything.
+	cluster.Eventually(t, 30e9, func() bool {
+		st := clusterStatus(t, nodes[0].Data)
+		primaries := 0
+		for _, m := range st.Members {
+			if m.Member.Name == nodes[1].Name || m.Status == nil || m.Status.Syncing != 0 {
+				return false
+			}
+			primaries += m.Status.Primaries
+		}
+		return len(st.Members) == 2 && primaries == st.Partitions
+	}, "the cluster did not settle on 2 members after the drain")
+	if !nodes[1].Stop(30e9) {
+		t.Errorf("%s did not stop after its drain", nodes[1].Name)
+	}
+	stop()
+	wg.Wait()
+
+	lost, extra := verify(t, l, counted(t, c, viewers, capc))
+	t.Logf("acknowledged %d impressions; lost %d, counted twice %d; errors %d", total(l.acked), lost, extra, l.errors)
+	if l.errors != 0 {
+		t.Errorf("the client surfaced %d errors", l.errors)
+	}
+}
+
+// TestFcapctlUnreachable: a clear error and a non-zero exit when no node
+// answers.
+func TestFcapctlUnreachable(t *testing.T) {
+	addr := "127.0.0.1:" + strconv.Itoa(cluster.FreePort(t))
+	for _, args := range [][]string{{"status", "--addr", addr}, {"drain", "--addr", addr, "n1"}} {
+		out, err := exec.Command(fcapctl(t), args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "no node answered") {
+			t.Errorf("fcapctl %s: err %v, output %q; want a failure naming the unreachable cluster", strings.Join(args, " "), err, out)
+		}
+	}
+}
