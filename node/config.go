@@ -103,6 +103,13 @@ type Config struct {
 	// before it serves the partition with what it holds (the sender
 	// failed in the middle; its last writes may be missing). Default 10s.
 	SyncTimeout time.Duration
+
+	// TransferRate caps the bytes per second this node sends in
+	// whole-partition transfers (joins, re-replication after a crash),
+	// over all peers, so moving partitions does not starve the data
+	// plane. Changes and hand-overs are not throttled. 0 means
+	// unlimited. Default 64 MiB/s.
+	TransferRate int64
 }
 
 // DefaultConfig returns a production configuration: a one-node cluster
@@ -130,6 +137,7 @@ func DefaultConfig() Config {
 		Linger:             2 * time.Second,
 		DropGrace:          60 * time.Second,
 		SyncTimeout:        10 * time.Second,
+		TransferRate:       64 << 20,
 	}
 	c.Membership.Memberlist.BindAddr = "127.0.0.1"
 	c.Membership.Memberlist.BindPort = 7946
@@ -190,6 +198,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReplicationTimeout <= 0 || c.StrictTimeout <= 0 || c.DrainTimeout <= 0 || c.Linger < 0 || c.DropGrace <= 0 || c.SyncTimeout <= 0 {
 		errs = append(errs, errors.New("node config: ReplicationTimeout, StrictTimeout, DrainTimeout, DropGrace and SyncTimeout must be positive, Linger not negative"))
+	}
+	if c.TransferRate < 0 {
+		errs = append(errs, fmt.Errorf("node config: TransferRate must not be negative, got %d", c.TransferRate))
 	}
 	if err := c.Engine.Validate(); err != nil {
 		errs = append(errs, err)

@@ -231,10 +231,13 @@ type sender struct {
 	res  proto.ReplicateResult
 }
 
-// step sends what is queued: whole partitions, then changed viewers,
-// then the Done markers of those partitions and of hand-overs (so a
-// marker follows every change it covers), then releases the waiters.
-// more says work arrived meanwhile.
+// step sends what is queued: changed viewers, then whole partitions
+// (paced by the node's transfer rate, with the changes that arrived
+// meanwhile sent between partitions, so strict writers never wait behind
+// a long transfer), then the Done markers of those partitions and of
+// hand-overs (so a marker follows every change it covers), releasing
+// waiters as soon as the changes they wait for are applied. more says
+// work arrived meanwhile.
 func (s *sender) step() (more bool, err error) {
 	rep := s.rep
 	rep.mu.Lock()
@@ -246,57 +249,20 @@ func (s *sender) step() (more bool, err error) {
 	for _, pl := range leaving {
 		pl.drain(time.Now().Add(5 * time.Second))
 	}
-	rep.mu.Lock()
-	dirty := rep.dirty
-	rep.dirty = map[uint64]struct{}{}
-	waiters := rep.waiters
-	rep.waiters = nil
-	rep.mu.Unlock()
-
 	requeue := func(err error) error {
 		rep.mu.Lock()
 		rep.transfers = append(transfers, rep.transfers...)
 		rep.handoffs = append(handoffs, rep.handoffs...)
 		rep.leaving = append(leaving, rep.leaving...)
-		if len(rep.dirty) == 0 && len(dirty) > 0 {
-			rep.dirtySince = time.Now()
-		}
-		for k := range dirty {
-			rep.dirty[k] = struct{}{}
-		}
 		rep.mu.Unlock()
-		for _, w := range waiters {
-			w <- err
-		}
 		return err
+	}
+	if err := s.sendDirty(); err != nil {
+		return false, requeue(err)
 	}
 	if len(transfers) > 0 {
 		if err := s.sendPartitions(transfers); err != nil {
 			return false, requeue(err)
-		}
-	}
-	if len(dirty) > 0 {
-		s.keys = s.keys[:0]
-		for k := range dirty {
-			s.keys = append(s.keys, k)
-		}
-		refused, err := s.sendKeys(s.keys, nil)
-		if err != nil {
-			return false, requeue(err)
-		}
-		dirty = nil
-		if refused > 0 {
-			// The peer is the primary of some of these and holds them:
-			// this node's ring is behind, and its state may be older
-			// than what the peer acknowledged since. They are dropped,
-			// and strict writers learn they were not replicated (their
-			// clients fail closed).
-			rep.r.n.metrics.replicationRefused.Add(float64(refused))
-			err := fmt.Errorf("%s refused %d states: it is their primary", rep.name, refused)
-			for _, w := range waiters {
-				w <- err
-			}
-			waiters = nil
 		}
 	}
 	if len(transfers)+len(handoffs) > 0 {
@@ -324,18 +290,70 @@ func (s *sender) step() (more bool, err error) {
 		}
 		rep.r.n.metrics.transfers.Add(float64(len(transfers) + len(handoffs)))
 	}
-	for _, w := range waiters {
-		w <- nil
-	}
 	rep.mu.Lock()
 	more = len(rep.transfers) > 0 || len(rep.handoffs) > 0 || len(rep.dirty) > 0 || len(rep.waiters) > 0
 	rep.mu.Unlock()
 	return more, nil
 }
 
+// sendDirty sends the changed viewers queued so far and then answers the
+// strict writers waiting for them. On failure the viewers are queued
+// again and the waiters get the error (their clients fail closed).
+func (s *sender) sendDirty() error {
+	rep := s.rep
+	rep.mu.Lock()
+	dirty := rep.dirty
+	waiters := rep.waiters
+	if len(dirty) == 0 && len(waiters) == 0 {
+		rep.mu.Unlock()
+		return nil
+	}
+	rep.dirty = map[uint64]struct{}{}
+	rep.waiters = nil
+	rep.mu.Unlock()
+	answer := func(err error) {
+		for _, w := range waiters {
+			w <- err
+		}
+	}
+	if len(dirty) == 0 {
+		answer(nil)
+		return nil
+	}
+	s.keys = s.keys[:0]
+	for k := range dirty {
+		s.keys = append(s.keys, k)
+	}
+	refused, err := s.sendKeys(s.keys, nil, nil)
+	if err != nil {
+		rep.mu.Lock()
+		if len(rep.dirty) == 0 {
+			rep.dirtySince = time.Now()
+		}
+		for k := range dirty {
+			rep.dirty[k] = struct{}{}
+		}
+		rep.mu.Unlock()
+		answer(err)
+		return err
+	}
+	if refused > 0 {
+		// The peer is the primary of some of these and holds them: this
+		// node's ring is behind, and its state may be older than what the
+		// peer acknowledged since. They are dropped, and strict writers
+		// learn they were not replicated (their clients fail closed).
+		rep.r.n.metrics.replicationRefused.Add(float64(refused))
+		answer(fmt.Errorf("%s refused %d states: it is their primary", rep.name, refused))
+		return nil
+	}
+	answer(nil)
+	return nil
+}
+
 // sendPartitions sends partitions whole: every viewer the engine holds in
-// them (one pass over the engine for all of them), each partition ending
-// with its Done marker.
+// them (one pass over the engine for all of them), paced by the node's
+// transfer rate, with the changes queued meanwhile sent between
+// partitions. Their Done markers follow, from the caller.
 func (s *sender) sendPartitions(ps []int) error {
 	rep := s.rep
 	n := rep.r.n
@@ -353,18 +371,21 @@ func (s *sender) sendPartitions(ps []int) error {
 	})
 	for _, p := range ps {
 		start := time.Now()
-		if _, err := s.sendKeys(want[p], nil); err != nil {
+		if _, err := s.sendKeys(want[p], nil, rep.r.throttle); err != nil {
 			return err
 		}
 		n.log.Debug("partition sent", "peer", rep.name, "partition", p, "viewers", len(want[p]), "took", time.Since(start))
+		if err := s.sendDirty(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // sendKeys exports viewers and sends them in messages of at most half
-// proto.MaxReplicateBytes, the last one carrying done. It returns how
-// many states the peer refused.
-func (s *sender) sendKeys(keys []uint64, done []uint32) (refused int, err error) {
+// proto.MaxReplicateBytes, the last one carrying done, each paced by th
+// when it is not nil. It returns how many states the peer refused.
+func (s *sender) sendKeys(keys []uint64, done []uint32, th *throttle) (refused int, err error) {
 	n := s.rep.r.n
 	s.buf = s.buf[:0]
 	for i, k := range keys {
@@ -374,6 +395,9 @@ func (s *sender) sendKeys(keys []uint64, done []uint32) (refused int, err error)
 			var d []uint32
 			if last {
 				d = done
+			}
+			if !th.wait(len(s.buf), s.rep.quit) {
+				return refused, errors.New("replication to " + s.rep.name + " stopped")
 			}
 			r, err := s.send(s.buf, d)
 			if err != nil {

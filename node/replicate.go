@@ -13,9 +13,9 @@ import (
 // Replication and partition moves.
 //
 // A node replicates state, not operations. The engine reports every
-// viewer a client write changed (engine.Config.OnChange, under the
-// viewer's lock); the replicator marks it dirty for the other owners of
-// its partition, and a sender per peer later exports the viewer's current
+// viewer a client write changed (Allow, Record, Reserve and Release
+// return it); the handler marks it dirty for the other owners of its
+// partition, and a sender per peer later exports the viewer's current
 // state and ships it (proto.Replicate). Receivers replace their copy, so
 // the latest state always wins whatever the order or number of shipments.
 //
@@ -162,6 +162,8 @@ type replicator struct {
 	replicas map[string]*replica
 	prev     *ring.Ring // the ring before the current one
 
+	throttle *throttle // paces whole-partition transfers
+
 	stop chan struct{}
 }
 
@@ -171,6 +173,7 @@ func newReplicator(n *Node, partitions int) *replicator {
 		parts:    make([]partition, partitions),
 		replicas: map[string]*replica{},
 		stop:     make(chan struct{}),
+		throttle: newThrottle(n.cfg.TransferRate),
 	}
 }
 

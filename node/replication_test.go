@@ -145,3 +145,72 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestThrottledJoinKeepsStrictWritesFlowing joins a node while its
+// partitions move at a low transfer rate: the move takes as long as the
+// rate says, and strict writes replicated to the joining node are
+// acknowledged meanwhile (they do not wait behind the transfer).
+func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
+	const rate = 256 << 10
+	slow := func(c *node.Config) { c.TransferRate = rate }
+	nodes := startCluster(t, 2, slow)
+	// Load state straight into the engines of the viewers' owners.
+	load := engine.Cap{Scope: "campaign", ID: "load", Limit: 8, Window: 1 << 40}
+	for i := range 20000 {
+		v := fmt.Sprint("tv-", i)
+		for _, nd := range nodes {
+			if p, _ := nd.Ring().Lookup(v); nd.Ring().Rank(p, nd.Name()) >= 0 {
+				for k := range 4 {
+					if _, err := nd.Engine().Record(v, engine.Impression{ID: fmt.Sprint(v, "-", k), Time: int64(1000 + k), Caps: []engine.Cap{load}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	c := newClient(t, nodes, func(cfg *client.Config) { cfg.Timeout = 5 * time.Second })
+	strict := engine.Cap{Scope: "campaign", ID: "strict", Limit: engine.MaxLimit, Window: 1 << 40, Mode: engine.Strict}
+
+	cfg := node.DefaultLocalConfig("node-new")
+	cfg.Logger = quiet
+	cfg.TransferRate = rate
+	cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
+	start := time.Now()
+	late, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Shutdown(context.Background())
+	active := func() bool {
+		i, ok := late.Ring().Find("node-new")
+		return ok && late.Ring().Member(i).State == ring.Active
+	}
+	writes := 0
+	for i := 0; !active(); i++ {
+		if time.Since(start) > 60*time.Second {
+			t.Fatal("the new node did not turn active within 60s")
+		}
+		v := fmt.Sprint("sv-", i)
+		vd, err := c.Allow(context.Background(), v, []engine.Cap{strict})
+		if err != nil || !vd.Allowed || vd.Failed() {
+			t.Fatalf("strict Allow during the transfer: %+v, %v", vd, err)
+		}
+		writes++
+	}
+	took := time.Since(start)
+	viaNew := 0 // writes the owners replicated to the new node, an owner-to-be
+	for i := range writes {
+		if p, _ := late.Ring().Lookup(fmt.Sprint("sv-", i)); late.Ring().Rank(p, "node-new") >= 0 {
+			viaNew++
+		}
+	}
+	// The new node's share of the 20,000 viewers is over a megabyte: at
+	// 256 KiB/s (after a 512 KiB burst) its senders need seconds.
+	if took < time.Second {
+		t.Errorf("the join took %v: the transfer was not throttled", took)
+	}
+	if viaNew == 0 {
+		t.Errorf("none of %d strict writes went to a partition the new node owns", writes)
+	}
+	t.Logf("join took %v at %d KiB/s; %d strict writes acknowledged meanwhile (%d replicated to the new node)", took, rate>>10, writes, viaNew)
+}

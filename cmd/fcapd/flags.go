@@ -23,7 +23,7 @@ type options struct {
 	name, data, advertiseData, gossip, advertiseGossip, http string
 	join                                                     []string
 	replicas, partitions                                     int
-	memoryLimit, goMemLimit                                  int64
+	memoryLimit, goMemLimit, transferRate                    int64
 	gossipProfile                                            string
 	scopes                                                   string
 	logLevel, logFormat                                      string
@@ -53,7 +53,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&o.gossip, "gossip", "FCAP_GOSSIP_ADDR", "127.0.0.1:7946", "gossip listen address (TCP and UDP)")
 	str(&o.advertiseGossip, "advertise-gossip", "FCAP_ADVERTISE_GOSSIP_ADDR", "", "gossip address told to peers (default: the bound address)")
 	str(&o.http, "http", "FCAP_HTTP_ADDR", def.HTTPAddr, `metrics and health listen address ("" disables)`)
-	var join, memLimit string
+	var join, memLimit, transferRate string
 	str(&join, "join", "FCAP_JOIN", "", "comma-separated gossip addresses of nodes to join (joining a cluster is this one flag)")
 	rdef := ring.DefaultConfig()
 	intFlag := func(p *int, flagName, envName string, fallback int, usage string) error {
@@ -75,6 +75,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 		return nil, err
 	}
 	str(&memLimit, "memory-limit", "FCAP_MEMORY_LIMIT", "", "bytes of counter state past which new counters are refused, e.g. 4GiB (default: half the memory of the machine or cgroup)")
+	str(&transferRate, "transfer-rate", "FCAP_TRANSFER_RATE", "64MiB", "bytes per second a node sends when it moves whole partitions (joins, re-replication); 0 for no limit")
 	str(&o.gossipProfile, "gossip-profile", "FCAP_GOSSIP_PROFILE", "lan", "gossip timings: lan, wan or local (loopback tests)")
 	str(&o.scopes, "scopes", "FCAP_SCOPES", strings.Join(def.Engine.Scopes, ","), `comma-separated cap scopes accepted, or "*" for any`)
 	str(&o.logLevel, "log-level", "FCAP_LOG_LEVEL", "info", "debug, info, warn or error")
@@ -107,6 +108,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	} else if o.memoryLimit, err = parseBytes(memLimit); err != nil {
 		return nil, fmt.Errorf("--memory-limit: %w", err)
 	}
+	if o.transferRate, err = parseBytes(transferRate); err != nil {
+		return nil, fmt.Errorf("--transfer-rate: %w", err)
+	}
 	return o, nil
 }
 
@@ -120,6 +124,7 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.Logger = logger
 	cfg.Pprof = o.pprof
 	cfg.Engine.MemoryLimit = o.memoryLimit
+	cfg.TransferRate = o.transferRate
 	if o.scopes == "*" {
 		cfg.Engine.AnyScope = true
 	} else {
