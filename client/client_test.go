@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -383,5 +384,29 @@ func TestConfigValidate(t *testing.T) {
 		if _, err := client.New(cfg); err == nil {
 			t.Errorf("%s: New accepted it", name)
 		}
+	}
+}
+
+func TestCallAndNodeStatus(t *testing.T) {
+	f := startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
+		switch hdr.Type {
+		case proto.TypeStatusRequest:
+			return &proto.Status{Name: "fake", State: 2, Primaries: 7, UnderReplicated: 1}
+		default:
+			return &proto.Error{Code: proto.CodeUnsupported, Message: "no drain here"}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := client.NodeStatus(ctx, f.addr())
+	if err != nil || st.Name != "fake" || st.Primaries != 7 || st.UnderReplicated != 1 {
+		t.Fatalf("NodeStatus = %+v, %v", st, err)
+	}
+	var res proto.DrainResult
+	if err := client.Call(ctx, f.addr(), &proto.Drain{}, &res); !errors.Is(err, proto.ErrUnsupported) || !strings.Contains(err.Error(), "no drain here") {
+		t.Errorf("an Error answer: %v; want ErrUnsupported with its message", err)
+	}
+	if _, err := client.NodeStatus(ctx, deadCluster(t)); err == nil || !strings.Contains(err.Error(), "cannot reach") {
+		t.Errorf("unreachable node: %v", err)
 	}
 }

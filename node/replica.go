@@ -22,16 +22,17 @@ type replica struct {
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
-	addr       string
-	dirty      map[uint64]struct{} // changed viewers to send
-	dirtySince time.Time           // when the oldest of them changed
-	transfers  []int               // partitions to send whole
-	handoffs   []int               // partitions to hand over: last changes, then Done
-	leaving    []*plan             // plans the hand-overs leave: their writes must end first
-	queued     map[int]bool        // partitions in transfers or being sent
-	sent       map[int]bool        // partitions the peer received whole
-	waiters    []chan error        // strict writes waiting for the next flush
-	closed     bool
+	addr        string
+	incarnation int64               // the peer process's, from its gossip metadata
+	dirty       map[uint64]struct{} // changed viewers to send
+	dirtySince  time.Time           // when the oldest of them changed
+	transfers   []int               // partitions to send whole
+	handoffs    []int               // partitions to hand over: last changes, then Done
+	leaving     []*plan             // plans the hand-overs leave: their writes must end first
+	queued      map[int]bool        // partitions in transfers or being sent
+	sent        map[int]bool        // partitions the peer received whole
+	waiters     []chan error        // strict writes waiting for the next flush
+	closed      bool
 }
 
 // maxDirty bounds a peer's set of changed viewers; past it a change
@@ -56,9 +57,18 @@ func (rep *replica) poke() {
 	}
 }
 
-func (rep *replica) setAddr(addr string) {
+// setMember records the peer's address and incarnation. A new
+// incarnation is a restarted process that holds nothing: every partition
+// sent to its earlier self must be sent again.
+func (rep *replica) setMember(addr string, incarnation int64) {
 	rep.mu.Lock()
 	rep.addr = addr
+	if rep.incarnation != incarnation {
+		if rep.incarnation != 0 {
+			rep.sent = map[int]bool{}
+		}
+		rep.incarnation = incarnation
+	}
 	rep.mu.Unlock()
 }
 
@@ -117,6 +127,13 @@ func (rep *replica) hasSent(p int) bool {
 	rep.mu.Lock()
 	defer rep.mu.Unlock()
 	return rep.sent[p]
+}
+
+// markHeld records that the peer holds p without this node sending it.
+func (rep *replica) markHeld(p int) {
+	rep.mu.Lock()
+	rep.sent[p] = true
+	rep.mu.Unlock()
 }
 
 // forget makes p unsent: the peer stopped owning it and may drop it.
@@ -232,10 +249,10 @@ type sender struct {
 }
 
 // step sends what is queued: changed viewers, then whole partitions
-// (paced by the node's transfer rate, with the changes that arrived
-// meanwhile sent between partitions, so strict writers never wait behind
-// a long transfer), then the Done markers of those partitions and of
-// hand-overs (so a marker follows every change it covers), releasing
+// (paced by the node's transfer rate, each followed by the changes that
+// arrived meanwhile and its Done marker, so strict writers never wait
+// behind a long transfer and a marker follows every change it covers),
+// then the markers of hand-overs, releasing
 // waiters as soon as the changes they wait for are applied. more says
 // work arrived meanwhile.
 func (s *sender) step() (more bool, err error) {
@@ -261,34 +278,29 @@ func (s *sender) step() (more bool, err error) {
 		return false, requeue(err)
 	}
 	if len(transfers) > 0 {
-		if err := s.sendPartitions(transfers); err != nil {
+		n, err := s.sendPartitions(transfers)
+		transfers = transfers[n:]
+		if err != nil {
 			return false, requeue(err)
 		}
 	}
-	if len(transfers)+len(handoffs) > 0 {
-		var done, handed []uint32
-		for _, p := range transfers {
-			done = append(done, uint32(p))
-		}
+	if len(handoffs) > 0 {
+		var handed []uint32
 		for _, p := range handoffs {
 			handed = append(handed, uint32(p))
 		}
-		if _, err := s.sendMarkers(done, handed); err != nil {
+		if _, err := s.sendMarkers(nil, handed); err != nil {
 			return false, requeue(err)
 		}
 		rep.mu.Lock()
-		for _, p := range transfers {
-			rep.sent[p] = true
-			delete(rep.queued, p)
-		}
 		for _, p := range handoffs {
 			rep.sent[p] = true
 		}
 		rep.mu.Unlock()
-		for _, p := range append(transfers, handoffs...) {
+		for _, p := range handoffs {
 			rep.r.parts[p].pushing.Add(-1)
 		}
-		rep.r.n.metrics.transfers.Add(float64(len(transfers) + len(handoffs)))
+		rep.r.n.metrics.transfers.Add(float64(len(handoffs)))
 	}
 	rep.mu.Lock()
 	more = len(rep.transfers) > 0 || len(rep.handoffs) > 0 || len(rep.dirty) > 0 || len(rep.waiters) > 0
@@ -354,7 +366,7 @@ func (s *sender) sendDirty() error {
 // them (one pass over the engine for all of them), paced by the node's
 // transfer rate, with the changes queued meanwhile sent between
 // partitions. Their Done markers follow, from the caller.
-func (s *sender) sendPartitions(ps []int) error {
+func (s *sender) sendPartitions(ps []int) (sent int, err error) {
 	rep := s.rep
 	n := rep.r.n
 	P := len(rep.r.parts)
@@ -369,17 +381,29 @@ func (s *sender) sendPartitions(ps []int) error {
 		}
 		return true
 	})
-	for _, p := range ps {
+	for i, p := range ps {
 		start := time.Now()
 		if _, err := s.sendKeys(want[p], nil, rep.r.throttle); err != nil {
-			return err
+			return i, err
 		}
 		n.log.Debug("partition sent", "peer", rep.name, "partition", p, "viewers", len(want[p]), "took", time.Since(start))
+		// Changes made during the pass go before the marker, which
+		// tells the peer it now holds all of p: it may serve p at once,
+		// without waiting for the rest of the batch.
 		if err := s.sendDirty(); err != nil {
-			return err
+			return i, err
 		}
+		if _, err := s.sendMarkers([]uint32{uint32(p)}, nil); err != nil {
+			return i, err
+		}
+		rep.mu.Lock()
+		rep.sent[p] = true
+		delete(rep.queued, p)
+		rep.mu.Unlock()
+		rep.r.parts[p].pushing.Add(-1)
+		n.metrics.transfers.Inc()
 	}
-	return nil
+	return len(ps), nil
 }
 
 // sendKeys exports viewers and sends them in messages of at most half

@@ -305,6 +305,8 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 			// here on. It may still push what it had (below), but must
 			// never serve it if ownership comes back without a transfer.
 			part.have.Store(false)
+			part.waitSince.Store(0) // nor wait for it (a joining node's first ring holds only itself)
+			part.from.Store(nil)
 			part.lostAt.CompareAndSwap(0, now)
 		default:
 			part.lostAt.Store(0)
@@ -371,13 +373,18 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 				}
 				pl.targets[p] = append(pl.targets[p], rep)
 				wanted[name] = true
+				r.heldBy(prev, cur, name, p) // notes a backup that already held p
 			}
 		}
-		// Full transfers: this node pushes p to every owner that is new
-		// to it, if this node is p's pusher and holds p.
+		// Full transfers: if this node is p's pusher and holds p, it
+		// pushes p to every owner that may not hold it: one that was not
+		// an owner in the previous ring, or was in an earlier incarnation
+		// (a restart holds nothing), unless this node already sent it p
+		// since. An owner still waiting for an earlier pusher that died
+		// asks for p itself (sync.go).
 		if push == self && had {
 			for _, name := range append(append([]string(nil), curOwners...), futOwners...) {
-				if name == self || contains(names(prev, p), name) && !r.isNewTarget(name, p) {
+				if name == self || r.heldBy(prev, cur, name, p) {
 					continue
 				}
 				rep := r.replicaLocked(cur, fut, name)
@@ -409,11 +416,29 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 	}
 }
 
-// isNewTarget reports whether a peer has not been sent partition p since
-// it became one of p's owners (so it may not hold it).
-func (r *replicator) isNewTarget(name string, p int) bool {
+// heldBy reports whether peer name can be taken to hold partition p: this
+// node has sent it p since it became an owner, or it was one of p's owners
+// in the previous ring in the same incarnation (so it received p then, or
+// is still receiving it and asks for it if its pusher dies: sync.go). The
+// latter is noted in the peer's sender, so that underReplicated counts it
+// held; a peer still receiving p reports the partition as syncing itself.
+func (r *replicator) heldBy(prev, cur *ring.Ring, name string, p int) bool {
 	rep := r.replicas[name]
-	return rep == nil || !rep.hasSent(p)
+	if rep != nil && rep.hasSent(p) {
+		return true
+	}
+	if prev == nil || !contains(names(prev, p), name) {
+		return false
+	}
+	i, ok := prev.Find(name)
+	j, ok2 := cur.Find(name)
+	if !ok || !ok2 || prev.Member(i).Incarnation != cur.Member(j).Incarnation {
+		return false
+	}
+	if rep != nil {
+		rep.markHeld(p)
+	}
+	return true
 }
 
 func namesOf(reps []*replica) []string {
@@ -426,23 +451,22 @@ func namesOf(reps []*replica) []string {
 
 // replicaLocked returns the sender for a member, creating it.
 func (r *replicator) replicaLocked(cur, fut *ring.Ring, name string) *replica {
-	var addr string
+	var m ring.Member
 	for _, x := range []*ring.Ring{cur, fut} {
 		if i, ok := x.Find(name); ok {
-			addr = x.Member(i).Addr
+			m = x.Member(i)
 		}
 	}
-	if addr == "" {
+	if m.Addr == "" {
 		return nil
 	}
 	rep := r.replicas[name]
 	if rep == nil {
-		rep = newReplica(r, name, addr)
+		rep = newReplica(r, name, m.Addr)
 		r.replicas[name] = rep
 		r.n.goFunc(rep.run)
-	} else {
-		rep.setAddr(addr)
 	}
+	rep.setMember(m.Addr, m.Incarnation)
 	return rep
 }
 

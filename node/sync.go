@@ -18,8 +18,11 @@ import (
 // and in turn, the members likely to hold the partition (its previous
 // owners first) to push it; any that holds it does.
 
-// pullAfter is how long a node waits for a push before it asks.
-const pullAfter = 500 * time.Millisecond
+// pullAfter is how long a node waits for a push before it asks: long
+// enough for a pusher to reach the partition in a batch of transfers
+// (each partition's Done follows its data), so that asking rarely
+// duplicates a push already on its way.
+const pullAfter = 2 * time.Second
 
 // serveSync queues a full transfer to the asking node of every requested
 // partition this node holds.
