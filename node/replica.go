@@ -31,6 +31,7 @@ type replica struct {
 	leaving     []*plan             // plans the hand-overs leave: their writes must end first
 	queued      map[int]bool        // partitions in transfers or being sent
 	sent        map[int]bool        // partitions the peer received whole
+	forgot      map[int]uint32      // per partition: how often forget ran (a transfer in flight then must not count as sent)
 	waiters     []chan error        // strict writes waiting for the next flush
 	closed      bool
 }
@@ -140,6 +141,10 @@ func (rep *replica) markHeld(p int) {
 func (rep *replica) forget(p int) {
 	rep.mu.Lock()
 	delete(rep.sent, p)
+	if rep.forgot == nil {
+		rep.forgot = map[int]uint32{}
+	}
+	rep.forgot[p]++
 	rep.mu.Unlock()
 }
 
@@ -260,6 +265,10 @@ func (s *sender) step() (more bool, err error) {
 	rep.mu.Lock()
 	transfers, handoffs, leaving := rep.transfers, rep.handoffs, rep.leaving
 	rep.transfers, rep.handoffs, rep.leaving = nil, nil, nil
+	forgot := make(map[int]uint32, len(transfers))
+	for _, p := range transfers {
+		forgot[p] = rep.forgot[p]
+	}
 	rep.mu.Unlock()
 	// A hand-over first lets the writes in flight under the plan it
 	// leaves finish (and mark their viewers), so they go before Done.
@@ -278,7 +287,7 @@ func (s *sender) step() (more bool, err error) {
 		return false, requeue(err)
 	}
 	if len(transfers) > 0 {
-		n, err := s.sendPartitions(transfers)
+		n, err := s.sendPartitions(transfers, forgot)
 		transfers = transfers[n:]
 		if err != nil {
 			return false, requeue(err)
@@ -364,9 +373,11 @@ func (s *sender) sendDirty() error {
 
 // sendPartitions sends partitions whole: every viewer the engine holds in
 // them (one pass over the engine for all of them), paced by the node's
-// transfer rate, with the changes queued meanwhile sent between
-// partitions. Their Done markers follow, from the caller.
-func (s *sender) sendPartitions(ps []int) (sent int, err error) {
+// transfer rate, each followed by the changes queued meanwhile and its
+// Done marker. forgot holds each partition's forget count when it was
+// dequeued: a partition the peer stopped owning since is not marked sent.
+// It returns how many partitions were sent.
+func (s *sender) sendPartitions(ps []int, forgot map[int]uint32) (sent int, err error) {
 	rep := s.rep
 	n := rep.r.n
 	P := len(rep.r.parts)
@@ -397,7 +408,10 @@ func (s *sender) sendPartitions(ps []int) (sent int, err error) {
 			return i, err
 		}
 		rep.mu.Lock()
-		rep.sent[p] = true
+		if rep.forgot[p] == forgot[p] {
+			// Not if the peer stopped owning p meanwhile: it may drop it.
+			rep.sent[p] = true
+		}
 		delete(rep.queued, p)
 		rep.mu.Unlock()
 		rep.r.parts[p].pushing.Add(-1)

@@ -22,7 +22,7 @@ import (
 // enough for a pusher to reach the partition in a batch of transfers
 // (each partition's Done follows its data), so that asking rarely
 // duplicates a push already on its way.
-const pullAfter = 2 * time.Second
+const pullAfter = time.Second
 
 // serveSync queues a full transfer to the asking node of every requested
 // partition this node holds.

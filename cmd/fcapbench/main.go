@@ -78,6 +78,7 @@ func workloadFlags(fs *flag.FlagSet, w *workload) {
 	fs.Float64Var(&w.RecordRatio, "record-ratio", 0.03, "mix: impressions recorded per ad request")
 	fs.Int64Var(&w.Limit, "limit", 5, "the campaign cap's limit")
 	fs.Int64Var(&w.Window, "window", 86_400_000, "the campaign cap's window, milliseconds")
+	fs.StringVar(&w.Mode, "mode", "soft", "fcap: the campaign cap's consistency: soft (backups replicated asynchronously) or strict (a write is acknowledged once every backup applied it)")
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {

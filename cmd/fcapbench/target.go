@@ -83,8 +83,12 @@ func newFcapTarget(addrs string, w *workload, x *ids, timeout time.Duration, con
 		return nil, fmt.Errorf("fcap cluster at %s: %w", addrs, err)
 	}
 	t := &fcapTarget{c: c, pool: make(chan *checkBuf, 4096)}
+	mode := engine.Soft
+	if w.Mode == "strict" {
+		mode = engine.Strict
+	}
 	for _, id := range x.campaigns {
-		t.campaigns = append(t.campaigns, engine.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: w.Window})
+		t.campaigns = append(t.campaigns, engine.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: w.Window, Mode: mode})
 	}
 	return t, nil
 }

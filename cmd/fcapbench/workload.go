@@ -18,6 +18,7 @@ type workload struct {
 	RecordRatio float64 // mix: records per check
 	Limit       int64   // the campaign cap
 	Window      int64   // its window, milliseconds
+	Mode        string  // fcap: the cap's consistency, "soft" or "strict"
 }
 
 func (w *workload) validate() error {
@@ -31,6 +32,9 @@ func (w *workload) validate() error {
 	}
 	if w.Zipf <= 1 || w.ZipfV < 1 {
 		return fmt.Errorf("--zipf must be above 1 and --zipf-v at least 1, got %v and %v", w.Zipf, w.ZipfV)
+	}
+	if w.Mode != "" && w.Mode != "soft" && w.Mode != "strict" {
+		return fmt.Errorf("--mode must be soft or strict, got %q", w.Mode)
 	}
 	if w.RecordRatio < 0 || w.RecordRatio > 1 {
 		return fmt.Errorf("--record-ratio must be in [0, 1], got %v", w.RecordRatio)

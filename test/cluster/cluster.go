@@ -5,6 +5,7 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -332,8 +333,32 @@ func (n *Node) Stop(timeout time.Duration) bool {
 }
 
 // Pause stops the process with SIGSTOP; Resume continues it.
-func (n *Node) Pause()  { n.cmd.Process.Signal(syscall.SIGSTOP) }
-func (n *Node) Resume() { n.cmd.Process.Signal(syscall.SIGCONT) }
+func (n *Node) Pause() {
+	n.cmd.Process.Signal(syscall.SIGSTOP)
+	n.waitState(func(st byte) bool { return st == 'T' || st == 't' })
+}
+
+func (n *Node) Resume() {
+	n.cmd.Process.Signal(syscall.SIGCONT)
+	n.waitState(func(st byte) bool { return st != 'T' && st != 't' })
+}
+
+// waitState waits (up to 5 s) until the process's state in /proc says
+// ok: a signal is delivered asynchronously, and a test that pauses a node
+// must not send it a request the node still answers.
+func (n *Node) waitState(ok func(byte) bool) {
+	path := fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return // not Linux, or the process is gone
+		}
+		// "pid (comm) S ...": the state follows the last ')'.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && ok(b[i+2]) {
+			return
+		}
+	}
+}
 
 // Restart starts the process again with the same name, gossip address
 // and flags (data and HTTP ports may change).

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -162,7 +163,7 @@ func BenchmarkFailover(b *testing.B) {
 		b.Run(profile, func(b *testing.B) {
 			var toServed, toReplicated []time.Duration
 			for range b.N {
-				nodes := cluster.StartCluster(b, 3, cluster.Options{Replicas: 2, Args: []string{"--gossip-profile", profile, "--log-level", "info"}})
+				nodes := cluster.StartCluster(b, 3, cluster.Options{Replicas: 2, Args: []string{"--gossip-profile", profile, "--log-level", benchLogLevel()}})
 				c := benchClient(b, nodes)
 				load(b, c, 20_000, 5)
 				c.Close(context.Background())
@@ -174,6 +175,7 @@ func BenchmarkFailover(b *testing.B) {
 				r := waitFor(b, nodes, start, 2*time.Minute, "replicated", func(s []*proto.Status) bool { return replicated(s, 2) })
 				toServed, toReplicated = append(toServed, s), append(toReplicated, r)
 				b.Logf("%s: served again after %v, R copies after %v", profile, s.Round(time.Millisecond), r.Round(time.Millisecond))
+				saveLogs(nodes, "failover")
 				for _, n := range nodes {
 					n.Kill()
 				}
@@ -205,11 +207,7 @@ func BenchmarkJoin(b *testing.B) {
 }
 
 func joinOnce(b *testing.B, replicas int, rate string) {
-	level := "info"
-	if os.Getenv("FCAP_BENCH_LOGS") != "" {
-		level = "debug"
-	}
-	args := []string{"--log-level", level, "--memory-limit", "4GiB", "--transfer-rate", rate}
+	args := []string{"--log-level", benchLogLevel(), "--memory-limit", "4GiB", "--transfer-rate", rate}
 	nodes := cluster.StartCluster(b, 3, cluster.Options{Replicas: replicas, Args: args})
 	c := benchClient(b, nodes)
 	t0 := time.Now()
@@ -246,13 +244,31 @@ func joinOnce(b *testing.B, replicas int, rate string) {
 		replicas, rate, took.Round(time.Millisecond), moved/1e6, st.Keys, 100*float64(st.Keys)/float64(keys/uint64(replicas)), keys/uint64(replicas), st.Primaries, st.Backups)
 	for _, n := range nodes {
 		b.Logf("%s: %v ring changes; %v partition transfers sent", n.Name, n.Metric("fcap_ring_changes_total"), n.Metric("fcap_partition_transfers_total"))
-		if os.Getenv("FCAP_BENCH_LOGS") != "" {
-			os.WriteFile(fmt.Sprintf("/tmp/join-%s.log", n.Name), []byte(n.Logs()), 0o644)
-		}
 	}
+	saveLogs(nodes, "join")
 	b.ReportMetric(took.Seconds(), "s-to-join")
 	b.ReportMetric(moved/1e6, "MB-moved")
 	for _, n := range nodes {
 		n.Kill()
+	}
+}
+
+// benchLogLevel is the nodes' log level: debug when FCAP_BENCH_LOGS is set
+// (saveLogs then keeps the logs), info otherwise.
+func benchLogLevel() string {
+	if os.Getenv("FCAP_BENCH_LOGS") != "" {
+		return "debug"
+	}
+	return "info"
+}
+
+// saveLogs writes every node's log to $TMPDIR/fcap-bench-NAME-NODE.log
+// when FCAP_BENCH_LOGS is set, to see where a slow figure's time went.
+func saveLogs(nodes []*cluster.Node, name string) {
+	if os.Getenv("FCAP_BENCH_LOGS") == "" {
+		return
+	}
+	for _, n := range nodes {
+		os.WriteFile(filepath.Join(os.TempDir(), fmt.Sprintf("fcap-bench-%s-%s.log", name, n.Name)), []byte(n.Logs()), 0o644)
 	}
 }
