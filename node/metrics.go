@@ -105,7 +105,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m.writeErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_write_errors_total", Help: "Connections closed because a response could not be written (peer gone or not reading)."})
 	m.notOwner = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_not_owner_total", Help: "Requests and record items refused because this node is not the viewer's owner."})
 	m.backupReads = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_backup_reads_total", Help: "Checks answered as a backup owner because the client could not reach the owner (answers marked stale)."})
-	m.ringChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_ring_changes_total", Help: "New ring snapshots swapped in."})
+	m.ringChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_ring_changes_total", Help: "Ring changes applied (a new epoch)."})
 	m.transfers = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_partition_transfers_total", Help: "Whole partitions sent to a new owner (join, drain, re-replication)."})
 	m.replicatedBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_replication_bytes_total", Help: "Bytes of viewer state sent to peers."})
 	m.replicationErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_replication_errors_total", Help: "Failed sends to a peer (retried with backoff)."})

@@ -233,10 +233,19 @@ func (n *Node) onRingChange(old, cur *ring.Ring) {
 		n.ringMu.Unlock()
 		return
 	}
+	var before uint64
+	if v := n.view.Load(); v != nil && v.ring != nil {
+		before = v.ring.Epoch()
+	}
 	pl, start := n.repl.onRing(cur)
 	n.view.Store(newView(cur, n.cfg.Name, pl))
 	start()
 	n.ringMu.Unlock()
+	if cur.Epoch() == before {
+		// A replan of the same ring (a partition arrived): not news.
+		n.log.Debug("replanned", "epoch", fmt.Sprintf("%016x", cur.Epoch()))
+		return
+	}
 	n.metrics.ringChanges.Inc()
 	n.log.Info("ring changed", "epoch", fmt.Sprintf("%016x", cur.Epoch()), "members", len(cur.Members()), "owners", cur.ActiveMembers())
 	n.maybeActivate()
