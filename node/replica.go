@@ -265,9 +265,11 @@ func (s *sender) step() (more bool, err error) {
 	rep.mu.Lock()
 	transfers, handoffs, leaving := rep.transfers, rep.handoffs, rep.leaving
 	rep.transfers, rep.handoffs, rep.leaving = nil, nil, nil
-	forgot := make(map[int]uint32, len(transfers))
-	for _, p := range transfers {
-		forgot[p] = rep.forgot[p]
+	forgot := make(map[int]uint32, len(transfers)+len(handoffs))
+	for _, ps := range [][]int{transfers, handoffs} {
+		for _, p := range ps {
+			forgot[p] = rep.forgot[p]
+		}
 	}
 	rep.mu.Unlock()
 	// A hand-over first lets the writes in flight under the plan it
@@ -303,7 +305,9 @@ func (s *sender) step() (more bool, err error) {
 		}
 		rep.mu.Lock()
 		for _, p := range handoffs {
-			rep.sent[p] = true
+			if rep.forgot[p] == forgot[p] {
+				rep.sent[p] = true
+			}
 		}
 		rep.mu.Unlock()
 		for _, p := range handoffs {
