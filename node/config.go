@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/node/httpapi"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -73,6 +74,16 @@ type Config struct {
 	// Gatherer serves /metrics. Default: the Registerer when it is a
 	// *prometheus.Registry.
 	Gatherer prometheus.Gatherer
+
+	// HTTPAPI serves the JSON API (package httpapi) under /v1/ on the
+	// HTTP address. Default true.
+	HTTPAPI bool
+	// APITimeout bounds each JSON API call to the cluster unless the
+	// request asks for less. Default 20 ms (JSON callers are not in
+	// process: they pay for HTTP too).
+	APITimeout time.Duration
+	// APIMaxBody limits JSON API request bodies. Default 1 MiB.
+	APIMaxBody int64
 
 	// Pprof serves Go's profiles under /debug/pprof/ on the HTTP address.
 	// Default false: they expose internals and cost CPU while running.
@@ -138,6 +149,10 @@ func DefaultConfig() Config {
 		DropGrace:          60 * time.Second,
 		SyncTimeout:        10 * time.Second,
 		TransferRate:       64 << 20,
+
+		HTTPAPI:    true,
+		APITimeout: 20 * time.Millisecond,
+		APIMaxBody: httpapi.DefaultMaxBody,
 	}
 	c.Membership.Memberlist.BindAddr = "127.0.0.1"
 	c.Membership.Memberlist.BindPort = 7946
@@ -189,6 +204,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxFrame < 1024 || c.MaxFrame > 1<<30 {
 		errs = append(errs, fmt.Errorf("node config: MaxFrame must be in [1 KiB, 1 GiB], got %d", c.MaxFrame))
+	}
+	if c.HTTPAPI && (c.APITimeout <= 0 || c.APIMaxBody <= 0) {
+		errs = append(errs, fmt.Errorf("node config: APITimeout (%v) and APIMaxBody (%d) must be positive with HTTPAPI", c.APITimeout, c.APIMaxBody))
 	}
 	if c.MaxConns < 1 {
 		errs = append(errs, fmt.Errorf("node config: MaxConns must be positive, got %d", c.MaxConns))

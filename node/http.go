@@ -25,6 +25,9 @@ func (n *Node) httpHandler() http.Handler {
 		}
 		w.Write([]byte("ready\n"))
 	})
+	if n.cfg.HTTPAPI {
+		mux.HandleFunc("/v1/", n.serveAPI)
+	}
 	if n.cfg.Pprof {
 		// Off by default: profiles expose internals and cost CPU.
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -17,7 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/node/httpapi"
 	"github.com/fcap-io/fcap/ring"
 )
 
@@ -31,10 +33,12 @@ type Node struct {
 	metrics *metrics
 	clock   func() int64
 
-	data     net.Listener
-	dataAddr string // advertised
-	http     *http.Server
-	httpLn   net.Listener
+	data      net.Listener
+	dataAddr  string // advertised
+	http      *http.Server
+	httpLn    net.Listener
+	api       atomic.Pointer[httpapi.API] // the JSON API, once its client is up
+	apiClient *client.Client
 
 	view   atomic.Pointer[view] // the ring as this node routes by
 	ringMu sync.Mutex           // orders view changes (gossip callbacks and Start)
@@ -160,6 +164,9 @@ func Start(cfg Config) (*Node, error) {
 	n.goFunc(func() { n.puller(ctx) })
 	n.maybeActivate()
 	n.goFunc(n.acceptLoop)
+	if err := n.startAPI(); err != nil {
+		n.log.Error("http api not started", "err", err)
+	}
 	if n.http != nil {
 		n.goFunc(func() {
 			if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -474,6 +481,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 			n.http.Close()
 		}
 	}
+	n.stopAPI()
 	done := make(chan struct{})
 	go func() {
 		n.wg.Wait()

@@ -29,6 +29,8 @@ type options struct {
 	logLevel, logFormat                                      string
 	shutdownTimeout                                          time.Duration
 	pprof                                                    bool
+	httpAPI                                                  bool
+	apiTimeout                                               time.Duration
 }
 
 // parseFlags reads flags, each defaulting to its FCAP_* environment
@@ -81,6 +83,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&o.logLevel, "log-level", "FCAP_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "FCAP_LOG_FORMAT", "text", "text or json")
 	fs.BoolVar(&o.pprof, "pprof", getenv("FCAP_PPROF") == "true", "serve Go profiles under /debug/pprof/ on the HTTP address (env FCAP_PPROF=true)")
+	fs.BoolVar(&o.httpAPI, "http-api", getenv("FCAP_HTTP_API") != "false", "serve the JSON API under /v1/ on the HTTP address (env FCAP_HTTP_API=false turns it off)")
+	apiTimeout, err := time.ParseDuration(env("FCAP_API_TIMEOUT", def.APITimeout.String()))
+	if err != nil {
+		return nil, fmt.Errorf("FCAP_API_TIMEOUT: %w", err)
+	}
+	fs.DurationVar(&o.apiTimeout, "api-timeout", apiTimeout, "deadline of a JSON API call to the cluster, unless the request sets its own with the X-Fcap-Timeout-Ms header (env FCAP_API_TIMEOUT)")
 	shutdown := env("FCAP_SHUTDOWN_TIMEOUT", "30s")
 	sd, err := time.ParseDuration(shutdown)
 	if err != nil {
@@ -123,6 +131,8 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.HTTPAddr = o.http
 	cfg.Logger = logger
 	cfg.Pprof = o.pprof
+	cfg.HTTPAPI = o.httpAPI
+	cfg.APITimeout = o.apiTimeout
 	cfg.Engine.MemoryLimit = o.memoryLimit
 	cfg.TransferRate = o.transferRate
 	if o.scopes == "*" {

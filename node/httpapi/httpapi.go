@@ -1,0 +1,402 @@
+// Package httpapi serves fcap's operations as JSON over HTTP, for ad
+// servers not written in Go. Every request goes through a smart client
+// (package client), so it has the Go client's semantics: one hop to the
+// viewer's owner from whichever node received it, deadlines, backup reads
+// for soft caps, and fail-open or fail-closed verdicts marked as such.
+//
+//	POST /v1/check    {"viewer", "candidates": [{"caps": [cap...]}], "now"?}
+//	POST /v1/allow    {"viewer", "caps": [cap...], "now"?}
+//	POST /v1/record   {"viewer", "impression": {"id", "time", "caps", "reservation"?}}
+//	POST /v1/reserve  {"viewer", "candidate": {"caps"}, "ttl_ms", "now"?}
+//	POST /v1/release  {"viewer", "reservation"}
+//
+// A cap is {"scope", "id", "limit", "window", "algorithm"?, "mode"?}.
+// docs/openapi.yaml describes every body. Errors are
+// {"error": "message"} with 400 for an invalid request, 413 for a body
+// over the limit, 415 for a body that is not JSON, 503 when a record
+// cannot be queued.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node/engine"
+)
+
+// DefaultMaxBody is the default limit on a request body: room for a
+// check of a few thousand candidates.
+const DefaultMaxBody = 1 << 20
+
+// Options configure the API.
+type Options struct {
+	// MaxBody limits request bodies, bytes. Default DefaultMaxBody.
+	MaxBody int64
+	// Timeout bounds each call to the cluster when the HTTP client does
+	// not ask for less with the X-Fcap-Timeout-Ms header. Default: the
+	// client's own Timeout.
+	Timeout time.Duration
+}
+
+// API is the HTTP handler.
+type API struct {
+	c    *client.Client
+	opts Options
+	mux  *http.ServeMux
+}
+
+// New returns the API over c.
+func New(c *client.Client, opts Options) *API {
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = DefaultMaxBody
+	}
+	a := &API{c: c, opts: opts, mux: http.NewServeMux()}
+	a.mux.HandleFunc("POST /v1/check", a.check)
+	a.mux.HandleFunc("POST /v1/allow", a.allow)
+	a.mux.HandleFunc("POST /v1/record", a.record)
+	a.mux.HandleFunc("POST /v1/reserve", a.reserve)
+	a.mux.HandleFunc("POST /v1/release", a.release)
+	return a
+}
+
+// ServeHTTP implements http.Handler.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+// Cap is a cap as JSON.
+type Cap struct {
+	Scope     string `json:"scope"`
+	ID        string `json:"id"`
+	Limit     int64  `json:"limit"`
+	Window    int64  `json:"window"`
+	Algorithm string `json:"algorithm,omitempty"`
+	Mode      string `json:"mode,omitempty"`
+}
+
+// Candidate is a candidate ad as JSON.
+type Candidate struct {
+	Caps []Cap `json:"caps"`
+}
+
+// Verdict is a verdict as JSON.
+type Verdict struct {
+	Allowed    bool  `json:"allowed"`
+	Remaining  int64 `json:"remaining"`
+	Blocking   int   `json:"blocking"`
+	FailOpen   bool  `json:"fail_open,omitempty"`
+	FailClosed bool  `json:"fail_closed,omitempty"`
+	Stale      bool  `json:"stale,omitempty"`
+}
+
+// CheckRequest asks for verdicts on many candidates of one viewer.
+type CheckRequest struct {
+	Viewer     string      `json:"viewer"`
+	Candidates []Candidate `json:"candidates"`
+	Now        *int64      `json:"now,omitempty"`
+}
+
+// CheckResponse holds one verdict per candidate, in order.
+type CheckResponse struct {
+	Verdicts []Verdict `json:"verdicts"`
+	Now      int64     `json:"now"`
+}
+
+// AllowRequest checks and records one impression atomically.
+type AllowRequest struct {
+	Viewer string `json:"viewer"`
+	Caps   []Cap  `json:"caps"`
+	Now    *int64 `json:"now,omitempty"`
+}
+
+// Impression is a played impression as JSON.
+type Impression struct {
+	ID          string `json:"id"`
+	Time        int64  `json:"time"`
+	Caps        []Cap  `json:"caps"`
+	Reservation string `json:"reservation,omitempty"`
+}
+
+// RecordRequest reports a played impression.
+type RecordRequest struct {
+	Viewer     string     `json:"viewer"`
+	Impression Impression `json:"impression"`
+}
+
+// RecordResponse says whether the impression was queued for sending.
+type RecordResponse struct {
+	Queued bool `json:"queued"`
+}
+
+// ReserveRequest holds one impression's worth of a candidate's caps.
+type ReserveRequest struct {
+	Viewer    string    `json:"viewer"`
+	Candidate Candidate `json:"candidate"`
+	TTLMillis int64     `json:"ttl_ms"`
+	Now       *int64    `json:"now,omitempty"`
+}
+
+// ReserveResponse is the verdict and, when granted, the reservation id
+// (a decimal string: it is a 64-bit number).
+type ReserveResponse struct {
+	Verdict     Verdict `json:"verdict"`
+	Reservation string  `json:"reservation,omitempty"`
+}
+
+// ReleaseRequest drops a reservation.
+type ReleaseRequest struct {
+	Viewer      string `json:"viewer"`
+	Reservation string `json:"reservation"`
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// errInvalid marks request errors found before the cluster is asked.
+var errInvalid = errors.New("invalid request")
+
+func (a *API) check(w http.ResponseWriter, r *http.Request) {
+	var req CheckRequest
+	if !a.decode(w, r, &req) {
+		return
+	}
+	cands := make([]engine.Candidate, len(req.Candidates))
+	for i, c := range req.Candidates {
+		caps, err := toCaps(c.Caps)
+		if err != nil {
+			fail(w, fmt.Errorf("candidate %d: %w", i, err))
+			return
+		}
+		cands[i] = engine.Candidate{Caps: caps}
+	}
+	ctx, cancel := a.context(r)
+	defer cancel()
+	res, err := a.c.Check(ctx, req.Viewer, cands, at(req.Now)...)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	out := CheckResponse{Verdicts: make([]Verdict, len(res.Verdicts)), Now: res.Now}
+	for i, v := range res.Verdicts {
+		out.Verdicts[i] = toVerdict(v)
+	}
+	reply(w, http.StatusOK, out)
+}
+
+func (a *API) allow(w http.ResponseWriter, r *http.Request) {
+	var req AllowRequest
+	if !a.decode(w, r, &req) {
+		return
+	}
+	caps, err := toCaps(req.Caps)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	ctx, cancel := a.context(r)
+	defer cancel()
+	v, err := a.c.Allow(ctx, req.Viewer, caps, at(req.Now)...)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	reply(w, http.StatusOK, toVerdict(v))
+}
+
+func (a *API) record(w http.ResponseWriter, r *http.Request) {
+	var req RecordRequest
+	if !a.decode(w, r, &req) {
+		return
+	}
+	caps, err := toCaps(req.Impression.Caps)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	imp := engine.Impression{ID: req.Impression.ID, Time: req.Impression.Time, Caps: caps}
+	if req.Impression.Reservation != "" {
+		if imp.Reservation, err = strconv.ParseUint(req.Impression.Reservation, 10, 64); err != nil {
+			fail(w, fmt.Errorf("%w: reservation %q is not a decimal id", errInvalid, req.Impression.Reservation))
+			return
+		}
+	}
+	// Record is queued, and the owner's refusal of an invalid impression
+	// would only be counted as a drop: refuse what is plainly invalid
+	// here, with a 400.
+	if err := validateImpression(req.Viewer, imp); err != nil {
+		fail(w, err)
+		return
+	}
+	if !a.c.Record(req.Viewer, imp) {
+		reply(w, http.StatusServiceUnavailable, errorBody{"record queue full: retry later"})
+		return
+	}
+	reply(w, http.StatusAccepted, RecordResponse{Queued: true})
+}
+
+func (a *API) reserve(w http.ResponseWriter, r *http.Request) {
+	var req ReserveRequest
+	if !a.decode(w, r, &req) {
+		return
+	}
+	caps, err := toCaps(req.Candidate.Caps)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if req.TTLMillis <= 0 {
+		fail(w, fmt.Errorf("%w: ttl_ms must be positive", errInvalid))
+		return
+	}
+	ctx, cancel := a.context(r)
+	defer cancel()
+	v, res, err := a.c.Reserve(ctx, req.Viewer, engine.Candidate{Caps: caps}, time.Duration(req.TTLMillis)*time.Millisecond, at(req.Now)...)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	out := ReserveResponse{Verdict: toVerdict(v)}
+	if res.ID != 0 {
+		out.Reservation = strconv.FormatUint(res.ID, 10)
+	}
+	reply(w, http.StatusOK, out)
+}
+
+func (a *API) release(w http.ResponseWriter, r *http.Request) {
+	var req ReleaseRequest
+	if !a.decode(w, r, &req) {
+		return
+	}
+	id, err := strconv.ParseUint(req.Reservation, 10, 64)
+	if err != nil {
+		fail(w, fmt.Errorf("%w: reservation %q is not a decimal id", errInvalid, req.Reservation))
+		return
+	}
+	ctx, cancel := a.context(r)
+	defer cancel()
+	if err := a.c.Release(ctx, client.Reservation{Viewer: req.Viewer, ID: id}); err != nil {
+		fail(w, err)
+		return
+	}
+	reply(w, http.StatusOK, struct{}{})
+}
+
+// decode reads a JSON body of at most MaxBody bytes into v, answering
+// the error itself when it cannot.
+func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" && !hasPrefix(ct, "application/json;") {
+		reply(w, http.StatusUnsupportedMediaType, errorBody{"Content-Type must be application/json"})
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.opts.MaxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			reply(w, http.StatusRequestEntityTooLarge, errorBody{fmt.Sprintf("body over %d bytes", a.opts.MaxBody)})
+			return false
+		}
+		reply(w, http.StatusBadRequest, errorBody{"bad JSON: " + err.Error()})
+		return false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		reply(w, http.StatusBadRequest, errorBody{"bad JSON: more than one value in the body"})
+		return false
+	}
+	return true
+}
+
+// context bounds the call: the X-Fcap-Timeout-Ms header, or Options.Timeout.
+func (a *API) context(r *http.Request) (context.Context, context.CancelFunc) {
+	d := a.opts.Timeout
+	if h := r.Header.Get("X-Fcap-Timeout-Ms"); h != "" {
+		if ms, err := strconv.ParseInt(h, 10, 64); err == nil && ms > 0 && ms <= 60_000 {
+			d = time.Duration(ms) * time.Millisecond
+		}
+	}
+	if d <= 0 {
+		return context.WithCancel(r.Context())
+	}
+	return context.WithTimeout(r.Context(), d)
+}
+
+func at(now *int64) []client.CallOption {
+	if now == nil {
+		return nil
+	}
+	return []client.CallOption{client.At(*now)}
+}
+
+func toCaps(in []Cap) ([]engine.Cap, error) {
+	out := make([]engine.Cap, len(in))
+	for i, c := range in {
+		alg, err := engine.ParseAlgorithm(c.Algorithm)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cap %d: %v", errInvalid, i, err)
+		}
+		mode, err := engine.ParseMode(c.Mode)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cap %d: %v", errInvalid, i, err)
+		}
+		out[i] = engine.Cap{Scope: c.Scope, ID: c.ID, Limit: c.Limit, Window: c.Window, Algorithm: alg, Mode: mode}
+	}
+	return out, nil
+}
+
+// validateImpression checks what does not depend on the nodes'
+// configuration (their id length limit does: an over-long id is refused by
+// the owner and counted as a dropped record).
+func validateImpression(viewer string, imp engine.Impression) error {
+	switch {
+	case viewer == "":
+		return fmt.Errorf("%w: empty viewer", errInvalid)
+	case imp.ID == "":
+		return fmt.Errorf("%w: empty impression id", errInvalid)
+	case imp.Time < 0 || imp.Time > engine.MaxTime:
+		return fmt.Errorf("%w: impression time %d outside [0, %d]", errInvalid, imp.Time, engine.MaxTime)
+	case len(imp.Caps) == 0:
+		return fmt.Errorf("%w: an impression needs at least one cap", errInvalid)
+	}
+	for i, c := range imp.Caps {
+		switch {
+		case c.Scope == "" || c.ID == "":
+			return fmt.Errorf("%w: cap %d: empty scope or id", errInvalid, i)
+		case c.Limit < 1 || c.Limit > engine.MaxLimit:
+			return fmt.Errorf("%w: cap %d: limit %d outside [1, %d]", errInvalid, i, c.Limit, engine.MaxLimit)
+		case c.Window < 1 || c.Window > engine.MaxTime:
+			return fmt.Errorf("%w: cap %d: window %d outside [1, %d]", errInvalid, i, c.Window, engine.MaxTime)
+		}
+	}
+	return nil
+}
+
+func toVerdict(v client.Verdict) Verdict {
+	return Verdict{Allowed: v.Allowed, Remaining: v.Remaining, Blocking: v.Blocking, FailOpen: v.FailOpen, FailClosed: v.FailClosed, Stale: v.Stale}
+}
+
+// fail answers an error: 400 for anything the request got wrong, 502 for
+// a cluster error that is not a verdict (Release of a lost reservation).
+func fail(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, errInvalid), errors.Is(err, engine.ErrInvalid), errors.Is(err, client.ErrBadRequest):
+		reply(w, http.StatusBadRequest, errorBody{err.Error()})
+	case errors.Is(err, client.ErrUnknownReservation):
+		reply(w, http.StatusNotFound, errorBody{err.Error()})
+	default:
+		reply(w, http.StatusBadGateway, errorBody{err.Error()})
+	}
+}
+
+func reply(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }

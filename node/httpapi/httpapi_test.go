@@ -1,0 +1,287 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/httpapi"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// twoNodes starts a two-node cluster with R=1, so each node owns about
+// half of the viewers and the other half must be forwarded.
+func twoNodes(t *testing.T) []*node.Node {
+	t.Helper()
+	var nodes []*node.Node
+	for i := range 2 {
+		cfg := node.DefaultLocalConfig(fmt.Sprintf("api-%d", i))
+		cfg.Logger = quiet
+		cfg.Membership.Ring.Replicas = 1
+		cfg.APITimeout = 2 * time.Second // a loaded test machine
+		if i > 0 {
+			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
+		}
+		nd, err := node.Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			nd.Shutdown(ctx)
+		})
+		nodes = append(nodes, nd)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok := true
+		for _, nd := range nodes {
+			ok = ok && len(nd.Ring().Members()) == 2 && nd.Ready()
+		}
+		if ok {
+			return nodes
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the two nodes did not form a cluster")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// post sends body to path on nd and decodes the answer into out (when
+// not nil), returning the status.
+func post(t *testing.T, nd *node.Node, path string, body any, out any) int {
+	t.Helper()
+	var b []byte
+	switch v := body.(type) {
+	case string:
+		b = []byte(v)
+	default:
+		var err error
+		if b, err = json.Marshal(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.Post("http://"+nd.HTTPAddr()+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s: answer %q: %v", path, raw, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// viewerOwnedBy returns a viewer whose partition's primary is owner.
+func viewerOwnedBy(t *testing.T, nd *node.Node, owner string) string {
+	t.Helper()
+	r := nd.Ring()
+	for i := range 10000 {
+		v := fmt.Sprint("viewer-", i)
+		_, owners := r.Lookup(v)
+		if r.Member(owners[0]).Name == owner {
+			return v
+		}
+	}
+	t.Fatalf("no viewer owned by %s", owner)
+	return ""
+}
+
+// waitReady polls until the node's API client has the topology (its
+// first call could otherwise fail open).
+func waitReady(t *testing.T, nd *node.Node) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var v httpapi.Verdict
+		st := post(t, nd, "/v1/allow", httpapi.AllowRequest{Viewer: "probe", Caps: []httpapi.Cap{{Scope: "campaign", ID: "probe", Limit: 65535, Window: 1}}}, &v)
+		if st == http.StatusOK && !v.FailOpen {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the JSON API never answered from the cluster: status %d %+v", st, v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestAllowCheckAndForwarding(t *testing.T) {
+	nodes := twoNodes(t)
+	entry := nodes[0]
+	waitReady(t, entry)
+	capOf := func(id string) httpapi.Cap {
+		return httpapi.Cap{Scope: "campaign", ID: id, Limit: 2, Window: 3_600_000}
+	}
+	for _, owner := range nodes {
+		viewer := viewerOwnedBy(t, entry, owner.Name())
+		t.Run("owner="+owner.Name(), func(t *testing.T) {
+			now := time.Now().UnixMilli()
+			for i, want := range []bool{true, true, false} {
+				var v httpapi.Verdict
+				req := httpapi.AllowRequest{Viewer: viewer, Caps: []httpapi.Cap{capOf("c1")}, Now: &now}
+				if st := post(t, entry, "/v1/allow", req, &v); st != http.StatusOK {
+					t.Fatalf("allow %d: status %d", i, st)
+				}
+				if v.Allowed != want || v.FailOpen || v.FailClosed {
+					t.Fatalf("allow %d: %+v, want allowed=%v from the cluster", i, v, want)
+				}
+			}
+			// The counts live on the owner's engine, whichever node was asked.
+			if got := owner.Engine().Stats().Keys; got == 0 {
+				t.Errorf("owner %s holds no counter after allows through %s", owner.Name(), entry.Name())
+			}
+			var res httpapi.CheckResponse
+			req := httpapi.CheckRequest{Viewer: viewer, Now: &now, Candidates: []httpapi.Candidate{
+				{Caps: []httpapi.Cap{capOf("c1")}},
+				{Caps: []httpapi.Cap{capOf("c2")}},
+			}}
+			if st := post(t, entry, "/v1/check", req, &res); st != http.StatusOK {
+				t.Fatalf("check: status %d", st)
+			}
+			if len(res.Verdicts) != 2 || res.Verdicts[0].Allowed || !res.Verdicts[1].Allowed || res.Verdicts[1].Remaining != 2 || res.Verdicts[0].Blocking != 0 {
+				t.Fatalf("check: %+v, want c1 blocked by cap 0 and c2 allowed with 2 left", res)
+			}
+		})
+	}
+}
+
+func TestRecordReserveRelease(t *testing.T) {
+	nodes := twoNodes(t)
+	entry := nodes[1]
+	waitReady(t, entry)
+	viewer := viewerOwnedBy(t, entry, nodes[0].Name())
+	c := httpapi.Cap{Scope: "campaign", ID: "r", Limit: 3, Window: 3_600_000}
+	now := time.Now().UnixMilli()
+
+	var rr httpapi.RecordResponse
+	rec := httpapi.RecordRequest{Viewer: viewer, Impression: httpapi.Impression{ID: "imp-1", Time: now, Caps: []httpapi.Cap{c}}}
+	if st := post(t, entry, "/v1/record", rec, &rr); st != http.StatusAccepted || !rr.Queued {
+		t.Fatalf("record: status %d %+v", st, rr)
+	}
+	// Recorded twice: idempotent on the id.
+	post(t, entry, "/v1/record", rec, nil)
+	remaining := func() int64 {
+		var res httpapi.CheckResponse
+		post(t, entry, "/v1/check", httpapi.CheckRequest{Viewer: viewer, Now: &now, Candidates: []httpapi.Candidate{{Caps: []httpapi.Cap{c}}}}, &res)
+		return res.Verdicts[0].Remaining
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for remaining() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after recording imp-1 twice, remaining %d, want 2", remaining())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	var res httpapi.ReserveResponse
+	if st := post(t, entry, "/v1/reserve", httpapi.ReserveRequest{Viewer: viewer, Candidate: httpapi.Candidate{Caps: []httpapi.Cap{c}}, TTLMillis: 60_000, Now: &now}, &res); st != http.StatusOK {
+		t.Fatalf("reserve: status %d", st)
+	}
+	if !res.Verdict.Allowed || res.Reservation == "" {
+		t.Fatalf("reserve: %+v, want a granted reservation", res)
+	}
+	if got := remaining(); got != 1 {
+		t.Fatalf("with a reservation held, remaining %d, want 1", got)
+	}
+	if st := post(t, entry, "/v1/release", httpapi.ReleaseRequest{Viewer: viewer, Reservation: res.Reservation}, nil); st != http.StatusOK {
+		t.Fatalf("release: status %d", st)
+	}
+	if got := remaining(); got != 2 {
+		t.Fatalf("after release, remaining %d, want 2", got)
+	}
+	if st := post(t, entry, "/v1/release", httpapi.ReleaseRequest{Viewer: viewer, Reservation: res.Reservation}, nil); st != http.StatusNotFound {
+		t.Fatalf("second release: status %d, want 404", st)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	nodes := twoNodes(t)
+	entry := nodes[0]
+	waitReady(t, entry)
+	before := nodes[0].Engine().Stats().Keys + nodes[1].Engine().Stats().Keys
+	good := httpapi.Cap{Scope: "campaign", ID: "x", Limit: 1, Window: 1000}
+	huge := `{"viewer":"v","caps":[` + strings.Repeat(`{"scope":"campaign","id":"x","limit":1,"window":1000},`, 30000) + `{}]}`
+	for _, tc := range []struct {
+		name, path string
+		body       any
+		status     int
+	}{
+		{"empty viewer", "/v1/allow", httpapi.AllowRequest{Caps: []httpapi.Cap{good}}, 400},
+		{"negative window", "/v1/allow", httpapi.AllowRequest{Viewer: "v", Caps: []httpapi.Cap{{Scope: "campaign", ID: "x", Limit: 1, Window: -5}}}, 400},
+		{"unknown algorithm", "/v1/allow", httpapi.AllowRequest{Viewer: "v", Caps: []httpapi.Cap{{Scope: "campaign", ID: "x", Limit: 1, Window: 5, Algorithm: "magic"}}}, 400},
+		{"unknown field", "/v1/allow", `{"viewer":"v","caps":[],"extra":1}`, 400},
+		{"wrong type", "/v1/allow", `{"viewer":7,"caps":[]}`, 400},
+		{"not JSON", "/v1/check", `viewer=v`, 400},
+		{"two values", "/v1/check", `{"viewer":"v","candidates":[]} {}`, 400},
+		{"record without id", "/v1/record", httpapi.RecordRequest{Viewer: "v", Impression: httpapi.Impression{Time: 1, Caps: []httpapi.Cap{good}}}, 400},
+		{"record without caps", "/v1/record", httpapi.RecordRequest{Viewer: "v", Impression: httpapi.Impression{ID: "i", Time: 1}}, 400},
+		{"reserve without ttl", "/v1/reserve", httpapi.ReserveRequest{Viewer: "v", Candidate: httpapi.Candidate{Caps: []httpapi.Cap{good}}}, 400},
+		{"release of a non-number", "/v1/release", httpapi.ReleaseRequest{Viewer: "v", Reservation: "abc"}, 400},
+		{"body over the limit", "/v1/allow", huge, 413},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e struct{ Error string }
+			if st := post(t, entry, tc.path, tc.body, &e); st != tc.status || e.Error == "" {
+				t.Fatalf("status %d error %q, want %d and a message", st, e.Error, tc.status)
+			}
+		})
+	}
+	resp, err := http.Post("http://"+entry.HTTPAddr()+"/v1/allow", "text/plain", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain body: status %d, want 415", resp.StatusCode)
+	}
+	resp, err = http.Get("http://" + entry.HTTPAddr() + "/v1/allow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET /v1/allow: status %d, want 405", resp.StatusCode)
+	}
+	// The probe's counter is the only one the test created.
+	if after := nodes[0].Engine().Stats().Keys + nodes[1].Engine().Stats().Keys; after != before {
+		t.Errorf("bad requests changed state: %d counters before, %d after", before, after)
+	}
+}
+
+// TestOpenAPIListsEveryRoute keeps docs/openapi.yaml in step with the
+// routes the API serves.
+func TestOpenAPIListsEveryRoute(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httpapi.New(nil, httpapi.Options{})
+	for _, path := range []string{"/v1/check", "/v1/allow", "/v1/record", "/v1/reserve", "/v1/release"} {
+		if !strings.Contains(string(doc), "\n  "+path+":\n    post:") {
+			t.Errorf("docs/openapi.yaml does not describe POST %s", path)
+		}
+		// and the API serves it: a GET is refused as a wrong method, not unknown.
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, req)
+		if w.Code != http.StatusMethodNotAllowed {
+			t.Errorf("GET %s: %d, want 405 (the route exists for POST)", path, w.Code)
+		}
+	}
+}
