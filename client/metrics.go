@@ -94,6 +94,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.recordRetries = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_record_retries_total", Help: "Impression send attempts retried after a failure."})
 	m.recordDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_client_records_dropped_total", Help: "Impressions given up: queue_full, attempts (retries exhausted), invalid (refused as a bad request), closed."}, []string{"reason"})
 	m.recordQueue = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_client_record_queue", Help: "Impressions queued or in flight."})
+	// Every reason exported from the start at 0, so rates and alerts see
+	// a series before the first drop.
+	for _, reason := range []string{"queue_full", "attempts", "invalid", "closed"} {
+		m.recordDropped.WithLabelValues(reason)
+	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{calls, latency, verdicts, m.notOwnerRefreshes, m.backupReads, m.topologyChanges, m.refreshErrors, m.dialErrors,
 			m.recordQueued, m.recordSent, m.recordRetries, m.recordDropped, m.recordQueue} {

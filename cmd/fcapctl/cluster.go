@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -90,8 +91,10 @@ func runDrain(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long the hand-over may take")
 	asJSON := fs.Bool("json", false, "print JSON")
+	self := fs.Bool("self", false, "drain the node at --addr itself, whatever its name (for a preStop hook)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fcapctl drain [flags] NODE")
+		fmt.Fprintln(stderr, "       fcapctl drain --self [--addr ADDR]")
 		fmt.Fprintln(stderr, "\nHands NODE's partitions to their next owners (it keeps serving meanwhile),")
 		fmt.Fprintln(stderr, "then makes it leave the cluster. The process stays up; stop it afterwards.")
 		fs.PrintDefaults()
@@ -99,27 +102,37 @@ func runDrain(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() != 1 {
+	if *self && fs.NArg() != 0 || !*self && fs.NArg() != 1 {
 		fs.Usage()
 		return 2
 	}
-	name := fs.Arg(0)
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout+10*time.Second)
 	defer cancel()
-	topo, err := topology(ctx, strings.Split(*addr, ","))
-	if err != nil {
-		fmt.Fprintf(stderr, "fcapctl drain: %v\n", err)
-		return 1
-	}
 	var target *proto.Member
-	for i := range topo.Members {
-		if topo.Members[i].Name == name {
-			target = &topo.Members[i]
+	name := fs.Arg(0)
+	if *self {
+		st, err := client.NodeStatus(ctx, *addr)
+		if err != nil {
+			fmt.Fprintf(stderr, "fcapctl drain: %v\n", err)
+			return 1
 		}
-	}
-	if target == nil {
-		fmt.Fprintf(stderr, "fcapctl drain: no member named %q in the cluster\n", name)
-		return 1
+		name = st.Name
+		target = &proto.Member{Name: st.Name, Addr: *addr}
+	} else {
+		topo, err := topology(ctx, strings.Split(*addr, ","))
+		if err != nil {
+			fmt.Fprintf(stderr, "fcapctl drain: %v\n", err)
+			return 1
+		}
+		for i := range topo.Members {
+			if topo.Members[i].Name == name {
+				target = &topo.Members[i]
+			}
+		}
+		if target == nil {
+			fmt.Fprintf(stderr, "fcapctl drain: no member named %q in the cluster\n", name)
+			return 1
+		}
 	}
 	start := time.Now()
 	var res proto.DrainResult

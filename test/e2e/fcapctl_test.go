@@ -101,6 +101,14 @@ func TestFcapctlStatusAndDrain(t *testing.T) {
 	if !nodes[1].Stop(30e9) {
 		t.Errorf("%s did not stop after its drain", nodes[1].Name)
 	}
+	// A preStop hook knows only its own address: --self.
+	if out := runFcapctl(t, "drain", "--self", "--addr", nodes[2].Data); !strings.Contains(out, nodes[2].Name) || !strings.Contains(out, "drained") {
+		t.Errorf("fcapctl drain --self printed %q", out)
+	}
+	cluster.Eventually(t, 30e9, func() bool {
+		st := clusterStatus(t, nodes[0].Data)
+		return len(st.Members) == 1 && st.Members[0].Status != nil && st.Members[0].Status.Primaries == st.Partitions
+	}, "the cluster did not settle on 1 member after the second drain")
 	stop()
 	wg.Wait()
 
