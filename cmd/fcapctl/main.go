@@ -22,6 +22,11 @@ var commands = map[string]command{
 	"conformance": {"run allow-contract case files against the engine or a cluster", runConformance},
 	"status":      {"show every member: state, partitions, replication, memory", runStatus},
 	"drain":       {"hand a node's partitions over and make it leave the cluster", runDrain},
+	"ring":        {"partition ownership and load per node", runRing},
+	"check":       {"read-only verdicts for a viewer's candidate ads", runCheck},
+	"allow":       {"check and record one impression atomically", runAllow},
+	"record":      {"record a played impression and wait for its acknowledgement", runRecord},
+	"reserve":     {"hold one impression's worth of a candidate's caps", runReserve},
 }
 
 func main() {

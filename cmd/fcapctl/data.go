@@ -1,0 +1,404 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// The data commands: ring, check, allow, record, reserve. They go through
+// the same client an ad server embeds, so they see what it sees.
+
+const capSyntax = `A CAP is scope:id:limit:window[:algorithm[:mode]], window in ms or
+with a unit (1h, 24h), e.g. campaign:c42:3:24h or creative:x9:1:1h:sliding:strict.
+Join caps with "+" to make one candidate subject to all of them.`
+
+// parseCap reads scope:id:limit:window[:algorithm[:mode]].
+func parseCap(s string) (engine.Cap, error) {
+	f := strings.Split(s, ":")
+	if len(f) < 4 || len(f) > 6 {
+		return engine.Cap{}, fmt.Errorf("cap %q: want scope:id:limit:window[:algorithm[:mode]]", s)
+	}
+	limit, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		return engine.Cap{}, fmt.Errorf("cap %q: limit: %w", s, err)
+	}
+	window, err := strconv.ParseInt(f[3], 10, 64)
+	if err != nil {
+		d, derr := time.ParseDuration(f[3])
+		if derr != nil {
+			return engine.Cap{}, fmt.Errorf("cap %q: window %q is neither milliseconds nor a duration", s, f[3])
+		}
+		window = d.Milliseconds()
+	}
+	c := engine.Cap{Scope: f[0], ID: f[1], Limit: limit, Window: window}
+	if len(f) > 4 {
+		if c.Algorithm, err = engine.ParseAlgorithm(f[4]); err != nil {
+			return engine.Cap{}, fmt.Errorf("cap %q: %w", s, err)
+		}
+	}
+	if len(f) > 5 {
+		if c.Mode, err = engine.ParseMode(f[5]); err != nil {
+			return engine.Cap{}, fmt.Errorf("cap %q: %w", s, err)
+		}
+	}
+	return c, nil
+}
+
+// parseCandidate reads caps joined with "+".
+func parseCandidate(s string) (engine.Candidate, error) {
+	var cand engine.Candidate
+	for _, part := range strings.Split(s, "+") {
+		c, err := parseCap(part)
+		if err != nil {
+			return cand, err
+		}
+		cand.Caps = append(cand.Caps, c)
+	}
+	return cand, nil
+}
+
+// dataFlags are the flags every data command shares.
+type dataFlags struct {
+	addr    string
+	timeout time.Duration
+	now     int64
+	asJSON  bool
+}
+
+func (d *dataFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&d.addr, "addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
+	fs.DurationVar(&d.timeout, "timeout", 2*time.Second, "deadline of each call")
+	fs.Int64Var(&d.now, "now", 0, "judge at this time, Unix ms (default: the owner's clock)")
+	fs.BoolVar(&d.asJSON, "json", false, "print JSON")
+}
+
+func (d *dataFlags) opts() []client.CallOption {
+	if d.now == 0 {
+		return nil
+	}
+	return []client.CallOption{client.At(d.now)}
+}
+
+// connect starts a client and waits for the topology.
+func (d *dataFlags) connect() (*client.Client, error) {
+	cfg := client.DefaultConfig(strings.Split(d.addr, ",")...)
+	cfg.Timeout = d.timeout
+	c, err := client.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d.timeout+3*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		c.Close(context.Background())
+		return nil, fmt.Errorf("cannot reach the cluster at %s: %w", d.addr, err)
+	}
+	return c, nil
+}
+
+func newDataFlagSet(name, usage string, stderr io.Writer, d *dataFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	d.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, usage)
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, capSyntax)
+		fmt.Fprintln(stderr)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+type verdictOut struct {
+	Candidate  string `json:"candidate"`
+	Allowed    bool   `json:"allowed"`
+	Remaining  int64  `json:"remaining"`
+	Blocking   int    `json:"blocking"`
+	FailOpen   bool   `json:"fail_open,omitempty"`
+	FailClosed bool   `json:"fail_closed,omitempty"`
+	Stale      bool   `json:"stale,omitempty"`
+}
+
+func toOut(label string, v client.Verdict) verdictOut {
+	return verdictOut{label, v.Allowed, v.Remaining, v.Blocking, v.FailOpen, v.FailClosed, v.Stale}
+}
+
+func printVerdicts(stdout io.Writer, asJSON bool, vs []verdictOut) {
+	if asJSON {
+		b, _ := json.Marshal(vs)
+		fmt.Fprintln(stdout, string(b))
+		return
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CANDIDATE\tALLOWED\tREMAINING\tBLOCKING\tNOTE")
+	for _, v := range vs {
+		note := ""
+		switch {
+		case v.FailOpen:
+			note = "fail-open: the cluster did not answer in time"
+		case v.FailClosed:
+			note = "fail-closed: the cluster did not answer in time"
+		case v.Stale:
+			note = "stale: a backup answered"
+		}
+		blocking := "-"
+		if v.Blocking >= 0 {
+			blocking = strconv.Itoa(v.Blocking)
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\n", v.Candidate, v.Allowed, v.Remaining, blocking, note)
+	}
+	tw.Flush()
+}
+
+func runCheck(args []string, stdout, stderr io.Writer) int {
+	var d dataFlags
+	fs := newDataFlagSet("check", "usage: fcapctl check [flags] VIEWER CANDIDATE...\n\nRead-only verdicts for each candidate (one CAP or CAP+CAP...).", stderr, &d)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() < 2 {
+		fs.Usage()
+		return 2
+	}
+	viewer := fs.Arg(0)
+	var cands []engine.Candidate
+	for _, s := range fs.Args()[1:] {
+		cand, err := parseCandidate(s)
+		if err != nil {
+			fmt.Fprintf(stderr, "fcapctl check: %v\n", err)
+			return 2
+		}
+		cands = append(cands, cand)
+	}
+	c, err := d.connect()
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl check: %v\n", err)
+		return 1
+	}
+	defer c.Close(context.Background())
+	res, err := c.Check(context.Background(), viewer, cands, d.opts()...)
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl check: %v\n", err)
+		return 1
+	}
+	var out []verdictOut
+	for i, v := range res.Verdicts {
+		out = append(out, toOut(fs.Arg(i+1), v))
+	}
+	printVerdicts(stdout, d.asJSON, out)
+	return 0
+}
+
+func runAllow(args []string, stdout, stderr io.Writer) int {
+	var d dataFlags
+	fs := newDataFlagSet("allow", "usage: fcapctl allow [flags] VIEWER CAP...\n\nChecks every CAP and, if all have room, records one impression on each (atomically).", stderr, &d)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() < 2 {
+		fs.Usage()
+		return 2
+	}
+	cand, err := parseCandidate(strings.Join(fs.Args()[1:], "+"))
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl allow: %v\n", err)
+		return 2
+	}
+	c, err := d.connect()
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl allow: %v\n", err)
+		return 1
+	}
+	defer c.Close(context.Background())
+	v, err := c.Allow(context.Background(), fs.Arg(0), cand.Caps, d.opts()...)
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl allow: %v\n", err)
+		return 1
+	}
+	printVerdicts(stdout, d.asJSON, []verdictOut{toOut(strings.Join(fs.Args()[1:], "+"), v)})
+	return 0
+}
+
+func runRecord(args []string, stdout, stderr io.Writer) int {
+	var d dataFlags
+	fs := newDataFlagSet("record", "usage: fcapctl record [flags] VIEWER IMPRESSION-ID CAP...\n\nRecords a played impression (idempotent on its id) and waits until the owner acknowledged it.", stderr, &d)
+	at := fs.Int64("time", 0, "when the impression played, Unix ms (default: now)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() < 3 {
+		fs.Usage()
+		return 2
+	}
+	cand, err := parseCandidate(strings.Join(fs.Args()[2:], "+"))
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl record: %v\n", err)
+		return 2
+	}
+	t := *at
+	if t == 0 {
+		t = time.Now().UnixMilli()
+	}
+	c, err := d.connect()
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl record: %v\n", err)
+		return 1
+	}
+	defer c.Close(context.Background())
+	if !c.Record(fs.Arg(0), engine.Impression{ID: fs.Arg(1), Time: t, Caps: cand.Caps}) {
+		fmt.Fprintln(stderr, "fcapctl record: the client's queue refused the impression")
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d.timeout+30*time.Second)
+	defer cancel()
+	if err := c.Flush(ctx); err != nil {
+		fmt.Fprintf(stderr, "fcapctl record: %v\n", err)
+		return 1
+	}
+	if st := c.Stats(); st.RecordsAcked != 1 {
+		fmt.Fprintf(stderr, "fcapctl record: the impression was dropped (invalid, or no owner answered; %d retries)\n", st.RecordRetries)
+		return 1
+	}
+	if d.asJSON {
+		fmt.Fprintf(stdout, `{"recorded":true,"time":%d}`+"\n", t)
+	} else {
+		fmt.Fprintf(stdout, "recorded %s for %s at %d\n", fs.Arg(1), fs.Arg(0), t)
+	}
+	return 0
+}
+
+func runReserve(args []string, stdout, stderr io.Writer) int {
+	var d dataFlags
+	fs := newDataFlagSet("reserve", "usage: fcapctl reserve [flags] VIEWER CAP...\n\nHolds one impression's worth of every CAP for --ttl.", stderr, &d)
+	ttl := fs.Duration("ttl", 30*time.Second, "how long the reservation holds")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() < 2 {
+		fs.Usage()
+		return 2
+	}
+	cand, err := parseCandidate(strings.Join(fs.Args()[1:], "+"))
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl reserve: %v\n", err)
+		return 2
+	}
+	c, err := d.connect()
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl reserve: %v\n", err)
+		return 1
+	}
+	defer c.Close(context.Background())
+	v, r, err := c.Reserve(context.Background(), fs.Arg(0), cand, *ttl, d.opts()...)
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl reserve: %v\n", err)
+		return 1
+	}
+	if d.asJSON {
+		b, _ := json.Marshal(map[string]any{"verdict": toOut("", v), "reservation": strconv.FormatUint(r.ID, 10)})
+		fmt.Fprintln(stdout, string(b))
+		return 0
+	}
+	printVerdicts(stdout, false, []verdictOut{toOut(strings.Join(fs.Args()[1:], "+"), v)})
+	if r.ID != 0 {
+		fmt.Fprintf(stdout, "reservation %d, held for %v\n", r.ID, *ttl)
+	}
+	return 0
+}
+
+// runRing prints how partitions are spread: per member, primaries and
+// backups; with --partitions, every partition's owners.
+func runRing(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ring", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
+	timeout := fs.Duration("timeout", 5*time.Second, "deadline of the whole command")
+	all := fs.Bool("partitions", false, "also list every partition's owners")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	topo, err := topology(ctx, strings.Split(*addr, ","))
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl ring: %v\n", err)
+		return 1
+	}
+	if topo.Replicas < 1 || len(topo.Owners) != topo.Partitions*topo.Replicas {
+		fmt.Fprintln(stderr, "fcapctl ring: the node sent an inconsistent table")
+		return 1
+	}
+	type memberOut struct {
+		Name      string `json:"name"`
+		Addr      string `json:"addr"`
+		State     string `json:"state"`
+		Primaries int    `json:"primaries"`
+		Backups   int    `json:"backups"`
+	}
+	members := make([]memberOut, len(topo.Members))
+	for i, m := range topo.Members {
+		members[i] = memberOut{Name: m.Name, Addr: m.Addr, State: stateName(m.State)}
+	}
+	owners := make([][]string, topo.Partitions)
+	for p := range topo.Partitions {
+		for r := range topo.Replicas {
+			o := topo.Owners[p*topo.Replicas+r]
+			if o == proto.NoOwner || int(o) >= len(members) {
+				continue
+			}
+			if r == 0 {
+				members[o].Primaries++
+			} else {
+				members[o].Backups++
+			}
+			owners[p] = append(owners[p], members[o].Name)
+		}
+	}
+	if *asJSON {
+		out := map[string]any{"epoch": fmt.Sprintf("%016x", topo.Epoch), "partitions": topo.Partitions, "replicas": topo.Replicas, "members": members}
+		if *all {
+			out["owners"] = owners
+		}
+		b, _ := json.Marshal(out)
+		fmt.Fprintln(stdout, string(b))
+		return 0
+	}
+	fmt.Fprintf(stdout, "ring epoch %016x, %d partitions, %d replicas\n\n", topo.Epoch, topo.Partitions, topo.Replicas)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tADDR\tSTATE\tPRIMARY\tBACKUP\tSHARE")
+	for _, m := range members {
+		share := float64(m.Primaries) / float64(max(topo.Partitions, 1)) * 100
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.1f%%\t%s\n", m.Name, m.Addr, m.State, m.Primaries, m.Backups, share, strings.Repeat("#", int(share/2+0.5)))
+	}
+	tw.Flush()
+	if *all {
+		fmt.Fprintln(stdout)
+		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PARTITION\tOWNERS (primary first)")
+		for p, o := range owners {
+			fmt.Fprintf(tw, "%d\t%s\n", p, strings.Join(o, " "))
+		}
+		tw.Flush()
+	}
+	return 0
+}
+
+func stateName(s uint8) string {
+	if n, ok := stateNames[s]; ok {
+		return n
+	}
+	return "state-" + strconv.Itoa(int(s))
+}
