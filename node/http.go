@@ -25,6 +25,7 @@ func (n *Node) httpHandler() http.Handler {
 		}
 		w.Write([]byte("ready\n"))
 	})
+	mux.HandleFunc("GET /{$}", n.serveStatusPage)
 	if n.cfg.HTTPAPI {
 		mux.HandleFunc("/v1/", n.serveAPI)
 	}

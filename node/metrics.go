@@ -221,3 +221,26 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descState, v, s.String())
 	}
 }
+
+// answered sums the requests counters (for Status; not on the hot path).
+func (m *metrics) answered() uint64 {
+	var sum float64
+	var d dto.Metric
+	for op := range numOps {
+		for oc := range numOutcomes {
+			if m.requests[op][oc].Write(&d) == nil && d.Counter != nil {
+				sum += d.Counter.GetValue()
+			}
+		}
+	}
+	return uint64(sum)
+}
+
+// counterValue reads a counter (for the status page).
+func counterValue(c prometheus.Counter) float64 {
+	var d dto.Metric
+	if c.Write(&d) != nil || d.Counter == nil {
+		return 0
+	}
+	return d.Counter.GetValue()
+}

@@ -39,6 +39,7 @@ type Node struct {
 	httpLn    net.Listener
 	api       atomic.Pointer[httpapi.API] // the JSON API, once its client is up
 	apiClient *client.Client
+	page      statusPage
 
 	view   atomic.Pointer[view] // the ring as this node routes by
 	ringMu sync.Mutex           // orders view changes (gossip callbacks and Start)

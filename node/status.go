@@ -43,7 +43,7 @@ func (n *Node) applyReplicate(v *view, m *proto.Replicate) (proto.ReplicateResul
 func (n *Node) status() *proto.Status {
 	v := n.view.Load()
 	st := n.engine.Stats()
-	q, _ := n.repl.queued()
+	q, lag := n.repl.queued()
 	s := &proto.Status{
 		Name:             n.cfg.Name,
 		Epoch:            v.ring.Epoch(),
@@ -55,6 +55,8 @@ func (n *Node) status() *proto.Status {
 		ReplicationQueue: uint64(q),
 		UnderReplicated:  uint64(n.repl.underReplicated()),
 		Members:          uint64(len(v.ring.Members())),
+		Requests:         n.metrics.answered(),
+		LagMillis:        uint64(lag.Milliseconds()),
 	}
 	if v.in {
 		for p := range v.ring.Partitions() {

@@ -160,7 +160,7 @@ func testCases() []testCase {
 		{name: "replicate/empty", msg: &Replicate{}},
 		{name: "replicate-result", msg: &ReplicateResult{Epoch: 7, Applied: 31, Refused: 2}},
 		{name: "status-request", msg: &StatusRequest{}},
-		{name: "status", msg: &Status{Name: "n1", Epoch: 9, State: 2, Viewers: 1, Keys: 2, Bytes: 3, Primaries: 4, Backups: 5, Syncing: 6, Handing: 7, ReplicationQueue: 8, UnderReplicated: 9, Members: 10}},
+		{name: "status", msg: &Status{Name: "n1", Epoch: 9, State: 2, Viewers: 1, Keys: 2, Bytes: 3, Primaries: 4, Backups: 5, Syncing: 6, Handing: 7, ReplicationQueue: 8, UnderReplicated: 9, Members: 10, Requests: 11, LagMillis: 12}},
 		{name: "drain", msg: &Drain{TimeoutMillis: 30000}},
 		{name: "drain-result", msg: &DrainResult{Partitions: 90}},
 		{name: "sync-request", msg: &SyncRequest{From: "n2", Partitions: []uint32{1, 2, 270}}},
@@ -292,7 +292,7 @@ func wireForm(m Message) []any {
 	case *StatusRequest:
 		return []any{}
 	case *Status:
-		return []any{m.Name, u(m.Epoch), int64(m.State), u(m.Viewers), u(m.Keys), u(m.Bytes), u(m.Primaries), u(m.Backups), u(m.Syncing), u(m.Handing), u(m.ReplicationQueue), u(m.UnderReplicated), u(m.Members)}
+		return []any{m.Name, u(m.Epoch), int64(m.State), u(m.Viewers), u(m.Keys), u(m.Bytes), u(m.Primaries), u(m.Backups), u(m.Syncing), u(m.Handing), u(m.ReplicationQueue), u(m.UnderReplicated), u(m.Members), u(m.Requests), u(m.LagMillis)}
 	case *Drain:
 		return []any{m.TimeoutMillis}
 	case *DrainResult:

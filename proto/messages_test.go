@@ -461,3 +461,20 @@ func TestTypeString(t *testing.T) {
 		t.Errorf("TypeCheckResult.String() = %q", TypeCheckResult.String())
 	}
 }
+
+// TestStatusFromAnOlderNode decodes the 13-field Status of nodes that
+// predate Requests and LagMillis: they read as 0, not an error.
+func TestStatusFromAnOlderNode(t *testing.T) {
+	body, err := msgpack.Marshal([]any{"old", 9, 2, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Status{Requests: 99, LagMillis: 99} // a reused message
+	if err := Decode(body, m); err != nil {
+		t.Fatal(err)
+	}
+	want := Status{Name: "old", Epoch: 9, State: 2, Viewers: 1, Keys: 2, Bytes: 3, Primaries: 4, Backups: 5, Syncing: 6, Handing: 7, ReplicationQueue: 8, UnderReplicated: 9, Members: 10}
+	if *m != want {
+		t.Fatalf("decoded %+v, want %+v", *m, want)
+	}
+}

@@ -115,7 +115,9 @@ func (*StatusRequest) decode(d *decoder) { d.end(d.array(0)) }
 //
 // Wire: [name str, epoch uint, state uint, viewers uint, keys uint,
 // bytes uint, primaries uint, backups uint, syncing uint, handing uint,
-// replication_queue uint, under_replicated uint, members uint].
+// replication_queue uint, under_replicated uint, members uint,
+// requests uint?, lag_ms uint?] (the last two optional: older nodes omit
+// them).
 type Status struct {
 	Name  string
 	Epoch uint64
@@ -137,17 +139,23 @@ type Status struct {
 	UnderReplicated uint64
 	// Members is the number of members in its ring.
 	Members uint64
+	// Requests counts the data-plane requests it answered since it
+	// started (0 from a node that does not say).
+	Requests uint64
+	// LagMillis is how long its oldest change not yet sent to a replica
+	// has waited.
+	LagMillis uint64
 }
 
 // Type returns TypeStatus.
 func (*Status) Type() Type { return TypeStatus }
 
 func (m *Status) encode(e *encoder) {
-	e.array(13)
+	e.array(15)
 	e.str(m.Name)
 	e.uint(m.Epoch)
 	e.uint(uint64(m.State))
-	for _, v := range []uint64{m.Viewers, m.Keys, m.Bytes, m.Primaries, m.Backups, m.Syncing, m.Handing, m.ReplicationQueue, m.UnderReplicated, m.Members} {
+	for _, v := range []uint64{m.Viewers, m.Keys, m.Bytes, m.Primaries, m.Backups, m.Syncing, m.Handing, m.ReplicationQueue, m.UnderReplicated, m.Members, m.Requests, m.LagMillis} {
 		e.uint(v)
 	}
 }
@@ -159,6 +167,11 @@ func (m *Status) decode(d *decoder) {
 	m.State = uint8(d.uintN(0xFF))
 	for _, p := range []*uint64{&m.Viewers, &m.Keys, &m.Bytes, &m.Primaries, &m.Backups, &m.Syncing, &m.Handing, &m.ReplicationQueue, &m.UnderReplicated, &m.Members} {
 		*p = d.uint()
+	}
+	m.Requests, m.LagMillis = 0, 0
+	if extra >= 2 {
+		m.Requests, m.LagMillis = d.uint(), d.uint()
+		extra -= 2
 	}
 	d.end(extra)
 }

@@ -1,0 +1,212 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// The status page at / : the cluster as this node sees it, in one
+// self-contained HTML page (no scripts, no external assets) that reloads
+// itself. Each member's figures come from its own Status over the data
+// plane; request rates are the change since the previous page load.
+
+type pageMember struct {
+	Name, Addr, State, Color string
+	Reachable                bool
+	Err                      string
+	Primaries, Backups       int
+	Keys, Viewers            uint64
+	Memory                   string
+	Rate                     string // requests/s since the previous page
+	Syncing, UnderRepl       uint64
+	Queue                    uint64
+	Lag                      string
+	Self                     bool
+}
+
+type pageArc struct {
+	Path, Color, Title string
+}
+
+type pageData struct {
+	Self, Epoch           string
+	Partitions, Replicas  int
+	Members               []pageMember
+	Arcs                  []pageArc
+	BackupReads, Syncing  uint64
+	APIFailOpen, APICalls int64
+	Generated             string
+}
+
+// pageSample remembers a member's request count for the next page's rate.
+type pageSample struct {
+	at       time.Time
+	requests uint64
+}
+
+type statusPage struct {
+	mu   sync.Mutex
+	last map[string]pageSample // guarded by mu
+}
+
+var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"}
+
+func (n *Node) serveStatusPage(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/" {
+		http.NotFound(w, r)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	d := n.pageData(ctx)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := pageTemplate.Execute(w, d); err != nil {
+		n.log.Debug("status page", "err", err)
+	}
+}
+
+func (n *Node) pageData(ctx context.Context) *pageData {
+	rg := n.Ring()
+	members := rg.Members()
+	d := &pageData{
+		Self:       n.cfg.Name,
+		Epoch:      fmt.Sprintf("%016x", rg.Epoch()),
+		Partitions: rg.Partitions(),
+		Replicas:   n.cfg.Membership.Ring.Replicas,
+		Generated:  time.Now().UTC().Format(time.RFC3339),
+	}
+	// Every member's status, asked concurrently (this node's directly).
+	statuses := make([]*proto.Status, len(members))
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		if m.Name == n.cfg.Name {
+			statuses[i] = n.status()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i], errs[i] = client.NodeStatus(ctx, m.Addr)
+		}()
+	}
+	wg.Wait()
+
+	n.page.mu.Lock()
+	if n.page.last == nil {
+		n.page.last = map[string]pageSample{}
+	}
+	now := time.Now()
+	colors := map[string]string{}
+	for i, m := range members {
+		pm := pageMember{Name: m.Name, Addr: m.Addr, State: m.State.String(), Color: palette[i%len(palette)], Self: m.Name == n.cfg.Name, Rate: "-", Lag: "-", Memory: "-"}
+		colors[m.Name] = pm.Color
+		if st := statuses[i]; st != nil {
+			pm.Reachable = true
+			pm.Primaries, pm.Backups = int(st.Primaries), int(st.Backups)
+			pm.Keys, pm.Viewers = st.Keys, st.Viewers
+			pm.Memory = humanBytes(st.Bytes)
+			pm.Syncing, pm.UnderRepl, pm.Queue = st.Syncing, st.UnderReplicated, st.ReplicationQueue
+			pm.Lag = (time.Duration(st.LagMillis) * time.Millisecond).String()
+			if prev, ok := n.page.last[m.Name]; ok && st.Requests >= prev.requests && now.Sub(prev.at) > 0 {
+				pm.Rate = fmt.Sprintf("%.0f/s", float64(st.Requests-prev.requests)/now.Sub(prev.at).Seconds())
+			}
+			n.page.last[m.Name] = pageSample{now, st.Requests}
+		} else if errs[i] != nil {
+			pm.Err = errs[i].Error()
+		}
+		d.Members = append(d.Members, pm)
+	}
+	n.page.mu.Unlock()
+	sort.SliceStable(d.Members, func(i, j int) bool { return d.Members[i].Name < d.Members[j].Name })
+
+	// The ring: one arc per partition, in its primary's color.
+	const cx, cy, r0, r1 = 160.0, 160.0, 90.0, 150.0
+	P := rg.Partitions()
+	for p := range P {
+		owners := rg.Owners(p)
+		color, title := "#dddddd", fmt.Sprintf("partition %d: no owner", p)
+		if len(owners) > 0 {
+			var names []string
+			for _, o := range owners {
+				names = append(names, rg.Member(o).Name)
+			}
+			color = colors[names[0]]
+			title = fmt.Sprintf("partition %d: %v", p, names)
+		}
+		a0 := 2*math.Pi*float64(p)/float64(P) - math.Pi/2
+		a1 := 2*math.Pi*float64(p+1)/float64(P) - math.Pi/2
+		path := fmt.Sprintf("M%.1f,%.1f A%.0f,%.0f 0 0 1 %.1f,%.1f L%.1f,%.1f A%.0f,%.0f 0 0 0 %.1f,%.1f Z",
+			cx+r1*math.Cos(a0), cy+r1*math.Sin(a0), r1, r1, cx+r1*math.Cos(a1), cy+r1*math.Sin(a1),
+			cx+r0*math.Cos(a1), cy+r0*math.Sin(a1), r0, r0, cx+r0*math.Cos(a0), cy+r0*math.Sin(a0))
+		d.Arcs = append(d.Arcs, pageArc{Path: path, Color: color, Title: title})
+	}
+	d.BackupReads = uint64(counterValue(n.metrics.backupReads))
+	d.Syncing = uint64(counterValue(n.metrics.syncingRefusals))
+	if n.apiClient != nil {
+		st := n.apiClient.Stats()
+		d.APIFailOpen, d.APICalls = st.FailOpen, st.Calls
+	}
+	return d
+}
+
+func humanBytes(b uint64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	div, exp := uint64(unit), 0
+	for x := b / unit; x >= unit; x /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
+}
+
+var pageTemplate = template.Must(template.New("status").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="refresh" content="5">
+<title>fcap · {{.Self}}</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}
+h1{font-size:20px;margin:0 0 4px} .sub{color:#666;margin-bottom:16px}
+table{border-collapse:collapse;margin:12px 0} th,td{padding:4px 10px;border-bottom:1px solid #eee;text-align:right}
+th{background:#f6f6f6} td.l,th.l{text-align:left} .dot{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:6px}
+.bad{color:#c00;font-weight:600} .row{display:flex;gap:32px;align-items:flex-start;flex-wrap:wrap}
+.card{border:1px solid #ddd;border-radius:6px;padding:12px 16px}
+</style></head><body>
+<h1>fcap cluster, seen from {{.Self}}</h1>
+<div class="sub">ring epoch {{.Epoch}} · {{.Partitions}} partitions · R={{.Replicas}} · {{len .Members}} members · {{.Generated}} · reloads every 5 s</div>
+<div class="row">
+<div class="card"><b>Ring ownership</b> (primary of each partition)<br>
+<svg id="ring" width="320" height="320" viewBox="0 0 320 320" role="img" aria-label="partition ownership">
+{{range .Arcs}}<path d="{{.Path}}" fill="{{.Color}}" stroke="#fff" stroke-width="0.5"><title>{{.Title}}</title></path>
+{{end}}<text x="160" y="165" text-anchor="middle" font-size="13">{{.Partitions}} partitions</text>
+</svg></div>
+<div class="card"><b>This node</b><br>
+checks answered as a backup (stale): {{.BackupReads}}<br>
+requests refused while syncing: {{.Syncing}}<br>
+JSON API: {{.APICalls}} calls, <span {{if .APIFailOpen}}class="bad"{{end}}>{{.APIFailOpen}} failed open</span>
+</div></div>
+<table id="members">
+<tr><th class="l">member</th><th class="l">address</th><th class="l">state</th><th>primaries</th><th>backups</th><th>viewers</th><th>counters</th><th>memory</th><th>requests</th><th>syncing</th><th>under-replicated</th><th>repl. queue</th><th>repl. lag</th></tr>
+{{range .Members}}<tr>
+<td class="l"><span class="dot" style="background:{{.Color}}"></span>{{.Name}}{{if .Self}} (this node){{end}}</td>
+<td class="l">{{.Addr}}</td><td class="l">{{.State}}</td>
+{{if .Reachable}}<td>{{.Primaries}}</td><td>{{.Backups}}</td><td>{{.Viewers}}</td><td>{{.Keys}}</td><td>{{.Memory}}</td><td>{{.Rate}}</td>
+<td {{if .Syncing}}class="bad"{{end}}>{{.Syncing}}</td><td {{if .UnderRepl}}class="bad"{{end}}>{{.UnderRepl}}</td><td>{{.Queue}}</td><td>{{.Lag}}</td>
+{{else}}<td colspan="10" class="l bad">unreachable: {{.Err}}</td>{{end}}
+</tr>{{end}}
+</table>
+<div class="sub">Metrics: <a href="/metrics">/metrics</a> · health: <a href="/healthz">/healthz</a>, <a href="/readyz">/readyz</a> · JSON API: POST /v1/check, /v1/allow, /v1/record, /v1/reserve, /v1/release</div>
+</body></html>
+`))
