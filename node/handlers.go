@@ -229,6 +229,13 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 	case proto.TypeStatusRequest:
 		return h.reply(out, hdr.ID, h.n.status(), opStatus)
 
+	case proto.TypeInspect:
+		var m proto.Inspect
+		if err := proto.Decode(body, &m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opStatus)
+		}
+		return h.reply(out, hdr.ID, h.n.inspect(v, m.Viewer), opStatus)
+
 	case proto.TypeDrain:
 		var m proto.Drain
 		if err := proto.Decode(body, &m); err != nil {

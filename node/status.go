@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 
+	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -73,4 +74,37 @@ func (n *Node) status() *proto.Status {
 		}
 	}
 	return s
+}
+
+// inspect copies out what the engine holds for one viewer (fcapctl keys).
+func (n *Node) inspect(v *view, viewer string) *proto.ViewerState {
+	res := &proto.ViewerState{}
+	if v.in {
+		p, _ := v.ring.Lookup(viewer)
+		res.Primary = v.ring.Rank(p, n.cfg.Name) == 0
+	}
+	st, ok := n.engine.Viewer(viewer)
+	if !ok {
+		return res
+	}
+	res.Found = true
+	res.Reservations = uint64(st.Reservations)
+	res.RememberedIDs = uint64(st.RememberedIDs)
+	for i, k := range st.Keys {
+		if i == proto.MaxInspectKeys {
+			break
+		}
+		ki := proto.KeyInfo{Hash: k.Hash, Algorithm: uint8(k.Algorithm), Window: k.Window, Limit: int64(k.Limit), Bucket: k.Bucket}
+		switch k.Algorithm {
+		case engine.Sliding:
+			ki.Values = k.Times
+		default:
+			ki.Values = k.Counts
+		}
+		if len(ki.Values) > proto.MaxInspectValues {
+			ki.Values = ki.Values[len(ki.Values)-proto.MaxInspectValues:]
+		}
+		res.Keys = append(res.Keys, ki)
+	}
+	return res
 }

@@ -165,6 +165,12 @@ func testCases() []testCase {
 		{name: "drain-result", msg: &DrainResult{Partitions: 90}},
 		{name: "sync-request", msg: &SyncRequest{From: "n2", Partitions: []uint32{1, 2, 270}}},
 		{name: "sync-result", msg: &SyncResult{Pushing: []uint32{2}}},
+		{name: "inspect", msg: &Inspect{Viewer: "viewer-1"}},
+		{name: "viewer-state", msg: &ViewerState{Found: true, Primary: true, Reservations: 1, RememberedIDs: 3, Keys: []KeyInfo{
+			{Hash: 0xFEEDFACE, Algorithm: 0, Window: 3_600_000, Limit: 3, Values: []int64{1000, 2000}},
+			{Hash: 7, Algorithm: 2, Window: 86_400_000, Limit: 10, Bucket: 20_000, Values: []int64{4}},
+		}}},
+		{name: "viewer-state/not-found", msg: &ViewerState{}},
 		{name: "error", msg: &Error{Code: CodeNotOwner, Message: "viewer moved", Epoch: 1234}},
 		{name: "error/empty", msg: &Error{}},
 		{name: "error/unknown-code", msg: &Error{Code: 0xFFFF, Message: "from the future ✨"}},
@@ -291,6 +297,18 @@ func wireForm(m Message) []any {
 		return []any{u(m.Epoch), u(m.Applied), u(m.Refused)}
 	case *StatusRequest:
 		return []any{}
+	case *Inspect:
+		return []any{m.Viewer}
+	case *ViewerState:
+		keys := []any{}
+		for _, k := range m.Keys {
+			vals := []any{}
+			for _, v := range k.Values {
+				vals = append(vals, v)
+			}
+			keys = append(keys, []any{u(k.Hash), int64(k.Algorithm), k.Window, k.Limit, k.Bucket, vals})
+		}
+		return []any{m.Found, m.Primary, u(m.Reservations), u(m.RememberedIDs), keys}
 	case *Status:
 		return []any{m.Name, u(m.Epoch), int64(m.State), u(m.Viewers), u(m.Keys), u(m.Bytes), u(m.Primaries), u(m.Backups), u(m.Syncing), u(m.Handing), u(m.ReplicationQueue), u(m.UnderReplicated), u(m.Members), u(m.Requests), u(m.LagMillis)}
 	case *Drain:

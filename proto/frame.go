@@ -84,6 +84,8 @@ const (
 	TypeDrainResult     Type = 21 // DrainResult: answers Drain
 	TypeSyncRequest     Type = 22 // SyncRequest: a new owner asks for partitions
 	TypeSyncResult      Type = 23 // SyncResult: answers SyncRequest
+	TypeInspect         Type = 40 // Inspect: one viewer's state, for operators
+	TypeViewerState     Type = 41 // ViewerState: answers Inspect
 )
 
 var typeNames = [...]string{
@@ -110,6 +112,8 @@ var typeNames = [...]string{
 	TypeDrainResult:     "drain_result",
 	TypeSyncRequest:     "sync_request",
 	TypeSyncResult:      "sync_result",
+	TypeInspect:         "inspect",
+	TypeViewerState:     "viewer_state",
 }
 
 // String returns the type's name in snake case ("check_result"), fit for
@@ -196,6 +200,10 @@ func NewMessage(t Type) Message {
 		return new(SyncRequest)
 	case TypeSyncResult:
 		return new(SyncResult)
+	case TypeInspect:
+		return new(Inspect)
+	case TypeViewerState:
+		return new(ViewerState)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -90,6 +91,48 @@ func TestFcapctlDataCommands(t *testing.T) {
 	if vs := verdicts("check", "viewer-ctl", "campaign:ctl-b:3:1h"); vs[0].Remaining != 1 {
 		t.Fatalf("with a reservation held: %+v, want 1 left", vs)
 	}
+	// keys: the counter capA reads holds the two allowed impressions, on
+	// the primary and (once replicated) on the backup.
+	capHash := engine.KeyHash(engine.Cap{Scope: "campaign", ID: "ctl-a", Limit: 2, Window: 3_600_000})
+	cluster.Eventually(t, 10e9, func() bool {
+		var ks struct {
+			Owners []struct {
+				Rank  int
+				State *struct {
+					Found, Primary bool
+					Keys           []struct {
+						Hash   uint64
+						Values []int64
+					}
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(runFcapctl(t, "keys", "--addr", addr, "--json", "viewer-ctl", capA)), &ks); err != nil {
+			t.Fatal(err)
+		}
+		if len(ks.Owners) != 2 {
+			t.Fatalf("keys: %d owners, want 2", len(ks.Owners))
+		}
+		for _, o := range ks.Owners {
+			if o.State == nil || !o.State.Found || o.State.Primary != (o.Rank == 0) {
+				return false
+			}
+			n := -1
+			for _, k := range o.State.Keys {
+				if k.Hash == capHash {
+					n = len(k.Values)
+				}
+			}
+			if n != 2 {
+				return false
+			}
+		}
+		return true
+	}, "fcapctl keys does not show the two impressions on both owners")
+	if out := runFcapctl(t, "keys", "--addr", addr, "viewer-ctl", capA); !strings.Contains(out, "campaign:ctl-a") || !strings.Contains(out, "(primary)") {
+		t.Errorf("fcapctl keys printed:\n%s", out)
+	}
+
 	// A bad cap is a usage error, before any request.
 	if code, _, stderr := runFcapctlCode(t, "allow", "--addr", addr, "viewer-ctl", "campaign:x:notanumber:1h"); code != 2 || !strings.Contains(stderr, "limit") {
 		t.Errorf("bad cap: exit %d, stderr %q", code, stderr)
