@@ -115,8 +115,13 @@ func (c *Client) roundTrip(ctx context.Context, p *peer, m proto.Message, want p
 }
 
 func (c *Client) roundTripOn(ctx context.Context, cn *conn, m proto.Message, want proto.Type, deadline time.Time) (*call, error) {
+	if !time.Now().Before(deadline) {
+		// No budget left: sending now would only cut the connection
+		// short (its write deadline has passed).
+		return nil, fmt.Errorf("%w (%s)", errTimeout, cn.p.addr)
+	}
 	cl := getCall(want)
-	if err := cn.send(cl, m); err != nil {
+	if err := cn.send(cl, m, deadline); err != nil {
 		putCall(cl)
 		return nil, err
 	}

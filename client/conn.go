@@ -186,7 +186,7 @@ func (c *conn) isClosed() bool { return c.closedFlag.Load() }
 
 // send registers a call and writes its request frame, or queues it
 // behind a write in progress.
-func (c *conn) send(cl *call, m proto.Message) error {
+func (c *conn) send(cl *call, m proto.Message, deadline time.Time) error {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -209,7 +209,12 @@ func (c *conn) send(cl *call, m proto.Message) error {
 	c.writing = true
 	buf := c.takeLocked()
 	c.mu.Unlock()
-	c.write(buf)
+	// The caller writes inline, but never past its own deadline: a node
+	// that stopped reading (paused, overloaded) fills the socket buffer,
+	// and a blocked write would hold the ad request hostage. A write cut
+	// short leaves a partial frame, so it closes the connection and the
+	// calls pending on it fail over.
+	c.write(buf, deadline)
 	c.mu.Lock()
 	if c.err == nil && len(c.out) > 0 {
 		// Frames queued during our write: the writer goroutine takes
@@ -234,8 +239,11 @@ func (c *conn) takeLocked() []byte {
 
 // write sends a buffer and keeps it for reuse; a failed write closes the
 // connection (its pending calls fail over).
-func (c *conn) write(buf []byte) {
-	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+func (c *conn) write(buf []byte, deadline time.Time) {
+	if d := time.Now().Add(time.Second); deadline.IsZero() || d.Before(deadline) {
+		deadline = d
+	}
+	c.nc.SetWriteDeadline(deadline)
 	if _, err := c.nc.Write(buf); err != nil {
 		c.close(fmt.Errorf("write to %s: %w", c.p.addr, err))
 		return
@@ -293,7 +301,7 @@ func (c *conn) writeLoop() {
 			}
 			buf := c.takeLocked()
 			c.mu.Unlock()
-			c.write(buf)
+			c.write(buf, time.Time{})
 		}
 	}
 }
