@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "", "run against the cluster of this data-plane address (host:port) instead of an in-process engine")
 	timeout := fs.Duration("timeout", 100*time.Millisecond, "with --addr: deadline of each call")
+	asJSON := fs.Bool("json", false, `print {"passed","failed","failures":[{"file","case","op","detail"}]}`)
 	offset := fs.String("offset", "now", `with --addr: added to every tick; "now" (the current Unix millisecond) keeps the cases' times near a live cluster's clock`)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fcapctl conformance [flags] FILE.json...")
@@ -60,6 +62,13 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 		}
 		factory = conformance.Cluster(c, fmt.Sprintf("fcapctl-conformance-%d-", time.Now().UnixNano()), off)
 	}
+	type failureOut struct {
+		File   string `json:"file"`
+		Case   string `json:"case"`
+		Op     int    `json:"op"`
+		Detail string `json:"detail"`
+	}
+	failures := []failureOut{}
 	var total conformance.Result
 	for _, path := range fs.Args() {
 		f, err := conformance.Load(path)
@@ -69,12 +78,20 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 		}
 		r := f.Run(factory)
 		for _, fail := range r.Failures {
-			fmt.Fprintf(stdout, "%s: %s\n", path, fail)
+			if !*asJSON {
+				fmt.Fprintf(stdout, "%s: %s\n", path, fail)
+			}
+			failures = append(failures, failureOut{path, fail.Case, fail.Op, fail.Detail})
 		}
 		total.Passed += r.Passed
 		total.Failed += r.Failed
 	}
-	fmt.Fprintln(stdout, total.Summary())
+	if *asJSON {
+		b, _ := json.Marshal(map[string]any{"passed": total.Passed, "failed": total.Failed, "failures": failures})
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		fmt.Fprintln(stdout, total.Summary())
+	}
 	if total.Failed > 0 {
 		return 1
 	}

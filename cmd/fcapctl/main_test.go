@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,6 +41,20 @@ func TestConformanceReportsFailures(t *testing.T) {
 	}
 	if !strings.Contains(out, `"wrong" op 2`) || !strings.HasSuffix(strings.TrimSpace(out), "1 passed, 1 failed") {
 		t.Errorf("stdout:\n%s", out)
+	}
+	code, out, _ = runCLI("conformance", "--json", bad)
+	var res struct {
+		Passed, Failed int
+		Failures       []struct {
+			File, Case string
+			Op         int
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 1 {
+		t.Fatalf("--json: exit %d, %q: %v", code, out, err)
+	}
+	if res.Passed != 1 || res.Failed != 1 || len(res.Failures) != 1 || res.Failures[0].Case != "wrong" || res.Failures[0].Op != 2 || res.Failures[0].File != bad {
+		t.Errorf("--json: %+v", res)
 	}
 }
 
