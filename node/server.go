@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -119,7 +120,18 @@ func (n *Node) closeConns() {
 // malformed beyond recovery, the connection idles out, or the node
 // drains.
 func (n *Node) serveConn(c net.Conn) {
-	r := proto.NewReader(c, n.cfg.MaxFrame)
+	// A connection that sends nothing costs no buffers: they are made
+	// when its first byte arrives, so MaxConns idle connections (a flood,
+	// or clients' spare pools) hold a goroutine each and little else.
+	c.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
+	if n.draining.Load() {
+		return
+	}
+	var first [1]byte
+	if _, err := io.ReadFull(c, first[:]); err != nil {
+		return
+	}
+	r := proto.NewReader(io.MultiReader(bytes.NewReader(first[:]), c), n.cfg.MaxFrame)
 	h := newHandler(n)
 	var out []byte
 	flush := func() bool {
