@@ -234,8 +234,8 @@ func (p *prober) stop() {
 // monitor scrapes the node's /metrics every 100ms and keeps the peaks
 // of its Go heap, its resident memory and its open connections.
 type monitor struct {
-	done chan struct{}
-	wg   sync.WaitGroup
+	done             chan struct{}
+	wg               sync.WaitGroup
 	heap, rss, conns atomic.Int64
 }
 
