@@ -73,10 +73,16 @@ func TestHostileInput(t *testing.T) {
 	}
 	for _, a := range attacks {
 		t.Run(a.name, func(t *testing.T) {
+			mon.phase()
 			a.run(t, n.Data, probe.once)
 			probe.once(t)
 			if !n.Running() {
 				t.Fatalf("the node died:\n%s", tail(n.Logs()))
+			}
+			heap, rss := mon.phase()
+			t.Logf("peak: heap in use %.1f MiB, resident %.1f MiB", float64(heap)/(1<<20), float64(rss)/(1<<20))
+			if heap > memoryBound || rss > memoryBound {
+				t.Errorf("memory over %d MiB: heap %d, resident %d", memoryBound>>20, heap, rss)
 			}
 		})
 	}
@@ -236,7 +242,17 @@ func (p *prober) stop() {
 type monitor struct {
 	done             chan struct{}
 	wg               sync.WaitGroup
+	scrape           func()
 	heap, rss, conns atomic.Int64
+	// The peaks since the last call to phase.
+	phaseHeap, phaseRSS atomic.Int64
+}
+
+// phase scrapes once more and returns the peak heap and resident memory
+// since its last call, then starts a new phase.
+func (m *monitor) phase() (heap, rss int64) {
+	m.scrape()
+	return m.phaseHeap.Swap(0), m.phaseRSS.Swap(0)
 }
 
 func watch(t *testing.T, n *cluster.Node) *monitor {
@@ -249,13 +265,17 @@ func watch(t *testing.T, n *cluster.Node) *monitor {
 			}
 		}
 	}
-	scrape := func() {
+	m.scrape = func() {
 		s, err := n.Metrics()
 		if err != nil {
-			return // counted as a missed scrape; the test fails if none succeeds
+			return // a missed scrape; the test fails if none succeeds
 		}
-		peak(&m.heap, s["go_memstats_heap_inuse_bytes"])
-		peak(&m.rss, s["process_resident_memory_bytes"])
+		for _, p := range []*atomic.Int64{&m.heap, &m.phaseHeap} {
+			peak(p, s["go_memstats_heap_inuse_bytes"])
+		}
+		for _, p := range []*atomic.Int64{&m.rss, &m.phaseRSS} {
+			peak(p, s["process_resident_memory_bytes"])
+		}
 		peak(&m.conns, s["fcap_node_connections"])
 	}
 	m.wg.Add(1)
@@ -264,7 +284,7 @@ func watch(t *testing.T, n *cluster.Node) *monitor {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			scrape()
+			m.scrape()
 			select {
 			case <-m.done:
 				return
