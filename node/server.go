@@ -129,6 +129,9 @@ func (n *Node) serveConn(c net.Conn) {
 	}
 	var first [1]byte
 	if _, err := io.ReadFull(c, first[:]); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) && !n.draining.Load() {
+			n.metrics.idleClosed.Inc()
+		}
 		return
 	}
 	r := proto.NewReader(io.MultiReader(bytes.NewReader(first[:]), c), n.cfg.MaxFrame)
@@ -166,10 +169,14 @@ func (n *Node) serveConn(c net.Conn) {
 		case errors.Is(err, proto.ErrFrameTooLarge), errors.Is(err, proto.ErrFrameTooShort):
 			// The stream cannot be trusted past a bad length: say why, close.
 			n.metrics.badFrames.Inc()
+			n.log.Debug("connection closed: bad frame", "remote", c.RemoteAddr().String(), "err", err)
 			out = h.fail(out, proto.Header{}, proto.CodeBadRequest, err.Error())
 			flush()
 			return
 		default:
+			if errors.Is(err, os.ErrDeadlineExceeded) && !n.draining.Load() {
+				n.metrics.idleClosed.Inc()
+			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed) {
 				n.log.Debug("connection read", "remote", c.RemoteAddr().String(), "err", err)
 			}

@@ -73,7 +73,7 @@ func TestHostileInput(t *testing.T) {
 		{"large-frames-then-idle", largeFramesThenIdle},
 		{"idle-flood", func(t *testing.T, addr string, probe func(*testing.T)) { idleFlood(t, n, addr, probe) }},
 		{"slow-reader", func(t *testing.T, addr string, probe func(*testing.T)) { slowReader(t, n, addr, probe) }},
-		{"slowloris", slowloris},
+		{"slowloris", func(t *testing.T, addr string, probe func(*testing.T)) { slowloris(t, n, addr, probe) }},
 	}
 	for _, a := range attacks {
 		t.Run(a.name, func(t *testing.T) {
@@ -675,7 +675,8 @@ func isTimeout(err error) bool {
 
 // slowloris: connections that send a valid frame one byte per second.
 // The idle timeout closes each long before its frame is complete.
-func slowloris(t *testing.T, addr string, probe func(*testing.T)) {
+func slowloris(t *testing.T, n *cluster.Node, addr string, probe func(*testing.T)) {
+	before := n.Metric("fcap_node_idle_closed_total")
 	check := frame(t, 9, &proto.Check{Viewer: "v", Table: engine.CheckTable{Caps: []engine.Cap{probeCap}, Refs: []uint16{0}, Ends: []uint32{1}}})
 	var wg sync.WaitGroup
 	for range 20 {
@@ -706,4 +707,6 @@ func slowloris(t *testing.T, addr string, probe func(*testing.T)) {
 	}
 	probe(t)
 	wg.Wait()
+	cluster.Eventually(t, slack, func() bool { return n.Metric("fcap_node_idle_closed_total")-before >= 20 },
+		"fcap_node_idle_closed_total rose by %v, want the 20 slowloris connections", n.Metric("fcap_node_idle_closed_total")-before)
 }
