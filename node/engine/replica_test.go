@@ -153,12 +153,12 @@ func importSeeds(t testing.TB) map[string][]byte {
 
 var updateCorpus = flag.Bool("update-corpus", false, "rewrite the seed corpus under testdata/fuzz")
 
-// TestImportSeedCorpus checks the seed corpus checked in under
+// TestSeedCorpus checks the seed corpus checked in under
 // testdata/fuzz/FuzzImport: every seed importSeeds names is there, the
 // good ones import and the bad ones are refused (go test ./node/engine
-// -run TestImportSeedCorpus -update-corpus rewrites it; reservation ids
+// -run TestSeedCorpus -update-corpus rewrites it; reservation ids
 // are random, so the bytes differ from run to run).
-func TestImportSeedCorpus(t *testing.T) {
+func TestSeedCorpus(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzImport")
 	if *updateCorpus {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -175,7 +175,7 @@ func TestImportSeedCorpus(t *testing.T) {
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
-			t.Errorf("%s is missing: go test ./node/engine -run TestImportSeedCorpus -update-corpus", path)
+			t.Errorf("%s is missing: go test ./node/engine -run TestSeedCorpus -update-corpus", path)
 			continue
 		}
 		lit, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "go test fuzz v1\n[]byte(")
