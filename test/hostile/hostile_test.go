@@ -121,7 +121,7 @@ func TestHostileInput(t *testing.T) {
 }
 
 // raiseFileLimit raises this process's open-file limit to at least want
-// (within the hard limit); fcapd inherits it.
+// (past the hard limit only as root); fcapd inherits it.
 func raiseFileLimit(t *testing.T, want uint64) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
@@ -130,12 +130,9 @@ func raiseFileLimit(t *testing.T, want uint64) {
 	if lim.Cur >= want {
 		return
 	}
-	if lim.Max < want {
-		t.Skipf("open-file hard limit %d is under the %d this test needs", lim.Max, want)
-	}
-	lim.Cur = want
+	lim.Cur, lim.Max = want, max(lim.Max, want) // a higher hard limit needs root
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
+		t.Skipf("cannot raise the open-file limit to the %d this test needs: %v", want, err)
 	}
 }
 
