@@ -195,7 +195,8 @@ func TestSeedCorpus(t *testing.T) {
 // a state it refuses wraps ErrBadState and changes nothing; a state it
 // accepts consumes a prefix of the input and exports back to a state
 // that imports to the same bytes. The input is also read as a
-// Replicate's concatenation of states, the way a node applies it.
+// Replicate's concatenation of states (ImportAll): a bad one anywhere
+// changes nothing.
 func FuzzImport(f *testing.F) {
 	for _, b := range importSeeds(f) {
 		f.Add(b)
@@ -223,14 +224,15 @@ func FuzzImport(f *testing.F) {
 				t.Fatal("export is not stable across import")
 			}
 		}
-		// A Replicate's states, applied one after another until the
-		// first bad one.
-		for rest := data; len(rest) > 0; {
-			_, used, err := e.Import(rest)
-			if err != nil {
-				break
+		// The input as a Replicate's states: all applied, or none.
+		before := e.Stats()
+		if _, _, err := e.ImportAll(data, nil); err != nil {
+			if !errors.Is(err, engine.ErrBadState) {
+				t.Fatalf("ImportAll error does not wrap ErrBadState: %v", err)
 			}
-			rest = rest[used:]
+			if st := e.Stats(); st.Viewers != before.Viewers || st.Keys != before.Keys || st.Bytes != before.Bytes {
+				t.Fatalf("a refused ImportAll changed the engine: %+v, was %+v", st, before)
+			}
 		}
 		// The engine still works on what it holds.
 		e.Check("x", []engine.Candidate{{Caps: []engine.Cap{campaign("c", 1, 10)}}}, 0, nil)
@@ -242,4 +244,38 @@ func FuzzImport(f *testing.F) {
 		})
 		e.Sweep(1 << 20)
 	})
+}
+
+// TestImportAllIsAllOrNothing: a concatenation of states with a bad one
+// anywhere changes nothing; without it every state is applied, and
+// accept refuses states one by one.
+func TestImportAllIsAllOrNothing(t *testing.T) {
+	src := newEngine(t)
+	viewers := populate(t, src)
+	var all []byte
+	for _, v := range viewers[:10] {
+		all = src.Export(engine.ViewerKey(v), all)
+	}
+	bad := append(append([]byte(nil), all...), 1, 2, 3)
+	dst := newEngine(t)
+	if _, _, err := dst.ImportAll(bad, nil); !errors.Is(err, engine.ErrBadState) {
+		t.Fatalf("bad tail: err = %v, want ErrBadState", err)
+	}
+	if st := dst.Stats(); st.Viewers != 0 {
+		t.Fatalf("a refused ImportAll stored %d viewers", st.Viewers)
+	}
+	skip := engine.ViewerKey(viewers[1])
+	applied, refused, err := dst.ImportAll(all, func(k uint64) bool { return k != skip })
+	if err != nil || applied != 9 || refused != 1 {
+		t.Fatalf("ImportAll = %d applied, %d refused, %v; want 9, 1, nil", applied, refused, err)
+	}
+	for _, v := range viewers[2:10] {
+		k := engine.ViewerKey(v)
+		if string(dst.Export(k, nil)) != string(src.Export(k, nil)) {
+			t.Errorf("%s: imported state differs", v)
+		}
+	}
+	if _, ok := dst.Viewer(viewers[1]); ok {
+		t.Errorf("%s was refused but imported", viewers[1])
+	}
 }
