@@ -434,7 +434,7 @@ func wrongTypes(t *testing.T, addr string, probe func(*testing.T)) {
 		{"check refs odd bin", proto.TypeCheck, msgpackBody(t, "v", 1000, [][]any{capWire}, []byte{0}, []byte{1, 0, 0, 0}, false)},
 		{"check ref out of range", proto.TypeCheck, checkBody(t, "v", [][]any{capWire}, []uint16{5}, []uint32{1})},
 		{"check ends backwards", proto.TypeCheck, checkBody(t, "v", [][]any{capWire}, []uint16{0, 0}, []uint32{2, 1})},
-		{"check body a map", proto.TypeCheck, func() []byte { b, _ := msgpackBodyMap(); return b }()},
+		{"check body a map", proto.TypeCheck, []byte{0x81, 0xa1, 'v', 0x01}},
 		{"check too few fields", proto.TypeCheck, msgpackBody(t, "v")},
 		{"allow caps string", proto.TypeAllow, msgpackBody(t, "v", 1000, "caps")},
 		{"allow limit negative", proto.TypeAllow, msgpackBody(t, "v", 1000, [][]any{{"campaign", "c1", -5, 60000, 0, 0}})},
@@ -455,11 +455,6 @@ func wrongTypes(t *testing.T, addr string, probe func(*testing.T)) {
 	}
 	probe(t)
 	c.ping(2)
-}
-
-// msgpackBodyMap is a body that is a msgpack map, not an array.
-func msgpackBodyMap() ([]byte, error) {
-	return []byte{0x81, 0xa1, 'v', 0x01}, nil
 }
 
 // unknownTypeAndVersion: an unknown message type, a response type sent
@@ -626,11 +621,6 @@ func idleFlood(t *testing.T, n *cluster.Node, addr string, probe func(*testing.T
 	probe(t)
 	cluster.Eventually(t, slack, func() bool { return n.Metric("fcap_node_connections") <= 10 },
 		"connections not released after the flood: %v open", n.Metric("fcap_node_connections"))
-}
-
-// isClosed reports whether err is the peer closing the connection.
-func isClosed(err error) bool {
-	return err != nil && !errors.Is(err, errTimeout) && (errors.Is(err, errEOF) || errors.Is(err, errUnexpectedEOF) || isReset(err))
 }
 
 // slowReader: a client pipelines requests and reads no response. The

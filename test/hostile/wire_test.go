@@ -79,7 +79,7 @@ func (c *rawConn) expectClosed(within time.Duration) []proto.Header {
 		case err == nil, errors.Is(err, proto.ErrUnsupportedVersion):
 			got = append(got, h)
 			continue
-		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed), isReset(err):
+		case isClosed(err):
 			return got
 		default:
 			c.t.Fatalf("connection still open %v after the attack (read: %v)", within, err)
@@ -175,8 +175,9 @@ func checkBody(t *testing.T, viewer string, caps [][]any, refs []uint16, ends []
 	return msgpackBody(t, viewer, int64(1000), caps, rb, eb, false)
 }
 
-var (
-	errEOF           = io.EOF
-	errUnexpectedEOF = io.ErrUnexpectedEOF
-	errTimeout       = os.ErrDeadlineExceeded
-)
+// isClosed reports whether err is the peer closing the connection (not
+// a read deadline passing).
+func isClosed(err error) bool {
+	return err != nil && !errors.Is(err, os.ErrDeadlineExceeded) &&
+		(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err))
+}
