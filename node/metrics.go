@@ -69,6 +69,7 @@ type metrics struct {
 	refusedConns prometheus.Counter
 	badFrames    prometheus.Counter
 	writeErrors  prometheus.Counter
+	idleClosed   prometheus.Counter
 	notOwner     prometheus.Counter
 	backupReads  prometheus.Counter
 	ringChanges  prometheus.Counter
@@ -103,6 +104,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m.refusedConns = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_connections_refused_total", Help: "Connections closed at accept because of MaxConns or shutdown."})
 	m.badFrames = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_bad_frames_total", Help: "Connections closed for a frame length over MaxFrame or under the header size."})
 	m.writeErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_write_errors_total", Help: "Connections closed because a response could not be written (peer gone or not reading)."})
+	m.idleClosed = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_idle_closed_total", Help: "Connections closed because no complete request arrived within IdleTimeout (idle clients and slowloris writers)."})
 	m.notOwner = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_not_owner_total", Help: "Requests and record items refused because this node is not the viewer's owner."})
 	m.backupReads = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_backup_reads_total", Help: "Checks answered as a backup owner because the client could not reach the owner (answers marked stale)."})
 	m.ringChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_ring_changes_total", Help: "Ring changes applied (a new epoch)."})
@@ -113,7 +115,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m.strictFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_strict_replication_failures_total", Help: "Strict writes answered with an error because a backup did not acknowledge them in time."})
 	m.syncingRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_syncing_refusals_total", Help: "Requests refused because their partition has not arrived yet."})
 	m.claimed = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_partitions_claimed_total", Help: "Partitions served without their hand-over after SyncTimeout (a sender failed mid-way; counts may miss its last writes)."})
-	for _, c := range []prometheus.Collector{m.claimed, requests, latency, m.conns, m.refusedConns, m.badFrames, m.writeErrors, m.notOwner, m.backupReads, m.ringChanges,
+	for _, c := range []prometheus.Collector{m.claimed, requests, latency, m.conns, m.refusedConns, m.badFrames, m.writeErrors, m.idleClosed, m.notOwner, m.backupReads, m.ringChanges,
 		m.transfers, m.replicatedBytes, m.replicationErrors, m.replicationRefused, m.strictFailures, m.syncingRefusals, &stateCollector{n: n}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -119,7 +120,21 @@ func (n *Node) closeConns() {
 // malformed beyond recovery, the connection idles out, or the node
 // drains.
 func (n *Node) serveConn(c net.Conn) {
-	r := proto.NewReader(c, n.cfg.MaxFrame)
+	// A connection that sends nothing costs no buffers: they are made
+	// when its first byte arrives, so MaxConns idle connections (a flood,
+	// or clients' spare pools) hold a goroutine each and little else.
+	c.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
+	if n.draining.Load() {
+		return
+	}
+	var first [1]byte
+	if _, err := io.ReadFull(c, first[:]); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) && !n.draining.Load() {
+			n.metrics.idleClosed.Inc()
+		}
+		return
+	}
+	r := proto.NewReader(io.MultiReader(bytes.NewReader(first[:]), c), n.cfg.MaxFrame)
 	h := newHandler(n)
 	var out []byte
 	flush := func() bool {
@@ -154,10 +169,14 @@ func (n *Node) serveConn(c net.Conn) {
 		case errors.Is(err, proto.ErrFrameTooLarge), errors.Is(err, proto.ErrFrameTooShort):
 			// The stream cannot be trusted past a bad length: say why, close.
 			n.metrics.badFrames.Inc()
+			n.log.Debug("connection closed: bad frame", "remote", c.RemoteAddr().String(), "err", err)
 			out = h.fail(out, proto.Header{}, proto.CodeBadRequest, err.Error())
 			flush()
 			return
 		default:
+			if errors.Is(err, os.ErrDeadlineExceeded) && !n.draining.Load() {
+				n.metrics.idleClosed.Inc()
+			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed) {
 				n.log.Debug("connection read", "remote", c.RemoteAddr().String(), "err", err)
 			}

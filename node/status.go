@@ -8,10 +8,10 @@ import (
 	"github.com/fcap-io/fcap/ring"
 )
 
-// applyReplicate imports the viewer states a peer sent. A state is
-// refused when this node is the primary owner of its partition and holds
-// it: the sender's ring is behind and its state may be older than what
-// this node has since acknowledged.
+// applyReplicate imports the viewer states a peer sent, all or none. A
+// state is refused when this node is the primary owner of its partition
+// and holds it: the sender's ring is behind and its state may be older
+// than what this node has since acknowledged.
 func (n *Node) applyReplicate(v *view, m *proto.Replicate) (proto.ReplicateResult, error) {
 	var res proto.ReplicateResult
 	P := v.ring.Partitions()
@@ -21,20 +21,15 @@ func (n *Node) applyReplicate(v *view, m *proto.Replicate) (proto.ReplicateResul
 		primary := v.in && len(o) > 0 && o[0] == v.self
 		return !(primary && n.repl.parts[p].have.Load() && !n.left.Load())
 	}
+	// All or nothing: a message with a bad state anywhere changes nothing.
+	applied, refused, err := n.engine.ImportAll(m.States, accept)
+	if err != nil {
+		return res, fmt.Errorf("%w: from %s: %v", proto.ErrBadRequest, m.From, err)
+	}
 	n.engine.Observe(m.HighWater)
-	states := m.States
-	for len(states) > 0 {
-		_, used, applied, err := n.engine.ImportIf(states, accept)
-		if err != nil {
-			return res, fmt.Errorf("%w: from %s: %v", proto.ErrBadRequest, m.From, err)
-		}
-		if applied {
-			res.Applied++
-		} else {
-			res.Refused++
-			n.log.Debug("partition: refused a stale state", "from", m.From)
-		}
-		states = states[used:]
+	res.Applied, res.Refused = uint64(applied), uint64(refused)
+	if refused > 0 {
+		n.log.Debug("partition: refused stale states", "from", m.From, "states", refused)
 	}
 	n.repl.received(m.From, m.Done, m.Handoff)
 	return res, nil

@@ -41,6 +41,21 @@ func seeds(t testing.TB) (decode, reader map[string][]byte) {
 			all = append(all, frame...)
 		}
 	}
+	// A few broken inputs, so the fuzzer starts from the edges as well as
+	// from valid encodings: every known type's body cut short, one with a
+	// wrong msgpack type, one with bytes after it, and frames cut inside
+	// the header and inside the body.
+	for _, c := range []string{"check", "allow", "record", "replicate", "topology", "status", "sync-request", "drain", "error"} {
+		body := decode["seed-"+c]
+		decode["bad-"+c+"-truncated"] = body[:len(body)/2]
+	}
+	decode["bad-check-wrong-type"] = append([]byte{byte(TypeCheck)}, 0x94, 0xa1, 'v', 0xc3, 0xc3, 0xc3)
+	decode["bad-ping-trailing"] = append([]byte{byte(TypePing)}, 0x90, 0x00)
+	decode["bad-replicate-huge-bin"] = append([]byte{byte(TypeReplicate)}, 0x96, 0xa1, 'n', 0x01, 0x01, 0xc6, 0xff, 0xff, 0xff, 0xff)
+	reader["bad-truncated-header"] = reader["seed-check"][:HeaderSize-3]
+	reader["bad-truncated-body"] = reader["seed-check"][:len(reader["seed-check"])-5]
+	reader["bad-too-short"] = rawFrame(headerLen-1, Version, byte(TypePing), 0, 1, nil)
+	reader["bad-4gib"] = rawFrame(0xFFFFFFFF, Version, byte(TypeCheck), 0, 1, nil)
 	reader["seed-stream"] = all
 	reader["seed-too-large"] = rawFrame(fuzzMaxFrame+1, Version, byte(TypePing), 0, 1, nil)[:HeaderSize]
 	reader["seed-other-version"] = append(rawFrame(headerLen+1, 2, byte(TypePing), 0, 1, []byte{0x90}), reader["seed-ping"]...)
@@ -175,7 +190,7 @@ func FuzzDecode(f *testing.F) {
 		if m := NewMessage(typ); m != nil {
 			msgs = append(msgs, m)
 		} else {
-			for ty := TypeError; ty <= TypeReleaseResult; ty++ {
+			for ty := TypeError; NewMessage(ty) != nil; ty++ {
 				msgs = append(msgs, NewMessage(ty))
 			}
 		}
@@ -208,6 +223,18 @@ func FuzzDecode(f *testing.F) {
 			// And into the message already used (reused slices).
 			if err := Decode(frame[HeaderSize:], m); err != nil || !sameValue(m, again) {
 				t.Fatalf("%T decoded into a reused message: %v\n%+v\n%+v", m, err, m, again)
+			}
+			// An error from the wire matches its code's sentinel, and only
+			// that one, so a client's errors.Is holds whatever a peer sent.
+			if pe, ok := m.(*Error); ok {
+				s := pe.Code.Sentinel()
+				if s != nil && (!errors.Is(pe, s) || CodeOf(pe) != pe.Code) {
+					t.Fatalf("error of code %v does not match its sentinel %v", pe.Code, s)
+				}
+				if s == nil && (errors.Is(pe, ErrBadRequest) || errors.Unwrap(pe) != nil) {
+					t.Fatalf("error of unknown code %v matches a sentinel", pe.Code)
+				}
+				_ = pe.Error()
 			}
 		}
 	})

@@ -12,6 +12,12 @@ import (
 // stream in.
 const readBufferSize = 64 << 10
 
+// keepBuffer is the largest body buffer a Reader keeps between frames.
+// A larger one, grown for one large frame, is dropped at the next call
+// to Next, so a connection that sent one large frame and then idles does
+// not pin up to maxFrame of memory.
+const keepBuffer = 64 << 10
+
 // Reader reads frames from a stream.
 //
 // The length of each frame is checked before anything is allocated for
@@ -23,7 +29,9 @@ const readBufferSize = 64 << 10
 // The body Next returns aliases a buffer the Reader reuses: it is valid
 // until the next call to Next, and so are the strings Decode takes from
 // it. The buffer grows to the largest body seen, rounded up to a power
-// of two, and never beyond maxFrame.
+// of two, and never beyond maxFrame; one over 64 KiB is dropped at the
+// next call to Next, so large frames allocate each time and an idle
+// Reader holds at most 64 KiB of body buffer.
 //
 // A frame of an unknown version (or with its reserved header bytes
 // set, which a later version may give a meaning) is returned as its
@@ -59,6 +67,9 @@ func NewReader(r io.Reader, maxFrame int) *Reader {
 // of the stream between frames it returns io.EOF; inside a frame,
 // io.ErrUnexpectedEOF. The body is valid until the next call to Next.
 func (r *Reader) Next() (Header, []byte, error) {
+	if cap(r.buf) > keepBuffer {
+		r.buf = nil
+	}
 	if _, err := io.ReadFull(r.br, r.hdr[:4]); err != nil {
 		return Header{}, nil, err
 	}

@@ -31,6 +31,10 @@ type options struct {
 	pprof                                                    bool
 	httpAPI                                                  bool
 	apiTimeout                                               time.Duration
+
+	// Limits on what one client connection may hold (see node.Config).
+	maxConns, maxFrame        int
+	idleTimeout, writeTimeout time.Duration
 }
 
 // parseFlags reads flags, each defaulting to its FCAP_* environment
@@ -84,17 +88,35 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&o.logFormat, "log-format", "FCAP_LOG_FORMAT", "text", "text or json")
 	fs.BoolVar(&o.pprof, "pprof", getenv("FCAP_PPROF") == "true", "serve Go profiles under /debug/pprof/ on the HTTP address (env FCAP_PPROF=true)")
 	fs.BoolVar(&o.httpAPI, "http-api", getenv("FCAP_HTTP_API") != "false", "serve the JSON API under /v1/ on the HTTP address (env FCAP_HTTP_API=false turns it off)")
-	apiTimeout, err := time.ParseDuration(env("FCAP_API_TIMEOUT", def.APITimeout.String()))
-	if err != nil {
-		return nil, fmt.Errorf("FCAP_API_TIMEOUT: %w", err)
+	durFlag := func(p *time.Duration, flagName, envName string, fallback time.Duration, usage string) error {
+		v := fallback
+		if s := getenv(envName); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return fmt.Errorf("%s=%q: %w", envName, s, err)
+			}
+			v = d
+		}
+		fs.DurationVar(p, flagName, v, usage+" (env "+envName+")")
+		return nil
 	}
-	fs.DurationVar(&o.apiTimeout, "api-timeout", apiTimeout, "deadline of a JSON API call to the cluster, unless the request sets its own with the X-Fcap-Timeout-Ms header (env FCAP_API_TIMEOUT)")
-	shutdown := env("FCAP_SHUTDOWN_TIMEOUT", "30s")
-	sd, err := time.ParseDuration(shutdown)
-	if err != nil {
-		return nil, fmt.Errorf("FCAP_SHUTDOWN_TIMEOUT=%q: %w", shutdown, err)
+	if err := durFlag(&o.apiTimeout, "api-timeout", "FCAP_API_TIMEOUT", def.APITimeout, "deadline of a JSON API call to the cluster, unless the request sets its own with the X-Fcap-Timeout-Ms header"); err != nil {
+		return nil, err
 	}
-	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", sd, "how long a graceful stop may take (env FCAP_SHUTDOWN_TIMEOUT)")
+	if err := durFlag(&o.shutdownTimeout, "shutdown-timeout", "FCAP_SHUTDOWN_TIMEOUT", 30*time.Second, "how long a graceful stop may take"); err != nil {
+		return nil, err
+	}
+	if err := intFlag(&o.maxConns, "max-conns", "FCAP_MAX_CONNS", def.MaxConns, "data-plane connections served at once; past it new ones are told overloaded and closed"); err != nil {
+		return nil, err
+	}
+	var maxFrame string
+	str(&maxFrame, "max-frame", "FCAP_MAX_FRAME", strconv.Itoa(def.MaxFrame), "largest request frame accepted, e.g. 1MiB; a longer length prefix closes the connection")
+	if err := durFlag(&o.idleTimeout, "idle-timeout", "FCAP_IDLE_TIMEOUT", def.IdleTimeout, "close a data-plane connection that sends no complete request for this long (bounds slowloris clients)"); err != nil {
+		return nil, err
+	}
+	if err := durFlag(&o.writeTimeout, "write-timeout", "FCAP_WRITE_TIMEOUT", def.WriteTimeout, "close a data-plane connection that does not read its responses for this long (bounds slow readers)"); err != nil {
+		return nil, err
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
@@ -109,6 +131,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 			o.join = append(o.join, s)
 		}
 	}
+	var err error
 	mem := physicalMemory()
 	o.goMemLimit = mem * 9 / 10
 	if memLimit == "" {
@@ -119,6 +142,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if o.transferRate, err = parseBytes(transferRate); err != nil {
 		return nil, fmt.Errorf("--transfer-rate: %w", err)
 	}
+	mf, err := parseBytes(maxFrame)
+	if err != nil || mf > 1<<30 {
+		return nil, fmt.Errorf("--max-frame: not a byte size up to 1GiB: %q", maxFrame)
+	}
+	o.maxFrame = int(mf)
 	return o, nil
 }
 
@@ -135,6 +163,8 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.APITimeout = o.apiTimeout
 	cfg.Engine.MemoryLimit = o.memoryLimit
 	cfg.TransferRate = o.transferRate
+	cfg.MaxConns, cfg.MaxFrame = o.maxConns, o.maxFrame
+	cfg.IdleTimeout, cfg.WriteTimeout = o.idleTimeout, o.writeTimeout
 	if o.scopes == "*" {
 		cfg.Engine.AnyScope = true
 	} else {

@@ -4,6 +4,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -42,6 +43,28 @@ func TestFlagsBeatEnvironmentBeatsDefaults(t *testing.T) {
 	}
 }
 
+func TestConnectionLimitFlags(t *testing.T) {
+	e := env(map[string]string{"FCAP_MAX_CONNS": "100", "FCAP_IDLE_TIMEOUT": "1m"})
+	o, err := parseFlags([]string{"--max-frame", "64KiB", "--idle-timeout", "3s", "--write-timeout", "2s"}, e, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxConns != 100 || cfg.MaxFrame != 64<<10 || cfg.IdleTimeout != 3*time.Second || cfg.WriteTimeout != 2*time.Second {
+		t.Errorf("max conns %d, max frame %d, idle %v, write %v", cfg.MaxConns, cfg.MaxFrame, cfg.IdleTimeout, cfg.WriteTimeout)
+	}
+	def, err := parseFlags(nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = def.config(nil); err != nil || cfg.MaxConns != 4096 || cfg.MaxFrame != 1<<20 || cfg.IdleTimeout != 5*time.Minute || cfg.WriteTimeout != 10*time.Second {
+		t.Errorf("defaults: max conns %d, max frame %d, idle %v, write %v (%v)", cfg.MaxConns, cfg.MaxFrame, cfg.IdleTimeout, cfg.WriteTimeout, err)
+	}
+}
+
 func TestBadFlagsAreClearErrors(t *testing.T) {
 	for name, args := range map[string][]string{
 		"replicas":   {"--replicas", "0"},
@@ -49,6 +72,11 @@ func TestBadFlagsAreClearErrors(t *testing.T) {
 		"profile":    {"--gossip-profile", "moon"},
 		"memory":     {"--memory-limit", "lots"},
 		"transfer":   {"--transfer-rate", "-5MiB"},
+		"max-conns":  {"--max-conns", "0"},
+		"max-frame":  {"--max-frame", "5GiB"},
+		"tiny-frame": {"--max-frame", "100"},
+		"idle":       {"--idle-timeout", "0s"},
+		"write":      {"--write-timeout", "soon"},
 		"positional": {"extra"},
 	} {
 		o, err := parseFlags(args, env(nil), io.Discard)

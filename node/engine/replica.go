@@ -167,24 +167,68 @@ func (e *Engine) ImportIf(data []byte, accept func(key uint64) bool) (key uint64
 }
 
 func (e *Engine) importState(data []byte, accept func(uint64) bool, applied *bool) (key uint64, n int, err error) {
+	st, n, err := e.decodeState(data)
+	if err != nil {
+		return 0, 0, err
+	}
+	if accept == nil || accept(st.key) {
+		e.applyState(&st)
+		*applied = true
+	}
+	return st.key, n, nil
+}
+
+// ImportAll imports a concatenation of exported states (a Replicate's)
+// all or nothing: every state is decoded and checked before any is
+// applied, so input with a bad state anywhere changes nothing and
+// returns an error wrapping ErrBadState. accept, when not nil, is asked
+// of each state as Import asks it; it counts the states applied and
+// refused. What it decodes is held until all are applied: data bounds it.
+func (e *Engine) ImportAll(data []byte, accept func(key uint64) bool) (applied, refused int, err error) {
+	var states []decodedState
+	for rest := data; len(rest) > 0; {
+		st, n, err := e.decodeState(rest)
+		if err != nil {
+			return 0, 0, fmt.Errorf("state %d at byte %d: %w", len(states), len(data)-len(rest), err)
+		}
+		states = append(states, st)
+		rest = rest[n:]
+	}
+	for i := range states {
+		if accept != nil && !accept(states[i].key) {
+			refused++
+			continue
+		}
+		e.applyState(&states[i])
+		applied++
+	}
+	return applied, refused, nil
+}
+
+// decodedState is a viewer state decoded and checked, not yet applied.
+type decodedState struct {
+	key    uint64
+	absent bool
+	v      viewer
+}
+
+// decodeState decodes and checks the state at the start of data and
+// returns it with the number of bytes it took.
+func (e *Engine) decodeState(data []byte) (decodedState, int, error) {
 	r := &stateReader{b: data}
 	if r.u8() != stateVersion && r.err == nil {
-		return 0, 0, fmt.Errorf("%w: unknown version", ErrBadState)
+		return decodedState{}, 0, fmt.Errorf("%w: unknown version", ErrBadState)
 	}
-	key = r.u64()
+	key := r.u64()
 	flags := r.u8()
 	if r.err != nil {
-		return 0, 0, r.err
+		return decodedState{}, 0, r.err
 	}
 	if key == 0 {
-		return 0, 0, fmt.Errorf("%w: viewer key 0", ErrBadState)
+		return decodedState{}, 0, fmt.Errorf("%w: viewer key 0", ErrBadState)
 	}
 	if flags&stateAbsent != 0 {
-		if accept == nil || accept(key) {
-			e.DeleteViewer(key)
-			*applied = true
-		}
-		return key, len(data) - len(r.b), nil
+		return decodedState{key: key, absent: true}, len(data) - len(r.b), nil
 	}
 	nv := viewer{key: key, base: int64(r.u64())}
 	words := r.count(4, 1<<26)
@@ -204,7 +248,7 @@ func (e *Engine) importState(data []byte, accept func(uint64) bool, applied *boo
 		res := reservation{id: r.u64(), expires: int64(r.u64())}
 		nk := int(r.u16())
 		if nk > e.cfg.MaxCapsPerCandidate || nk*8 > len(r.b) {
-			return 0, 0, fmt.Errorf("%w: reservation of %d keys", ErrBadState, nk)
+			return decodedState{}, 0, fmt.Errorf("%w: reservation of %d keys", ErrBadState, nk)
 		}
 		for range nk {
 			res.keys = append(res.keys, r.u64())
@@ -212,18 +256,14 @@ func (e *Engine) importState(data []byte, accept func(uint64) bool, applied *boo
 		x.res = append(x.res, res)
 	}
 	if r.err != nil {
-		return 0, 0, r.err
+		return decodedState{}, 0, r.err
 	}
 	if x.wide || len(x.seen) > 0 || len(x.res) > 0 {
 		nv.ext = x
 	}
 	if err := e.checkState(&nv); err != nil {
-		return 0, 0, err
+		return decodedState{}, 0, err
 	}
-	if accept != nil && !accept(key) {
-		return key, len(data) - len(r.b), nil
-	}
-	*applied = true
 	slices.SortFunc(x.seen, func(a, b seenID) int {
 		switch {
 		case a.hash < b.hash:
@@ -233,13 +273,22 @@ func (e *Engine) importState(data []byte, accept func(uint64) bool, applied *boo
 		}
 		return 0
 	})
+	return decodedState{key: key, v: nv}, len(data) - len(r.b), nil
+}
 
-	s := e.stripeOf(key)
+// applyState replaces the viewer's state with a decoded one.
+func (e *Engine) applyState(st *decodedState) {
+	if st.absent {
+		e.DeleteViewer(st.key)
+		return
+	}
+	nv := &st.v
+	s := e.stripeOf(st.key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v := s.lookup(key)
+	v := s.lookup(st.key)
 	if v == nil {
-		v = s.add(key)
+		v = s.add(st.key)
 		e.viewers.Add(1)
 		e.charge(s, 0, v.bytes())
 	}
@@ -247,12 +296,11 @@ func (e *Engine) importState(data []byte, accept func(uint64) bool, applied *boo
 	v.base, v.arena, v.ext = nv.base, nv.arena, nv.ext
 	e.settle(s, v, before, keys)
 	if v.nkeys() == 0 && v.ext == nil {
-		slot, _ := s.find(key)
+		slot, _ := s.find(st.key)
 		e.charge(s, v.bytes(), 0)
 		s.remove(slot)
 		e.viewers.Add(-1)
 	}
-	return key, len(data) - len(r.b), nil
 }
 
 // checkState verifies an imported viewer is one the engine could have

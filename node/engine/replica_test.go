@@ -2,8 +2,13 @@ package engine_test
 
 import (
 	"errors"
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/fcap-io/fcap/node/engine"
@@ -122,32 +127,155 @@ func TestImportRejectsBadStates(t *testing.T) {
 	}
 }
 
-// FuzzImport: whatever a peer sends, Import never panics, and what it
-// accepts exports back to an equal state.
+// importSeeds returns FuzzImport's seed inputs, by name: every viewer
+// state populate leaves (each a peer could send in a Replicate), all of
+// them concatenated (the way a Replicate carries them), an absent
+// viewer, and the broken states TestImportRejectsBadStates refuses.
+func importSeeds(t testing.TB) map[string][]byte {
+	src := newEngine(t)
+	viewers := populate(t, src)
+	seeds := map[string][]byte{}
+	var all []byte
+	for _, v := range viewers {
+		b := src.Export(engine.ViewerKey(v), nil)
+		seeds["seed-"+v] = b
+		all = append(all, b...)
+	}
+	seeds["seed-all"] = all
+	seeds["seed-absent"] = src.Export(engine.ViewerKey("nobody"), nil)
+	good := seeds["seed-viewer-4"]
+	seeds["bad-truncated"] = good[:len(good)-3]
+	seeds["bad-huge-arena"] = append(append([]byte(nil), good[:18]...), 0xff, 0xff, 0xff, 0x7f)
+	seeds["bad-version"] = append([]byte{9}, good[1:]...)
+	seeds["bad-good-then-garbage"] = append(append([]byte(nil), good...), 1, 2, 3)
+	return seeds
+}
+
+var updateCorpus = flag.Bool("update-corpus", false, "rewrite the seed corpus under testdata/fuzz")
+
+// TestSeedCorpus checks the seed corpus checked in under
+// testdata/fuzz/FuzzImport: every seed importSeeds names is there, the
+// good ones import and the bad ones are refused (go test ./node/engine
+// -run TestSeedCorpus -update-corpus rewrites it; reservation ids
+// are random, so the bytes differ from run to run).
+func TestSeedCorpus(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzImport")
+	if *updateCorpus {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, input := range importSeeds(t) {
+		path := filepath.Join(dir, name)
+		if *updateCorpus {
+			if err := os.WriteFile(path, fmt.Appendf(nil, "go test fuzz v1\n[]byte(%q)\n", input), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("%s is missing: go test ./node/engine -run TestSeedCorpus -update-corpus", path)
+			continue
+		}
+		lit, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "go test fuzz v1\n[]byte(")
+		data, err := strconv.Unquote(strings.TrimSuffix(lit, ")"))
+		if !ok || err != nil {
+			t.Errorf("%s: not a []byte corpus entry: %v", path, err)
+			continue
+		}
+		_, _, err = newEngine(t).Import([]byte(data))
+		if bad := strings.HasPrefix(name, "bad-") && name != "bad-good-then-garbage"; bad != (err != nil) {
+			t.Errorf("%s: Import = %v", path, err)
+		}
+	}
+}
+
+// FuzzImport: whatever a peer sends in a Replicate, Import never panics;
+// a state it refuses wraps ErrBadState and changes nothing; a state it
+// accepts consumes a prefix of the input and exports back to a state
+// that imports to the same bytes. The input is also read as a
+// Replicate's concatenation of states (ImportAll): a bad one anywhere
+// changes nothing.
 func FuzzImport(f *testing.F) {
-	src := newEngine(f)
-	populate(f, src)
-	src.Keys(func(k uint64) bool {
-		f.Add(src.Export(k, nil))
-		return true
-	})
+	for _, b := range importSeeds(f) {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e := newEngine(t)
 		key, n, err := e.Import(data)
 		if err != nil {
-			return
+			if !errors.Is(err, engine.ErrBadState) {
+				t.Fatalf("Import error does not wrap ErrBadState: %v", err)
+			}
+			if st := e.Stats(); st.Viewers != 0 || st.Keys != 0 {
+				t.Fatalf("a refused state was stored: %+v", st)
+			}
+		} else {
+			if n <= 0 || n > len(data) {
+				t.Fatalf("Import consumed %d of %d bytes", n, len(data))
+			}
+			again := e.Export(key, nil)
+			e2 := newEngine(t)
+			if _, m, err := e2.Import(again); err != nil || m != len(again) {
+				t.Fatalf("re-import of an accepted state: %d of %d bytes, %v", m, len(again), err)
+			}
+			if string(e2.Export(key, nil)) != string(again) {
+				t.Fatal("export is not stable across import")
+			}
 		}
-		again := e.Export(key, nil)
-		e2 := newEngine(t)
-		if _, _, err := e2.Import(again); err != nil {
-			t.Fatalf("re-import of an accepted state failed: %v", err)
+		// The input as a Replicate's states: all applied, or none.
+		before := e.Stats()
+		if _, _, err := e.ImportAll(data, nil); err != nil {
+			if !errors.Is(err, engine.ErrBadState) {
+				t.Fatalf("ImportAll error does not wrap ErrBadState: %v", err)
+			}
+			if st := e.Stats(); st.Viewers != before.Viewers || st.Keys != before.Keys || st.Bytes != before.Bytes {
+				t.Fatalf("a refused ImportAll changed the engine: %+v, was %+v", st, before)
+			}
 		}
-		if string(e2.Export(key, nil)) != string(again) {
-			t.Fatal("export is not stable across import")
-		}
-		_ = n
-		// The engine still works on that viewer.
+		// The engine still works on what it holds.
 		e.Check("x", []engine.Candidate{{Caps: []engine.Cap{campaign("c", 1, 10)}}}, 0, nil)
+		e.Keys(func(k uint64) bool {
+			if _, _, err := newEngine(t).Import(e.Export(k, nil)); err != nil {
+				t.Fatalf("an imported viewer exports a state Import refuses: %v", err)
+			}
+			return true
+		})
 		e.Sweep(1 << 20)
 	})
+}
+
+// TestImportAllIsAllOrNothing: a concatenation of states with a bad one
+// anywhere changes nothing; without it every state is applied, and
+// accept refuses states one by one.
+func TestImportAllIsAllOrNothing(t *testing.T) {
+	src := newEngine(t)
+	viewers := populate(t, src)
+	var all []byte
+	for _, v := range viewers[:10] {
+		all = src.Export(engine.ViewerKey(v), all)
+	}
+	bad := append(append([]byte(nil), all...), 1, 2, 3)
+	dst := newEngine(t)
+	if _, _, err := dst.ImportAll(bad, nil); !errors.Is(err, engine.ErrBadState) {
+		t.Fatalf("bad tail: err = %v, want ErrBadState", err)
+	}
+	if st := dst.Stats(); st.Viewers != 0 {
+		t.Fatalf("a refused ImportAll stored %d viewers", st.Viewers)
+	}
+	skip := engine.ViewerKey(viewers[1])
+	applied, refused, err := dst.ImportAll(all, func(k uint64) bool { return k != skip })
+	if err != nil || applied != 9 || refused != 1 {
+		t.Fatalf("ImportAll = %d applied, %d refused, %v; want 9, 1, nil", applied, refused, err)
+	}
+	for _, v := range viewers[2:10] {
+		k := engine.ViewerKey(v)
+		if string(dst.Export(k, nil)) != string(src.Export(k, nil)) {
+			t.Errorf("%s: imported state differs", v)
+		}
+	}
+	if _, ok := dst.Viewer(viewers[1]); ok {
+		t.Errorf("%s was refused but imported", viewers[1])
+	}
 }

@@ -91,12 +91,14 @@ func post(t *testing.T, nd *node.Node, path string, body any, out any) int {
 // viewerOwnedBy returns a viewer whose partition's primary is owner.
 func viewerOwnedBy(t *testing.T, nd *node.Node, owner string) string {
 	t.Helper()
-	r := nd.Ring()
-	for i := range 10000 {
-		v := fmt.Sprint("viewer-", i)
-		_, owners := r.Lookup(v)
-		if r.Member(owners[0]).Name == owner {
-			return v
+	// The node's ring may still be moving partitions to the newer member.
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		r := nd.Ring()
+		for i := range 10000 {
+			v := fmt.Sprint("viewer-", i)
+			if _, owners := r.Lookup(v); len(owners) > 0 && r.Member(owners[0]).Name == owner {
+				return v
+			}
 		}
 	}
 	t.Fatalf("no viewer owned by %s", owner)
