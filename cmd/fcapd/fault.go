@@ -53,7 +53,7 @@ type blocklist struct {
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
-	read time.Time
+	read  time.Time
 	links map[string]bool
 }
 
