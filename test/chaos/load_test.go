@@ -62,7 +62,9 @@ type ledger struct {
 	calls    int
 	checks   int
 	records  int
-	late     int             // calls past their deadline by more than lateSlack
+	late     []time.Time    // when each call past its deadline by more than lateSlack started
+	lateBy   map[string]int // late calls by operation and outcome
+	ackedAt  map[key][]time.Time
 	lat      []time.Duration // every call's latency
 	failOpen []time.Time     // when a call got a fail-open verdict
 	failShut int             // calls with a fail-closed verdict
@@ -71,17 +73,18 @@ type ledger struct {
 }
 
 func newLedger() *ledger {
-	return &ledger{acked: map[key]int{}, unknown: map[key]int{}}
+	return &ledger{acked: map[key]int{}, unknown: map[key]int{}, ackedAt: map[key][]time.Time{}, lateBy: map[string]int{}}
 }
 
 // lateSlack is how far past its deadline a call may return.
 const lateSlack = time.Millisecond
 
-func (l *ledger) call(start time.Time, took, deadline time.Duration, err error) {
+func (l *ledger) call(op, outcome string, start time.Time, took, deadline time.Duration, err error) {
 	l.calls++
 	l.lat = append(l.lat, took)
 	if took > deadline+lateSlack {
-		l.late++
+		l.late = append(l.late, start)
+		l.lateBy[op+" "+outcome]++
 	}
 	if err != nil {
 		l.errors++
@@ -149,17 +152,15 @@ func (ld *load) request(rng *rand.Rand, viewer string, res *client.CheckResult) 
 	took := time.Since(start)
 	l := ld.l
 	l.mu.Lock()
-	l.call(start, took, ld.deadline, err)
 	l.checks++
 	var allowed []int
+	outcome := "answered"
 	if err == nil {
-		open, shut := false, false
+		open, shut, stale := false, false, false
 		for i, v := range res.Verdicts {
 			open = open || v.FailOpen
 			shut = shut || v.FailClosed
-			if v.Stale {
-				l.stale++
-			}
+			stale = stale || v.Stale
 			if v.Allowed && !v.Failed() {
 				allowed = append(allowed, i)
 			}
@@ -170,7 +171,15 @@ func (ld *load) request(rng *rand.Rand, viewer string, res *client.CheckResult) 
 		if shut {
 			l.failShut++
 		}
+		if stale {
+			l.stale++
+			outcome = "by a backup"
+		}
+		if open || shut {
+			outcome = "by policy"
+		}
 	}
+	l.call("check", outcome, start, took, ld.deadline, err)
 	l.mu.Unlock()
 	if len(allowed) == 0 || rng.IntN(100) >= 3 {
 		return
@@ -181,7 +190,11 @@ func (ld *load) request(rng *rand.Rand, viewer string, res *client.CheckResult) 
 	took = time.Since(start)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.call(start, took, ld.deadline, err)
+	outcome = "answered"
+	if v.Failed() {
+		outcome = "by policy"
+	}
+	l.call("allow", outcome, start, took, ld.deadline, err)
 	l.records++
 	switch {
 	case err != nil:
@@ -197,6 +210,7 @@ func (ld *load) request(rng *rand.Rand, viewer string, res *client.CheckResult) 
 	case v.Allowed:
 		for _, c := range caps {
 			l.acked[key{viewer, c}]++
+			l.ackedAt[key{viewer, c}] = append(l.ackedAt[key{viewer, c}], start)
 		}
 	}
 }
