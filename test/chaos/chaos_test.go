@@ -288,6 +288,10 @@ func TestChaos(t *testing.T) {
 		}
 	})
 
+	// StartCluster waits for active, ready members; the load must also
+	// find every partition served and replicated, or its first calls
+	// fail over with no fault in force.
+	h.settle()
 	cfg := client.DefaultConfig(h.seeds()...)
 	cfg.Timeout = *deadline
 	cfg.Dial = h.dial
