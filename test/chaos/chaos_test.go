@@ -26,6 +26,7 @@ var (
 	replicas = flag.Int("chaos.replicas", 2, "owners per partition (R)")
 	rate     = flag.Int("chaos.rate", 200, "checks per second")
 	deadline = flag.Duration("chaos.deadline", 50*time.Millisecond, "deadline of every client call")
+	stacks   = flag.String("chaos.stacks", "", "folder: dump every goroutine's stack when a load request overruns its deadlines by 20ms (at most 5 dumps)")
 	strictFl = flag.Bool("chaos.strict", false, "assert the known-failing invariants in the short run too (the long run always does)")
 )
 
@@ -36,7 +37,7 @@ var (
 // so CI stays green on everything else. Remove an entry when its bug is
 // fixed.
 var knownFailures = map[string]string{
-	"deadline":  "client calls return past their deadline while a node is paused, killed, slow or partitioned",
+	"deadline":  "calls return past their deadline during faults; client or starved machine, not isolated yet",
 	"soft-loss": "soft impressions acknowledged while an owner is paused or partitioned away are lost when it comes back and pushes its older copy (engine.Import replaces)",
 	"fail-open": "a few fail-open verdicts land outside the fault windows on a loaded machine (cause not yet found)",
 	// The pause/partition bug above reaches strict caps too (seed 7, 3m
@@ -310,7 +311,13 @@ func TestChaos(t *testing.T) {
 	}
 	ld := &load{c: c, l: l, viewers: viewers, cands: candidates(), rate: *rate, deadline: *deadline, seed: seed}
 	ctx, stop := context.WithCancel(context.Background())
-	wg := ld.run(ctx, 16)
+	const workers = 16
+	if *stacks != "" {
+		ld.watch = newWatchdog(*stacks, workers, 2**deadline+20*time.Millisecond)
+		wwg := ld.watch.run(ctx, t.Logf)
+		defer wwg.Wait()
+	}
+	wg := ld.run(ctx, workers)
 	lag := &lagMeter{}
 	lwg := lag.run(ctx)
 	defer func() { stop(); wg.Wait(); lwg.Wait() }()

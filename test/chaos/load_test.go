@@ -105,6 +105,7 @@ type load struct {
 	rate     int // checks per second
 	deadline time.Duration
 	seed     uint64
+	watch    *watchdog // nil: no stack dumps
 }
 
 func (ld *load) run(ctx context.Context, workers int) *sync.WaitGroup {
@@ -139,7 +140,9 @@ func (ld *load) run(ctx context.Context, workers int) *sync.WaitGroup {
 			zipf := rand.NewZipf(rng, 1.2, 1, uint64(len(ld.viewers)-1))
 			res := &client.CheckResult{}
 			for range ticks {
+				ld.watch.begin(w)
 				ld.request(rng, ld.viewers[zipf.Uint64()], res)
+				ld.watch.end(w)
 			}
 		}()
 	}
