@@ -44,6 +44,7 @@ var knownFailures = map[string]string{
 	// interim primary is lost, and the cap then grants more than its
 	// limit.
 	"strict-loss": "strict impressions acknowledged while an owner is paused or partitioned away are lost the same way",
+	"settle":      "after some faults a partition stays under-replicated with no error logged (seen in ~2 of 17 runs)",
 	"strict-over": "strict caps are exceeded after a paused owner comes back with stale counters",
 }
 
@@ -100,6 +101,9 @@ type harness struct {
 	direct  atomic.Int64
 	block   string // the block-list file
 	began   time.Time
+	// unsettled: a settle timed out; the end-of-run checks do not wait
+	// another 90 s.
+	unsettled bool
 }
 
 // violated fails the test, unless the invariant is a known failure and
@@ -155,7 +159,10 @@ func (h *harness) seeds() []string {
 // settle waits until every node is up, active, ready, serves every
 // partition it owns and holds every replica: the next fault may then
 // take down any R-1 owners without losing what was acknowledged.
-func (h *harness) settle() {
+//
+// It reports false (after saying so through violated) when partitions
+// stay under-replicated or syncing for 90 s: known failure "settle".
+func (h *harness) settle() bool {
 	h.t.Helper()
 	cluster.WaitActive(h.t, h.nodes, len(h.nodes))
 	var last string
@@ -171,9 +178,12 @@ func (h *harness) settle() {
 	}
 	for deadline := time.Now().Add(90 * time.Second); !settled(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			h.t.Fatalf("after 90s, partitions not served and fully replicated again: %s", last)
+			h.violated("settle", "after 90s, partitions not served and fully replicated again: %s", last)
+			h.unsettled = true
+			return false
 		}
 	}
+	return true
 }
 
 // cut writes the block list: every link between side and the rest.
@@ -221,8 +231,8 @@ func (h *harness) suspected(i int) bool {
 }
 
 // inject runs one fault to its end and returns when the cluster has
-// settled after it.
-func (h *harness) inject(f fault) (noticed bool) {
+// settled after it, or reports that it did not.
+func (h *harness) inject(f fault) (noticed, settled bool) {
 	h.t.Helper()
 	switch f.kind {
 	case kill:
@@ -252,8 +262,7 @@ func (h *harness) inject(f fault) (noticed bool) {
 		}
 		h.writeBlock("")
 	}
-	h.settle()
-	return noticed
+	return noticed, h.settle()
 }
 
 // TestChaos: see the package doc and README.md.
@@ -297,7 +306,9 @@ func TestChaos(t *testing.T) {
 	// StartCluster waits for active, ready members; the load must also
 	// find every partition served and replicated, or its first calls
 	// fail over with no fault in force.
-	h.settle()
+	if !h.settle() {
+		t.FailNow() // no fault yet: nothing to blame but the start
+	}
 	cfg := client.DefaultConfig(h.seeds()...)
 	cfg.Timeout = *deadline
 	cfg.Dial = h.dial
@@ -333,11 +344,17 @@ func TestChaos(t *testing.T) {
 		}
 		time.Sleep(f.gap)
 		from := time.Now()
-		noticed := h.inject(f)
+		noticed, settled := h.inject(f)
 		windows = append(windows, window{from, time.Now().Add(grace), fmt.Sprintf("fault %d (%s)", i+1, f.kind)})
 		note := ""
 		if f.kind == pause || f.kind == partition {
 			note = fmt.Sprintf(" (gossip noticed: %v)", noticed)
+		}
+		if !settled {
+			// More faults could take down the last holder of a
+			// partition: stop injecting and check what happened so far.
+			t.Logf("fault %d at +%s: %v; healed but the cluster did not settle: no more faults", i+1, h.since(from), f)
+			break
 		}
 		t.Logf("fault %d at +%s: %v; healed and settled after %v%s", i+1, h.since(from), f, time.Since(from).Round(time.Millisecond), note)
 	}
