@@ -1,9 +1,11 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +29,13 @@ type Config struct {
 	// wait for a dial: a node without a live connection fails over at once
 	// while the connection is made in the background.
 	DialTimeout time.Duration
+
+	// Dial, when set, opens every connection to a node instead of a
+	// net.Dialer; addr is the node's data-plane address as the topology
+	// names it, and ctx carries DialTimeout. Tests use it to route
+	// through fault-injecting proxies; most programs leave it nil.
+	// Default nil.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// ConnsPerNode is how many multiplexed connections the client keeps to
 	// each node. Default 2.

@@ -168,8 +168,13 @@ type conn struct {
 }
 
 func (cl *Client) dialConn(p *peer) (*conn, error) {
-	d := net.Dialer{Timeout: cl.cfg.DialTimeout}
-	nc, err := d.Dial("tcp", p.addr)
+	dial := cl.cfg.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cl.cfg.DialTimeout)
+	nc, err := dial(ctx, "tcp", p.addr)
+	cancel()
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,10 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fcapd: %v\n", err)
 		return 2
 	}
+	if err := installGossipFaults(&cfg, os.Getenv, slog.NewLogLogger(logger.Handler(), slog.LevelWarn)); err != nil {
+		fmt.Fprintf(stderr, "fcapd: %v\n", err)
+		return 2
+	}
 	if opts.goMemLimit > 0 {
 		// Let the GC work harder before the process nears its memory.
 		debug.SetMemoryLimit(opts.goMemLimit)

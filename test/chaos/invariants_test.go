@@ -1,0 +1,163 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/test/cluster"
+)
+
+// check prints every invariant with its figure and fails the test on
+// those broken (see knownFailures for the short run's exceptions).
+func (h *harness) check(l *ledger, lag *lagMeter, windows []window) {
+	t := h.t
+	if !h.unsettled {
+		h.settle()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	// 1. No error reaches the ad server.
+	t.Logf("calls: %d (%d checks, %d records), %d ticks skipped (every worker busy)", l.calls, l.checks, l.records, l.skipped)
+	t.Logf("invariant errors returned: %d (want 0) %v", l.errors, l.errs)
+	if l.errors != 0 {
+		t.Errorf("%d calls returned an error", l.errors)
+	}
+
+	// 2. Every call returns by its deadline.
+	l.mu.Unlock()
+	p99, top := l.latencies()
+	l.mu.Lock()
+	t.Logf("invariant calls past deadline+%v: %d (want 0); latency p99 %v, max %v, deadline %v", lateSlack, len(l.late), p99, top, *deadline)
+	lp99, ltop, lateTimers := lag.stats()
+	t.Logf("timer lag of the test process (5ms timer): p99 %v, max %v; %d wake-ups over %v late: %s", lp99, ltop, len(lateTimers), lateSlack, tally(windows, lateTimers))
+	if len(l.late) != 0 {
+		h.violated("deadline", "%d calls returned more than %v after their %v deadline (max %v): %s; by call: %v", len(l.late), lateSlack, *deadline, top, tally(windows, l.late), l.lateBy)
+	}
+
+	// 3. Fail-open only while a fault is in force.
+	outside := 0
+	var outAt []string
+	for _, at := range l.failOpen {
+		in := false
+		for _, w := range windows {
+			if !at.Before(w.from) && !at.After(w.to) {
+				in = true
+				break
+			}
+		}
+		if !in {
+			outside++
+			if len(outAt) < 10 {
+				outAt = append(outAt, "+"+h.since(at))
+			}
+		}
+	}
+	t.Logf("invariant fail-open calls outside fault windows: %d (want 0); during faults %d; fail-closed calls %d; checks answered by a backup %d",
+		outside, len(l.failOpen)-outside, l.failShut, l.stale)
+	if outside != 0 {
+		h.violated("fail-open", "%d calls failed open while no fault was in force, at %v (all: %s)", outside, outAt, tally(windows, l.failOpen))
+	}
+
+	// 4. Strict caps never exceeded; soft overshoot reported.
+	strictOver, softOver, strictKeys := 0, 0, 0
+	for k, n := range l.acked {
+		switch {
+		case k.cap.Mode == engine.Strict:
+			strictKeys++
+			if n > int(k.cap.Limit) {
+				strictOver += n - int(k.cap.Limit)
+				h.violated("strict-over", "strict cap exceeded: %s %v granted %d times, limit %d", k.viewer, k.cap, n, k.cap.Limit)
+			}
+		case k.cap.Scope == "campaign":
+			softOver += max(n-int(k.cap.Limit), 0)
+		}
+	}
+	t.Logf("invariant strict grants over limit: %d (want 0) over %d strict keys; soft campaign overshoot: %d impressions", strictOver, strictKeys, softOver)
+
+	// 5. Nothing acknowledged is lost: read every counter back.
+	got, rc := h.readBack(l)
+	var lost [2]int // soft, strict
+	extra, keys := 0, 0
+	var lostKeys [2][]string
+	for k, n := range got {
+		keys++
+		if a := l.acked[k]; n < a && !(k.cap.Limit < engine.MaxLimit && n == int(k.cap.Limit) && a > n) {
+			m := k.cap.Mode
+			lost[m] += a - n
+			var at []string
+			for _, x := range l.ackedAt[k] {
+				at = append(at, "+"+h.since(x))
+			}
+			if len(lostKeys[m]) < 10 {
+				lostKeys[m] = append(lostKeys[m], fmt.Sprintf("\n\t%s (%s) %v: acked %d counted %d, acked at %v, during: %s",
+					k.viewer, owners(rc, k.viewer), k.cap, a, n, at, tally(windows, l.ackedAt[k])))
+			}
+		}
+		if k.cap.Limit == engine.MaxLimit && n > l.acked[k]+l.unknown[k] {
+			extra += n - l.acked[k] - l.unknown[k]
+		}
+	}
+	for m := range lostKeys {
+		sort.Strings(lostKeys[m])
+	}
+	t.Logf("invariant acknowledged impressions lost: strict %d (want 0), soft %d (want 0: one fault at a time, R=%d) over %d counters; counted more than acknowledged+unknown: %d",
+		lost[engine.Strict], lost[engine.Soft], *replicas, keys, extra)
+	if lost[engine.Strict] != 0 {
+		h.violated("strict-loss", "%d acknowledged strict impressions lost: %v", lost[engine.Strict], lostKeys[engine.Strict])
+	}
+	if lost[engine.Soft] != 0 {
+		h.violated("soft-loss", "%d acknowledged soft impressions lost: %v", lost[engine.Soft], lostKeys[engine.Soft])
+	}
+	if d := h.direct.Load(); d != 0 {
+		t.Logf("note: %d connections bypassed the proxies (address not routed)", d)
+	}
+}
+
+// readBack counts every counter the ledger touched, through a client
+// that reaches the nodes directly with a generous deadline.
+func (h *harness) readBack(l *ledger) (map[key]int, *client.Client) {
+	t := h.t
+	cfg := client.DefaultConfig(h.seeds()...)
+	cfg.Timeout = 2 * time.Second
+	c := newClient(t, cfg)
+	per := map[string][]engine.Cap{}
+	for _, m := range []map[key]int{l.acked, l.unknown} {
+		for k := range m {
+			per[k.viewer] = append(per[k.viewer], k.cap)
+		}
+	}
+	out := map[key]int{}
+	for v, caps := range per {
+		seen := map[engine.Cap]bool{}
+		var cands []engine.Candidate
+		for _, c := range caps {
+			if !seen[c] {
+				seen[c] = true
+				cands = append(cands, engine.Candidate{Caps: []engine.Cap{c}})
+			}
+		}
+		var res *client.CheckResult
+		cluster.Eventually(t, 30*time.Second, func() bool {
+			var err error
+			res, err = c.Check(context.Background(), v, cands)
+			if err != nil {
+				return false
+			}
+			for _, vd := range res.Verdicts {
+				if vd.Failed() || vd.Stale {
+					return false
+				}
+			}
+			return true
+		}, "the cluster does not answer for %s", v)
+		for i, cd := range cands {
+			out[key{v, cd.Caps[0]}] = int(cd.Caps[0].Limit - res.Verdicts[i].Remaining)
+		}
+	}
+	return out, c
+}
