@@ -246,6 +246,17 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		}
 		return h.reply(out, hdr.ID, &proto.DrainResult{Partitions: uint64(sent)}, opDrain)
 
+	case proto.TypeGossipKey:
+		var m proto.GossipKey
+		if err := proto.Decode(body, &m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opGossipKey)
+		}
+		res, err := h.n.gossipKey(&m)
+		if err != nil {
+			return h.failErr(out, hdr, err, epoch, opGossipKey)
+		}
+		return h.reply(out, hdr.ID, res, opGossipKey)
+
 	default:
 		return h.fail(out, hdr, proto.CodeUnsupported, "unknown message type "+hdr.Type.String()), opUnknown, outcomeBadRequest
 	}

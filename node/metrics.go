@@ -25,10 +25,11 @@ const (
 	opStatus
 	opDrain
 	opUnknown
+	opGossipKey
 	numOps
 )
 
-var opNames = [numOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown"}
+var opNames = [numOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown", "gossip_key"}
 
 // outcome classifies a response in metrics.
 type outcome uint8

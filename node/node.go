@@ -46,6 +46,9 @@ type Node struct {
 	activate chan struct{}
 	replans  chan struct{}
 
+	// keyMu orders changes of the gossip keyring (GossipKey requests).
+	keyMu sync.Mutex
+
 	drainOnce sync.Once
 	drainErr  error
 

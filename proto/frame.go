@@ -84,7 +84,12 @@ const (
 	TypeDrainResult     Type = 21 // DrainResult: answers Drain
 	TypeSyncRequest     Type = 22 // SyncRequest: a new owner asks for partitions
 	TypeSyncResult      Type = 23 // SyncResult: answers SyncRequest
+	TypeGossipKey       Type = 24 // GossipKey: change or list a node's gossip keyring
+	TypeGossipKeyResult Type = 25 // GossipKeyResult: answers GossipKey
 )
+
+// lastType is the newest message type: tests check every type up to it.
+const lastType = TypeGossipKeyResult
 
 var typeNames = [...]string{
 	TypeError:           "error",
@@ -110,6 +115,8 @@ var typeNames = [...]string{
 	TypeDrainResult:     "drain_result",
 	TypeSyncRequest:     "sync_request",
 	TypeSyncResult:      "sync_result",
+	TypeGossipKey:       "gossip_key",
+	TypeGossipKeyResult: "gossip_key_result",
 }
 
 // String returns the type's name in snake case ("check_result"), fit for
@@ -196,6 +203,10 @@ func NewMessage(t Type) Message {
 		return new(SyncRequest)
 	case TypeSyncResult:
 		return new(SyncResult)
+	case TypeGossipKey:
+		return new(GossipKey)
+	case TypeGossipKeyResult:
+		return new(GossipKeyResult)
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ type options struct {
 	logLevel, logFormat                                      string
 	shutdownTimeout                                          time.Duration
 	pprof                                                    bool
+	gossipKey, gossipKeyFile                                 string
 }
 
 // parseFlags reads flags, each defaulting to its FCAP_* environment
@@ -78,6 +79,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&transferRate, "transfer-rate", "FCAP_TRANSFER_RATE", "64MiB", "bytes per second a node sends when it moves whole partitions (joins, re-replication); 0 for no limit")
 	str(&o.gossipProfile, "gossip-profile", "FCAP_GOSSIP_PROFILE", "lan", "gossip timings: lan, wan or local (loopback tests)")
 	str(&o.scopes, "scopes", "FCAP_SCOPES", strings.Join(def.Engine.Scopes, ","), `comma-separated cap scopes accepted, or "*" for any`)
+	str(&o.gossipKey, "gossip-key", "FCAP_GOSSIP_KEY", "", "base64 16, 24 or 32-byte AES key that encrypts and authenticates gossip; every node needs it (prefer --gossip-key-file: flags show in ps)")
+	str(&o.gossipKeyFile, "gossip-key-file", "FCAP_GOSSIP_KEY_FILE", "", "file holding the base64 gossip key (see --gossip-key)")
 	str(&o.logLevel, "log-level", "FCAP_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "FCAP_LOG_FORMAT", "text", "text or json")
 	fs.BoolVar(&o.pprof, "pprof", getenv("FCAP_PPROF") == "true", "serve Go profiles under /debug/pprof/ on the HTTP address (env FCAP_PPROF=true)")
@@ -159,6 +162,13 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 			return cfg, fmt.Errorf("--advertise-gossip: %w", err)
 		}
 	}
+	if key, err := o.readGossipKey(); err != nil {
+		return cfg, err
+	} else if key != nil {
+		if err := ring.EncryptGossip(ml, key); err != nil {
+			return cfg, err
+		}
+	}
 	cfg.Membership.Seeds = o.join
 	cfg.Membership.Ring.Replicas = o.replicas
 	cfg.Membership.Ring.Partitions = o.partitions
@@ -166,6 +176,29 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 		return cfg, err
 	}
 	return cfg, cfg.Validate()
+}
+
+// readGossipKey returns the key of --gossip-key or --gossip-key-file,
+// nil when neither is set.
+func (o *options) readGossipKey() ([]byte, error) {
+	text := o.gossipKey
+	switch {
+	case o.gossipKey != "" && o.gossipKeyFile != "":
+		return nil, errors.New("--gossip-key and --gossip-key-file are exclusive")
+	case o.gossipKeyFile != "":
+		b, err := os.ReadFile(o.gossipKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--gossip-key-file: %w", err)
+		}
+		text = string(b)
+	case text == "":
+		return nil, nil
+	}
+	key, err := ring.ParseGossipKey(text)
+	if err != nil {
+		return nil, fmt.Errorf("--gossip-key: %w", err)
+	}
+	return key, nil
 }
 
 func splitHostPort(addr string) (string, int, error) {
