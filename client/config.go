@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,6 +72,13 @@ type Config struct {
 	// RecordSenders is how many batches may be in flight at once.
 	// Default 4.
 	RecordSenders int
+
+	// TLS, if not nil, connects to the nodes over TLS with this config:
+	// RootCAs verify the nodes' certificates (their data-plane address
+	// must be in them), Certificates hold the client certificate nodes
+	// started with --tls-client-ca require. LoadTLS builds one from
+	// files. Default nil: plaintext.
+	TLS *tls.Config
 
 	// MaxFrame bounds response frames. Default proto.DefaultMaxFrame.
 	MaxFrame int

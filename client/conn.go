@@ -168,13 +168,9 @@ type conn struct {
 }
 
 func (cl *Client) dialConn(p *peer) (*conn, error) {
-	d := net.Dialer{Timeout: cl.cfg.DialTimeout}
-	nc, err := d.Dial("tcp", p.addr)
+	nc, err := dial(context.Background(), p.addr, cl.cfg.DialTimeout, cl.cfg.TLS)
 	if err != nil {
 		return nil, err
-	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
 	}
 	c := &conn{p: p, nc: nc, kick: make(chan struct{}, 1), pending: map[uint64]*call{}}
 	cl.goFunc(c.writeLoop)

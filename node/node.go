@@ -5,6 +5,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -180,6 +181,9 @@ func (n *Node) listen() error {
 	var err error
 	if n.data, err = net.Listen("tcp", n.cfg.DataAddr); err != nil {
 		return fmt.Errorf("listen data plane: %w", err)
+	}
+	if n.cfg.TLS != nil {
+		n.data = tls.NewListener(n.data, n.cfg.TLS)
 	}
 	n.dataAddr = n.cfg.AdvertiseDataAddr
 	if n.dataAddr == "" {

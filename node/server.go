@@ -119,6 +119,9 @@ func (n *Node) closeConns() {
 // malformed beyond recovery, the connection idles out, or the node
 // drains.
 func (n *Node) serveConn(c net.Conn) {
+	if !n.handshake(c) {
+		return
+	}
 	r := proto.NewReader(c, n.cfg.MaxFrame)
 	h := newHandler(n)
 	var out []byte

@@ -19,6 +19,7 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "", "run against the cluster of this data-plane address (host:port) instead of an in-process engine")
 	timeout := fs.Duration("timeout", 100*time.Millisecond, "with --addr: deadline of each call")
+	conn := addConnFlags(fs)
 	offset := fs.String("offset", "now", `with --addr: added to every tick; "now" (the current Unix millisecond) keeps the cases' times near a live cluster's clock`)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fcapctl conformance [flags] FILE.json...")
@@ -44,6 +45,12 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		cfg := client.DefaultConfig(strings.Split(*addr, ",")...)
+		t, err := conn.tls()
+		if err != nil {
+			fmt.Fprintf(stderr, "fcapctl conformance: %v\n", err)
+			return 2
+		}
+		cfg.TLS = t
 		cfg.Timeout = *timeout
 		c, err := client.New(cfg)
 		if err != nil {

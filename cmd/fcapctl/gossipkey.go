@@ -32,6 +32,7 @@ func runGossipKey(args []string, stdout, stderr io.Writer) int {
 	keyFile := fs.String("key-file", "", "file holding the base64 key (instead of the KEY argument, which shows in ps)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", 10*time.Second, "deadline of the whole command")
+	conn := addConnFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fcapctl gossip-key [flags] install|use|remove KEY")
 		fmt.Fprintln(stderr, "       fcapctl gossip-key [flags] list")
@@ -80,9 +81,14 @@ func runGossipKey(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	admin, err := conn.admin()
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl gossip-key: %v\n", err)
+		return 2
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	topo, err := topology(ctx, strings.Split(*addr, ","))
+	topo, err := topology(ctx, admin, strings.Split(*addr, ","))
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl gossip-key: %v\n", err)
 		return 1
@@ -98,7 +104,7 @@ func runGossipKey(args []string, stdout, stderr io.Writer) int {
 	for i, m := range topo.Members {
 		rows[i].Node = m.Name
 		var res proto.GossipKeyResult
-		if err := call(ctx, m.Addr, req, &res); err != nil {
+		if err := admin.Call(ctx, m.Addr, req, &res); err != nil {
 			rows[i].Error = err.Error()
 			failed++
 			continue
@@ -141,7 +147,7 @@ func reorder(args []string) []string {
 			i = len(args)
 		case strings.HasPrefix(a, "-") && len(a) > 1:
 			flags = append(flags, a)
-			if !strings.Contains(a, "=") && a != "-json" && a != "--json" && i+1 < len(args) {
+			if !strings.Contains(a, "=") && strings.TrimLeft(a, "-") != "json" && i+1 < len(args) {
 				flags = append(flags, args[i+1])
 				i++
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -30,6 +32,7 @@ type options struct {
 	shutdownTimeout                                          time.Duration
 	pprof                                                    bool
 	gossipKey, gossipKeyFile                                 string
+	tlsCert, tlsKey, tlsClientCA, tlsCA                      string
 }
 
 // parseFlags reads flags, each defaulting to its FCAP_* environment
@@ -81,6 +84,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&o.scopes, "scopes", "FCAP_SCOPES", strings.Join(def.Engine.Scopes, ","), `comma-separated cap scopes accepted, or "*" for any`)
 	str(&o.gossipKey, "gossip-key", "FCAP_GOSSIP_KEY", "", "base64 16, 24 or 32-byte AES key that encrypts and authenticates gossip; every node needs it (prefer --gossip-key-file: flags show in ps)")
 	str(&o.gossipKeyFile, "gossip-key-file", "FCAP_GOSSIP_KEY_FILE", "", "file holding the base64 gossip key (see --gossip-key)")
+	str(&o.tlsCert, "tls-cert", "FCAP_TLS_CERT", "", "PEM certificate (chain) of the data plane: with --tls-key, serve it over TLS only, and present it to peers as client certificate")
+	str(&o.tlsKey, "tls-key", "FCAP_TLS_KEY", "", "PEM private key of --tls-cert")
+	str(&o.tlsClientCA, "tls-client-ca", "FCAP_TLS_CLIENT_CA", "", "PEM CA certificates: when set, every data-plane client (ad servers, fcapctl, peers) must present a certificate they signed")
+	str(&o.tlsCA, "tls-ca", "FCAP_TLS_CA", "", "PEM CA certificates that verify peers' data-plane certificates (default: the system's roots)")
 	str(&o.logLevel, "log-level", "FCAP_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "FCAP_LOG_FORMAT", "text", "text or json")
 	fs.BoolVar(&o.pprof, "pprof", getenv("FCAP_PPROF") == "true", "serve Go profiles under /debug/pprof/ on the HTTP address (env FCAP_PPROF=true)")
@@ -169,6 +176,9 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 			return cfg, err
 		}
 	}
+	if cfg.TLS, cfg.PeerTLS, err = o.loadTLS(); err != nil {
+		return cfg, err
+	}
 	cfg.Membership.Seeds = o.join
 	cfg.Membership.Ring.Replicas = o.replicas
 	cfg.Membership.Ring.Partitions = o.partitions
@@ -199,6 +209,38 @@ func (o *options) readGossipKey() ([]byte, error) {
 		return nil, fmt.Errorf("--gossip-key: %w", err)
 	}
 	return key, nil
+}
+
+// loadTLS builds the data plane's server config and the config that
+// dials peers from the --tls-* flags; both nil when no flag is set.
+func (o *options) loadTLS() (server, peer *tls.Config, err error) {
+	if o.tlsCert == "" && o.tlsKey == "" {
+		if o.tlsClientCA != "" || o.tlsCA != "" {
+			return nil, nil, errors.New("--tls-client-ca and --tls-ca need --tls-cert and --tls-key")
+		}
+		return nil, nil, nil
+	}
+	if o.tlsCert == "" || o.tlsKey == "" {
+		return nil, nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	server = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if o.tlsClientCA != "" {
+		if server.ClientCAs, err = client.LoadCertPool(o.tlsClientCA); err != nil {
+			return nil, nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		server.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	peer = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if o.tlsCA != "" {
+		if peer.RootCAs, err = client.LoadCertPool(o.tlsCA); err != nil {
+			return nil, nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+	}
+	return server, peer, nil
 }
 
 func splitHostPort(addr string) (string, int, error) {

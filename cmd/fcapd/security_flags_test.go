@@ -72,3 +72,22 @@ func TestGossipKeyFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestTLSFlagsGoTogether(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	for name, args := range map[string][]string{
+		"cert without key":    {"--tls-cert", missing},
+		"key without cert":    {"--tls-key", missing},
+		"client ca alone":     {"--tls-client-ca", missing},
+		"peer ca alone":       {"--tls-ca", missing},
+		"unreadable key pair": {"--tls-cert", missing, "--tls-key", missing},
+	} {
+		o, err := parseFlags(args, env(nil), io.Discard)
+		if err == nil {
+			_, err = o.config(nil)
+		}
+		if err == nil {
+			t.Errorf("%s: %v accepted", name, args)
+		}
+	}
+}
