@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -16,6 +17,9 @@ import (
 type Admin struct {
 	// TLS, if not nil, dials the nodes over TLS (see Config.TLS).
 	TLS *tls.Config
+	// Token, if not empty, authenticates each connection (see
+	// Config.Token); operators' requests need an operator token.
+	Token string
 }
 
 // Call sends one request to the node at addr on a connection of its own
@@ -28,8 +32,12 @@ func Call(ctx context.Context, addr string, req, resp proto.Message) error {
 // resp. An Error answer is returned as a *proto.Error. Strings in resp
 // alias a buffer of this call only, so they stay valid.
 func (a *Admin) Call(ctx context.Context, addr string, req, resp proto.Message) error {
-	c, err := dial(ctx, addr, 2*time.Second, a.TLS)
-	if err != nil {
+	c, err := dial(ctx, addr, 2*time.Second, a.TLS, a.Token)
+	var refused *proto.Error
+	switch {
+	case errors.As(err, &refused):
+		return refused
+	case err != nil:
 		return fmt.Errorf("cannot reach %s: %w", addr, err)
 	}
 	defer c.Close()

@@ -80,6 +80,14 @@ type Config struct {
 	// files. Default nil: plaintext.
 	TLS *tls.Config
 
+	// Token, if not empty, is presented once on every new connection
+	// (a Hello, before any request) to nodes started with a tokens file;
+	// its role decides what the client may ask (an ad server's token:
+	// check, allow, record, reserve, release). A connection the node
+	// refuses is not used: calls fail open or closed as for a node that
+	// is down, and the refusal is logged. Default empty: no token.
+	Token string
+
 	// MaxFrame bounds response frames. Default proto.DefaultMaxFrame.
 	MaxFrame int
 

@@ -107,7 +107,11 @@ func (p *peer) dialAll(wait time.Duration) {
 	if err != nil {
 		p.backoff = min(max(2*p.backoff, 25*time.Millisecond), 2*time.Second)
 		p.cl.m.dialErrors.Inc()
-		p.cl.log.Debug("dial", "addr", p.addr, "err", err, "retry_in", p.backoff)
+		if errors.Is(err, proto.ErrUnauthenticated) || errors.Is(err, proto.ErrUnsupported) {
+			p.cl.log.Warn("node refused the client's token", "addr", p.addr, "err", err, "retry_in", p.backoff)
+		} else {
+			p.cl.log.Debug("dial", "addr", p.addr, "err", err, "retry_in", p.backoff)
+		}
 		// Retry even if no call asks: the node may be back by then.
 		p.dialLocked()
 	} else {
@@ -168,7 +172,7 @@ type conn struct {
 }
 
 func (cl *Client) dialConn(p *peer) (*conn, error) {
-	nc, err := dial(context.Background(), p.addr, cl.cfg.DialTimeout, cl.cfg.TLS)
+	nc, err := dial(context.Background(), p.addr, cl.cfg.DialTimeout, cl.cfg.TLS, cl.cfg.Token)
 	if err != nil {
 		return nil, err
 	}

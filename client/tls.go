@@ -9,12 +9,14 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"github.com/fcap-io/fcap/proto"
 )
 
-// dial connects to a node: over TLS when cfg is not nil, the handshake
-// done within timeout too. Nagle is off: requests are small and batched
-// by the caller already.
-func dial(ctx context.Context, addr string, timeout time.Duration, cfg *tls.Config) (net.Conn, error) {
+// dial connects to a node: over TLS when cfg is not nil, then presents
+// token when it is not empty, each within timeout. Nagle is off:
+// requests are small and batched by the caller already.
+func dial(ctx context.Context, addr string, timeout time.Duration, cfg *tls.Config, token string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout}
 	var nc net.Conn
 	var err error
@@ -35,6 +37,14 @@ func dial(ctx context.Context, addr string, timeout time.Duration, cfg *tls.Conf
 	}
 	if tc, ok := raw.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+	}
+	if token != "" {
+		nc.SetDeadline(time.Now().Add(timeout))
+		if _, err := proto.SayHello(nc, token); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("%s: %w", addr, err)
+		}
+		nc.SetDeadline(time.Time{})
 	}
 	return nc, nil
 }

@@ -119,6 +119,20 @@ type Config struct {
 	// none does. Default nil: plaintext.
 	PeerTLS *tls.Config
 
+	// Tokens, when not empty, makes every data-plane connection
+	// authenticate: its first frame is a Hello with one of these tokens,
+	// and the token's role decides what it may ask (see Role). A request
+	// before a valid Hello gets ErrUnauthenticated, one outside the role
+	// ErrPermissionDenied; either changes nothing. ParseTokens reads a
+	// tokens file. Default nil: no authentication.
+	Tokens map[string]Role
+
+	// PeerToken is the token this node presents to other nodes (Hello on
+	// its replication and partition-request connections): a peer (or
+	// operator) token of Tokens, which every node of the cluster shares.
+	// Required when Tokens is set. Default empty.
+	PeerToken string
+
 	// TransferRate caps the bytes per second this node sends in
 	// whole-partition transfers (joins, re-replication after a crash),
 	// over all peers, so moving partitions does not starve the data
@@ -219,6 +233,11 @@ func (c *Config) Validate() error {
 	}
 	if c.TLS != nil && c.PeerTLS == nil {
 		errs = append(errs, errors.New("node config: TLS is set but PeerTLS is not: peers serve TLS too, so dialing them needs it"))
+	}
+	if len(c.Tokens) > 0 {
+		if r := c.Tokens[c.PeerToken]; r != RolePeer && r != RoleOperator {
+			errs = append(errs, errors.New("node config: Tokens is set but PeerToken is not one of its peer tokens: nodes could not replicate"))
+		}
 	}
 	if c.TransferRate < 0 {
 		errs = append(errs, fmt.Errorf("node config: TransferRate must not be negative, got %d", c.TransferRate))

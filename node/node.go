@@ -47,6 +47,8 @@ type Node struct {
 	activate chan struct{}
 	replans  chan struct{}
 
+	tokens tokenTable // Config.Tokens; empty: no authentication
+
 	// keyMu orders changes of the gossip keyring (GossipKey requests).
 	keyMu sync.Mutex
 
@@ -114,6 +116,7 @@ func Start(cfg Config) (*Node, error) {
 		activate: make(chan struct{}, 1),
 		replans:  make(chan struct{}, 1),
 	}
+	n.tokens = newTokenTable(cfg.Tokens)
 	n.repl = newReplicator(n, cfg.Membership.Ring.Partitions)
 	eng, err := engine.New(cfg.Engine)
 	if err != nil {

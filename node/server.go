@@ -152,6 +152,10 @@ func (n *Node) serveConn(c net.Conn) {
 		switch {
 		case err == nil:
 			out = h.handle(out, hdr, body)
+			if h.hangup {
+				flush()
+				return
+			}
 		case errors.Is(err, proto.ErrUnsupportedVersion):
 			out = h.fail(out, hdr, proto.CodeUnsupported, "unsupported protocol version")
 		case errors.Is(err, proto.ErrFrameTooLarge), errors.Is(err, proto.ErrFrameTooShort):

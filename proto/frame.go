@@ -86,10 +86,12 @@ const (
 	TypeSyncResult      Type = 23 // SyncResult: answers SyncRequest
 	TypeGossipKey       Type = 24 // GossipKey: change or list a node's gossip keyring
 	TypeGossipKeyResult Type = 25 // GossipKeyResult: answers GossipKey
+	TypeHello           Type = 26 // Hello: authenticates a connection with a token
+	TypeHelloResult     Type = 27 // HelloResult: answers Hello
 )
 
 // lastType is the newest message type: tests check every type up to it.
-const lastType = TypeGossipKeyResult
+const lastType = TypeHelloResult
 
 var typeNames = [...]string{
 	TypeError:           "error",
@@ -117,6 +119,8 @@ var typeNames = [...]string{
 	TypeSyncResult:      "sync_result",
 	TypeGossipKey:       "gossip_key",
 	TypeGossipKeyResult: "gossip_key_result",
+	TypeHello:           "hello",
+	TypeHelloResult:     "hello_result",
 }
 
 // String returns the type's name in snake case ("check_result"), fit for
@@ -207,6 +211,10 @@ func NewMessage(t Type) Message {
 		return new(GossipKey)
 	case TypeGossipKeyResult:
 		return new(GossipKeyResult)
+	case TypeHello:
+		return new(Hello)
+	case TypeHelloResult:
+		return new(HelloResult)
 	}
 	return nil
 }

@@ -51,6 +51,10 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		cfg.TLS = t
+		if cfg.Token, err = conn.token(); err != nil {
+			fmt.Fprintf(stderr, "fcapctl conformance: %v\n", err)
+			return 2
+		}
 		cfg.Timeout = *timeout
 		c, err := client.New(cfg)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 // to reach its data plane when it is secured.
 type connFlags struct {
 	ca, cert, key string
+	tokenFile     string
 }
 
 func addConnFlags(fs *flag.FlagSet) *connFlags {
@@ -23,7 +24,24 @@ func addConnFlags(fs *flag.FlagSet) *connFlags {
 	fs.StringVar(&c.ca, "tls-ca", os.Getenv("FCAPCTL_TLS_CA"), "PEM CA certificates that verify the nodes: connect over TLS (env FCAPCTL_TLS_CA)")
 	fs.StringVar(&c.cert, "tls-cert", os.Getenv("FCAPCTL_TLS_CERT"), "PEM client certificate, for nodes that require one (env FCAPCTL_TLS_CERT)")
 	fs.StringVar(&c.key, "tls-key", os.Getenv("FCAPCTL_TLS_KEY"), "PEM private key of --tls-cert (env FCAPCTL_TLS_KEY)")
+	fs.StringVar(&c.tokenFile, "token-file", os.Getenv("FCAPCTL_TOKEN_FILE"), "file holding the token to present, for nodes started with --tokens-file (an operator token for status, drain, gossip-key) (env FCAPCTL_TOKEN_FILE)")
 	return c
+}
+
+// token reads the token of --token-file, "" when it is not set.
+func (c *connFlags) token() (string, error) {
+	if c.tokenFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(c.tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("--token-file %s is empty", c.tokenFile)
+	}
+	return tok, nil
 }
 
 // tls returns the client TLS config the flags ask for, nil for
@@ -41,7 +59,11 @@ func (c *connFlags) admin() (*client.Admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &client.Admin{TLS: t}, nil
+	tok, err := c.token()
+	if err != nil {
+		return nil, err
+	}
+	return &client.Admin{TLS: t, Token: tok}, nil
 }
 
 // topology asks any of the addresses for the cluster's topology; strings

@@ -33,6 +33,7 @@ type options struct {
 	pprof                                                    bool
 	gossipKey, gossipKeyFile                                 string
 	tlsCert, tlsKey, tlsClientCA, tlsCA                      string
+	tokensFile                                               string
 }
 
 // parseFlags reads flags, each defaulting to its FCAP_* environment
@@ -88,6 +89,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&o.tlsKey, "tls-key", "FCAP_TLS_KEY", "", "PEM private key of --tls-cert")
 	str(&o.tlsClientCA, "tls-client-ca", "FCAP_TLS_CLIENT_CA", "", "PEM CA certificates: when set, every data-plane client (ad servers, fcapctl, peers) must present a certificate they signed")
 	str(&o.tlsCA, "tls-ca", "FCAP_TLS_CA", "", "PEM CA certificates that verify peers' data-plane certificates (default: the system's roots)")
+	str(&o.tokensFile, "tokens-file", "FCAP_TOKENS_FILE", "", `file of "role token" lines (roles adserver, operator, peer): every data-plane connection must then present a token; the last peer token is the one this node presents to the others`)
 	str(&o.logLevel, "log-level", "FCAP_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "FCAP_LOG_FORMAT", "text", "text or json")
 	fs.BoolVar(&o.pprof, "pprof", getenv("FCAP_PPROF") == "true", "serve Go profiles under /debug/pprof/ on the HTTP address (env FCAP_PPROF=true)")
@@ -178,6 +180,17 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	}
 	if cfg.TLS, cfg.PeerTLS, err = o.loadTLS(); err != nil {
 		return cfg, err
+	}
+	if o.tokensFile != "" {
+		f, err := os.Open(o.tokensFile)
+		if err != nil {
+			return cfg, fmt.Errorf("--tokens-file: %w", err)
+		}
+		cfg.Tokens, cfg.PeerToken, err = node.ParseTokens(f)
+		f.Close()
+		if err != nil {
+			return cfg, fmt.Errorf("--tokens-file %s: %w", o.tokensFile, err)
+		}
 	}
 	cfg.Membership.Seeds = o.join
 	cfg.Membership.Ring.Replicas = o.replicas
