@@ -162,7 +162,7 @@ func (h *handler) hello(out []byte, hdr proto.Header, body []byte, epoch uint64)
 	if role == 0 {
 		h.perms, h.hangup = 0, true
 		h.n.metrics.authFailures.Inc()
-		return h.failErr(out, hdr, fmt.Errorf("%w: unknown token", proto.ErrUnauthenticated), epoch, opHello)
+		return h.failErr(out, hdr, refusal(proto.CodeUnauthenticated, "unknown token"), epoch, opHello)
 	}
 	h.perms = rolePerms[role]
 	h.role = role
@@ -172,9 +172,9 @@ func (h *handler) hello(out []byte, hdr proto.Header, body []byte, epoch uint64)
 // deny answers a request the connection may not send.
 func (h *handler) deny(out []byte, hdr proto.Header, epoch uint64) ([]byte, opKind, outcome) {
 	h.n.metrics.authFailures.Inc()
-	err := fmt.Errorf("%w: %s needs a token (send Hello first)", proto.ErrUnauthenticated, hdr.Type)
+	err := refusal(proto.CodeUnauthenticated, "%s needs a token: send Hello first", hdr.Type)
 	if h.role != 0 {
-		err = fmt.Errorf("%w: role %s may not send %s", proto.ErrPermissionDenied, h.role, hdr.Type)
+		err = refusal(proto.CodePermissionDenied, "role %s may not send %s", h.role, hdr.Type)
 	}
 	return h.failErr(out, hdr, err, epoch, opDenied)
 }

@@ -15,7 +15,7 @@ import (
 func (n *Node) gossipKey(m *proto.GossipKey) (*proto.GossipKeyResult, error) {
 	kr := n.cfg.Membership.Memberlist.Keyring
 	if kr == nil || len(kr.GetKeys()) == 0 {
-		return nil, fmt.Errorf("%w: gossip encryption is off on %s (start it with --gossip-key-file)", proto.ErrUnsupported, n.cfg.Name)
+		return nil, refusal(proto.CodeUnsupported, "gossip encryption is off on %s (start it with --gossip-key-file)", n.cfg.Name)
 	}
 	n.keyMu.Lock()
 	defer n.keyMu.Unlock()
@@ -23,7 +23,7 @@ func (n *Node) gossipKey(m *proto.GossipKey) (*proto.GossipKeyResult, error) {
 	if m.Op != proto.GossipKeyList {
 		var err error
 		if key, err = ring.ParseGossipKey(m.Key); err != nil {
-			return nil, fmt.Errorf("%w: %v", proto.ErrBadRequest, err)
+			return nil, refusal(proto.CodeBadRequest, "%v", err)
 		}
 	}
 	fp := ring.KeyFingerprint(key)
@@ -31,21 +31,21 @@ func (n *Node) gossipKey(m *proto.GossipKey) (*proto.GossipKeyResult, error) {
 	case proto.GossipKeyList:
 	case proto.GossipKeyInstall:
 		if err := kr.AddKey(key); err != nil {
-			return nil, fmt.Errorf("%w: install key %s: %v", proto.ErrBadRequest, fp, err)
+			return nil, refusal(proto.CodeBadRequest, "install key %s: %v", fp, err)
 		}
 		n.log.Info("gossip key installed", "key", fp)
 	case proto.GossipKeyUse:
 		if err := kr.UseKey(key); err != nil {
-			return nil, fmt.Errorf("%w: use key %s: %v", proto.ErrBadRequest, fp, err)
+			return nil, refusal(proto.CodeBadRequest, "use key %s: %v", fp, err)
 		}
 		n.log.Info("gossip key in use", "key", fp)
 	case proto.GossipKeyRemove:
 		if err := removeGossipKey(kr, key); err != nil {
-			return nil, fmt.Errorf("%w: remove key %s: %v", proto.ErrBadRequest, fp, err)
+			return nil, refusal(proto.CodeBadRequest, "remove key %s: %v", fp, err)
 		}
 		n.log.Info("gossip key removed", "key", fp)
 	default:
-		return nil, fmt.Errorf("%w: unknown gossip key operation %d", proto.ErrBadRequest, m.Op)
+		return nil, refusal(proto.CodeBadRequest, "unknown gossip key operation %d", m.Op)
 	}
 	keys := kr.GetKeys()
 	res := &proto.GossipKeyResult{Keys: make([]string, len(keys))}
@@ -104,4 +104,10 @@ func removeGossipKey(kr keyring, key []byte) error {
 		}
 	}
 	return kr.RemoveKey(key)
+}
+
+// refusal is an error answer with a message of its own, so the client
+// reads "fcap: bad request: <message>" rather than the sentinel twice.
+func refusal(code proto.Code, format string, args ...any) *proto.Error {
+	return &proto.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
