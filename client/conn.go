@@ -26,6 +26,7 @@ type peer struct {
 	dialing bool
 	backoff time.Duration
 	closed  bool
+	lastErr error // why the last dial failed; nil once one succeeds
 }
 
 func newPeer(cl *Client, addr string) *peer {
@@ -104,6 +105,7 @@ func (p *peer) dialAll(wait time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.dialing = false
+	p.lastErr = err
 	if err != nil {
 		p.backoff = min(max(2*p.backoff, 25*time.Millisecond), 2*time.Second)
 		p.cl.m.dialErrors.Inc()
@@ -337,4 +339,11 @@ func (c *conn) close(err error) {
 		cl.failWith(err)
 	}
 	c.kickWriter() // let the writer see the close
+}
+
+// dialError is why the peer's last dial failed, nil if it succeeded.
+func (p *peer) dialError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
 }

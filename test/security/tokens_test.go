@@ -91,6 +91,20 @@ func TestTokens(t *testing.T) {
 		}
 	}
 
+	// A client with an unknown token never gets ready, and says why.
+	bad := client.DefaultConfig(nodes[0].Data)
+	bad.Token = "not-a-token-at-all-0000"
+	bc, err := client.New(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.Close(context.Background())
+	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+	defer cancelShort()
+	if err := bc.WaitReady(short); err == nil || !strings.Contains(err.Error(), "unknown token") {
+		t.Errorf("a client with an unknown token: WaitReady %v, want an error naming the refusal", err)
+	}
+
 	ctl := cluster.Tool(t, "fcapctl")
 	for _, c := range []struct {
 		token string
