@@ -2,23 +2,42 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/fcap-io/fcap/proto"
 )
 
+// Admin sends one-off requests, each on a connection of its own, for
+// operators' tools and tests (status, drain, topology, keys), not for the
+// hot path: it dials every time. The zero Admin dials plaintext.
+type Admin struct {
+	// TLS, if not nil, dials the nodes over TLS (see Config.TLS).
+	TLS *tls.Config
+	// Token, if not empty, authenticates each connection (see
+	// Config.Token); operators' requests need an operator token.
+	Token string
+}
+
 // Call sends one request to the node at addr on a connection of its own
-// and decodes the answer into resp. It is for operators' tools and tests
-// (status, drain, topology), not for the hot path: it dials every time.
-// An Error answer is returned as a *proto.Error. Strings in resp alias a
-// buffer of this call only, so they stay valid.
+// and decodes the answer into resp. See Admin.Call.
 func Call(ctx context.Context, addr string, req, resp proto.Message) error {
-	d := net.Dialer{Timeout: 2 * time.Second}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
+	return (&Admin{}).Call(ctx, addr, req, resp)
+}
+
+// Call sends one request to the node at addr and decodes the answer into
+// resp. An Error answer is returned as a *proto.Error. Strings in resp
+// alias a buffer of this call only, so they stay valid.
+func (a *Admin) Call(ctx context.Context, addr string, req, resp proto.Message) error {
+	c, err := dial(ctx, addr, 2*time.Second, a.TLS, a.Token, nil)
+	var refused *proto.Error
+	switch {
+	case errors.As(err, &refused):
+		return refused
+	case err != nil:
 		return fmt.Errorf("cannot reach %s: %w", addr, err)
 	}
 	defer c.Close()
@@ -54,8 +73,13 @@ func Call(ctx context.Context, addr string, req, resp proto.Message) error {
 // rank, partitions still syncing or being handed over, replication
 // backlog, memory.
 func NodeStatus(ctx context.Context, addr string) (*proto.Status, error) {
+	return (&Admin{}).NodeStatus(ctx, addr)
+}
+
+// NodeStatus asks the node at addr for its status (see NodeStatus).
+func (a *Admin) NodeStatus(ctx context.Context, addr string) (*proto.Status, error) {
 	var st proto.Status
-	if err := Call(ctx, addr, &proto.StatusRequest{}, &st); err != nil {
+	if err := a.Call(ctx, addr, &proto.StatusRequest{}, &st); err != nil {
 		return nil, err
 	}
 	return &st, nil

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,7 +112,7 @@ func (c *Client) WaitReady(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("fcap client not ready: %w", ctx.Err())
+			return fmt.Errorf("fcap client not ready: %w%s", ctx.Err(), c.dialErrors())
 		case <-c.stop:
 			return ErrClosed
 		case <-time.After(2 * time.Millisecond):
@@ -151,6 +153,24 @@ func (c *Client) Close(ctx context.Context) error {
 // Ring returns the topology the client routes by, nil before any node
 // answered.
 func (c *Client) Ring() *ring.Ring { return c.topo.Load().ring }
+
+// dialErrors describes why connections failed, for WaitReady's error
+// (a refused token or certificate says more than a deadline).
+func (c *Client) dialErrors() string {
+	c.peersMu.Lock()
+	defer c.peersMu.Unlock()
+	var s []string
+	for addr, p := range c.peers {
+		if err := p.dialError(); err != nil {
+			s = append(s, addr+": "+err.Error())
+		}
+	}
+	if len(s) == 0 {
+		return ""
+	}
+	sort.Strings(s)
+	return "; connecting: " + strings.Join(s, "; ")
+}
 
 // peerFor returns the peer for an address, creating it.
 func (c *Client) peerFor(addr string) *peer {

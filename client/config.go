@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,6 +81,21 @@ type Config struct {
 	// RecordSenders is how many batches may be in flight at once.
 	// Default 4.
 	RecordSenders int
+
+	// TLS, if not nil, connects to the nodes over TLS with this config:
+	// RootCAs verify the nodes' certificates (their data-plane address
+	// must be in them), Certificates hold the client certificate nodes
+	// started with --tls-client-ca require. LoadTLS builds one from
+	// files. Default nil: plaintext.
+	TLS *tls.Config
+
+	// Token, if not empty, is presented once on every new connection
+	// (a Hello, before any request) to nodes started with a tokens file;
+	// its role decides what the client may ask (an ad server's token:
+	// check, allow, record, reserve, release). A connection the node
+	// refuses is not used: calls fail open or closed as for a node that
+	// is down, and the refusal is logged. Default empty: no token.
+	Token string
 
 	// MaxFrame bounds response frames. Default proto.DefaultMaxFrame.
 	MaxFrame int

@@ -26,6 +26,7 @@ type peer struct {
 	dialing bool
 	backoff time.Duration
 	closed  bool
+	lastErr error // why the last dial failed; nil once one succeeds
 }
 
 func newPeer(cl *Client, addr string) *peer {
@@ -104,10 +105,15 @@ func (p *peer) dialAll(wait time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.dialing = false
+	p.lastErr = err
 	if err != nil {
 		p.backoff = min(max(2*p.backoff, 25*time.Millisecond), 2*time.Second)
 		p.cl.m.dialErrors.Inc()
-		p.cl.log.Debug("dial", "addr", p.addr, "err", err, "retry_in", p.backoff)
+		if errors.Is(err, proto.ErrUnauthenticated) || errors.Is(err, proto.ErrUnsupported) {
+			p.cl.log.Warn("node refused the client's token", "addr", p.addr, "err", err, "retry_in", p.backoff)
+		} else {
+			p.cl.log.Debug("dial", "addr", p.addr, "err", err, "retry_in", p.backoff)
+		}
 		// Retry even if no call asks: the node may be back by then.
 		p.dialLocked()
 	} else {
@@ -168,18 +174,9 @@ type conn struct {
 }
 
 func (cl *Client) dialConn(p *peer) (*conn, error) {
-	dial := cl.cfg.Dial
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cl.cfg.DialTimeout)
-	nc, err := dial(ctx, "tcp", p.addr)
-	cancel()
+	nc, err := dial(context.Background(), p.addr, cl.cfg.DialTimeout, cl.cfg.TLS, cl.cfg.Token, cl.cfg.Dial)
 	if err != nil {
 		return nil, err
-	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
 	}
 	c := &conn{p: p, nc: nc, kick: make(chan struct{}, 1), pending: map[uint64]*call{}}
 	cl.goFunc(c.writeLoop)
@@ -350,4 +347,11 @@ func (c *conn) close(err error) {
 		cl.failWith(err)
 	}
 	c.kickWriter() // let the writer see the close
+}
+
+// dialError is why the peer's last dial failed, nil if it succeeded.
+func (p *peer) dialError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node/httpapi"
+	"github.com/fcap-io/fcap/proto"
 )
 
 // The JSON API (package httpapi) goes through a smart client of the
@@ -23,12 +24,33 @@ func (n *Node) startAPI() error {
 	cfg.Timeout = n.cfg.APITimeout
 	cfg.Logger = n.log.With("component", "httpapi")
 	cfg.Registerer = n.cfg.Registerer
+	// The API's client reaches the nodes as any client does: over TLS
+	// when they serve it, and with tokens when they require them.
+	cfg.TLS = n.cfg.PeerTLS
+	opts := httpapi.Options{MaxBody: n.cfg.APIMaxBody, Timeout: n.cfg.APITimeout}
+	if len(n.cfg.Tokens) > 0 {
+		// HTTP callers present an ad server's or operator's token; the
+		// client itself uses one too (a peer token may not check).
+		opts.Tokens = map[string]bool{}
+		for tok, role := range n.cfg.Tokens {
+			if rolePerms[role].may(proto.TypeAllow) {
+				opts.Tokens[tok] = true
+				if cfg.Token == "" || role == RoleAdServer {
+					cfg.Token = tok
+				}
+			}
+		}
+		if cfg.Token == "" {
+			n.log.Warn("http api off: the tokens file has no adserver or operator token for it")
+			return nil
+		}
+	}
 	c, err := client.New(cfg)
 	if err != nil {
 		return err
 	}
 	n.apiClient = c
-	n.api.Store(httpapi.New(c, httpapi.Options{MaxBody: n.cfg.APIMaxBody, Timeout: n.cfg.APITimeout}))
+	n.api.Store(httpapi.New(c, opts))
 	return nil
 }
 

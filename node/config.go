@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -115,6 +116,34 @@ type Config struct {
 	// failed in the middle; its last writes may be missing). Default 10s.
 	SyncTimeout time.Duration
 
+	// TLS, if not nil, serves the data plane over TLS only, with this
+	// config: its certificate, and ClientAuth and ClientCAs to require
+	// and verify client certificates. A client that does not speak TLS
+	// gets one plaintext Error frame (CodeUnsupported) and is closed.
+	// Default nil: plaintext.
+	TLS *tls.Config
+
+	// PeerTLS, if not nil, dials other nodes' data planes (replication,
+	// partition requests) over TLS with this config: RootCAs verify the
+	// peers, Certificates are the client certificate they may require.
+	// Required when TLS is set: every node of a cluster serves TLS or
+	// none does. Default nil: plaintext.
+	PeerTLS *tls.Config
+
+	// Tokens, when not empty, makes every data-plane connection
+	// authenticate: its first frame is a Hello with one of these tokens,
+	// and the token's role decides what it may ask (see Role). A request
+	// before a valid Hello gets ErrUnauthenticated, one outside the role
+	// ErrPermissionDenied; either changes nothing. ParseTokens reads a
+	// tokens file. Default nil: no authentication.
+	Tokens map[string]Role
+
+	// PeerToken is the token this node presents to other nodes (Hello on
+	// its replication and partition-request connections): a peer (or
+	// operator) token of Tokens, which every node of the cluster shares.
+	// Required when Tokens is set. Default empty.
+	PeerToken string
+
 	// TransferRate caps the bytes per second this node sends in
 	// whole-partition transfers (joins, re-replication after a crash),
 	// over all peers, so moving partitions does not starve the data
@@ -216,6 +245,17 @@ func (c *Config) Validate() error {
 	}
 	if c.ReplicationTimeout <= 0 || c.StrictTimeout <= 0 || c.DrainTimeout <= 0 || c.Linger < 0 || c.DropGrace <= 0 || c.SyncTimeout <= 0 {
 		errs = append(errs, errors.New("node config: ReplicationTimeout, StrictTimeout, DrainTimeout, DropGrace and SyncTimeout must be positive, Linger not negative"))
+	}
+	if c.TLS != nil && len(c.TLS.Certificates) == 0 && c.TLS.GetCertificate == nil && c.TLS.GetConfigForClient == nil {
+		errs = append(errs, errors.New("node config: TLS has no certificate"))
+	}
+	if c.TLS != nil && c.PeerTLS == nil {
+		errs = append(errs, errors.New("node config: TLS is set but PeerTLS is not: peers serve TLS too, so dialing them needs it"))
+	}
+	if len(c.Tokens) > 0 {
+		if r := c.Tokens[c.PeerToken]; r != RolePeer && r != RoleOperator {
+			errs = append(errs, errors.New("node config: Tokens is set but PeerToken is not one of its peer tokens: nodes could not replicate"))
+		}
 	}
 	if c.TransferRate < 0 {
 		errs = append(errs, fmt.Errorf("node config: TransferRate must not be negative, got %d", c.TransferRate))

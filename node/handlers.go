@@ -32,11 +32,25 @@ type handler struct {
 	releaseRes proto.ReleaseResult
 	replicate  proto.Replicate
 	left       []int64 // per-cap impressions left of the last check
+
+	// perms are the request types this connection may send: all of
+	// them when the node has no tokens, else those of role, set by Hello.
+	perms perms
+	role  Role
+	// hangup closes the connection once the response is written (a
+	// failed Hello: no guessing tokens on one connection).
+	hangup bool
 }
 
 var handlerSlots atomic.Int64
 
-func newHandler(n *Node) *handler { return &handler{n: n, slot: int(handlerSlots.Add(1))} }
+func newHandler(n *Node) *handler {
+	h := &handler{n: n, slot: int(handlerSlots.Add(1)), perms: allPerms}
+	if len(n.tokens) > 0 {
+		h.perms = 0
+	}
+	return h
+}
 
 // enter starts a client write under the plan of the view it is checked
 // against: the view is loaded, its plan entered, and the view re-checked,
@@ -67,6 +81,12 @@ func (h *handler) handle(out []byte, hdr proto.Header, body []byte) []byte {
 
 func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
 	epoch := v.ring.Epoch()
+	if hdr.Type == proto.TypeHello {
+		return h.hello(out, hdr, body, epoch)
+	}
+	if h.perms != allPerms && !h.perms.may(hdr.Type) {
+		return h.deny(out, hdr, epoch)
+	}
 	switch hdr.Type {
 	case proto.TypePing:
 		return h.reply(out, hdr.ID, &proto.Pong{Epoch: epoch, Name: h.n.cfg.Name}, opPing)
@@ -252,6 +272,17 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 			return h.failErr(out, hdr, err, epoch, opDrain)
 		}
 		return h.reply(out, hdr.ID, &proto.DrainResult{Partitions: uint64(sent)}, opDrain)
+
+	case proto.TypeGossipKey:
+		var m proto.GossipKey
+		if err := proto.Decode(body, &m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opGossipKey)
+		}
+		res, err := h.n.gossipKey(&m)
+		if err != nil {
+			return h.failErr(out, hdr, err, epoch, opGossipKey)
+		}
+		return h.reply(out, hdr.ID, res, opGossipKey)
 
 	default:
 		return h.fail(out, hdr, proto.CodeUnsupported, "unknown message type "+hdr.Type.String()), opUnknown, outcomeBadRequest

@@ -25,10 +25,13 @@ const (
 	opStatus
 	opDrain
 	opUnknown
+	opGossipKey
+	opHello
+	opDenied
 	numOps
 )
 
-var opNames = [numOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown"}
+var opNames = [numOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown", "gossip_key", "hello", "denied"}
 
 // outcome classifies a response in metrics.
 type outcome uint8
@@ -68,6 +71,8 @@ type metrics struct {
 	conns        prometheus.Gauge
 	refusedConns prometheus.Counter
 	badFrames    prometheus.Counter
+	tlsFailures  prometheus.Counter
+	authFailures prometheus.Counter
 	writeErrors  prometheus.Counter
 	idleClosed   prometheus.Counter
 	notOwner     prometheus.Counter
@@ -102,6 +107,8 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	}
 	m.conns = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_node_connections", Help: "Open data-plane connections."})
 	m.refusedConns = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_connections_refused_total", Help: "Connections closed at accept because of MaxConns or shutdown."})
+	m.tlsFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_tls_handshake_failures_total", Help: "Data-plane connections closed because their TLS handshake failed (plaintext, no or a bad client certificate)."})
+	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_auth_failures_total", Help: "Requests refused for an unknown token, no token, or a role that may not send them."})
 	m.badFrames = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_bad_frames_total", Help: "Connections closed for a frame length over MaxFrame or under the header size."})
 	m.writeErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_write_errors_total", Help: "Connections closed because a response could not be written (peer gone or not reading)."})
 	m.idleClosed = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_idle_closed_total", Help: "Connections closed because no complete request arrived within IdleTimeout (idle clients and slowloris writers)."})
@@ -115,7 +122,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m.strictFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_strict_replication_failures_total", Help: "Strict writes answered with an error because a backup did not acknowledge them in time."})
 	m.syncingRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_syncing_refusals_total", Help: "Requests refused because their partition has not arrived yet."})
 	m.claimed = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_partitions_claimed_total", Help: "Partitions served without their hand-over after SyncTimeout (a sender failed mid-way; counts may miss its last writes)."})
-	for _, c := range []prometheus.Collector{m.claimed, requests, latency, m.conns, m.refusedConns, m.badFrames, m.writeErrors, m.idleClosed, m.notOwner, m.backupReads, m.ringChanges,
+	for _, c := range []prometheus.Collector{m.claimed, requests, latency, m.conns, m.refusedConns, m.badFrames, m.tlsFailures, m.authFailures, m.writeErrors, m.idleClosed, m.notOwner, m.backupReads, m.ringChanges,
 		m.transfers, m.replicatedBytes, m.replicationErrors, m.replicationRefused, m.strictFailures, m.syncingRefusals, &stateCollector{n: n}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

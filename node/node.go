@@ -5,6 +5,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,11 @@ type Node struct {
 	left     atomic.Bool // handed over and left the gossip pool: answer NotOwner
 	activate chan struct{}
 	replans  chan struct{}
+
+	tokens tokenTable // Config.Tokens; empty: no authentication
+
+	// keyMu orders changes of the gossip keyring (GossipKey requests).
+	keyMu sync.Mutex
 
 	drainOnce sync.Once
 	drainErr  error
@@ -115,6 +121,7 @@ func Start(cfg Config) (*Node, error) {
 		activate: make(chan struct{}, 1),
 		replans:  make(chan struct{}, 1),
 	}
+	n.tokens = newTokenTable(cfg.Tokens)
 	n.repl = newReplicator(n, cfg.Membership.Ring.Partitions)
 	eng, err := engine.New(cfg.Engine)
 	if err != nil {
@@ -185,6 +192,9 @@ func (n *Node) listen() error {
 	var err error
 	if n.data, err = net.Listen("tcp", n.cfg.DataAddr); err != nil {
 		return fmt.Errorf("listen data plane: %w", err)
+	}
+	if n.cfg.TLS != nil {
+		n.data = tls.NewListener(n.data, n.cfg.TLS)
 	}
 	n.dataAddr = n.cfg.AdvertiseDataAddr
 	if n.dataAddr == "" {

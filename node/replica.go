@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -513,7 +514,9 @@ func (s *sender) connect() error {
 	s.rep.mu.Lock()
 	addr := s.rep.addr
 	s.rep.mu.Unlock()
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := s.rep.r.n.dialPeer(ctx, addr)
 	if err != nil {
 		return err
 	}

@@ -120,6 +120,9 @@ func (n *Node) closeConns() {
 // malformed beyond recovery, the connection idles out, or the node
 // drains.
 func (n *Node) serveConn(c net.Conn) {
+	if !n.handshake(c) {
+		return
+	}
 	// A connection that sends nothing costs no buffers: they are made
 	// when its first byte arrives, so MaxConns idle connections (a flood,
 	// or clients' spare pools) hold a goroutine each and little else.
@@ -164,6 +167,10 @@ func (n *Node) serveConn(c net.Conn) {
 		switch {
 		case err == nil:
 			out = h.handle(out, hdr, body)
+			if h.hangup {
+				flush()
+				return
+			}
 		case errors.Is(err, proto.ErrUnsupportedVersion):
 			out = h.fail(out, hdr, proto.CodeUnsupported, "unsupported protocol version")
 		case errors.Is(err, proto.ErrFrameTooLarge), errors.Is(err, proto.ErrFrameTooShort):

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"net"
 	"sort"
 	"time"
 
@@ -120,8 +119,7 @@ func holders(prev, cur *ring.Ring, p int, self string) []ring.Member {
 
 // ask sends one SyncRequest and waits for its answer.
 func (r *replicator) ask(ctx context.Context, addr string, ps []uint32) error {
-	d := net.Dialer{Timeout: time.Second}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := r.n.dialPeer(ctx, addr)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,12 @@ const (
 	// CodeUnsupported: the node does not know the message type or the
 	// protocol version of the request.
 	CodeUnsupported Code = 8
+	// CodeUnauthenticated: the node requires a token and the connection
+	// has not presented a valid one (Hello). Nothing was done.
+	CodeUnauthenticated Code = 9
+	// CodePermissionDenied: the connection's role may not send this
+	// request. Nothing was done.
+	CodePermissionDenied Code = 10
 )
 
 // The sentinel errors, one per code. An *Error of a code matches its
@@ -52,6 +58,8 @@ var (
 	ErrCapacity           = errors.New("fcap: capacity exceeded")
 	ErrUnknownReservation = errors.New("fcap: unknown reservation")
 	ErrUnsupported        = errors.New("fcap: unsupported")
+	ErrUnauthenticated    = errors.New("fcap: unauthenticated")
+	ErrPermissionDenied   = errors.New("fcap: permission denied")
 )
 
 // Framing errors, from Reader.Next.
@@ -80,6 +88,8 @@ var codeInfo = [...]struct {
 	CodeCapacity:           {"capacity", ErrCapacity},
 	CodeUnknownReservation: {"unknown_reservation", ErrUnknownReservation},
 	CodeUnsupported:        {"unsupported", ErrUnsupported},
+	CodeUnauthenticated:    {"unauthenticated", ErrUnauthenticated},
+	CodePermissionDenied:   {"permission_denied", ErrPermissionDenied},
 }
 
 // String returns the code's name in snake case ("not_owner"), fit for a

@@ -84,9 +84,16 @@ const (
 	TypeDrainResult     Type = 21 // DrainResult: answers Drain
 	TypeSyncRequest     Type = 22 // SyncRequest: a new owner asks for partitions
 	TypeSyncResult      Type = 23 // SyncResult: answers SyncRequest
+	TypeGossipKey       Type = 24 // GossipKey: change or list a node's gossip keyring
+	TypeGossipKeyResult Type = 25 // GossipKeyResult: answers GossipKey
+	TypeHello           Type = 26 // Hello: authenticates a connection with a token
+	TypeHelloResult     Type = 27 // HelloResult: answers Hello
 	TypeInspect         Type = 40 // Inspect: one viewer's state, for operators
 	TypeViewerState     Type = 41 // ViewerState: answers Inspect
 )
+
+// lastType is the newest message type: tests check every type up to it.
+const lastType = TypeHelloResult
 
 var typeNames = [...]string{
 	TypeError:           "error",
@@ -112,6 +119,10 @@ var typeNames = [...]string{
 	TypeDrainResult:     "drain_result",
 	TypeSyncRequest:     "sync_request",
 	TypeSyncResult:      "sync_result",
+	TypeGossipKey:       "gossip_key",
+	TypeGossipKeyResult: "gossip_key_result",
+	TypeHello:           "hello",
+	TypeHelloResult:     "hello_result",
 	TypeInspect:         "inspect",
 	TypeViewerState:     "viewer_state",
 }
@@ -200,6 +211,14 @@ func NewMessage(t Type) Message {
 		return new(SyncRequest)
 	case TypeSyncResult:
 		return new(SyncResult)
+	case TypeGossipKey:
+		return new(GossipKey)
+	case TypeGossipKeyResult:
+		return new(GossipKeyResult)
+	case TypeHello:
+		return new(Hello)
+	case TypeHelloResult:
+		return new(HelloResult)
 	case TypeInspect:
 		return new(Inspect)
 	case TypeViewerState:

@@ -439,7 +439,7 @@ func TestAppendFrameAppends(t *testing.T) {
 
 func TestTypeString(t *testing.T) {
 	seen := map[string]bool{}
-	for ty := Type(1); ty <= TypeSyncResult; ty++ {
+	for ty := Type(1); ty <= lastType; ty++ {
 		s := ty.String()
 		if seen[s] || strings.HasPrefix(s, "type(") {
 			t.Errorf("Type(%d).String() = %q", ty, s)
@@ -449,7 +449,7 @@ func TestTypeString(t *testing.T) {
 			t.Errorf("NewMessage(%v) = %T", ty, m)
 		}
 	}
-	for _, ty := range []Type{0, TypeSyncResult + 1, 255} {
+	for _, ty := range []Type{0, lastType + 1, 255} {
 		if got, want := ty.String(), "type("; !strings.HasPrefix(got, want) {
 			t.Errorf("Type(%d).String() = %q", ty, got)
 		}

@@ -33,6 +33,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fcap-io/fcap/client"
 )
 
 func main() {
@@ -65,6 +67,8 @@ type options struct {
 	redisCheck                  string
 	prof                        profiles
 	seed                        uint64
+	tlsCA, tlsCert, tlsKey      string
+	tokenFile                   string
 }
 
 // workloadFlags defines the flags that shape the load; every subcommand
@@ -99,6 +103,10 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	workloadFlags(fs, &o.w)
 	fs.IntVar(&o.concurrency, "concurrency", 64, "concurrent callers, closed and open loop (Redis: also its pool's connections)")
 	fs.IntVar(&o.conns, "conns", 2, "fcap: client connections per node")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "fcap: PEM CA certificates that verify the nodes: connect over TLS")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "fcap: PEM client certificate, for nodes that require one")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "fcap: PEM private key of --tls-cert")
+	fs.StringVar(&o.tokenFile, "token-file", "", "fcap: file holding the token to present (an adserver token)")
 	fs.StringVar(&o.redisCheck, "redis-check", "pipeline", "Redis: how a check asks: pipeline (one pipeline of per-key reads) or lua (one call over all keys: EVALSHA for sliding, MGET for fixed)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: requests per second (0: closed loop)")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "excluded from the figures")
@@ -142,7 +150,12 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	}
 	defer stop()
 	x := newIDs(&o.w)
-	tgt, err := newTarget(o.target, o.addr, &o.w, x, targetOpts{timeout: o.timeout, conns: o.conns, pool: o.concurrency, redisCheck: o.redisCheck})
+	topts := targetOpts{timeout: o.timeout, conns: o.conns, pool: o.concurrency, redisCheck: o.redisCheck}
+	if err := o.access(&topts); err != nil {
+		fmt.Fprintf(stderr, "fcapbench: %v\n", err)
+		return 2
+	}
+	tgt, err := newTarget(o.target, o.addr, &o.w, x, topts)
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapbench: %v\n", err)
 		return 1
@@ -262,4 +275,23 @@ func printTable(w io.Writer, results []*Result) {
 		fmt.Fprintf(w, "%-28s %-6s %-6s %5d %8s %11.0f %12.0f %9.1f %9.1f %9.1f %9.1f %7d %7d %7d %5.0f%% %5.1f%%\n",
 			r.Label(), r.Workload, r.Mode, r.Concurrency, rate, r.RequestsPS, r.ChecksPS, r.P50, r.P99, r.P999, r.Max, r.Errors, r.Expired, r.FailedOver, r.GenCPUPct, r.HostStealPct)
 	}
+}
+
+// access fills in how to reach a secured fcap cluster: TLS and a token.
+func (o *options) access(t *targetOpts) error {
+	if o.tlsCA != "" || o.tlsCert != "" || o.tlsKey != "" {
+		cfg, err := client.LoadTLS(o.tlsCA, o.tlsCert, o.tlsKey)
+		if err != nil {
+			return err
+		}
+		t.tls = cfg
+	}
+	if o.tokenFile != "" {
+		b, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
+		t.token = strings.TrimSpace(string(b))
+	}
+	return nil
 }

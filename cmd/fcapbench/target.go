@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -40,6 +41,8 @@ type targetOpts struct {
 	conns      int           // fcap: connections per node
 	pool       int           // Redis: pooled connections (one per caller)
 	redisCheck string        // Redis: "pipeline" or "lua"
+	tls        *tls.Config   // fcap: TLS to the nodes, nil for plaintext
+	token      string        // fcap: token presented on each connection
 }
 
 // newTarget connects to a target of the given kind at addrs
@@ -49,7 +52,7 @@ func newTarget(kind, addrs string, w *workload, x *ids, o targetOpts) (target, e
 	case kind == "null":
 		return nullTarget{}, nil
 	case kind == "fcap":
-		return newFcapTarget(addrs, w, x, o.timeout, o.conns)
+		return newFcapTarget(addrs, w, x, o)
 	case isRedisKind(kind):
 		return newRedisTarget(kind, addrs, w, x, o.pool, o.redisCheck)
 	}
@@ -68,10 +71,11 @@ type checkBuf struct {
 	res   client.CheckResult
 }
 
-func newFcapTarget(addrs string, w *workload, x *ids, timeout time.Duration, conns int) (*fcapTarget, error) {
+func newFcapTarget(addrs string, w *workload, x *ids, o targetOpts) (*fcapTarget, error) {
 	cfg := client.DefaultConfig(strings.Split(addrs, ",")...)
-	cfg.Timeout = timeout
-	cfg.ConnsPerNode = conns
+	cfg.Timeout = o.timeout
+	cfg.ConnsPerNode = o.conns
+	cfg.TLS, cfg.Token = o.tls, o.token
 	c, err := client.New(cfg)
 	if err != nil {
 		return nil, err

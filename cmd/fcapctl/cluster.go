@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -24,12 +23,18 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", 5*time.Second, "deadline of the whole command")
+	conn := addConnFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	admin, err := conn.admin()
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl status: %v\n", err)
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	topo, err := topology(ctx, strings.Split(*addr, ","))
+	topo, err := topology(ctx, admin, strings.Split(*addr, ","))
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl status: %v\n", err)
 		return 1
@@ -43,7 +48,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	for i, m := range topo.Members {
 		rows[i].Member = m
 		var st proto.Status
-		if err := call(ctx, m.Addr, &proto.StatusRequest{}, &st); err != nil {
+		if err := admin.Call(ctx, m.Addr, &proto.StatusRequest{}, &st); err != nil {
 			rows[i].Error = err.Error()
 			continue
 		}
@@ -92,6 +97,7 @@ func runDrain(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long the hand-over may take")
 	asJSON := fs.Bool("json", false, "print JSON")
 	self := fs.Bool("self", false, "drain the node at --addr itself, whatever its name (for a preStop hook)")
+	conn := addConnFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fcapctl drain [flags] NODE")
 		fmt.Fprintln(stderr, "       fcapctl drain --self [--addr ADDR]")
@@ -106,12 +112,18 @@ func runDrain(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	admin, err := conn.admin()
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl drain: %v\n", err)
+		return 2
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout+10*time.Second)
 	defer cancel()
 	var target *proto.Member
 	name := fs.Arg(0)
 	if *self {
-		st, err := client.NodeStatus(ctx, *addr)
+		var st proto.Status
+		err := admin.Call(ctx, *addr, &proto.StatusRequest{}, &st)
 		if err != nil {
 			fmt.Fprintf(stderr, "fcapctl drain: %v\n", err)
 			return 1
@@ -119,7 +131,7 @@ func runDrain(args []string, stdout, stderr io.Writer) int {
 		name = st.Name
 		target = &proto.Member{Name: st.Name, Addr: *addr}
 	} else {
-		topo, err := topology(ctx, strings.Split(*addr, ","))
+		topo, err := topology(ctx, admin, strings.Split(*addr, ","))
 		if err != nil {
 			fmt.Fprintf(stderr, "fcapctl drain: %v\n", err)
 			return 1
@@ -136,7 +148,7 @@ func runDrain(args []string, stdout, stderr io.Writer) int {
 	}
 	start := time.Now()
 	var res proto.DrainResult
-	if err := call(ctx, target.Addr, &proto.Drain{TimeoutMillis: timeout.Milliseconds()}, &res); err != nil {
+	if err := admin.Call(ctx, target.Addr, &proto.Drain{TimeoutMillis: timeout.Milliseconds()}, &res); err != nil {
 		fmt.Fprintf(stderr, "fcapctl drain %s: %v\n", name, err)
 		return 1
 	}

@@ -21,6 +21,7 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "", "run against the cluster of this data-plane address (host:port) instead of an in-process engine")
 	timeout := fs.Duration("timeout", 100*time.Millisecond, "with --addr: deadline of each call")
 	asJSON := fs.Bool("json", false, `print {"passed","failed","failures":[{"file","case","op","detail"}]}`)
+	conn := addConnFlags(fs)
 	offset := fs.String("offset", "now", `with --addr: added to every tick; "now" (the current Unix millisecond) keeps the cases' times near a live cluster's clock`)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fcapctl conformance [flags] FILE.json...")
@@ -46,6 +47,16 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		cfg := client.DefaultConfig(strings.Split(*addr, ",")...)
+		t, err := conn.tls()
+		if err != nil {
+			fmt.Fprintf(stderr, "fcapctl conformance: %v\n", err)
+			return 2
+		}
+		cfg.TLS = t
+		if cfg.Token, err = conn.token(); err != nil {
+			fmt.Fprintf(stderr, "fcapctl conformance: %v\n", err)
+			return 2
+		}
 		cfg.Timeout = *timeout
 		c, err := client.New(cfg)
 		if err != nil {

@@ -74,6 +74,7 @@ type dataFlags struct {
 	timeout time.Duration
 	now     int64
 	asJSON  bool
+	conn    *connFlags
 }
 
 func (d *dataFlags) register(fs *flag.FlagSet) {
@@ -81,6 +82,7 @@ func (d *dataFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&d.timeout, "timeout", 2*time.Second, "deadline of each call")
 	fs.Int64Var(&d.now, "now", 0, "judge at this time, Unix ms (default: the owner's clock)")
 	fs.BoolVar(&d.asJSON, "json", false, "print JSON")
+	d.conn = addConnFlags(fs)
 }
 
 func (d *dataFlags) opts() []client.CallOption {
@@ -94,6 +96,13 @@ func (d *dataFlags) opts() []client.CallOption {
 func (d *dataFlags) connect() (*client.Client, error) {
 	cfg := client.DefaultConfig(strings.Split(d.addr, ",")...)
 	cfg.Timeout = d.timeout
+	var err error
+	if cfg.TLS, err = d.conn.tls(); err != nil {
+		return nil, err
+	}
+	if cfg.Token, err = d.conn.token(); err != nil {
+		return nil, err
+	}
 	c, err := client.New(cfg)
 	if err != nil {
 		return nil, err
@@ -327,12 +336,18 @@ func runRing(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 5*time.Second, "deadline of the whole command")
 	all := fs.Bool("partitions", false, "also list every partition's owners")
 	asJSON := fs.Bool("json", false, "print JSON")
+	conn := addConnFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	admin, err := conn.admin()
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl ring: %v\n", err)
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	topo, err := topology(ctx, strings.Split(*addr, ","))
+	topo, err := topology(ctx, admin, strings.Split(*addr, ","))
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl ring: %v\n", err)
 		return 1

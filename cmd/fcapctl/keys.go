@@ -24,6 +24,7 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
 	timeout := fs.Duration("timeout", 5*time.Second, "deadline of the whole command")
 	asJSON := fs.Bool("json", false, "print JSON")
+	conn := addConnFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fcapctl keys [flags] VIEWER [CAP...]")
 		fmt.Fprintln(stderr, "\nEvery counter VIEWER has, with its timestamps or counts, as each of its")
@@ -50,7 +51,13 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	admin, err := conn.admin()
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl keys: %v\n", err)
+		return 2
+	}
 	cfg := client.DefaultConfig(strings.Split(*addr, ",")...)
+	cfg.TLS, cfg.Token = admin.TLS, admin.Token
 	c, err := client.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl keys: %v\n", err)
@@ -74,7 +81,7 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		m := r.Member(o)
 		var st proto.ViewerState
 		out := ownerOut{Node: m.Name, Rank: rank}
-		if err := client.Call(ctx, m.Addr, &proto.Inspect{Viewer: viewer}, &st); err != nil {
+		if err := admin.Call(ctx, m.Addr, &proto.Inspect{Viewer: viewer}, &st); err != nil {
 			out.Error = err.Error()
 		} else {
 			out.State = &st

@@ -28,6 +28,7 @@ var commands = map[string]command{
 	"allow":       {"check and record one impression atomically", runAllow},
 	"record":      {"record a played impression and wait for its acknowledgement", runRecord},
 	"reserve":     {"hold one impression's worth of a candidate's caps", runReserve},
+	"gossip-key":  {"install, use, remove or list gossip encryption keys on every member", runGossipKey},
 }
 
 func main() {

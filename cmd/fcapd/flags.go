@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -33,8 +35,11 @@ type options struct {
 	apiTimeout                                               time.Duration
 
 	// Limits on what one client connection may hold (see node.Config).
-	maxConns, maxFrame        int
-	idleTimeout, writeTimeout time.Duration
+	maxConns, maxFrame                  int
+	idleTimeout, writeTimeout           time.Duration
+	gossipKey, gossipKeyFile            string
+	tlsCert, tlsKey, tlsClientCA, tlsCA string
+	tokensFile                          string
 }
 
 // parseFlags reads flags, each defaulting to its FCAP_* environment
@@ -84,6 +89,13 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&transferRate, "transfer-rate", "FCAP_TRANSFER_RATE", "64MiB", "bytes per second a node sends when it moves whole partitions (joins, re-replication); 0 for no limit")
 	str(&o.gossipProfile, "gossip-profile", "FCAP_GOSSIP_PROFILE", "lan", "gossip timings: lan, wan or local (loopback tests)")
 	str(&o.scopes, "scopes", "FCAP_SCOPES", strings.Join(def.Engine.Scopes, ","), `comma-separated cap scopes accepted, or "*" for any`)
+	str(&o.gossipKey, "gossip-key", "FCAP_GOSSIP_KEY", "", "base64 16, 24 or 32-byte AES key that encrypts and authenticates gossip; every node needs it (prefer --gossip-key-file: flags show in ps)")
+	str(&o.gossipKeyFile, "gossip-key-file", "FCAP_GOSSIP_KEY_FILE", "", "file holding the base64 gossip key (see --gossip-key)")
+	str(&o.tlsCert, "tls-cert", "FCAP_TLS_CERT", "", "PEM certificate (chain) of the data plane: with --tls-key, serve it over TLS only, and present it to peers as client certificate")
+	str(&o.tlsKey, "tls-key", "FCAP_TLS_KEY", "", "PEM private key of --tls-cert")
+	str(&o.tlsClientCA, "tls-client-ca", "FCAP_TLS_CLIENT_CA", "", "PEM CA certificates: when set, every data-plane client (ad servers, fcapctl, peers) must present a certificate they signed")
+	str(&o.tlsCA, "tls-ca", "FCAP_TLS_CA", "", "PEM CA certificates that verify peers' data-plane certificates (default: the system's roots)")
+	str(&o.tokensFile, "tokens-file", "FCAP_TOKENS_FILE", "", `file of "role token" lines (roles adserver, operator, peer): every data-plane connection must then present a token; the last peer token is the one this node presents to the others`)
 	str(&o.logLevel, "log-level", "FCAP_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "FCAP_LOG_FORMAT", "text", "text or json")
 	fs.BoolVar(&o.pprof, "pprof", getenv("FCAP_PPROF") == "true", "serve Go profiles under /debug/pprof/ on the HTTP address (env FCAP_PPROF=true)")
@@ -199,6 +211,27 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 			return cfg, fmt.Errorf("--advertise-gossip: %w", err)
 		}
 	}
+	if key, err := o.readGossipKey(); err != nil {
+		return cfg, err
+	} else if key != nil {
+		if err := ring.EncryptGossip(ml, key); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.TLS, cfg.PeerTLS, err = o.loadTLS(); err != nil {
+		return cfg, err
+	}
+	if o.tokensFile != "" {
+		f, err := os.Open(o.tokensFile)
+		if err != nil {
+			return cfg, fmt.Errorf("--tokens-file: %w", err)
+		}
+		cfg.Tokens, cfg.PeerToken, err = node.ParseTokens(f)
+		f.Close()
+		if err != nil {
+			return cfg, fmt.Errorf("--tokens-file %s: %w", o.tokensFile, err)
+		}
+	}
 	cfg.Membership.Seeds = o.join
 	cfg.Membership.Ring.Replicas = o.replicas
 	cfg.Membership.Ring.Partitions = o.partitions
@@ -206,6 +239,61 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 		return cfg, err
 	}
 	return cfg, cfg.Validate()
+}
+
+// readGossipKey returns the key of --gossip-key or --gossip-key-file,
+// nil when neither is set.
+func (o *options) readGossipKey() ([]byte, error) {
+	text := o.gossipKey
+	switch {
+	case o.gossipKey != "" && o.gossipKeyFile != "":
+		return nil, errors.New("--gossip-key and --gossip-key-file are exclusive")
+	case o.gossipKeyFile != "":
+		b, err := os.ReadFile(o.gossipKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--gossip-key-file: %w", err)
+		}
+		text = string(b)
+	case text == "":
+		return nil, nil
+	}
+	key, err := ring.ParseGossipKey(text)
+	if err != nil {
+		return nil, fmt.Errorf("--gossip-key: %w", err)
+	}
+	return key, nil
+}
+
+// loadTLS builds the data plane's server config and the config that
+// dials peers from the --tls-* flags; both nil when no flag is set.
+func (o *options) loadTLS() (server, peer *tls.Config, err error) {
+	if o.tlsCert == "" && o.tlsKey == "" {
+		if o.tlsClientCA != "" || o.tlsCA != "" {
+			return nil, nil, errors.New("--tls-client-ca and --tls-ca need --tls-cert and --tls-key")
+		}
+		return nil, nil, nil
+	}
+	if o.tlsCert == "" || o.tlsKey == "" {
+		return nil, nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	server = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if o.tlsClientCA != "" {
+		if server.ClientCAs, err = client.LoadCertPool(o.tlsClientCA); err != nil {
+			return nil, nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		server.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	peer = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if o.tlsCA != "" {
+		if peer.RootCAs, err = client.LoadCertPool(o.tlsCA); err != nil {
+			return nil, nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+	}
+	return server, peer, nil
 }
 
 func splitHostPort(addr string) (string, int, error) {

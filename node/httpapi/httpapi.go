@@ -19,12 +19,14 @@ package httpapi
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fcap-io/fcap/client"
@@ -43,6 +45,10 @@ type Options struct {
 	// not ask for less with the X-Fcap-Timeout-Ms header. Default: the
 	// client's own Timeout.
 	Timeout time.Duration
+	// Tokens, when not nil, are the bearer tokens accepted
+	// ("Authorization: Bearer TOKEN"); a request without one of them is
+	// refused with 401 and changes nothing. nil: no authentication.
+	Tokens map[string]bool
 }
 
 // API is the HTTP handler.
@@ -67,7 +73,32 @@ func New(c *client.Client, opts Options) *API {
 }
 
 // ServeHTTP implements http.Handler.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Tokens != nil && !a.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="fcap"`)
+		reply(w, http.StatusUnauthorized, errorBody{"unauthenticated: send Authorization: Bearer TOKEN with an adserver or operator token"})
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// authorized compares the bearer token with every accepted one in
+// constant time, so timing says nothing about how close a guess was.
+func (a *API) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return false
+	}
+	got := []byte(h[len(prefix):])
+	ok := false
+	for tok := range a.opts.Tokens {
+		if subtle.ConstantTimeCompare(got, []byte(tok)) == 1 {
+			ok = true
+		}
+	}
+	return ok
+}
 
 // Cap is a cap as JSON.
 type Cap struct {

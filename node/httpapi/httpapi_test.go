@@ -287,3 +287,63 @@ func TestOpenAPIListsEveryRoute(t *testing.T) {
 		}
 	}
 }
+
+// TestTokens: with tokens configured, the JSON API wants an ad server's
+// or operator's bearer token, refuses anything else with 401 and changes
+// nothing, and its own client authenticates to the data plane.
+func TestTokens(t *testing.T) {
+	const ad, peer = "adserver-token-0123456789", "peer-token-0123456789"
+	cfg := node.DefaultLocalConfig("api-tokens")
+	cfg.Logger = quiet
+	cfg.APITimeout = 2 * time.Second
+	cfg.Tokens = map[string]node.Role{ad: node.RoleAdServer, peer: node.RolePeer}
+	cfg.PeerToken = peer
+	nd, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		nd.Shutdown(ctx)
+	})
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	body := `{"viewer":"v-tok","caps":[{"scope":"campaign","id":"t","limit":5,"window":3600000}]}`
+	send := func(auth string) (int, httpapi.Verdict) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+nd.HTTPAddr()+"/v1/allow", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v httpapi.Verdict
+		json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v
+	}
+	for _, auth := range []string{"", "Bearer wrong-token-0123456789", "Bearer " + peer, "Basic " + ad} {
+		if st, _ := send(auth); st != http.StatusUnauthorized {
+			t.Errorf("Authorization %q: status %d, want 401", auth, st)
+		}
+	}
+	if keys := nd.Engine().Stats().Keys; keys != 0 {
+		t.Fatalf("refused requests created %d counters", keys)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, v := send("Bearer " + ad)
+		if st == http.StatusOK && v.Allowed && !v.FailOpen {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with the ad server's token: status %d %+v, want an answer from the node", st, v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if keys := nd.Engine().Stats().Keys; keys != 1 {
+		t.Errorf("after one allowed call the node holds %d counters, want 1", keys)
+	}
+}

@@ -165,6 +165,11 @@ type Options struct {
 	Seeds    []string // gossip addresses to join
 	Replicas int      // 0: fcapd's default
 	Args     []string // more fcapd flags
+
+	// GossipKey is a base64 gossip key, written to a file of the test's
+	// temporary folder and given with --gossip-key-file. Empty: plain
+	// gossip.
+	GossipKey string
 }
 
 // Start starts one fcapd and waits until it is listening.
@@ -197,6 +202,13 @@ func newNode(t testing.TB, name, gossip string, o Options) *Node {
 	}
 	if o.Replicas > 0 {
 		n.args = append(n.args, "--replicas", fmt.Sprint(o.Replicas))
+	}
+	if o.GossipKey != "" {
+		file := filepath.Join(t.TempDir(), "gossip.key")
+		if err := os.WriteFile(file, []byte(o.GossipKey+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		n.args = append(n.args, "--gossip-key-file", file)
 	}
 	n.args = append(n.args, o.Args...)
 	t.Cleanup(n.Kill)

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
+)
+
+var gossipKeyOps = map[string]proto.GossipKeyOp{
+	"list":    proto.GossipKeyList,
+	"install": proto.GossipKeyInstall,
+	"use":     proto.GossipKeyUse,
+	"remove":  proto.GossipKeyRemove,
+}
+
+// runGossipKey changes or lists the gossip keyring of every member.
+// memberlist has no cluster-wide key manager, so the request goes to
+// each member's data plane and each applies it to its own keyring.
+func runGossipKey(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("gossip-key", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
+	keyFile := fs.String("key-file", "", "file holding the base64 key (instead of the KEY argument, which shows in ps)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	timeout := fs.Duration("timeout", 10*time.Second, "deadline of the whole command")
+	conn := addConnFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fcapctl gossip-key [flags] install|use|remove KEY")
+		fmt.Fprintln(stderr, "       fcapctl gossip-key [flags] list")
+		fmt.Fprintln(stderr, "\nChanges the gossip keyring of every member of the cluster. To rotate:")
+		fmt.Fprintln(stderr, "install NEW, use NEW, remove OLD, each once every member succeeded.")
+		fmt.Fprintln(stderr, "Nothing is persisted: restart a node with the key in use (--gossip-key-file).")
+		fmt.Fprintln(stderr, "Keys are shown by fingerprint (first 8 bytes of their SHA-256).")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(reorder(args)); err != nil {
+		return 2
+	}
+	if fs.NArg() < 1 {
+		fs.Usage()
+		return 2
+	}
+	op, ok := gossipKeyOps[fs.Arg(0)]
+	if !ok {
+		fmt.Fprintf(stderr, "fcapctl gossip-key: unknown operation %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	req := &proto.GossipKey{Op: op}
+	if op != proto.GossipKeyList {
+		switch {
+		case fs.NArg() == 2 && *keyFile == "":
+			req.Key = fs.Arg(1)
+		case fs.NArg() == 1 && *keyFile != "":
+			b, err := os.ReadFile(*keyFile)
+			if err != nil {
+				fmt.Fprintf(stderr, "fcapctl gossip-key: %v\n", err)
+				return 1
+			}
+			req.Key = strings.TrimSpace(string(b))
+		default:
+			fs.Usage()
+			return 2
+		}
+		key, err := ring.ParseGossipKey(req.Key)
+		if err != nil {
+			fmt.Fprintf(stderr, "fcapctl gossip-key: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "key %s\n", ring.KeyFingerprint(key))
+	} else if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	admin, err := conn.admin()
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl gossip-key: %v\n", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	topo, err := topology(ctx, admin, strings.Split(*addr, ","))
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl gossip-key: %v\n", err)
+		return 1
+	}
+	type row struct {
+		Node    string   `json:"node"`
+		Primary string   `json:"primary,omitempty"`
+		Keys    []string `json:"keys,omitempty"`
+		Error   string   `json:"error,omitempty"`
+	}
+	rows := make([]row, len(topo.Members))
+	failed := 0
+	for i, m := range topo.Members {
+		rows[i].Node = m.Name
+		var res proto.GossipKeyResult
+		if err := admin.Call(ctx, m.Addr, req, &res); err != nil {
+			rows[i].Error = err.Error()
+			failed++
+			continue
+		}
+		rows[i].Primary = strings.Clone(res.Primary)
+		for _, k := range res.Keys {
+			rows[i].Keys = append(rows[i].Keys, strings.Clone(k))
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Node < rows[j].Node })
+	if *asJSON {
+		b, _ := json.MarshalIndent(rows, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		for _, r := range rows {
+			if r.Error != "" {
+				fmt.Fprintf(stdout, "%s\tFAILED: %s\n", r.Node, r.Error)
+				continue
+			}
+			fmt.Fprintf(stdout, "%s\tprimary %s\tkeys %s\n", r.Node, r.Primary, strings.Join(r.Keys, ","))
+		}
+	}
+	if failed > 0 {
+		fmt.Fprintf(stderr, "fcapctl gossip-key %s: failed on %d of %d members; fix them and run it again (it is idempotent)\n", fs.Arg(0), failed, len(rows))
+		return 1
+	}
+	return 0
+}
+
+// reorder moves flags in front of the positional arguments, so that
+// "gossip-key install KEY --addr X" parses like "gossip-key --addr X
+// install KEY".
+func reorder(args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			pos = append(pos, args[i+1:]...)
+			i = len(args)
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			flags = append(flags, a)
+			if !strings.Contains(a, "=") && strings.TrimLeft(a, "-") != "json" && i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		default:
+			pos = append(pos, a)
+		}
+	}
+	return append(flags, pos...)
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestReorderPutsFlagsFirst(t *testing.T) {
+	for _, c := range []struct{ in, want []string }{
+		{[]string{"install", "KEY", "--addr", "a:1"}, []string{"--addr", "a:1", "install", "KEY"}},
+		{[]string{"list", "--json", "--addr=a:1"}, []string{"--json", "--addr=a:1", "list"}},
+		{[]string{"--addr", "a:1", "use", "KEY", "-json"}, []string{"--addr", "a:1", "-json", "use", "KEY"}},
+		{[]string{"remove", "--", "KEY"}, []string{"remove", "KEY"}},
+	} {
+		if got := reorder(c.in); !slices.Equal(got, c.want) {
+			t.Errorf("reorder(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestGossipKeyBadUsage(t *testing.T) {
+	for name, c := range map[string]struct {
+		args []string
+		code int
+		says string
+	}{
+		"no operation":      {[]string{"gossip-key"}, 2, "usage"},
+		"unknown operation": {[]string{"gossip-key", "rotate", "x"}, 2, "unknown operation"},
+		"no key":            {[]string{"gossip-key", "install"}, 2, "usage"},
+		"list with a key":   {[]string{"gossip-key", "list", "x"}, 2, "usage"},
+		"not base64":        {[]string{"gossip-key", "use", "%%%"}, 1, "base64"},
+		"short key":         {[]string{"gossip-key", "use", base64.StdEncoding.EncodeToString([]byte("short"))}, 1, "16, 24 or 32"},
+	} {
+		code, _, errOut := runCLI(c.args...)
+		if code != c.code || !strings.Contains(errOut, c.says) {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d saying %q", name, code, errOut, c.code, c.says)
+		}
+	}
+}
+
+// TestGossipKeyNeverPrintsTheKey: fcapctl names a key by its fingerprint,
+// also when the cluster cannot be reached.
+func TestGossipKeyNeverPrintsTheKey(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{42}, 32))
+	file := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(file, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"gossip-key", "install", key, "--addr", addr, "--timeout", "2s"},
+		{"gossip-key", "install", "--key-file", file, "--addr", addr, "--timeout", "2s"},
+	} {
+		code, out, errOut := runCLI(args...)
+		if code != 1 || strings.Contains(out+errOut, key) || !strings.Contains(errOut, "key ") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q: want a failure naming the key's fingerprint only", args, code, out, errOut)
+		}
+	}
+}

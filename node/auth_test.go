@@ -1,0 +1,75 @@
+package node
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fcap-io/fcap/proto"
+)
+
+func TestParseTokens(t *testing.T) {
+	tokens, peer, err := ParseTokens(strings.NewReader("# comment\n\nadserver aaaaaaaaaaaaaaaa\noperator oooooooooooooooo\npeer pppppppppppppppp\npeer qqqqqqqqqqqqqqqq\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tokens["aaaaaaaaaaaaaaaa"] != RoleAdServer || tokens["oooooooooooooooo"] != RoleOperator || tokens["pppppppppppppppp"] != RolePeer || len(tokens) != 4 {
+		t.Errorf("tokens %v", tokens)
+	}
+	if peer != "qqqqqqqqqqqqqqqq" {
+		t.Errorf("peer token %q, want the last one", peer)
+	}
+	for name, text := range map[string]string{
+		"empty":        "# nothing\n",
+		"no peer":      "adserver aaaaaaaaaaaaaaaa\n",
+		"short":        "peer short\n",
+		"unknown role": "root rrrrrrrrrrrrrrrr\npeer pppppppppppppppp\n",
+		"three fields": "peer pppppppppppppppp extra\n",
+		"two roles":    "peer pppppppppppppppp\nadserver pppppppppppppppp\n",
+	} {
+		if _, _, err := ParseTokens(strings.NewReader(text)); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if strings.Contains(err.Error(), "pppppppppppppppp") || strings.Contains(err.Error(), "rrrrrrrrrrrrrrrr") {
+			t.Errorf("%s: the error quotes a token: %v", name, err)
+		}
+	}
+}
+
+func TestRolePermissions(t *testing.T) {
+	for _, c := range []struct {
+		role Role
+		may  []proto.Type
+		not  []proto.Type
+	}{
+		{RoleAdServer,
+			[]proto.Type{proto.TypePing, proto.TypeTopologyRequest, proto.TypeCheck, proto.TypeAllow, proto.TypeRecord, proto.TypeReserve, proto.TypeRelease},
+			[]proto.Type{proto.TypeStatusRequest, proto.TypeDrain, proto.TypeGossipKey, proto.TypeReplicate, proto.TypeSyncRequest}},
+		{RolePeer,
+			[]proto.Type{proto.TypePing, proto.TypeTopologyRequest, proto.TypeReplicate, proto.TypeSyncRequest},
+			[]proto.Type{proto.TypeCheck, proto.TypeAllow, proto.TypeRecord, proto.TypeStatusRequest, proto.TypeDrain, proto.TypeGossipKey}},
+		{RoleOperator,
+			[]proto.Type{proto.TypeCheck, proto.TypeAllow, proto.TypeStatusRequest, proto.TypeDrain, proto.TypeGossipKey, proto.TypeReplicate},
+			nil},
+	} {
+		p := rolePerms[c.role]
+		for _, ty := range c.may {
+			if !p.may(ty) {
+				t.Errorf("%s may not send %s", c.role, ty)
+			}
+		}
+		for _, ty := range c.not {
+			if p.may(ty) {
+				t.Errorf("%s may send %s", c.role, ty)
+			}
+		}
+	}
+	if (perms(0)).may(200) || rolePerms[RoleAdServer].may(200) {
+		t.Error("a type past 63 is allowed")
+	}
+}
+
+func TestTokenTable(t *testing.T) {
+	tt := newTokenTable(map[string]Role{"aaaaaaaaaaaaaaaa": RoleAdServer, "pppppppppppppppp": RolePeer})
+	if tt.role("aaaaaaaaaaaaaaaa") != RoleAdServer || tt.role("pppppppppppppppp") != RolePeer || tt.role("aaaaaaaaaaaaaaa") != 0 || tt.role("") != 0 {
+		t.Error("token lookup")
+	}
+}

@@ -1,0 +1,51 @@
+package ring
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// ParseGossipKey decodes a gossip key written in standard base64 (as
+// "openssl rand -base64 32" prints it; surrounding white space is
+// ignored) and checks that it is an AES-128, 192 or 256 key: 16, 24 or
+// 32 bytes. The error never quotes the key.
+func ParseGossipKey(s string) ([]byte, error) {
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil {
+		return nil, fmt.Errorf("%w: gossip key is not standard base64", ErrConfig)
+	}
+	if err := memberlist.ValidateKey(b); err != nil {
+		return nil, fmt.Errorf("%w: gossip key of %d bytes: it must be 16, 24 or 32 bytes (AES-128, 192 or 256)", ErrConfig, len(b))
+	}
+	return b, nil
+}
+
+// KeyFingerprint names a gossip key without revealing it: the first 8
+// bytes of its SHA-256, in hex. Logs, fcapctl and GossipKeyResult show
+// keys by their fingerprints.
+func KeyFingerprint(key []byte) string {
+	sum := sha256.Sum256(key)
+	return hex.EncodeToString(sum[:8])
+}
+
+// EncryptGossip makes ml encrypt and authenticate every gossip message
+// with key (AES-GCM): ml gets a keyring holding just key, and verifies
+// both incoming and outgoing traffic, so a node without the key can
+// neither join nor be understood. The keyring may change at run time
+// (Keyring.AddKey, UseKey, RemoveKey); nothing of it is persisted.
+func EncryptGossip(ml *memberlist.Config, key []byte) error {
+	kr, err := memberlist.NewKeyring(nil, key)
+	if err != nil {
+		return fmt.Errorf("%w: gossip key: %w", ErrConfig, err)
+	}
+	ml.Keyring = kr
+	ml.SecretKey = nil
+	ml.GossipVerifyIncoming = true
+	ml.GossipVerifyOutgoing = true
+	return nil
+}

@@ -1,0 +1,100 @@
+package security
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// pki is a throwaway certificate authority whose files live in the
+// test's temporary folder.
+type pki struct {
+	dir  string
+	name string
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	CA   string // the CA certificate's PEM file
+}
+
+var serial = big.NewInt(1)
+
+func nextSerial() *big.Int {
+	serial = new(big.Int).Add(serial, big.NewInt(1))
+	return serial
+}
+
+func newPKI(t *testing.T, name string) *pki {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          nextSerial(),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pki{dir: t.TempDir(), name: name, cert: cert, key: key}
+	p.CA = filepath.Join(p.dir, name+"-ca.pem")
+	writePEM(t, p.CA, "CERTIFICATE", der)
+	return p
+}
+
+// issue signs a certificate for name, valid for 127.0.0.1 and localhost,
+// usable as server and client certificate (a node is both), and returns
+// its certificate and key files.
+func (p *pki) issue(t *testing.T, name string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: nextSerial(),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:     []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile = filepath.Join(p.dir, name+".pem")
+	keyFile = filepath.Join(p.dir, name+"-key.pem")
+	writePEM(t, certFile, "CERTIFICATE", der)
+	writePEM(t, keyFile, "PRIVATE KEY", kb)
+	return certFile, keyFile
+}
+
+func writePEM(t *testing.T, path, kind string, der []byte) {
+	t.Helper()
+	writeFile(t, path, string(pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der})))
+}

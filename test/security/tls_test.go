@@ -1,0 +1,118 @@
+package security
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/test/cluster"
+)
+
+// tlsArgs are fcapd's flags for a data plane over TLS that requires
+// client certificates of ca.
+func tlsArgs(t *testing.T, ca *pki) []string {
+	cert, key := ca.issue(t, "node")
+	return []string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", ca.CA, "--tls-ca", ca.CA}
+}
+
+func tlsClientConfig(t *testing.T, ca *pki, clientOf *pki) *tls.Config {
+	t.Helper()
+	var cert, key string
+	if clientOf != nil {
+		cert, key = clientOf.issue(t, "adserver")
+	}
+	cfg, err := client.LoadTLS(ca.CA, cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func newTLSClient(t *testing.T, nodes []*cluster.Node, cfg *tls.Config) *client.Client {
+	t.Helper()
+	c := client.DefaultConfig(nodes[0].Data, nodes[1].Data)
+	c.Timeout = 2 * time.Second // race-built processes on 2 shared cores
+	c.TLS = cfg
+	cl, err := client.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// TestTLSDataPlane runs two nodes whose data plane is TLS only and
+// requires client certificates, replicating to each other over it. A
+// client with a certificate of the cluster's CA is served, strict caps
+// included (they wait for the backup, so node-to-node TLS works). A
+// plaintext client, a client without a certificate and one whose
+// certificate another CA signed are refused, and their requests count
+// nothing.
+func TestTLSDataPlane(t *testing.T) {
+	ca := newPKI(t, "cluster")
+	nodes := cluster.StartCluster(t, 2, cluster.Options{Replicas: 2, Args: tlsArgs(t, ca)})
+
+	strictCap := engine.Cap{Scope: "campaign", ID: "tls", Limit: 1, Window: 1 << 40, Mode: engine.Strict}
+	refused := "viewer-refused"
+	try := func(a *client.Admin) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var errs []error
+		for _, n := range nodes {
+			var res proto.AllowResult
+			err := a.Call(ctx, n.Data, &proto.Allow{Viewer: refused, Caps: []engine.Cap{strictCap}}, &res)
+			if err == nil {
+				return nil
+			}
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
+
+	err := try(&client.Admin{})
+	if !errors.Is(err, proto.ErrUnsupported) || !strings.Contains(err.Error(), "TLS only") {
+		t.Errorf("plaintext client: %v, want ErrUnsupported saying TLS only", err)
+	}
+	if err := try(&client.Admin{TLS: tlsClientConfig(t, ca, nil)}); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("client without a certificate: %v, want a certificate error", err)
+	}
+	if err := try(&client.Admin{TLS: tlsClientConfig(t, ca, newPKI(t, "stranger"))}); err == nil {
+		t.Error("client with another CA's certificate was served")
+	}
+	if nodes[0].Metric("fcap_node_tls_handshake_failures_total")+nodes[1].Metric("fcap_node_tls_handshake_failures_total") < 6 {
+		t.Error("refused handshakes not counted")
+	}
+
+	c := newTLSClient(t, nodes, tlsClientConfig(t, ca, ca))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, want := range []bool{true, false} {
+		v, err := c.Allow(ctx, refused, []engine.Cap{strictCap})
+		if err != nil || v.Allowed != want || v.FailClosed || v.FailOpen {
+			t.Fatalf("strict allow %d over TLS: %+v, %v; want allowed %v, answered", i, v, err, want)
+		}
+	}
+
+	// fcapctl needs the CA and a certificate too.
+	ctl := cluster.Tool(t, "fcapctl")
+	if out, err := exec.Command(ctl, "status", "--addr", nodes[0].Data).CombinedOutput(); err == nil {
+		t.Errorf("fcapctl status without TLS succeeded:\n%s", out)
+	}
+	cert, key := ca.issue(t, "operator")
+	out, err := exec.Command(ctl, "status", "--addr", nodes[0].Data, "--tls-ca", ca.CA, "--tls-cert", cert, "--tls-key", key).CombinedOutput()
+	if err != nil || strings.Contains(string(out), "unreachable") || !strings.Contains(string(out), "n2") {
+		t.Errorf("fcapctl status over TLS: %v\n%s", err, out)
+	}
+}
