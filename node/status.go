@@ -22,13 +22,18 @@ func (n *Node) applyReplicate(v *view, m *proto.Replicate) (proto.ReplicateResul
 	}
 	n.engine.Observe(m.HighWater)
 	states := m.States
+	var logged uint64
+	defer func() { n.waitLogged(logged) }() // the sender learns it applied once it is durable here
 	for len(states) > 0 {
-		_, used, applied, err := n.engine.ImportIf(states, accept)
+		key, used, applied, err := n.engine.ImportIf(states, accept)
 		if err != nil {
 			return res, fmt.Errorf("%w: from %s: %v", proto.ErrBadRequest, m.From, err)
 		}
 		if applied {
 			res.Applied++
+			if seq := n.logChange(key); seq != 0 {
+				logged = seq
+			}
 		} else {
 			res.Refused++
 			n.log.Debug("partition: refused a stale state", "from", m.From)

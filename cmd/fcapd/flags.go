@@ -29,6 +29,7 @@ type options struct {
 	logLevel, logFormat                                      string
 	shutdownTimeout                                          time.Duration
 	pprof                                                    bool
+	durable                                                  durableOptions
 }
 
 // parseFlags reads flags, each defaulting to its FCAP_* environment
@@ -81,6 +82,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&o.logLevel, "log-level", "FCAP_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "FCAP_LOG_FORMAT", "text", "text or json")
 	fs.BoolVar(&o.pprof, "pprof", getenv("FCAP_PPROF") == "true", "serve Go profiles under /debug/pprof/ on the HTTP address (env FCAP_PPROF=true)")
+	if err := o.durable.define(fs, getenv, def); err != nil {
+		return nil, err
+	}
 	shutdown := env("FCAP_SHUTDOWN_TIMEOUT", "30s")
 	sd, err := time.ParseDuration(shutdown)
 	if err != nil {
@@ -125,6 +129,9 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.Pprof = o.pprof
 	cfg.Engine.MemoryLimit = o.memoryLimit
 	cfg.TransferRate = o.transferRate
+	if err := o.durable.apply(&cfg); err != nil {
+		return cfg, err
+	}
 	if o.scopes == "*" {
 		cfg.Engine.AnyScope = true
 	} else {

@@ -230,14 +230,13 @@ func (l *Log) Start() error {
 func (l *Log) Append(fill func(dst []byte) ([]byte, int64)) uint64 {
 	l.mu.Lock()
 	if l.closed || len(l.buf) >= l.cfg.MaxBuffer {
-		closed := l.closed
-		l.seq++
-		seq := l.seq
-		l.mu.Unlock()
-		if !closed {
+		// Not logged: the write is served from RAM all the same, and
+		// there is nothing to wait for (0 never waits).
+		if !l.closed {
 			l.droppedRecs.Add(1)
 		}
-		return seq
+		l.mu.Unlock()
+		return 0
 	}
 	b, start := beginRecord(l.buf)
 	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0)
@@ -371,25 +370,43 @@ func (l *Log) flush(final bool) {
 	l.syncCond.Broadcast()
 }
 
-// write appends whole records to the current segment, starting a new
-// one first when it is full.
+// write appends whole records to segments, starting a new one whenever
+// the next record would take the current one past SegmentSize (a
+// segment holds at least one record, however large).
 func (l *Log) write(b []byte, until int64) error {
-	if len(b) == 0 {
-		return nil
-	}
-	if l.f == nil {
-		if err := l.rotate(0); err != nil {
+	for len(b) > 0 {
+		if l.f == nil {
+			if err := l.rotate(0); err != nil {
+				return err
+			}
+		}
+		l.segMu.Lock()
+		size := l.segs[len(l.segs)-1].size
+		l.segMu.Unlock()
+		n := 0 // bytes of whole records that fit
+		for n < len(b) {
+			rec := headerSize + int(binary.LittleEndian.Uint32(b[n:]))
+			if size+int64(n+rec) > l.cfg.SegmentSize && (n > 0 || size > 0) {
+				break
+			}
+			n += rec
+		}
+		if n == 0 {
+			if err := l.rotate(0); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := l.writeSegment(b[:n], until); err != nil {
 			return err
 		}
+		b = b[n:]
 	}
-	l.segMu.Lock()
-	full := l.segs[len(l.segs)-1].size >= l.cfg.SegmentSize
-	l.segMu.Unlock()
-	if full {
-		if err := l.rotate(0); err != nil {
-			return err
-		}
-	}
+	return nil
+}
+
+// writeSegment appends whole records to the current segment.
+func (l *Log) writeSegment(b []byte, until int64) error {
 	var n int
 	var err error
 	if l.failWrites.Load() {
