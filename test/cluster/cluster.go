@@ -165,6 +165,9 @@ type Options struct {
 	Seeds    []string // gossip addresses to join
 	Replicas int      // 0: fcapd's default
 	Args     []string // more fcapd flags
+	// DataDir, when set, gives each node --data-dir DataDir/<name>: a
+	// restart finds what it wrote.
+	DataDir string
 }
 
 // Start starts one fcapd and waits until it is listening.
@@ -197,6 +200,9 @@ func newNode(t testing.TB, name, gossip string, o Options) *Node {
 	}
 	if o.Replicas > 0 {
 		n.args = append(n.args, "--replicas", fmt.Sprint(o.Replicas))
+	}
+	if o.DataDir != "" {
+		n.args = append(n.args, "--data-dir", filepath.Join(o.DataDir, name))
 	}
 	n.args = append(n.args, o.Args...)
 	t.Cleanup(n.Kill)
