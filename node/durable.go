@@ -3,9 +3,12 @@ package node
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +52,12 @@ type durable struct {
 
 	keepFrom atomic.Uint64 // log segments below this id are covered by a snapshot
 
+	snapMu sync.Mutex // one snapshot at a time
+
+	snapSeconds prometheus.Histogram
+	snapBytes   atomic.Int64 // size of the last snapshot
+	snapErrors  atomic.Int64
+
 	fsyncSeconds prometheus.Histogram
 	badRecords   atomic.Int64 // records that decoded but did not import
 }
@@ -62,6 +71,11 @@ func openDurable(cfg Config, eng *engine.Engine, logger *slog.Logger, reg promet
 		Help:    "Time each fsync of the write-ahead log took.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})
+	d.snapSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fcap_snapshot_seconds",
+		Help:    "Time each snapshot of the node's state took to write.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	})
 	wc := wal.DefaultConfig(filepath.Join(cfg.DataDir, "wal"))
 	wc.Fsync = cfg.Fsync
 	wc.FsyncInterval = cfg.FsyncInterval
@@ -74,7 +88,7 @@ func openDurable(cfg Config, eng *engine.Engine, logger *slog.Logger, reg promet
 	}
 	d.log = l
 	start := time.Now()
-	from := uint64(0)
+	from, snapshots := d.loadSnapshot()
 	st, err := l.Replay(from, d.apply)
 	if err != nil {
 		return nil, err
@@ -84,6 +98,7 @@ func openDurable(cfg Config, eng *engine.Engine, logger *slog.Logger, reg promet
 	}
 	es := eng.Stats()
 	logger.Info("storage: loaded the data dir", "dir", cfg.DataDir, "fsync", cfg.Fsync.String(),
+		"snapshot_from", from, "snapshot_records", snapshots,
 		"log_segments", st.Segments, "log_records", st.Records, "log_bytes", st.Bytes,
 		"dropped_bytes", st.DroppedBytes, "bad_records", d.badRecords.Load(),
 		"viewers", es.Viewers, "took", time.Since(start).Round(time.Millisecond))
@@ -119,18 +134,111 @@ func (d *durable) changed(key uint64) uint64 {
 	})
 }
 
-// run prunes the log until ctx is done.
+// run prunes the log and takes snapshots until ctx is done.
 func (d *durable) run(ctx context.Context) {
 	t := time.NewTicker(d.cfg.PruneInterval)
 	defer t.Stop()
+	var snap <-chan time.Time
+	if d.cfg.SnapshotInterval > 0 {
+		st := time.NewTicker(d.cfg.SnapshotInterval)
+		defer st.Stop()
+		snap = st.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			d.prune()
+		case <-snap:
+			if err := d.snapshot(); err != nil {
+				d.logger.Error("storage: snapshot failed; the log keeps everything since the last one", "err", err)
+			}
 		}
 	}
+}
+
+func (d *durable) snapDir() string { return filepath.Join(d.cfg.DataDir, "snapshots") }
+
+// loadSnapshot loads the newest snapshot that loads whole, and returns
+// the log segment to replay from (0, everything, when none does) and the
+// number of states it held.
+func (d *durable) loadSnapshot() (from, records uint64) {
+	snaps, err := wal.Snapshots(d.snapDir())
+	if err != nil {
+		d.logger.Error("storage: cannot list snapshots; replaying the whole log", "err", err)
+		return 0, 0
+	}
+	for i, s := range snaps {
+		n, err := wal.LoadSnapshot(s.Path, d.apply)
+		if err != nil {
+			d.snapErrors.Add(1)
+			d.logger.Error("storage: snapshot does not load; falling back to an older one or the whole log", "path", s.Path, "err", err)
+			continue
+		}
+		if i+1 < len(snaps) {
+			d.keepFrom.Store(snaps[i+1].From) // what its fallback needs
+		}
+		return s.From, n
+	}
+	return 0, 0
+}
+
+// snapshot writes every viewer's state to a new snapshot while writes go
+// on, then deletes what it makes useless. The log is cut first: every
+// write logged after the cut replays after the snapshot, and replaying a
+// state the snapshot already holds changes nothing.
+func (d *durable) snapshot() error {
+	d.snapMu.Lock()
+	defer d.snapMu.Unlock()
+	start := time.Now()
+	from := d.log.Rotate()
+	w, err := wal.CreateSnapshot(d.snapDir(), from)
+	if err != nil {
+		d.snapErrors.Add(1)
+		return err
+	}
+	var buf []byte
+	d.eng.Keys(func(key uint64) bool {
+		buf = append(buf[:0], logState)
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(d.eng.HighWater()))
+		buf = d.eng.Export(key, buf)
+		w.Add(buf)
+		return true
+	})
+	size, err := w.Commit()
+	if err != nil {
+		d.snapErrors.Add(1)
+		return err
+	}
+	took := time.Since(start)
+	d.snapSeconds.Observe(took.Seconds())
+	d.snapBytes.Store(size)
+	// Keep this snapshot and the one before it (the fallback should this
+	// one not load), and the log from the older one's cut on.
+	snaps, _ := wal.Snapshots(d.snapDir())
+	keep := uint64(0) // the first snapshot: its fallback is the whole log
+	for i, s := range snaps {
+		switch {
+		case i == 1:
+			keep = s.From
+		case i > 1:
+			os.Remove(s.Path)
+		}
+	}
+	d.keepFrom.Store(keep)
+	d.prune()
+	d.logger.Info("storage: snapshot written", "from_segment", from, "bytes", size, "took", took.Round(time.Millisecond))
+	return nil
+}
+
+// Snapshot writes a snapshot of the node's state now (it also happens
+// every Config.SnapshotInterval). It fails when the node has no data dir.
+func (n *Node) Snapshot() error {
+	if n.durable == nil {
+		return errors.New("snapshot: the node has no data dir")
+	}
+	return n.durable.snapshot()
 }
 
 // prune deletes log segments that a snapshot covers or whose every state
@@ -149,6 +257,11 @@ func (d *durable) register(reg prometheus.Registerer) error {
 	}
 	cs := []prometheus.Collector{
 		d.fsyncSeconds,
+		d.snapSeconds,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fcap_snapshot_bytes", Help: "Size of the last snapshot written."},
+			func() float64 { return float64(d.snapBytes.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fcap_snapshot_errors_total", Help: "Snapshots that failed to write or to load."},
+			func() float64 { return float64(d.snapErrors.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fcap_log_bytes", Help: "Bytes of write-ahead log segments on disk."},
 			stat(func(s wal.Stats) float64 { return float64(s.Bytes) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fcap_log_segments", Help: "Write-ahead log segment files."},

@@ -87,3 +87,51 @@ func TestDataDirRestoresWrites(t *testing.T) {
 		t.Fatalf("after replaying twice:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// A snapshot taken while writes go on, plus the log after it, restores
+// the same state as the whole log; a damaged newest snapshot falls back
+// to the one before it.
+func TestSnapshotPlusLogTail(t *testing.T) {
+	dir := t.TempDir()
+	n := startDurable(t, dir)
+	c := newClient(t, []*node.Node{n})
+	capA := engine.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: 1 << 40}
+	ctx := context.Background()
+	const viewers = 40
+	write := func(round int) {
+		for i := range viewers {
+			if v, err := c.Allow(ctx, fmt.Sprint("viewer-", i), []engine.Cap{capA}, client.At(int64(round))); err != nil || !v.Allowed {
+				t.Fatalf("allow: %+v %v", v, err)
+			}
+		}
+	}
+	write(1)
+	if err := n.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	write(2)
+	if err := n.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	write(3)
+	want := states(n, viewers)
+	stop(t, n)
+
+	n = startDurable(t, dir)
+	if got := states(n, viewers); got != want {
+		t.Fatalf("from the snapshot and the log:\n%s\nwant:\n%s", got, want)
+	}
+	stop(t, n)
+
+	snaps, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*.snap"))
+	if len(snaps) != 2 {
+		t.Fatalf("%d snapshots kept, want 2", len(snaps))
+	}
+	b, _ := os.ReadFile(snaps[1])
+	b[len(b)/2] ^= 0xff
+	os.WriteFile(snaps[1], b, 0o644)
+	n = startDurable(t, dir)
+	if got := states(n, viewers); got != want {
+		t.Fatalf("from the older snapshot:\n%s\nwant:\n%s", got, want)
+	}
+}
