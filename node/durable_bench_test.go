@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -29,8 +30,12 @@ func BenchmarkHandleAllowDurable(b *testing.B) {
 		{Scope: "campaign", ID: "cmp-1", Limit: 5, Window: 1000},
 		{Scope: "advertiser", ID: "adv-1", Limit: 5, Window: 1000},
 	}
-	for _, mode := range []string{"memory", "never", "interval", "always"} {
+	for _, mode := range []string{"memory", "never", "interval", "always", "always-64conns"} {
 		b.Run(mode, func(b *testing.B) {
+			par := 4 // x GOMAXPROCS connections
+			if mode == "always-64conns" {
+				mode, par = "always", 64/runtime.GOMAXPROCS(0)
+			}
 			cfg := DefaultLocalConfig("bench")
 			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 			cfg.Engine.MemoryLimit = 0
@@ -44,7 +49,7 @@ func BenchmarkHandleAllowDurable(b *testing.B) {
 			}
 			b.Cleanup(func() { n.Shutdown(context.Background()) })
 			var conn atomic.Int64
-			b.SetParallelism(4) // 4 x GOMAXPROCS connections
+			b.SetParallelism(par)
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -103,11 +108,14 @@ func TestRestartTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
+		var snapTook time.Duration
 		for k := range perViewer {
 			if withSnap && k == perViewer-1 {
+				s := time.Now()
 				if err := d.snapshot(); err != nil {
 					t.Fatal(err)
 				}
+				snapTook = time.Since(s)
 			}
 			for v := range viewers {
 				viewer := "viewer-" + strconv.Itoa(v)
@@ -142,8 +150,8 @@ func TestRestartTime(t *testing.T) {
 		if a, b := eng.Stats(), eng2.Stats(); a.Viewers != b.Viewers || a.Keys != b.Keys {
 			t.Fatalf("restart loaded %+v, wrote %+v", b, a)
 		}
-		t.Logf("%d impressions (%d viewers x %d), snapshot=%v: wrote in %v; log %d bytes, snapshot %d bytes (%.1f log bytes/impression); restart took %v",
-			total, viewers, perViewer, withSnap, wrote.Round(time.Millisecond), logBytes, snapBytes,
+		t.Logf("%d impressions (%d viewers x %d), snapshot=%v (written in %v): wrote in %v; log %d bytes, snapshot %d bytes (%.1f log bytes/impression); restart took %v",
+			total, viewers, perViewer, withSnap, snapTook.Round(time.Millisecond), wrote.Round(time.Millisecond), logBytes, snapBytes,
 			float64(logBytes)/float64(total), took.Round(time.Millisecond))
 	}
 }

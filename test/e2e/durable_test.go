@@ -119,6 +119,9 @@ func TestKill9SingleNodeKeepsAcknowledgedWrites(t *testing.T) {
 	if !strings.Contains(n.Logs(), "storage: loaded the data dir") {
 		t.Error("no storage line at start")
 	}
+	if n.Metric("fcap_log_healthy") != 1 || n.Metric("fcap_log_replayed_records_total") == 0 {
+		t.Errorf("log metrics: healthy %v, replayed %v", n.Metric("fcap_log_healthy"), n.Metric("fcap_log_replayed_records_total"))
+	}
 	t.Logf("%d acknowledged impressions all counted after kill -9; replayed %.0f records", acked, n.Metric("fcap_log_replayed_records_total"))
 }
 
