@@ -22,6 +22,7 @@ var commands = map[string]command{
 	"conformance": {"run allow-contract case files against the engine or a cluster", runConformance},
 	"status":      {"show every member: state, partitions, replication, memory", runStatus},
 	"drain":       {"hand a node's partitions over and make it leave the cluster", runDrain},
+	"verify":      {"check a stopped node's --data-dir: log records and snapshots", runVerify},
 }
 
 func main() {
