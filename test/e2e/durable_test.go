@@ -152,6 +152,7 @@ func TestDamagedLogTail(t *testing.T) {
 		{"bit flip", func(b []byte) []byte { b[len(b)-5] ^= 0x04; return b }},
 	}
 	for round, d := range damages {
+		cluster.WaitActive(t, []*cluster.Node{n}, 1) // serving, not just listening
 		c := newClient(t, []*cluster.Node{n})
 		viewers := viewerIDs(fmt.Sprint("tail", round), 30)
 		ctx := context.Background()
@@ -167,6 +168,7 @@ func TestDamagedLogTail(t *testing.T) {
 			t.Fatal(err)
 		}
 		n.Restart()
+		cluster.WaitActive(t, []*cluster.Node{n}, 1)
 		c = newClient(t, []*cluster.Node{n})
 		for i, v := range viewers {
 			want := 1
