@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
@@ -179,5 +182,62 @@ func TestSnapshotDuringWrites(t *testing.T) {
 	n = startDurable(t, dir)
 	if got := states(n, viewers); got != want {
 		t.Fatalf("after snapshots under writes:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// A disk that refuses writes (the log's segment is /dev/full) does not
+// stop writes: they are served, the failure is counted and the log is
+// marked unhealthy, and logging resumes in a fresh segment.
+func TestDiskFullKeepsServing(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "wal"), 0o755)
+	// The first segment the node writes is 1.
+	if err := os.Symlink("/dev/full", filepath.Join(dir, "wal", fmt.Sprintf("%020d.wal", 1))); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	n := startDurable(t, dir, func(c *node.Config) { c.Registerer, c.Gatherer = reg, reg })
+	c := newClient(t, []*node.Node{n})
+	capA := engine.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: 1 << 40}
+	metric := func(name string) float64 {
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == name && len(mf.Metric) > 0 {
+				m := mf.Metric[0]
+				if m.Gauge != nil {
+					return m.Gauge.GetValue()
+				}
+				return m.Counter.GetValue()
+			}
+		}
+		return -1
+	}
+	if v, err := c.Allow(context.Background(), "viewer-0", []engine.Cap{capA}, client.At(1)); err != nil || !v.Allowed || v.FailOpen {
+		t.Fatalf("allow on a full disk: %+v %v", v, err)
+	}
+	if metric("fcap_log_write_errors_total") < 1 {
+		t.Fatalf("write errors %v, want at least 1", metric("fcap_log_write_errors_total"))
+	}
+	for i := 1; i < 20; i++ {
+		if v, err := c.Allow(context.Background(), fmt.Sprint("viewer-", i), []engine.Cap{capA}, client.At(1)); err != nil || !v.Allowed || v.FailOpen {
+			t.Fatalf("allow: %+v %v", v, err)
+		}
+	}
+	if metric("fcap_log_healthy") != 1 {
+		t.Fatalf("log not healthy again after writes succeeded: %v", metric("fcap_log_healthy"))
+	}
+	want := states(n, 20)
+	stop(t, n)
+	n = startDurable(t, dir)
+	got := states(n, 20)
+	// viewer-0's write was refused by the disk: only it may be missing.
+	wantLines, gotLines := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 1; i < 20; i++ {
+		if wantLines[i] != gotLines[i] {
+			t.Errorf("viewer-%d: %s after restart, want %s", i, gotLines[i], wantLines[i])
+		}
 	}
 }

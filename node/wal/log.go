@@ -125,6 +125,12 @@ func Open(cfg Config) (*Log, error) {
 		if err != nil {
 			continue
 		}
+		if !e.Type().IsRegular() {
+			// Never read a device or a link as a segment: /dev/zero
+			// would never end.
+			l.log.Warn("wal: ignoring a segment name that is not a regular file", "path", filepath.Join(cfg.Dir, name))
+			continue
+		}
 		info, err := e.Info()
 		if err != nil {
 			return nil, fmt.Errorf("wal: %w", err)

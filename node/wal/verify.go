@@ -30,7 +30,7 @@ func VerifySegments(dir string) ([]SegmentReport, error) {
 	}
 	var ids []uint64
 	for _, e := range ents {
-		if id, err := strconv.ParseUint(strings.TrimSuffix(e.Name(), segmentExt), 10, 64); err == nil && strings.HasSuffix(e.Name(), segmentExt) {
+		if id, err := strconv.ParseUint(strings.TrimSuffix(e.Name(), segmentExt), 10, 64); err == nil && strings.HasSuffix(e.Name(), segmentExt) && e.Type().IsRegular() {
 			ids = append(ids, id)
 		}
 	}
