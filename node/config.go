@@ -13,6 +13,7 @@ import (
 
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/httpapi"
+	"github.com/fcap-io/fcap/node/wal"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -150,6 +151,33 @@ type Config struct {
 	// plane. Changes and hand-overs are not throttled. 0 means
 	// unlimited. Default 64 MiB/s.
 	TransferRate int64
+
+	// DataDir, when set, makes the node durable: it logs every write to
+	// a write-ahead log there, snapshots its state, and loads both at
+	// start before it serves (durable.go). Empty: memory only.
+	DataDir string
+
+	// Fsync is when the log fsyncs: wal.Always acknowledges a write only
+	// once it is on disk (group commit), wal.Interval fsyncs every
+	// FsyncInterval, wal.Never leaves it to the kernel. Default Interval.
+	Fsync wal.Policy
+
+	// FsyncInterval is how often the log fsyncs under wal.Interval, and
+	// hands buffered records to the kernel under Interval and Never.
+	// Default 10ms.
+	FsyncInterval time.Duration
+
+	// SegmentSize is the size of a log segment file. Default 64 MiB.
+	SegmentSize int64
+
+	// SnapshotInterval is how often the node snapshots its state into
+	// DataDir, so a restart replays only the log after it. 0 disables
+	// snapshots. Default 5m.
+	SnapshotInterval time.Duration
+
+	// PruneInterval is how often log segments no longer needed (covered
+	// by a snapshot, or aged out) are deleted. Default 30s.
+	PruneInterval time.Duration
 }
 
 // DefaultConfig returns a production configuration: a one-node cluster
@@ -179,9 +207,14 @@ func DefaultConfig() Config {
 		SyncTimeout:        10 * time.Second,
 		TransferRate:       64 << 20,
 
-		HTTPAPI:    true,
-		APITimeout: 20 * time.Millisecond,
-		APIMaxBody: httpapi.DefaultMaxBody,
+		HTTPAPI:          true,
+		APITimeout:       20 * time.Millisecond,
+		APIMaxBody:       httpapi.DefaultMaxBody,
+		Fsync:            wal.Interval,
+		FsyncInterval:    10 * time.Millisecond,
+		SegmentSize:      64 << 20,
+		SnapshotInterval: 5 * time.Minute,
+		PruneInterval:    30 * time.Second,
 	}
 	c.Membership.Memberlist.BindAddr = "127.0.0.1"
 	c.Membership.Memberlist.BindPort = 7946
@@ -259,6 +292,11 @@ func (c *Config) Validate() error {
 	}
 	if c.TransferRate < 0 {
 		errs = append(errs, fmt.Errorf("node config: TransferRate must not be negative, got %d", c.TransferRate))
+	}
+	if c.DataDir != "" {
+		if c.Fsync > wal.Never || c.FsyncInterval <= 0 || c.SegmentSize < 4096 || c.SnapshotInterval < 0 || c.PruneInterval <= 0 {
+			errs = append(errs, fmt.Errorf("node config: with a DataDir, Fsync must be a wal policy, FsyncInterval and PruneInterval positive, SegmentSize at least 4 KiB, SnapshotInterval not negative"))
+		}
 	}
 	if err := c.Engine.Validate(); err != nil {
 		errs = append(errs, err)

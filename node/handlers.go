@@ -40,6 +40,7 @@ type handler struct {
 	// hangup closes the connection once the response is written (a
 	// failed Hello: no guessing tokens on one connection).
 	hangup bool
+	logged uint64 // the newest log record of the request (durable.go), 0 for none
 }
 
 var handlerSlots atomic.Int64
@@ -136,13 +137,17 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		}
 		now := h.now(m.Now, m.HasNow)
 		vd, err := h.n.engine.Allow(m.Viewer, now, m.Caps...)
+		var seq uint64
 		if err == nil && vd.Allowed {
-			wv.plan.mark(engine.ViewerKey(m.Viewer))
+			key := engine.ViewerKey(m.Viewer)
+			wv.plan.mark(key)
+			seq = h.n.logChange(key)
 		}
 		h.leave(wv)
 		if err != nil {
 			return h.failErr(out, hdr, err, epoch, opAllow)
 		}
+		h.n.waitLogged(seq)
 		if vd.Allowed && strict(m.Caps) {
 			if err := h.syncStrict(wv, m.Viewer); err != nil {
 				return h.failErr(out, hdr, err, epoch, opAllow)
@@ -160,10 +165,12 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		res.Epoch = epoch
 		res.Results = res.Results[:0]
 		wv := h.enter()
+		h.logged = 0
 		for i := range m.Items {
 			res.Results = append(res.Results, h.recordItem(wv, &m.Items[i]))
 		}
 		h.leave(wv)
+		h.n.waitLogged(h.logged)
 		for i := range m.Items {
 			if res.Results[i].Code == 0 && res.Results[i].Status == engine.Recorded && strict(m.Items[i].Impression.Caps) {
 				if err := h.syncStrict(wv, m.Items[i].Viewer); err != nil {
@@ -187,19 +194,25 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		}
 		now := h.now(m.Now, m.HasNow)
 		vd, id, err := h.n.engine.Reserve(m.Viewer, engine.Candidate{Caps: m.Caps}, now, m.TTL)
+		var seq uint64
 		if err == nil && vd.Allowed {
-			wv.plan.mark(engine.ViewerKey(m.Viewer))
+			key := engine.ViewerKey(m.Viewer)
+			wv.plan.mark(key)
+			seq = h.n.logChange(key)
 		}
 		h.leave(wv)
 		if err != nil {
 			return h.failErr(out, hdr, err, epoch, opReserve)
 		}
+		h.n.waitLogged(seq)
 		if vd.Allowed && strict(m.Caps) {
 			if err := h.syncStrict(wv, m.Viewer); err != nil {
 				// The reservation holds here but not on the backups: drop
 				// it, the client fails closed.
 				h.n.engine.Release(m.Viewer, id)
-				wv.plan.mark(engine.ViewerKey(m.Viewer))
+				key := engine.ViewerKey(m.Viewer)
+				wv.plan.mark(key)
+				h.n.logChange(key)
 				return h.failErr(out, hdr, err, epoch, opReserve)
 			}
 		}
@@ -217,13 +230,17 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 			return h.refuse(out, hdr, code, epoch, opRelease)
 		}
 		err := h.n.engine.Release(m.Viewer, m.ID)
+		var seq uint64
 		if err == nil {
-			wv.plan.mark(engine.ViewerKey(m.Viewer))
+			key := engine.ViewerKey(m.Viewer)
+			wv.plan.mark(key)
+			seq = h.n.logChange(key)
 		}
 		h.leave(wv)
 		if err != nil {
 			return h.failErr(out, hdr, err, epoch, opRelease)
 		}
+		h.n.waitLogged(seq)
 		h.releaseRes = proto.ReleaseResult{Epoch: epoch}
 		return h.reply(out, hdr.ID, &h.releaseRes, opRelease)
 
@@ -359,7 +376,11 @@ func (h *handler) recordItem(v *view, it *proto.RecordItem) proto.ItemResult {
 		return proto.ItemResult{Code: proto.CodeOf(err)}
 	}
 	if st == engine.Recorded || imp.Reservation != 0 {
-		v.plan.mark(engine.ViewerKey(it.Viewer))
+		key := engine.ViewerKey(it.Viewer)
+		v.plan.mark(key)
+		if seq := h.n.logChange(key); seq != 0 {
+			h.logged = seq
+		}
 	}
 	return proto.ItemResult{Status: st}
 }

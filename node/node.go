@@ -30,6 +30,7 @@ type Node struct {
 	cfg     Config
 	log     *slog.Logger
 	engine  *engine.Engine
+	durable *durable // the data dir's log and snapshots; nil when memory only
 	members *ring.Membership
 	metrics *metrics
 	clock   func() int64
@@ -131,8 +132,16 @@ func Start(cfg Config) (*Node, error) {
 	if n.metrics, err = newMetrics(cfg.Registerer, n); err != nil {
 		return nil, err
 	}
+	if cfg.DataDir != "" {
+		// Loaded before anything listens: the node starts with what it
+		// held, then catches up from its peers as any restart does.
+		if n.durable, err = openDurable(cfg, eng, n.log, cfg.Registerer); err != nil {
+			return nil, fmt.Errorf("open data dir: %w", err)
+		}
+	}
 	if err := n.listen(); err != nil {
 		n.closeListeners()
+		n.closeDurable()
 		return nil, err
 	}
 
@@ -151,6 +160,7 @@ func Start(cfg Config) (*Node, error) {
 	mcfg.OnChange = n.onRingChange
 	if n.members, err = ring.NewMembership(mcfg); err != nil {
 		n.closeListeners()
+		n.closeDurable()
 		return nil, fmt.Errorf("start gossip: %w", err)
 	}
 	n.gossip.Store(n.members)
@@ -170,6 +180,9 @@ func Start(cfg Config) (*Node, error) {
 	n.goFunc(func() { n.janitor(ctx) })
 	n.goFunc(func() { n.replanner(ctx) })
 	n.goFunc(func() { n.puller(ctx) })
+	if n.durable != nil {
+		n.goFunc(func() { n.durable.run(ctx) })
+	}
 	n.maybeActivate()
 	n.goFunc(n.acceptLoop)
 	if err := n.startAPI(); err != nil {
@@ -505,6 +518,20 @@ func (n *Node) shutdown(ctx context.Context) error {
 		<-done
 		errs = append(errs, fmt.Errorf("shutdown: %w", ctx.Err()))
 	}
+	if err := n.closeDurable(); err != nil {
+		errs = append(errs, err)
+	}
 	n.log.Info("fcapd stopped")
 	return errors.Join(errs...)
+}
+
+// closeDurable writes and fsyncs what the log holds and closes it.
+func (n *Node) closeDurable() error {
+	if n.durable == nil {
+		return nil
+	}
+	if err := n.durable.close(); err != nil {
+		return fmt.Errorf("close data dir: %w", err)
+	}
+	return nil
 }

@@ -22,11 +22,25 @@ func (n *Node) applyReplicate(v *view, m *proto.Replicate) (proto.ReplicateResul
 		return !(primary && n.repl.parts[p].have.Load() && !n.left.Load())
 	}
 	// All or nothing: a message with a bad state anywhere changes nothing.
-	applied, refused, err := n.engine.ImportAll(m.States, accept)
+	var keys []uint64 // the viewers applied, for the log
+	applied, refused, err := n.engine.ImportAll(m.States, func(key uint64) bool {
+		ok := accept(key)
+		if ok {
+			keys = append(keys, key)
+		}
+		return ok
+	})
 	if err != nil {
 		return res, fmt.Errorf("%w: from %s: %v", proto.ErrBadRequest, m.From, err)
 	}
 	n.engine.Observe(m.HighWater)
+	var logged uint64
+	for _, key := range keys {
+		if seq := n.logChange(key); seq != 0 {
+			logged = seq
+		}
+	}
+	n.waitLogged(logged) // the sender learns it applied once it is durable here
 	res.Applied, res.Refused = uint64(applied), uint64(refused)
 	if refused > 0 {
 		n.log.Debug("partition: refused stale states", "from", m.From, "states", refused)

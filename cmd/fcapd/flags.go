@@ -40,6 +40,7 @@ type options struct {
 	gossipKey, gossipKeyFile            string
 	tlsCert, tlsKey, tlsClientCA, tlsCA string
 	tokensFile                          string
+	durable                             durableOptions
 }
 
 // parseFlags reads flags, each defaulting to its FCAP_* environment
@@ -129,6 +130,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if err := durFlag(&o.writeTimeout, "write-timeout", "FCAP_WRITE_TIMEOUT", def.WriteTimeout, "close a data-plane connection that does not read its responses for this long (bounds slow readers)"); err != nil {
 		return nil, err
 	}
+	if err := o.durable.define(fs, getenv, def); err != nil {
+		return nil, err
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
@@ -177,6 +181,9 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.TransferRate = o.transferRate
 	cfg.MaxConns, cfg.MaxFrame = o.maxConns, o.maxFrame
 	cfg.IdleTimeout, cfg.WriteTimeout = o.idleTimeout, o.writeTimeout
+	if err := o.durable.apply(&cfg); err != nil {
+		return cfg, err
+	}
 	if o.scopes == "*" {
 		cfg.Engine.AnyScope = true
 	} else {

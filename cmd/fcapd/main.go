@@ -55,7 +55,7 @@ func run(args []string, stderr io.Writer) int {
 		debug.SetMemoryLimit(opts.goMemLimit)
 	}
 	logger.Info("starting fcapd", "name", cfg.Name, "memory_limit", cfg.Engine.MemoryLimit,
-		"storage", "memory only: counters live in RAM and on replicas")
+		"storage", opts.durable.describe())
 	n, err := node.Start(cfg)
 	if err != nil {
 		logger.Error("start", "err", err)

@@ -170,6 +170,9 @@ type Options struct {
 	// temporary folder and given with --gossip-key-file. Empty: plain
 	// gossip.
 	GossipKey string
+	// DataDir, when set, gives each node --data-dir DataDir/<name>: a
+	// restart finds what it wrote.
+	DataDir string
 }
 
 // Start starts one fcapd and waits until it is listening.
@@ -209,6 +212,9 @@ func newNode(t testing.TB, name, gossip string, o Options) *Node {
 			t.Fatal(err)
 		}
 		n.args = append(n.args, "--gossip-key-file", file)
+	}
+	if o.DataDir != "" {
+		n.args = append(n.args, "--data-dir", filepath.Join(o.DataDir, name))
 	}
 	n.args = append(n.args, o.Args...)
 	t.Cleanup(n.Kill)

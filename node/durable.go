@@ -1,0 +1,308 @@
+package node
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/node/wal"
+)
+
+// Durability (Config.DataDir).
+//
+// The node logs state, not operations, the way it replicates: after a
+// write changes a viewer (a client's Record, Allow, Reserve or Release,
+// or a state applied from replication), it appends the viewer's whole
+// exported state to the write-ahead log. Replaying imports each state in
+// log order, so the last one of each viewer wins: replaying a record
+// twice, or a record a snapshot already holds, counts nothing twice.
+// Exporting under the log's lock keeps each viewer's states in the log in
+// the order they happened.
+//
+// States applied from replication are logged too, so a node's disk holds
+// what its RAM held, backups included: a whole cluster killed at once
+// comes back with every partition, and a node that was a backup serves
+// what it held if it must (the usual catch-up rules still apply, see
+// replicate.go: a restarted node that has peers waits for their push).
+//
+// Without a data dir none of this exists: n.durable is nil and the
+// request path pays one nil check.
+
+// Record kinds of the node's log payloads (append only).
+const (
+	logState byte = 1 // high-water uint64, then an engine state
+)
+
+// durable is the node's log and snapshots.
+type durable struct {
+	cfg    Config
+	log    *wal.Log
+	eng    *engine.Engine
+	logger *slog.Logger
+
+	keepFrom atomic.Uint64 // log segments below this id are covered by a snapshot
+
+	snapMu sync.Mutex // one snapshot at a time
+
+	snapSeconds prometheus.Histogram
+	snapBytes   atomic.Int64 // size of the last snapshot
+	snapErrors  atomic.Int64
+
+	fsyncSeconds prometheus.Histogram
+	badRecords   atomic.Int64 // records that decoded but did not import
+}
+
+// openDurable opens the data dir, loads what it holds into eng and
+// starts the log. It runs before the node serves anything.
+func openDurable(cfg Config, eng *engine.Engine, logger *slog.Logger, reg prometheus.Registerer) (*durable, error) {
+	d := &durable{cfg: cfg, eng: eng, logger: logger}
+	d.fsyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fcap_log_fsync_seconds",
+		Help:    "Time each fsync of the write-ahead log took.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	})
+	d.snapSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fcap_snapshot_seconds",
+		Help:    "Time each snapshot of the node's state took to write.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	})
+	wc := wal.DefaultConfig(filepath.Join(cfg.DataDir, "wal"))
+	wc.Fsync = cfg.Fsync
+	wc.FsyncInterval = cfg.FsyncInterval
+	wc.SegmentSize = cfg.SegmentSize
+	wc.Logger = logger
+	wc.ObserveFsync = func(t time.Duration) { d.fsyncSeconds.Observe(t.Seconds()) }
+	l, err := wal.Open(wc)
+	if err != nil {
+		return nil, err
+	}
+	d.log = l
+	start := time.Now()
+	from, snapshots := d.loadSnapshot()
+	st, err := l.Replay(from, d.apply)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Start(); err != nil {
+		return nil, err
+	}
+	es := eng.Stats()
+	logger.Info("storage: loaded the data dir", "dir", cfg.DataDir, "fsync", cfg.Fsync.String(),
+		"snapshot_from", from, "snapshot_records", snapshots,
+		"log_segments", st.Segments, "log_records", st.Records, "log_bytes", st.Bytes,
+		"dropped_bytes", st.DroppedBytes, "bad_records", d.badRecords.Load(),
+		"viewers", es.Viewers, "took", time.Since(start).Round(time.Millisecond))
+	if err := d.register(reg); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// apply loads one logged payload into the engine. Bad bytes are counted
+// and skipped, never fatal.
+func (d *durable) apply(p []byte) {
+	if len(p) < 9 || p[0] != logState {
+		d.badRecords.Add(1)
+		return
+	}
+	d.eng.Observe(int64(binary.LittleEndian.Uint64(p[1:])))
+	if _, _, err := d.eng.Import(p[9:]); err != nil {
+		if d.badRecords.Add(1) == 1 {
+			d.logger.Warn("storage: skipping a logged state that does not import", "err", err)
+		}
+	}
+}
+
+// changed logs the current state of a viewer and returns the record's
+// sequence number for wait.
+func (d *durable) changed(key uint64) uint64 {
+	return d.log.Append(func(b []byte) ([]byte, int64) {
+		b = append(b, logState)
+		b = binary.LittleEndian.AppendUint64(b, uint64(d.eng.HighWater()))
+		return d.eng.ExportUntil(key, b)
+	})
+}
+
+// run prunes the log and takes snapshots until ctx is done.
+func (d *durable) run(ctx context.Context) {
+	t := time.NewTicker(d.cfg.PruneInterval)
+	defer t.Stop()
+	var snap <-chan time.Time
+	if d.cfg.SnapshotInterval > 0 {
+		st := time.NewTicker(d.cfg.SnapshotInterval)
+		defer st.Stop()
+		snap = st.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.prune()
+		case <-snap:
+			if err := d.snapshot(); err != nil {
+				d.logger.Error("storage: snapshot failed; the log keeps everything since the last one", "err", err)
+			}
+		}
+	}
+}
+
+func (d *durable) snapDir() string { return filepath.Join(d.cfg.DataDir, "snapshots") }
+
+// loadSnapshot loads the newest snapshot that loads whole, and returns
+// the log segment to replay from (0, everything, when none does) and the
+// number of states it held.
+func (d *durable) loadSnapshot() (from, records uint64) {
+	snaps, err := wal.Snapshots(d.snapDir())
+	if err != nil {
+		d.logger.Error("storage: cannot list snapshots; replaying the whole log", "err", err)
+		return 0, 0
+	}
+	for i, s := range snaps {
+		n, err := wal.LoadSnapshot(s.Path, d.apply)
+		if err != nil {
+			d.snapErrors.Add(1)
+			d.logger.Error("storage: snapshot does not load; falling back to an older one or the whole log", "path", s.Path, "err", err)
+			continue
+		}
+		if i+1 < len(snaps) {
+			d.keepFrom.Store(snaps[i+1].From) // what its fallback needs
+		}
+		return s.From, n
+	}
+	return 0, 0
+}
+
+// snapshot writes every viewer's state to a new snapshot while writes go
+// on, then deletes what it makes useless. The log is cut first: every
+// write logged after the cut replays after the snapshot, and replaying a
+// state the snapshot already holds changes nothing.
+func (d *durable) snapshot() error {
+	d.snapMu.Lock()
+	defer d.snapMu.Unlock()
+	start := time.Now()
+	from := d.log.Rotate()
+	w, err := wal.CreateSnapshot(d.snapDir(), from)
+	if err != nil {
+		d.snapErrors.Add(1)
+		return err
+	}
+	var buf []byte
+	d.eng.Keys(func(key uint64) bool {
+		buf = append(buf[:0], logState)
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(d.eng.HighWater()))
+		buf = d.eng.Export(key, buf)
+		w.Add(buf)
+		return true
+	})
+	size, err := w.Commit()
+	if err != nil {
+		d.snapErrors.Add(1)
+		return err
+	}
+	took := time.Since(start)
+	d.snapSeconds.Observe(took.Seconds())
+	d.snapBytes.Store(size)
+	// Keep this snapshot and the one before it (the fallback should this
+	// one not load), and the log from the older one's cut on.
+	snaps, _ := wal.Snapshots(d.snapDir())
+	keep := uint64(0) // the first snapshot: its fallback is the whole log
+	for i, s := range snaps {
+		switch {
+		case i == 1:
+			keep = s.From
+		case i > 1:
+			os.Remove(s.Path)
+		}
+	}
+	d.keepFrom.Store(keep)
+	d.prune()
+	d.logger.Info("storage: snapshot written", "from_segment", from, "bytes", size, "took", took.Round(time.Millisecond))
+	return nil
+}
+
+// Snapshot writes a snapshot of the node's state now (it also happens
+// every Config.SnapshotInterval). It fails when the node has no data dir.
+func (n *Node) Snapshot() error {
+	if n.durable == nil {
+		return errors.New("snapshot: the node has no data dir")
+	}
+	return n.durable.snapshot()
+}
+
+// prune deletes log segments that a snapshot covers or whose every state
+// has aged out of its longest window.
+func (d *durable) prune() {
+	if n := d.log.Prune(d.eng.HighWater(), d.keepFrom.Load()); n > 0 {
+		d.logger.Debug("storage: deleted log segments", "segments", n)
+	}
+}
+
+func (d *durable) close() error { return d.log.Close() }
+
+func (d *durable) register(reg prometheus.Registerer) error {
+	stat := func(f func(wal.Stats) float64) func() float64 {
+		return func() float64 { return f(d.log.Stats()) }
+	}
+	cs := []prometheus.Collector{
+		d.fsyncSeconds,
+		d.snapSeconds,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fcap_snapshot_bytes", Help: "Size of the last snapshot written."},
+			func() float64 { return float64(d.snapBytes.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fcap_snapshot_errors_total", Help: "Snapshots that failed to write or to load."},
+			func() float64 { return float64(d.snapErrors.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fcap_log_bytes", Help: "Bytes of write-ahead log segments on disk."},
+			stat(func(s wal.Stats) float64 { return float64(s.Bytes) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fcap_log_segments", Help: "Write-ahead log segment files."},
+			stat(func(s wal.Stats) float64 { return float64(s.Segments) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fcap_log_healthy", Help: "1 while the write-ahead log's last write succeeded, 0 while the disk refuses writes (they are served from RAM and replicated, not logged)."},
+			stat(func(s wal.Stats) float64 {
+				if s.Healthy {
+					return 1
+				}
+				return 0
+			})),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fcap_log_write_errors_total", Help: "Failed writes or fsyncs of the write-ahead log."},
+			stat(func(s wal.Stats) float64 { return float64(s.WriteErrors) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fcap_log_dropped_records_total", Help: "Records lost to the write-ahead log (write errors, or a disk that cannot keep up); the writes were still served."},
+			stat(func(s wal.Stats) float64 { return float64(s.DroppedRecords) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fcap_log_replayed_records_total", Help: "Log records replayed at start."},
+			stat(func(s wal.Stats) float64 { return float64(s.Replayed) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fcap_log_dropped_bytes_total", Help: "Bytes of torn or corrupt log tails truncated at start."},
+			stat(func(s wal.Stats) float64 { return float64(s.DroppedBytes) })),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register storage metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// logChange logs a viewer's state after a write changed it; 0 when the
+// node keeps no log.
+func (n *Node) logChange(key uint64) uint64 {
+	if n.durable == nil {
+		return 0
+	}
+	return n.durable.changed(key)
+}
+
+// waitLogged returns once the record logChange numbered seq is as
+// durable as the fsync policy promises.
+func (n *Node) waitLogged(seq uint64) {
+	if seq != 0 {
+		n.durable.log.Wait(seq)
+	}
+}
