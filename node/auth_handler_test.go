@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"testing"
 	"time"
 
@@ -115,10 +116,17 @@ func TestAuthAddsNoAllocation(t *testing.T) {
 			out = h.handle(out[:0], hdr, bodies[i&63])
 			i++
 		}
-		return testing.AllocsPerRun(500, func() {
-			out = h.handle(out[:0], hdr, bodies[i&63])
-			i++
-		})
+		// The least of a few runs: under the race detector sync.Pool
+		// drops items at random, which adds allocations to one run or
+		// another but not to every run.
+		least := math.Inf(1)
+		for range 5 {
+			least = min(least, testing.AllocsPerRun(500, func() {
+				out = h.handle(out[:0], hdr, bodies[i&63])
+				i++
+			}))
+		}
+		return least
 	}
 	plain := DefaultLocalConfig("plain")
 	plain.HTTPAddr = ""
