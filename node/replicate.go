@@ -16,8 +16,9 @@ import (
 // viewer a client write changed (Allow, Record, Reserve and Release
 // return it); the handler marks it dirty for the other owners of its
 // partition, and a sender per peer later exports the viewer's current
-// state and ships it (proto.Replicate). Receivers replace their copy, so
-// the latest state always wins whatever the order or number of shipments.
+// state and ships it (proto.Replicate). Receivers merge it into their
+// copy (engine.MergeAll), so nothing either side counted is lost whatever
+// the order or number of shipments, or which copy is older.
 //
 // Every node evaluates the same rules on each ring change:
 //

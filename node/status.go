@@ -5,25 +5,20 @@ import (
 
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
-	"github.com/fcap-io/fcap/ring"
 )
 
-// applyReplicate imports the viewer states a peer sent, all or none. A
-// state is refused when this node is the primary owner of its partition
-// and holds it: the sender's ring is behind and its state may be older
-// than what this node has since acknowledged.
+// applyReplicate merges the viewer states a peer sent into what this
+// node holds, all or none (engine.MergeAll): a state never takes away
+// what this node counted, so a push from a node whose copy is older (it
+// was paused, or cut off by a gossip partition, while this one
+// acknowledged writes) adds what it has and loses nothing. Even a primary
+// that holds its partition merges: it may be the one whose copy is older.
 func (n *Node) applyReplicate(v *view, m *proto.Replicate) (proto.ReplicateResult, error) {
 	var res proto.ReplicateResult
-	P := v.ring.Partitions()
-	accept := func(key uint64) bool {
-		p := ring.PartitionOf(key, P)
-		o := v.ring.Owners(p)
-		primary := v.in && len(o) > 0 && o[0] == v.self
-		return !(primary && n.repl.parts[p].have.Load() && !n.left.Load())
-	}
+	accept := func(uint64) bool { return true }
 	// All or nothing: a message with a bad state anywhere changes nothing.
 	var keys []uint64 // the viewers applied, for the log
-	applied, refused, err := n.engine.ImportAll(m.States, func(key uint64) bool {
+	applied, refused, err := n.engine.MergeAll(m.States, func(key uint64) bool {
 		ok := accept(key)
 		if ok {
 			keys = append(keys, key)

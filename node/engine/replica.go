@@ -172,7 +172,7 @@ func (e *Engine) importState(data []byte, accept func(uint64) bool, applied *boo
 		return 0, 0, err
 	}
 	if accept == nil || accept(st.key) {
-		e.applyState(&st)
+		e.applyState(&st, false)
 		*applied = true
 	}
 	return st.key, n, nil
@@ -185,6 +185,17 @@ func (e *Engine) importState(data []byte, accept func(uint64) bool, applied *boo
 // of each state as Import asks it; it counts the states applied and
 // refused. What it decodes is held until all are applied: data bounds it.
 func (e *Engine) ImportAll(data []byte, accept func(key uint64) bool) (applied, refused int, err error) {
+	return e.importAll(data, accept, false)
+}
+
+// MergeAll is ImportAll that merges each state into the one held instead
+// of replacing it (merge.go): nothing this node counted is lost to an
+// older copy. Replication uses it; an absent state changes nothing.
+func (e *Engine) MergeAll(data []byte, accept func(key uint64) bool) (applied, refused int, err error) {
+	return e.importAll(data, accept, true)
+}
+
+func (e *Engine) importAll(data []byte, accept func(key uint64) bool, merge bool) (applied, refused int, err error) {
 	var states []decodedState
 	for rest := data; len(rest) > 0; {
 		st, n, err := e.decodeState(rest)
@@ -199,7 +210,7 @@ func (e *Engine) ImportAll(data []byte, accept func(key uint64) bool) (applied, 
 			refused++
 			continue
 		}
-		e.applyState(&states[i])
+		e.applyState(&states[i], merge)
 		applied++
 	}
 	return applied, refused, nil
@@ -277,9 +288,13 @@ func (e *Engine) decodeState(data []byte) (decodedState, int, error) {
 }
 
 // applyState replaces the viewer's state with a decoded one.
-func (e *Engine) applyState(st *decodedState) {
+func (e *Engine) applyState(st *decodedState, merge bool) {
 	if st.absent {
-		e.DeleteViewer(st.key)
+		if !merge {
+			e.DeleteViewer(st.key)
+		}
+		// Merging, an absent state (the sender swept the viewer, or never
+		// held it) leaves what this node holds.
 		return
 	}
 	nv := &st.v
@@ -287,13 +302,18 @@ func (e *Engine) applyState(st *decodedState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.lookup(st.key)
-	if v == nil {
+	fresh := v == nil
+	if fresh {
 		v = s.add(st.key)
 		e.viewers.Add(1)
 		e.charge(s, 0, v.bytes())
 	}
 	before, keys := v.bytes(), v.nkeys()
-	v.base, v.arena, v.ext = nv.base, nv.arena, nv.ext
+	if fresh || !merge {
+		v.base, v.arena, v.ext = nv.base, nv.arena, nv.ext
+	} else {
+		e.mergeViewer(v, nv)
+	}
 	e.settle(s, v, before, keys)
 	if v.nkeys() == 0 && v.ext == nil {
 		slot, _ := s.find(st.key)

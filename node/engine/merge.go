@@ -1,0 +1,120 @@
+package engine
+
+// Merging a replicated viewer state into the one held.
+//
+// A push from a node that was paused or cut off by a gossip partition
+// may carry an older copy of a viewer than the receiver holds: the
+// receiver (an interim owner meanwhile) acknowledged impressions the
+// pusher never saw. Replacing the held state with the pushed one would
+// lose them, so a state is merged instead: every counter ends up with
+// what either copy counted. Both copies descend from one history plus
+// impressions each side added, so the merge of a sliding counter is the
+// union of the two timestamp multisets (each timestamp as many times as
+// the copy holding it more often), of a fixed counter the newer window
+// (the larger count when both are in the same window), of a bucketed
+// counter the larger count of each bucket. Remembered impression ids and
+// live reservations are united. A sliding counter loses nothing either
+// side counted (its timestamps are the impressions); fixed and bucketed
+// counts carry no identity, so two impressions in one window or bucket,
+// one on each side, count once. What only one side removed early (a
+// released reservation) comes back until it expires: it can deny, never
+// over-grant.
+
+// mergeViewer merges nv into v. The stripe's lock is held.
+func (e *Engine) mergeViewer(v, nv *viewer) {
+	for i := range nv.nkeys() {
+		nh := nv.header(i)
+		c := []Cap{{Limit: int64(nh.limit), Window: nh.window, Algorithm: nh.algo}}
+		kh := []uint64{nh.hash}
+		switch nh.algo {
+		case Sliding:
+			var have []int64
+			if j, ok := v.find(nh.hash); ok {
+				h := v.header(j)
+				for x := range h.n {
+					have = append(have, v.at(h.off, x))
+				}
+			}
+			// Both lists ascend: walk them, adding what v lacks.
+			var add []int64
+			x := 0
+			for j := range nh.n {
+				t := nv.at(nh.off, j)
+				for x < len(have) && have[x] < t {
+					x++
+				}
+				if x < len(have) && have[x] == t {
+					x++ // v holds this one
+					continue
+				}
+				add = append(add, t)
+			}
+			for _, t := range add {
+				e.record(v, c, kh, t)
+			}
+		case Fixed:
+			inBucket, inCount := get64(nv.arena, nh.off), int64(nv.arena[nh.off+2])
+			if inCount == 0 {
+				continue
+			}
+			var held int64
+			if j, ok := v.find(nh.hash); ok {
+				h := v.header(j)
+				b, n := get64(v.arena, h.off), int64(v.arena[h.off+2])
+				switch {
+				case n > 0 && b > inBucket:
+					continue // v's window is newer
+				case n > 0 && b == inBucket:
+					held = n
+				}
+			}
+			for range inCount - held {
+				e.record(v, c, kh, inBucket*nh.window)
+			}
+		case Buckets:
+			g := bucketWidth(&nh)
+			ring := int64(nh.n - 2)
+			head := get64(nv.arena, nh.off)
+			for b := head - ring + 1; b <= head; b++ {
+				if b < 0 {
+					continue
+				}
+				want := int64(nv.arena[nh.off+2+int(b%ring)])
+				var held int64
+				if j, ok := v.find(nh.hash); ok {
+					h := v.header(j)
+					if h.n == nh.n {
+						vh := get64(v.arena, h.off)
+						if b <= vh && b > vh-ring {
+							held = int64(v.arena[h.off+2+int(b%ring)])
+						}
+					}
+				}
+				for range want - held {
+					e.record(v, c, kh, b*g)
+				}
+			}
+		}
+	}
+	if nv.ext == nil {
+		return
+	}
+	for _, s := range nv.ext.seen {
+		e.remember(v, s.hash, s.until)
+	}
+	for _, r := range nv.ext.res {
+		if v.ext == nil {
+			v.ext = &viewerExt{}
+		}
+		dup := false
+		for _, have := range v.ext.res {
+			if have.id == r.id {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			v.ext.res = append(v.ext.res, reservation{id: r.id, expires: r.expires, keys: append([]uint64(nil), r.keys...)})
+		}
+	}
+}
