@@ -116,6 +116,30 @@ func (d *dataFlags) connect() (*client.Client, error) {
 	return c, nil
 }
 
+// start parses the command's flags, checks that the positional
+// arguments hold the fixed ones (n of them) and at least one CAP after
+// them, reads the CAPs as one candidate and connects. When c is nil the
+// command exits with code, having said why.
+func (d *dataFlags) start(name string, fs *flag.FlagSet, args []string, n int, stderr io.Writer) (c *client.Client, cand engine.Candidate, code int) {
+	if err := fs.Parse(args); err != nil {
+		return nil, cand, 2
+	}
+	if fs.NArg() < n+1 {
+		fs.Usage()
+		return nil, cand, 2
+	}
+	cand, err := parseCandidate(strings.Join(fs.Args()[n:], "+"))
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl %s: %v\n", name, err)
+		return nil, cand, 2
+	}
+	if c, err = d.connect(); err != nil {
+		fmt.Fprintf(stderr, "fcapctl %s: %v\n", name, err)
+		return nil, cand, 1
+	}
+	return c, cand, 0
+}
+
 func newDataFlagSet(name, usage string, stderr io.Writer, d *dataFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -213,22 +237,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 func runAllow(args []string, stdout, stderr io.Writer) int {
 	var d dataFlags
 	fs := newDataFlagSet("allow", "usage: fcapctl allow [flags] VIEWER CAP...\n\nChecks every CAP and, if all have room, records one impression on each (atomically).", stderr, &d)
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() < 2 {
-		fs.Usage()
-		return 2
-	}
-	cand, err := parseCandidate(strings.Join(fs.Args()[1:], "+"))
-	if err != nil {
-		fmt.Fprintf(stderr, "fcapctl allow: %v\n", err)
-		return 2
-	}
-	c, err := d.connect()
-	if err != nil {
-		fmt.Fprintf(stderr, "fcapctl allow: %v\n", err)
-		return 1
+	c, cand, code := d.start("allow", fs, args, 1, stderr)
+	if c == nil {
+		return code
 	}
 	defer c.Close(context.Background())
 	v, err := c.Allow(context.Background(), fs.Arg(0), cand.Caps, d.opts()...)
@@ -244,28 +255,15 @@ func runRecord(args []string, stdout, stderr io.Writer) int {
 	var d dataFlags
 	fs := newDataFlagSet("record", "usage: fcapctl record [flags] VIEWER IMPRESSION-ID CAP...\n\nRecords a played impression (idempotent on its id) and waits until the owner acknowledged it.", stderr, &d)
 	at := fs.Int64("time", 0, "when the impression played, Unix ms (default: now)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	c, cand, code := d.start("record", fs, args, 2, stderr)
+	if c == nil {
+		return code
 	}
-	if fs.NArg() < 3 {
-		fs.Usage()
-		return 2
-	}
-	cand, err := parseCandidate(strings.Join(fs.Args()[2:], "+"))
-	if err != nil {
-		fmt.Fprintf(stderr, "fcapctl record: %v\n", err)
-		return 2
-	}
+	defer c.Close(context.Background())
 	t := *at
 	if t == 0 {
 		t = time.Now().UnixMilli()
 	}
-	c, err := d.connect()
-	if err != nil {
-		fmt.Fprintf(stderr, "fcapctl record: %v\n", err)
-		return 1
-	}
-	defer c.Close(context.Background())
 	if !c.Record(fs.Arg(0), engine.Impression{ID: fs.Arg(1), Time: t, Caps: cand.Caps}) {
 		fmt.Fprintln(stderr, "fcapctl record: the client's queue refused the impression")
 		return 1
@@ -292,22 +290,9 @@ func runReserve(args []string, stdout, stderr io.Writer) int {
 	var d dataFlags
 	fs := newDataFlagSet("reserve", "usage: fcapctl reserve [flags] VIEWER CAP...\n\nHolds one impression's worth of every CAP for --ttl.", stderr, &d)
 	ttl := fs.Duration("ttl", 30*time.Second, "how long the reservation holds")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() < 2 {
-		fs.Usage()
-		return 2
-	}
-	cand, err := parseCandidate(strings.Join(fs.Args()[1:], "+"))
-	if err != nil {
-		fmt.Fprintf(stderr, "fcapctl reserve: %v\n", err)
-		return 2
-	}
-	c, err := d.connect()
-	if err != nil {
-		fmt.Fprintf(stderr, "fcapctl reserve: %v\n", err)
-		return 1
+	c, cand, code := d.start("reserve", fs, args, 1, stderr)
+	if c == nil {
+		return code
 	}
 	defer c.Close(context.Background())
 	v, r, err := c.Reserve(context.Background(), fs.Arg(0), cand, *ttl, d.opts()...)
