@@ -240,20 +240,36 @@ func soleSurvivor(prev, cur *ring.Ring, p int, self string) bool {
 		return false
 	}
 	for _, name := range owners {
-		if _, alive := cur.Find(name); alive && name != self {
+		if name != self && survived(prev, cur, name) {
 			return false
 		}
 	}
 	return true
 }
 
+// survived reports whether member name of ring prev is still in cur as
+// the same process. A node killed and started again faster than gossip
+// declares it dead shows up only as a new incarnation of the same name:
+// it holds nothing, so it can neither push a partition nor hand one over.
+func survived(prev, cur *ring.Ring, name string) bool {
+	j, ok := cur.Find(name)
+	if !ok {
+		return false
+	}
+	if prev == nil {
+		return true
+	}
+	i, ok := prev.Find(name)
+	return !ok || prev.Member(i).Incarnation == cur.Member(j).Incarnation
+}
+
 // pusher is the node that pushes partition p whole to its new owners:
 // the first member of its previous owners (then its current ones) that
-// is still in the ring.
+// is still in the ring, and not restarted since.
 func pusher(prev, cur *ring.Ring, p int) string {
 	for _, list := range [][]string{names(prev, p), names(cur, p)} {
 		for _, name := range list {
-			if _, alive := cur.Find(name); alive {
+			if survived(prev, cur, name) {
 				return name
 			}
 		}
@@ -283,6 +299,14 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 	// anyone could wait for. A node told to join others decides that only
 	// once it has joined them: before, its ring holds just itself.
 	bootstrap := cur.ActiveMembers() == 0 && r.n.joinedOrAlone()
+	// A peer restarted since the last ring holds nothing: forget what
+	// was sent to its earlier self before anything asks heldBy.
+	for name, rep := range r.replicas {
+		if i, ok := cur.Find(name); ok {
+			m := cur.Member(i)
+			rep.setMember(m.Addr, m.Incarnation)
+		}
+	}
 	now := time.Now().UnixNano()
 	wanted := map[string]bool{}
 	// Transfers and hand-overs start only after the new plan is in place:
@@ -326,9 +350,9 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 			part.handed.Store(nil) // its sender is primary again: that hand-over is over
 		}
 		if from := part.handoffFrom(); from != "" {
-			if _, alive := cur.Find(from); !alive {
-				// The previous primary died in the middle of its hand-over:
-				// nothing more will come.
+			if !survived(prev, cur, from) {
+				// The previous primary died (or restarted) in the middle
+				// of its hand-over: nothing more will come.
 				part.got()
 				r.n.log.Warn("partition: previous primary gone before its hand-over; serving what arrived", "partition", p, "from", from)
 			} else if len(curOwners) == 0 || curOwners[0] != self {
@@ -341,7 +365,7 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 		// its last changes and a Done marker. One node writes at a time.
 		prevOwners := names(prev, p)
 		if len(prevOwners) > 0 && len(curOwners) > 0 && prevOwners[0] != curOwners[0] {
-			_, oldAlive := cur.Find(prevOwners[0])
+			oldAlive := survived(prev, cur, prevOwners[0])
 			switch {
 			case curOwners[0] == self && oldAlive:
 				if part.awaitHandoff(now, prevOwners[0]) {
