@@ -379,7 +379,7 @@ func (n *Node) janitor(ctx context.Context) {
 			return
 		case <-tick.C:
 			n.repl.janitor(n.cfg.DropGrace)
-			n.repl.claimStale(n.cfg.SyncTimeout)
+			n.repl.claimStale(ctx, n.cfg.SyncTimeout)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -537,21 +538,42 @@ func (r *replicator) received(from string, done, handoff []uint32) {
 
 // claimStale gives up waiting for partitions whose hand-over did not come
 // within timeout (their sender failed in the middle of it): the node
-// serves them with what it holds, and says so loudly.
-func (r *replicator) claimStale(timeout time.Duration) {
+// serves them with what it holds, and says so loudly. It then asks every
+// other member that may hold a copy to push it: states merge, so any
+// count a survivor kept comes back, late rather than never.
+func (r *replicator) claimStale(ctx context.Context, timeout time.Duration) {
 	now := time.Now().UnixNano()
-	claimed := 0
+	var claimed []int
 	for p := range r.parts {
 		part := &r.parts[p]
 		if since := part.waitSince.Load(); since != 0 && now-since > int64(timeout) && part.lostAt.Load() == 0 {
 			part.got()
-			claimed++
+			claimed = append(claimed, p)
 		}
 	}
-	if claimed > 0 {
-		r.n.metrics.claimed.Add(float64(claimed))
-		r.n.log.Warn("partitions claimed without a hand-over: their sender never finished; counts may miss its last writes", "partitions", claimed, "waited", timeout)
-		r.n.replan()
+	if len(claimed) == 0 {
+		return
+	}
+	r.n.metrics.claimed.Add(float64(len(claimed)))
+	r.n.log.Warn("partitions claimed without a hand-over: their sender never finished; counts may miss its last writes until other holders' copies arrive", "partitions", len(claimed), "waited", timeout)
+	r.n.replan()
+	pl := r.plan.Load()
+	if pl == nil {
+		return
+	}
+	r.mu.Lock()
+	prev := r.prev
+	r.mu.Unlock()
+	asks := map[string][]uint32{}
+	for _, p := range claimed {
+		for _, m := range holders(prev, pl.ring, p, r.n.cfg.Name) {
+			asks[m.Addr] = append(asks[m.Addr], uint32(p))
+		}
+	}
+	for addr, ps := range asks {
+		if err := r.ask(ctx, addr, ps); err != nil {
+			r.n.log.Debug("partition: asking for copies of claimed partitions", "from", addr, "partitions", len(ps), "err", err)
+		}
 	}
 }
 

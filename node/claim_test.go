@@ -1,0 +1,72 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/ring"
+)
+
+// TestClaimedPartitionGetsSurvivorsCopies: a node that gives up waiting
+// for a hand-over and claims a partition with what it holds asks the other
+// holders for their copies, so a count only they kept comes back.
+func TestClaimedPartitionGetsSurvivorsCopies(t *testing.T) {
+	var nodes []*Node
+	for i := range 2 {
+		cfg := DefaultLocalConfig(fmt.Sprintf("claim-%d", i))
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		if i > 0 {
+			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
+		}
+		nd, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			nd.Shutdown(ctx)
+		})
+		nodes = append(nodes, nd)
+	}
+	waitUntil(t, 20*time.Second, func() bool {
+		return len(nodes[0].Ring().Members()) == 2 && len(nodes[1].Ring().Members()) == 2 && nodes[0].Ready() && nodes[1].Ready()
+	}, "cluster of 2 did not converge")
+
+	a, b := nodes[0], nodes[1]
+	const viewer = "claimed-viewer"
+	capc := engine.Cap{Scope: "campaign", ID: "c", Limit: 10, Window: 1 << 40}
+	// A count only a holds: written to its engine directly, as if its
+	// replication to b had not run yet.
+	if _, err := a.engine.Allow(viewer, time.Now().UnixMilli(), capc); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.engine.Viewer(viewer); ok {
+		t.Fatal("b holds the viewer before the claim: the test proves nothing")
+	}
+	p := ring.PartitionOf(ring.ViewerKey(viewer), len(b.repl.parts))
+	b.repl.parts[p].wait(time.Now().Add(-time.Hour).UnixNano())
+	b.repl.claimStale(context.Background(), time.Second)
+	if !b.repl.parts[p].have.Load() {
+		t.Fatal("the partition was not claimed")
+	}
+	waitUntil(t, 10*time.Second, func() bool {
+		st, ok := b.engine.Viewer(viewer)
+		return ok && len(st.Keys) == 1 && len(st.Keys[0].Times) == 1
+	}, "the claimed partition never received the survivor's count")
+}
+
+// waitUntil polls cond until it holds or d passes.
+func waitUntil(t *testing.T, d time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+	}
+}
