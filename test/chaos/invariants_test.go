@@ -32,11 +32,30 @@ func (h *harness) check(l *ledger, lag *lagMeter, windows []window) {
 	l.mu.Unlock()
 	p99, top := l.latencies()
 	l.mu.Lock()
-	t.Logf("invariant calls past deadline+%v: %d (want 0); latency p99 %v, max %v, deadline %v", lateSlack, len(l.late), p99, top, *deadline)
+	t.Logf("calls past deadline+%v: %d; latency p99 %v, max %v, deadline %v", lateSlack, len(l.late), p99, top, *deadline)
 	lp99, ltop, lateTimers := lag.stats()
 	t.Logf("timer lag of the test process (5ms timer): p99 %v, max %v; %d wake-ups over %v late: %s", lp99, ltop, len(lateTimers), lateSlack, tally(windows, lateTimers))
-	if len(l.late) != 0 {
-		h.violated("deadline", "%d calls returned more than %v after their %v deadline (max %v): %s; by call: %v", len(l.late), lateSlack, *deadline, top, tally(windows, l.late), l.lateBy)
+	// A call can return only once its goroutine runs: a late call whose
+	// overrun is within the wake-up lag the probe saw around it waited
+	// for a CPU (2 shared vCPUs, three race-built nodes and this
+	// process's proxies), not for the client. One late beyond that is the
+	// client's fault, and fails the run.
+	var starved, unexplained []time.Time
+	var worstExcess time.Duration
+	for _, lc := range l.late {
+		over := lc.took - *deadline
+		lag := lag.worstAround(lc.start, lc.start.Add(lc.took))
+		if over <= lag+lateSlack {
+			starved = append(starved, lc.start)
+			continue
+		}
+		unexplained = append(unexplained, lc.start)
+		worstExcess = max(worstExcess, over-lag)
+	}
+	t.Logf("invariant calls past deadline+%v beyond the process's own wake-up lag: %d (want 0; worst %v beyond it); %d more within it (the machine starved, not the client): %s",
+		lateSlack, len(unexplained), worstExcess, len(starved), tally(windows, starved))
+	if len(unexplained) != 0 {
+		h.violated("deadline", "%d calls returned more than %v after their %v deadline plus the wake-up lag around them (max latency %v): %s; by call: %v", len(unexplained), lateSlack, *deadline, top, tally(windows, unexplained), l.lateBy)
 	}
 
 	// 3. Fail-open only while a fault is in force.

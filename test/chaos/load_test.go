@@ -62,7 +62,7 @@ type ledger struct {
 	calls    int
 	checks   int
 	records  int
-	late     []time.Time    // when each call past its deadline by more than lateSlack started
+	late     []lateCall     // calls past their deadline by more than lateSlack
 	lateBy   map[string]int // late calls by operation and outcome
 	ackedAt  map[key][]time.Time
 	lat      []time.Duration // every call's latency
@@ -76,6 +76,12 @@ func newLedger() *ledger {
 	return &ledger{acked: map[key]int{}, unknown: map[key]int{}, ackedAt: map[key][]time.Time{}, lateBy: map[string]int{}}
 }
 
+// lateCall is a call that returned past its deadline.
+type lateCall struct {
+	start time.Time
+	took  time.Duration
+}
+
 // lateSlack is how far past its deadline a call may return.
 const lateSlack = time.Millisecond
 
@@ -83,7 +89,7 @@ func (l *ledger) call(op, outcome string, start time.Time, took, deadline time.D
 	l.calls++
 	l.lat = append(l.lat, took)
 	if took > deadline+lateSlack {
-		l.late = append(l.late, start)
+		l.late = append(l.late, lateCall{start, took})
 		l.lateBy[op+" "+outcome]++
 	}
 	if err != nil {
