@@ -171,6 +171,12 @@ func testCases() []testCase {
 			{Hash: 7, Algorithm: 2, Window: 86_400_000, Limit: 10, Bucket: 20_000, Values: []int64{4}},
 		}}},
 		{name: "viewer-state/not-found", msg: &ViewerState{}},
+		{name: "verify", msg: &Verify{Now: 1_700_000_000_000, Partitions: []uint32{0, 17, 270}, Viewers: true, Log: true}},
+		{name: "verify/all", msg: &Verify{}},
+		{name: "verify-result", msg: &VerifyResult{Node: "n1", Epoch: 42, Logged: true, LogError: "", Changed: 3,
+			Partitions: []PartitionDigest{{Partition: 17, Held: true, Viewers: 2, Sum: math.MaxUint64, LogViewers: 2, LogSum: 5}},
+			Viewers:    []ViewerDigest{{Key: 0xDEADBEEF, Sum: 1, Log: 0}}, Truncated: true}},
+		{name: "verify-result/empty", msg: &VerifyResult{}},
 		{name: "error", msg: &Error{Code: CodeNotOwner, Message: "viewer moved", Epoch: 1234}},
 		{name: "error/empty", msg: &Error{}},
 		{name: "error/unknown-code", msg: &Error{Code: 0xFFFF, Message: "from the future ✨"}},
@@ -299,6 +305,18 @@ func wireForm(m Message) []any {
 		return []any{}
 	case *Inspect:
 		return []any{m.Viewer}
+	case *Verify:
+		return []any{m.Now, le32(m.Partitions), m.Viewers, m.Log}
+	case *VerifyResult:
+		parts := []any{}
+		for _, p := range m.Partitions {
+			parts = append(parts, []any{u(uint64(p.Partition)), p.Held, u(p.Viewers), u(p.Sum), u(p.LogViewers), u(p.LogSum)})
+		}
+		viewers := []any{}
+		for _, v := range m.Viewers {
+			viewers = append(viewers, []any{u(v.Key), u(v.Sum), u(v.Log)})
+		}
+		return []any{m.Node, u(m.Epoch), m.Logged, m.LogError, u(m.Changed), parts, viewers, m.Truncated}
 	case *ViewerState:
 		keys := []any{}
 		for _, k := range m.Keys {

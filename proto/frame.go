@@ -90,6 +90,8 @@ const (
 	TypeHelloResult     Type = 27 // HelloResult: answers Hello
 	TypeInspect         Type = 40 // Inspect: one viewer's state, for operators
 	TypeViewerState     Type = 41 // ViewerState: answers Inspect
+	TypeVerify          Type = 42 // Verify: digests of a node's counters, for reconciliation
+	TypeVerifyResult    Type = 43 // VerifyResult: answers Verify
 )
 
 // lastType is the newest message type: tests check every type up to it.
@@ -125,6 +127,8 @@ var typeNames = [...]string{
 	TypeHelloResult:     "hello_result",
 	TypeInspect:         "inspect",
 	TypeViewerState:     "viewer_state",
+	TypeVerify:          "verify",
+	TypeVerifyResult:    "verify_result",
 }
 
 // String returns the type's name in snake case ("check_result"), fit for
@@ -223,6 +227,10 @@ func NewMessage(t Type) Message {
 		return new(Inspect)
 	case TypeViewerState:
 		return new(ViewerState)
+	case TypeVerify:
+		return new(Verify)
+	case TypeVerifyResult:
+		return new(VerifyResult)
 	}
 	return nil
 }

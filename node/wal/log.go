@@ -54,14 +54,18 @@ type Log struct {
 	seq    uint64 // records appended so far
 	until  int64  // latest until of the records in buf
 	cutAt  int    // where in buf a new segment must start, -1 for none
-	cutID  uint64 // the id of that segment
+	cutReq uint64 // cuts asked for so far
 	nextID uint64 // id of the next segment to create
 	closed bool
 
 	syncMu sync.Mutex
 	// synced is the sequence number of the last record written (and
-	// fsynced under Always); guarded by syncMu, signalled by syncCond.
+	// fsynced under Always); cutDone the cuts made so far and cutID the
+	// segment the last one opened. Guarded by syncMu, signalled by
+	// syncCond.
 	synced   uint64
+	cutDone  uint64
+	cutID    uint64
 	syncCond *sync.Cond
 
 	segMu sync.Mutex
@@ -279,22 +283,36 @@ func (l *Log) Wait(seq uint64) {
 }
 
 // Rotate makes every record appended after it returns land in a segment
-// with the returned id or a later one. Snapshots use it to mark where
-// their replay starts.
+// with the returned id or a later one, and every record appended before
+// it in segments below that id, written (to the OS, not necessarily
+// fsynced) by the time it returns: ReadSegments up to the id sees them
+// all. Snapshots use it to mark where their replay starts. The writer
+// names the new segment when it gets to the cut, after the segments the
+// records before it filled: ids follow the order records were appended
+// in, which is the order Replay applies them in.
 func (l *Log) Rotate() uint64 {
 	l.mu.Lock()
+	if l.closed {
+		id := l.nextID
+		l.mu.Unlock()
+		return id
+	}
 	if l.cutAt < 0 {
 		l.cutAt = len(l.buf)
-		l.cutID = l.nextID
-		l.nextID++
+		l.cutReq++
 	}
-	id := l.cutID
+	want := l.cutReq
 	l.mu.Unlock()
 	select {
 	case l.kick <- struct{}{}:
 	default:
 	}
-	return id
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	for l.cutDone < want {
+		l.syncCond.Wait()
+	}
+	return l.cutID
 }
 
 // Close writes and fsyncs what is buffered and stops the writer. It is
@@ -336,16 +354,18 @@ func (l *Log) run() {
 // fsyncs it when the policy says so.
 func (l *Log) flush(final bool) {
 	l.mu.Lock()
-	buf, seq, until, cutAt, cutID := l.buf, l.seq, l.until, l.cutAt, l.cutID
+	buf, seq, until, cutAt, cutReq := l.buf, l.seq, l.until, l.cutAt, l.cutReq
 	l.buf, l.spare = l.spare[:0], nil
 	l.until, l.cutAt = math.MinInt64, -1
 	l.mu.Unlock()
 
 	var err error
+	var cutID uint64
 	if len(buf) > 0 || cutAt >= 0 {
 		if cutAt >= 0 {
 			err = l.write(buf[:cutAt], until)
-			if err2 := l.rotate(cutID); err == nil {
+			var err2 error
+			if cutID, err2 = l.rotate(); err == nil {
 				err = err2
 			}
 			buf = buf[cutAt:]
@@ -372,6 +392,9 @@ func (l *Log) flush(final bool) {
 	l.mu.Unlock()
 	l.syncMu.Lock()
 	l.synced = seq
+	if cutAt >= 0 {
+		l.cutDone, l.cutID = cutReq, cutID
+	}
 	l.syncMu.Unlock()
 	l.syncCond.Broadcast()
 }
@@ -382,7 +405,7 @@ func (l *Log) flush(final bool) {
 func (l *Log) write(b []byte, until int64) error {
 	for len(b) > 0 {
 		if l.f == nil {
-			if err := l.rotate(0); err != nil {
+			if _, err := l.rotate(); err != nil {
 				return err
 			}
 		}
@@ -398,7 +421,7 @@ func (l *Log) write(b []byte, until int64) error {
 			n += rec
 		}
 		if n == 0 {
-			if err := l.rotate(0); err != nil {
+			if _, err := l.rotate(); err != nil {
 				return err
 			}
 			continue
@@ -438,22 +461,21 @@ func (l *Log) writeSegment(b []byte, until int64) error {
 }
 
 // rotate closes the current segment (fsyncing it unless the policy is
-// Never) and opens segment id, or the next id when id is 0.
-func (l *Log) rotate(id uint64) error {
+// Never) and opens the next one, whose id it returns (allocated even when
+// it fails).
+func (l *Log) rotate() (uint64, error) {
+	l.mu.Lock()
+	id := l.nextID
+	l.nextID++
+	l.mu.Unlock()
 	if l.f != nil && l.unsynced && l.cfg.Fsync != Never {
 		if err := l.sync(); err != nil {
 			l.closeSegment()
-			return err
+			return id, err
 		}
 	}
 	l.closeSegment()
-	if id == 0 {
-		l.mu.Lock()
-		id = l.nextID
-		l.nextID++
-		l.mu.Unlock()
-	}
-	return l.openSegment(id)
+	return id, l.openSegment(id)
 }
 
 func (l *Log) closeSegment() {
@@ -573,4 +595,37 @@ func (l *Log) Stats() Stats {
 		Replayed:       l.replayed.Load(),
 		DroppedBytes:   l.droppedBytes.Load(),
 	}
+}
+
+// ReadSegments calls apply with the payload of every record in the
+// segments with ids in [from, to), oldest first, without changing
+// anything: a torn or corrupt tail is skipped, not truncated, and a
+// segment deleted meanwhile (Prune) is skipped. It returns the number of
+// records read. Safe while the log runs, for segments below a Rotate's id.
+func (l *Log) ReadSegments(from, to uint64, apply func(payload []byte)) (int64, error) {
+	l.segMu.Lock()
+	var ids []uint64
+	for _, s := range l.segs {
+		if s.id >= from && s.id < to {
+			ids = append(ids, s.id)
+		}
+	}
+	l.segMu.Unlock()
+	var n int64
+	for _, id := range ids {
+		b, err := os.ReadFile(l.path(id))
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			return n, fmt.Errorf("wal: %w", err)
+		}
+		Scan(b, func(p []byte) {
+			if len(p) >= 8 {
+				n++
+				apply(p[8:])
+			}
+		})
+	}
+	return n, nil
 }

@@ -36,15 +36,11 @@ var (
 // so CI stays green on everything else. Remove an entry when its bug is
 // fixed.
 var knownFailures = map[string]string{
-	"deadline": "calls return past their deadline during faults; client or starved machine, not isolated yet",
-	// Fixed by merging replicated states instead of replacing them
-	// (engine.MergeAll): strict losses are asserted again. Soft ones
-	// stay printed only: a kill -9 can still lose what the owner
-	// acknowledged within the replication lag (asynchronous by design).
-	"soft-loss":   "soft impressions acknowledged within the replication lag of a killed owner can be lost (asynchronous replication)",
-	"fail-open":   "a few fail-open verdicts land outside the fault windows on a loaded machine (cause not yet found)",
-	"settle":      "after some faults a partition stays under-replicated with no error logged (seen in ~2 of 17 runs)",
-	"strict-over": "strict caps can be exceeded while a paused owner, back with stale counters, serves before the interim owner's state reaches it",
+	"deadline": "a few calls return later than their deadline plus the wake-up lag the probe saw around them; most overruns are the starved machine, the rest are not isolated",
+	// Asynchronous replication by design (DESIGN.md, soft caps): a kill -9
+	// loses what the owner acknowledged within the replication lag.
+	"soft-loss": "soft impressions acknowledged within the replication lag of a killed owner can be lost (asynchronous replication, by design)",
+	"fail-open": "bursts of a few fail-open verdicts outside fault windows when the machine is loaded (seen while other builds ran on the 2 vCPUs): owner and backup both missed the deadline with no fault injected",
 }
 
 // grace is how long after a fault heals (and the cluster has settled)
