@@ -20,6 +20,9 @@ type Admin struct {
 	// Token, if not empty, authenticates each connection (see
 	// Config.Token); operators' requests need an operator token.
 	Token string
+	// MaxFrame bounds the answer's frame; 0 means proto.DefaultMaxFrame.
+	// Verify answers with per-viewer digests can be larger.
+	MaxFrame int
 }
 
 // Call sends one request to the node at addr on a connection of its own
@@ -51,7 +54,11 @@ func (a *Admin) Call(ctx context.Context, addr string, req, resp proto.Message) 
 	if _, err := c.Write(b); err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
-	hdr, body, err := proto.NewReader(c, proto.DefaultMaxFrame).Next()
+	max := a.MaxFrame
+	if max <= 0 {
+		max = proto.DefaultMaxFrame
+	}
+	hdr, body, err := proto.NewReader(c, max).Next()
 	if err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}

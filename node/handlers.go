@@ -273,6 +273,17 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		}
 		return h.reply(out, hdr.ID, h.n.inspect(v, m.Viewer), opStatus)
 
+	case proto.TypeVerify:
+		var m proto.Verify
+		if err := proto.Decode(body, &m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opStatus)
+		}
+		res, err := h.n.verify(v, &m)
+		if err != nil {
+			return h.failErr(out, hdr, err, epoch, opStatus)
+		}
+		return h.reply(out, hdr.ID, res, opStatus)
+
 	case proto.TypeDrain:
 		var m proto.Drain
 		if err := proto.Decode(body, &m); err != nil {

@@ -29,7 +29,7 @@ var commands = map[string]command{
 	"record":      {"record a played impression and wait for its acknowledgement", runRecord},
 	"reserve":     {"hold one impression's worth of a candidate's caps", runReserve},
 	"gossip-key":  {"install, use, remove or list gossip encryption keys on every member", runGossipKey},
-	"verify":      {"check a stopped node's --data-dir: log records and snapshots", runVerify},
+	"verify":      {"reconcile live counters with replicas and logs, or check a stopped node's --data-dir", runVerify},
 }
 
 func main() {

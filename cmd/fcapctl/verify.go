@@ -5,22 +5,49 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/fcap-io/fcap/node/wal"
 )
 
-// runVerify checks a node's data dir offline: every log segment's
-// records and every snapshot's checksums. It changes nothing; a node
-// starting on the dir truncates what this reports as damaged.
+// runVerify reconciles a live cluster (no argument: every node's
+// counters against its replicas and its log) or checks a stopped node's
+// data dir offline (DATA_DIR: every log segment's records and every
+// snapshot's checksums; it changes nothing, and a node starting on the
+// dir truncates what it reports as damaged).
 func runVerify(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:7700", "live: data-plane address of any node (comma-separated for several)")
+	timeout := fs.Duration("timeout", 2*time.Minute, "live: deadline of the whole command (replaying a large log takes a while)")
+	settle := fs.Duration("settle", 2*time.Second, "live: how long a difference must stay unchanged to count as drift (twice this is waited)")
+	noLog := fs.Bool("no-log", false, "live: compare replicas only, do not replay the nodes' logs")
+	show := fs.Int("show", 20, "live: drifting viewers to list")
+	asJSON := fs.Bool("json", false, "live: print JSON")
+	conn := addConnFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fcapctl verify DATA_DIR")
-		fmt.Fprintln(stderr, "checks the write-ahead log and snapshots of a stopped node's --data-dir; exit status 1 if anything is damaged")
+		fmt.Fprintln(stderr, "usage: fcapctl verify [flags]           reconcile a running cluster")
+		fmt.Fprintln(stderr, "       fcapctl verify DATA_DIR          check a stopped node's --data-dir")
+		fmt.Fprintln(stderr, "\nLive: every node digests what each viewer of its partitions counts at one")
+		fmt.Fprintln(stderr, "instant, from RAM and from what its snapshot and log replay to; the owners")
+		fmt.Fprintln(stderr, "of each partition are compared with each other and each node with its log.")
+		fmt.Fprintln(stderr, "A difference that stays unchanged over two settle intervals is drift; exit")
+		fmt.Fprintln(stderr, "status 1 on drift or an unreachable node. Needs an operator token on")
+		fmt.Fprintln(stderr, "secured clusters. Replaying a log takes memory for the copy while it runs.")
+		fmt.Fprintln(stderr, "Offline: checks the log and snapshots; exit status 1 if anything is damaged.")
+		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if fs.NArg() == 0 {
+		admin, err := conn.admin()
+		if err != nil {
+			fmt.Fprintf(stderr, "fcapctl verify: %v\n", err)
+			return 2
+		}
+		return runVerifyLive(verifyOpts{addrs: strings.Split(*addr, ","), admin: admin, settle: *settle, noLog: *noLog, show: *show, timeout: *timeout}, *asJSON, stdout, stderr)
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()

@@ -434,3 +434,12 @@ func (e *Engine) Keys(fn func(key uint64) bool) {
 		}
 	}
 }
+
+// StateKey returns the viewer key of an exported state (Export's
+// output) without decoding the rest, and false if data is not one.
+func StateKey(data []byte) (uint64, bool) {
+	if len(data) < 9 || data[0] != stateVersion {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(data[1:9]), true
+}

@@ -1,0 +1,215 @@
+package node
+
+import (
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/node/wal"
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
+)
+
+// Reconciliation (fcapctl verify). A node digests what each viewer of
+// the asked partitions counts at the asked time (engine.Digest), from
+// its RAM and, when asked and it keeps a log, from what its snapshot and
+// log replay to. fcapctl compares the RAM digests of a partition's
+// owners, and each node's RAM with its log, so a counter that drifted
+// from its replicas or from the durable record surfaces instead of being
+// trusted.
+//
+// Writes go on while a node verifies. A viewer written after the log
+// was cut for the replay has a newer state in RAM than in the replayed
+// log; such viewers are found by reading the log written meanwhile, and
+// their log digest is taken to be their RAM digest (they are counted in
+// Changed, not judged).
+
+// inFlight is how long verify waits before its second cut, so that a
+// write that changed a viewer before the RAM pass has logged it (a
+// handler logs right after the engine call).
+const inFlight = 50 * time.Millisecond
+
+// verify answers a Verify.
+func (n *Node) verify(v *view, m *proto.Verify) (*proto.VerifyResult, error) {
+	P := len(n.repl.parts)
+	want := make([]bool, P)
+	if len(m.Partitions) == 0 {
+		for p := range P {
+			want[p] = v.in && v.ring.Rank(p, n.cfg.Name) >= 0
+		}
+	} else {
+		for _, p := range m.Partitions {
+			if int(p) >= P {
+				return nil, fmt.Errorf("%w: partition %d, the ring has %d", proto.ErrBadRequest, p, P)
+			}
+			want[p] = true
+		}
+	}
+	accept := func(key uint64) bool { return want[ring.PartitionOf(key, P)] }
+	now := m.Now
+	if now <= 0 {
+		now = time.Now().UnixMilli()
+	}
+	res := &proto.VerifyResult{Node: n.cfg.Name, Epoch: v.ring.Epoch()}
+	index := make([]int, P)
+	for p := range P {
+		index[p] = -1
+		if want[p] {
+			index[p] = len(res.Partitions)
+			res.Partitions = append(res.Partitions, proto.PartitionDigest{Partition: uint32(p), Held: n.repl.parts[p].have.Load()})
+		}
+	}
+
+	// The log first: everything logged before the cut, replayed into a
+	// scratch engine (only the asked partitions: memory for those alone).
+	var replayed *engine.Engine
+	var cut uint64
+	if m.Log && n.durable != nil {
+		var err error
+		replayed, cut, err = n.durable.replay(n.cfg.Engine, accept)
+		if err != nil {
+			res.LogError = err.Error()
+			replayed = nil
+		}
+	}
+
+	type digests struct{ ram, log uint64 }
+	var viewers map[uint64]*digests
+	if m.Viewers {
+		viewers = map[uint64]*digests{}
+	}
+	ram := map[uint64]uint64{} // only while the log is compared: RAM digests to stand in for changed viewers
+	n.engine.Keys(func(key uint64) bool {
+		p := ring.PartitionOf(key, P)
+		if !want[p] {
+			return true
+		}
+		d, _ := n.engine.Digest(key, now)
+		if d == 0 {
+			return true
+		}
+		pd := &res.Partitions[index[p]]
+		pd.Viewers++
+		pd.Sum = engine.CombineDigests(pd.Sum, d)
+		if replayed != nil {
+			ram[key] = d
+		}
+		if viewers != nil {
+			viewers[key] = &digests{ram: d}
+		}
+		return true
+	})
+
+	if replayed != nil {
+		time.Sleep(inFlight)
+		changed, err := n.durable.changedSince(cut)
+		if err != nil {
+			res.LogError = err.Error()
+		} else {
+			res.Logged = true
+			res.Changed = uint64(len(changed))
+			logDigest := func(key uint64) uint64 {
+				if changed[key] {
+					return ram[key]
+				}
+				d, _ := replayed.Digest(key, now)
+				return d
+			}
+			seen := map[uint64]bool{}
+			add := func(key uint64) {
+				if seen[key] {
+					return
+				}
+				seen[key] = true
+				d := logDigest(key)
+				if viewers != nil && (d != 0 || viewers[key] != nil) {
+					if viewers[key] == nil {
+						viewers[key] = &digests{}
+					}
+					viewers[key].log = d
+				}
+				if d == 0 {
+					return
+				}
+				pd := &res.Partitions[index[ring.PartitionOf(key, P)]]
+				pd.LogViewers++
+				pd.LogSum = engine.CombineDigests(pd.LogSum, d)
+			}
+			replayed.Keys(func(key uint64) bool { add(key); return true })
+			for key := range changed {
+				if accept(key) {
+					add(key)
+				}
+			}
+		}
+	}
+
+	for key, d := range viewers {
+		if len(res.Viewers) == proto.MaxVerifyViewers {
+			res.Truncated = true
+			break
+		}
+		res.Viewers = append(res.Viewers, proto.ViewerDigest{Key: key, Sum: d.ram, Log: d.log})
+	}
+	return res, nil
+}
+
+// replay loads the newest loadable snapshot and the log up to a cut made
+// now into a new engine, keeping only the viewers accept takes, and
+// returns it with the cut. It changes nothing on disk, and holds off
+// snapshots (which delete old files) while it reads.
+func (d *durable) replay(cfg engine.Config, accept func(key uint64) bool) (*engine.Engine, uint64, error) {
+	cfg.MemoryLimit = 0 // a copy of what the node holds, whatever its limit
+	e, err := engine.New(cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	apply := func(p []byte) {
+		if len(p) < 9 || p[0] != logState {
+			return
+		}
+		e.Observe(int64(binary.LittleEndian.Uint64(p[1:])))
+		e.ImportIf(p[9:], accept)
+	}
+	d.snapMu.Lock()
+	defer d.snapMu.Unlock()
+	cut := d.log.Rotate()
+	snaps, err := wal.Snapshots(d.snapDir())
+	if err != nil {
+		return nil, 0, err
+	}
+	from := uint64(0) // no snapshot loads: the whole log
+	for _, s := range snaps {
+		if s.From > cut {
+			continue
+		}
+		if _, err := wal.LoadSnapshot(s.Path, apply); err == nil {
+			from = s.From
+			break
+		}
+		// Half loaded: start again from nothing.
+		if e, err = engine.New(cfg); err != nil {
+			return nil, 0, err
+		}
+	}
+	if _, err := d.log.ReadSegments(from, cut, apply); err != nil {
+		return nil, 0, fmt.Errorf("read the log in %s: %w", filepath.Join(d.cfg.DataDir, "wal"), err)
+	}
+	return e, cut, nil
+}
+
+// changedSince cuts the log again and returns the viewers logged since
+// cut: written while a verification ran.
+func (d *durable) changedSince(cut uint64) (map[uint64]bool, error) {
+	changed := map[uint64]bool{}
+	_, err := d.log.ReadSegments(cut, d.log.Rotate(), func(p []byte) {
+		if len(p) >= 9 && p[0] == logState {
+			if key, ok := engine.StateKey(p[9:]); ok {
+				changed[key] = true
+			}
+		}
+	})
+	return changed, err
+}
