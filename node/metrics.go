@@ -156,6 +156,8 @@ var (
 	descLimit       = prometheus.NewDesc("fcap_engine_memory_limit_bytes", "The engine's memory limit (0: none).", nil, nil)
 	descOverLimit   = prometheus.NewDesc("fcap_engine_over_memory_limit", "1 while new counters are refused for memory.", nil, nil)
 	descRefused     = prometheus.NewDesc("fcap_engine_refused_total", "Requests refused by the memory limit.", nil, nil)
+	descImpressions = prometheus.NewDesc("fcap_engine_impressions", "Impressions held (sliding counters' timestamps, fixed and bucketed counters' counts), as of the sweeper's last full pass.", nil, nil)
+	descReservLive  = prometheus.NewDesc("fcap_engine_reservations", "Reservations held (not yet confirmed, released or expired), as of the sweeper's last full pass.", nil, nil)
 	descMembers     = prometheus.NewDesc("fcap_ring_members", "Ring members by state.", []string{"state"}, nil)
 	descOwned       = prometheus.NewDesc("fcap_ring_partitions_owned", "Partitions this node owns, by rank (primary, backup).", []string{"rank"}, nil)
 	descReplQueue   = prometheus.NewDesc("fcap_replication_queue", "Changed viewers not yet sent to a replica.", nil, nil)
@@ -167,7 +169,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descViewers, descKeys, descBytes, descBytesPerKey, descLimit, descOverLimit, descRefused, descMembers, descOwned,
+	for _, d := range []*prometheus.Desc{descViewers, descKeys, descBytes, descBytesPerKey, descLimit, descOverLimit, descRefused, descImpressions, descReservLive, descMembers, descOwned,
 		descReplQueue, descReplLag, descHanding, descUnderRepl, descSyncing, descState} {
 		ch <- d
 	}
@@ -180,6 +182,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descViewers, float64(st.Viewers))
 	gauge(descKeys, float64(st.Keys))
+	gauge(descImpressions, float64(st.Impressions))
+	gauge(descReservLive, float64(st.Reservations))
 	gauge(descBytes, float64(st.Bytes))
 	perKey := 0.0
 	if st.Keys > 0 {

@@ -42,6 +42,7 @@ type Node struct {
 	api       atomic.Pointer[httpapi.API] // the JSON API, once its client is up
 	apiClient *client.Client
 	page      statusPage
+	recent    recentEvents
 
 	view   atomic.Pointer[view] // the ring as this node routes by
 	ringMu sync.Mutex           // orders view changes (gossip callbacks and Start)
@@ -180,6 +181,7 @@ func Start(cfg Config) (*Node, error) {
 	n.goFunc(func() { n.janitor(ctx) })
 	n.goFunc(func() { n.replanner(ctx) })
 	n.goFunc(func() { n.puller(ctx) })
+	n.goFunc(func() { n.recorder(ctx) })
 	if n.durable != nil {
 		n.goFunc(func() { n.durable.run(ctx) })
 	}

@@ -45,6 +45,17 @@ type pageData struct {
 	BackupReads, Syncing  uint64
 	APIFailOpen, APICalls int64
 	Generated             string
+	// Recent fail-overs: one bar per step, newest right.
+	Bars                []pageBar
+	RecentTotal         int64
+	RecentSpan          string
+	RecentAPI, RecentSR int64
+	RecentBR, RecentSF  int64
+}
+
+type pageBar struct {
+	X, Y, H float64
+	Title   string
 }
 
 // pageSample remembers a member's request count for the next page's rate.
@@ -156,7 +167,38 @@ func (n *Node) pageData(ctx context.Context) *pageData {
 		st := n.apiClient.Stats()
 		d.APIFailOpen, d.APICalls = st.FailOpen, st.Calls
 	}
+	d.recent(n.recentHistory())
 	return d
+}
+
+// recent draws the recent fail-overs: a bar per step, scaled to the
+// largest.
+func (d *pageData) recent(h []recentSample) {
+	const width, height = 300.0, 60.0
+	d.RecentSpan = (recentSteps * recentStep).String()
+	if len(h) < recentSteps {
+		d.RecentSpan += fmt.Sprintf(", %v recorded so far", time.Duration(len(h))*recentStep)
+	}
+	var top int64
+	for _, s := range h {
+		top = max(top, s.total())
+		d.RecentTotal += s.total()
+		d.RecentAPI += s.APIFailOpen
+		d.RecentSR += s.SyncRefusals
+		d.RecentBR += s.BackupReads
+		d.RecentSF += s.StrictFailures
+	}
+	bw := width / recentSteps
+	for i, s := range h {
+		if s.total() == 0 {
+			continue
+		}
+		bh := height * float64(s.total()) / float64(top)
+		x := width - float64(len(h)-i)*bw
+		d.Bars = append(d.Bars, pageBar{X: x, Y: height - bh, H: bh,
+			Title: fmt.Sprintf("%s: %d JSON API fail-open, %d refused while syncing, %d backup reads, %d strict write failures",
+				s.At.UTC().Format("15:04:05"), s.APIFailOpen, s.SyncRefusals, s.BackupReads, s.StrictFailures)})
+	}
 }
 
 func humanBytes(b uint64) string {
@@ -196,6 +238,15 @@ th{background:#f6f6f6} td.l,th.l{text-align:left} .dot{display:inline-block;widt
 checks answered as a backup (stale): {{.BackupReads}}<br>
 requests refused while syncing: {{.Syncing}}<br>
 JSON API: {{.APICalls}} calls, <span {{if .APIFailOpen}}class="bad"{{end}}>{{.APIFailOpen}} failed open</span>
+</div>
+<div class="card" id="recent"><b>Recent fail-overs on this node</b> (last {{.RecentSpan}}, 10 s bars)<br>
+<svg width="300" height="60" viewBox="0 0 300 60" role="img" aria-label="recent fail-overs">
+<rect x="0" y="0" width="300" height="60" fill="#fafafa" stroke="#eee"/>
+{{range .Bars}}<rect x="{{printf "%.1f" .X}}" y="{{printf "%.1f" .Y}}" width="4" height="{{printf "%.1f" .H}}" fill="#d62728"><title>{{.Title}}</title></rect>
+{{end}}</svg><br>
+<span {{if .RecentTotal}}class="bad"{{end}}>{{.RecentTotal}} events</span>: {{.RecentAPI}} JSON API fail-open, {{.RecentSR}} refused while syncing,
+{{.RecentBR}} backup reads, {{.RecentSF}} strict write failures<br>
+<small>Go clients count their own fail-opens (fcap_client_fail_verdicts_total).</small>
 </div></div>
 <table id="members">
 <tr><th class="l">member</th><th class="l">address</th><th class="l">state</th><th>primaries</th><th>backups</th><th>viewers</th><th>counters</th><th>memory</th><th>requests</th><th>syncing</th><th>under-replicated</th><th>repl. queue</th><th>repl. lag</th></tr>

@@ -90,3 +90,30 @@ func TestDigestSeesCountsNotLayout(t *testing.T) {
 		t.Error("a viewer counting nothing changed the partition digest")
 	}
 }
+
+// TestStatsCountImpressionsAndReservations: after a full sweeper pass,
+// Stats reports the impressions and reservations held.
+func TestStatsCountImpressionsAndReservations(t *testing.T) {
+	e := newEngine(t)
+	sliding := campaign("s", 10, 100_000)
+	fixed := engine.Cap{Scope: "campaign", ID: "f", Limit: 10, Window: 100_000, Algorithm: engine.Fixed}
+	buckets := engine.Cap{Scope: "campaign", ID: "b", Limit: 10, Window: 100_000, Algorithm: engine.Buckets}
+	for i := range 5 {
+		mustAllow(t, e, "a", int64(1000+i), true, sliding)
+	}
+	for i := range 3 {
+		mustAllow(t, e, "b", int64(1000+i), true, fixed, buckets)
+	}
+	for i := range 2 {
+		if _, _, err := e.Reserve("c", engine.Candidate{Caps: []engine.Cap{sliding}}, int64(1100+i), 60_000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := e.Stats(); st.Impressions != 0 || st.Reservations != 0 {
+		t.Fatalf("before any sweep: %+v, want 0 (not counted yet)", st)
+	}
+	e.Sweep(1 << 20)
+	if st := e.Stats(); st.Impressions != 5+3+3 || st.Reservations != 2 {
+		t.Fatalf("after a full pass: %d impressions, %d reservations; want 11 and 2", st.Impressions, st.Reservations)
+	}
+}

@@ -44,6 +44,10 @@ type Engine struct {
 	// The cursor below is guarded by sweepMu.
 	sweepStripe int
 	sweepSlot   uint32
+	// What the current pass tallied so far (guarded by sweepMu), and the
+	// totals of the last full pass.
+	passImpressions, passReservations int64
+	heldImpressions, heldReservations atomic.Int64
 }
 
 // New returns an empty engine. It starts no goroutines; call Run to sweep

@@ -10,6 +10,11 @@ type Stats struct {
 	Refused      int64 // requests refused by the memory limit, since start
 	ForgottenIDs int64 // impression ids forgotten early (MaxDedupePerViewer), since start
 	HighWater    int64 // newest time given, -1 before any
+	// Impressions held (a sliding counter's timestamps, a fixed or
+	// bucketed counter's counts) and reservations held, as of the
+	// sweeper's last full pass (Config.SweepPass); 0 before the first.
+	Impressions  int64
+	Reservations int64
 }
 
 // Stats returns current figures. It takes each stripe's lock briefly.
@@ -21,6 +26,8 @@ func (e *Engine) Stats() Stats {
 		Refused:      e.refused.Load(),
 		ForgottenIDs: e.overflow.Load(),
 		HighWater:    e.hw.Load(),
+		Impressions:  e.heldImpressions.Load(),
+		Reservations: e.heldReservations.Load(),
 	}
 	for i := range e.stripes {
 		s := &e.stripes[i]

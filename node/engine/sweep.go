@@ -24,6 +24,11 @@ func (e *Engine) Sweep(budget int) (visited, freed int) {
 			e.sweepStripe = (e.sweepStripe + 1) % len(e.stripes)
 			e.sweepSlot = 0
 			stripes++
+			if e.sweepStripe == 0 { // a full pass: publish its tally
+				e.heldImpressions.Store(e.passImpressions)
+				e.heldReservations.Store(e.passReservations)
+				e.passImpressions, e.passReservations = 0, 0
+			}
 		}
 	}
 	return visited, freed
@@ -55,6 +60,11 @@ func (e *Engine) sweepStripeBatch(s *stripe, n int, hw int64) (visited, freed in
 			s.remove(slot)
 			e.viewers.Add(-1)
 			freed++
+			continue
+		}
+		e.passImpressions += v.impressions()
+		if v.ext != nil {
+			e.passReservations += int64(len(v.ext.res))
 		}
 	}
 	e.sweepSlot = slot
@@ -91,4 +101,24 @@ func (v *viewer) sweep(hw int64) bool {
 	}
 	v.compact()
 	return v.nkeys() == 0 && v.ext == nil
+}
+
+// impressions counts what the viewer's counters hold: a sliding counter's
+// timestamps, a fixed or bucketed counter's counts.
+func (v *viewer) impressions() int64 {
+	var n int64
+	for i := range v.nkeys() {
+		h := v.header(i)
+		switch h.algo {
+		case Sliding:
+			n += int64(h.n)
+		case Fixed:
+			n += int64(v.arena[h.off+2])
+		case Buckets:
+			for j := h.off + 2; j < h.off+h.n; j++ {
+				n += int64(v.arena[j])
+			}
+		}
+	}
+	return n
 }

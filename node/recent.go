@@ -1,0 +1,97 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Recent fail-overs, for the status page: every recentStep the node
+// samples the counters of events that make an ad server fall back (its
+// JSON API's fail-open verdicts, requests it refused while a partition
+// was still arriving, checks it answered as a backup, strict writes a
+// backup did not acknowledge) and keeps the last recentSteps deltas.
+// Go clients count their own fail-opens in their registry
+// (fcap_client_fail_verdicts_total): a node cannot see those.
+
+const (
+	recentStep  = 10 * time.Second
+	recentSteps = 60 // ten minutes
+)
+
+// recentSample is one step's events.
+type recentSample struct {
+	At             time.Time
+	APIFailOpen    int64 // JSON API calls answered by the failure policy as open
+	SyncRefusals   int64 // requests refused while their partition was arriving
+	BackupReads    int64 // checks answered as a backup (the owner was unreachable)
+	StrictFailures int64 // strict writes refused: a backup did not acknowledge
+}
+
+func (s recentSample) total() int64 {
+	return s.APIFailOpen + s.SyncRefusals + s.BackupReads + s.StrictFailures
+}
+
+type recentEvents struct {
+	mu      sync.Mutex
+	samples []recentSample // guarded by mu; oldest first, at most recentSteps
+	last    recentSample   // guarded by mu; the counters at the previous step
+}
+
+// counters reads the cumulative counters.
+func (n *Node) recentCounters() recentSample {
+	s := recentSample{
+		At:             time.Now(),
+		SyncRefusals:   int64(counterValue(n.metrics.syncingRefusals)),
+		BackupReads:    int64(counterValue(n.metrics.backupReads)),
+		StrictFailures: int64(counterValue(n.metrics.strictFailures)),
+	}
+	if n.apiClient != nil {
+		s.APIFailOpen = n.apiClient.Stats().FailOpen
+	}
+	return s
+}
+
+// sampleRecent records one step.
+func (n *Node) sampleRecent() {
+	cur := n.recentCounters()
+	r := &n.recent
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := recentSample{
+		At:             cur.At,
+		APIFailOpen:    cur.APIFailOpen - r.last.APIFailOpen,
+		SyncRefusals:   cur.SyncRefusals - r.last.SyncRefusals,
+		BackupReads:    cur.BackupReads - r.last.BackupReads,
+		StrictFailures: cur.StrictFailures - r.last.StrictFailures,
+	}
+	r.last = cur
+	r.samples = append(r.samples, d)
+	if len(r.samples) > recentSteps {
+		r.samples = r.samples[len(r.samples)-recentSteps:]
+	}
+}
+
+// recentHistory returns the steps recorded, oldest first.
+func (n *Node) recentHistory() []recentSample {
+	n.recent.mu.Lock()
+	defer n.recent.mu.Unlock()
+	return append([]recentSample(nil), n.recent.samples...)
+}
+
+// recorder samples every recentStep until ctx ends.
+func (n *Node) recorder(ctx context.Context) {
+	n.recent.mu.Lock()
+	n.recent.last = n.recentCounters()
+	n.recent.mu.Unlock()
+	t := time.NewTicker(recentStep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.sampleRecent()
+		}
+	}
+}
