@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -166,11 +167,12 @@ var (
 	descUnderRepl   = prometheus.NewDesc("fcap_partitions_under_replicated", "Partitions this node is primary of whose other owners do not all hold them yet.", nil, nil)
 	descSyncing     = prometheus.NewDesc("fcap_partitions_syncing", "Partitions this node owns but has not received yet; their requests are refused until they arrive.", nil, nil)
 	descState       = prometheus.NewDesc("fcap_node_state", "1 for this node's ring state (joining, active, leaving).", []string{"state"}, nil)
+	descEpoch       = prometheus.NewDesc("fcap_ring_epoch_info", "1, labelled with the epoch of the ring this node routes by (hex): nodes that disagree for long have split views.", []string{"epoch"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descViewers, descKeys, descBytes, descBytesPerKey, descLimit, descOverLimit, descRefused, descImpressions, descReservLive, descMembers, descOwned,
-		descReplQueue, descReplLag, descHanding, descUnderRepl, descSyncing, descState} {
+		descReplQueue, descReplLag, descHanding, descUnderRepl, descSyncing, descState, descEpoch} {
 		ch <- d
 	}
 }
@@ -199,6 +201,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(st.Refused))
 
 	v := c.n.view.Load()
+	gauge(descEpoch, 1, fmt.Sprintf("%016x", v.ring.Epoch()))
 	states := map[ring.State]int{}
 	for _, m := range v.ring.Members() {
 		states[m.State]++

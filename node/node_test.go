@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -334,9 +335,22 @@ func TestHealthAndReadiness(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
 			t.Errorf("%s: %d", path, resp.StatusCode)
+		}
+		if path != "/metrics" {
+			continue
+		}
+		// The figures operators chart and alert on (issue 7's list).
+		epoch := fmt.Sprintf(`fcap_ring_epoch_info{epoch="%016x"} 1`, nodes[0].Ring().Epoch())
+		for _, want := range []string{epoch, "fcap_engine_impressions ", "fcap_engine_reservations ", "fcap_engine_keys ",
+			"fcap_engine_bytes_per_key ", "fcap_ring_partitions_owned{rank=\"primary\"}", "fcap_replication_lag_seconds ",
+			"fcap_partitions_handing_over ", "fcap_node_connections ", "fcap_ring_members{state=\"active\"} 1"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("/metrics lacks %q", want)
+			}
 		}
 	}
 }

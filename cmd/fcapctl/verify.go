@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -24,7 +25,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	settle := fs.Duration("settle", 2*time.Second, "live: how long a difference must stay unchanged to count as drift (twice this is waited)")
 	noLog := fs.Bool("no-log", false, "live: compare replicas only, do not replay the nodes' logs")
 	show := fs.Int("show", 20, "live: drifting viewers to list")
-	asJSON := fs.Bool("json", false, "live: print JSON")
+	asJSON := fs.Bool("json", false, "print JSON")
 	conn := addConnFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fcapctl verify [flags]           reconcile a running cluster")
@@ -60,16 +61,43 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fcapctl: %v\n", err)
 		return 1
 	}
-	var records, bytes int64
+	type segOut struct {
+		Segment string `json:"segment"`
+		Records int64  `json:"records"`
+		Bytes   int64  `json:"bytes"`
+		Damaged int64  `json:"damaged_bytes"`
+		Error   string `json:"error,omitempty"`
+	}
+	type snapOut struct {
+		Snapshot string `json:"snapshot"`
+		States   uint64 `json:"states"`
+		From     uint64 `json:"replay_from_segment"`
+		Error    string `json:"error,omitempty"`
+	}
+	var out struct {
+		Records  int64     `json:"records"`
+		Bytes    int64     `json:"bytes"`
+		Segments []segOut  `json:"segments"`
+		Snaps    []snapOut `json:"snapshots"`
+		OK       bool      `json:"ok"`
+	}
+	out.Segments, out.Snaps = []segOut{}, []snapOut{}
 	for _, s := range segs {
-		records += s.Records
-		bytes += s.Bytes
+		out.Records += s.Records
+		out.Bytes += s.Bytes
+		so := segOut{Segment: filepath.Base(s.Path), Records: s.Records, Bytes: s.Bytes, Damaged: s.Damaged}
 		if s.Damaged > 0 {
 			status = 1
-			fmt.Fprintf(stdout, "DAMAGED %s: %d records good, %d bytes damaged from offset %d: %v\n", filepath.Base(s.Path), s.Records, s.Damaged, s.Bytes, s.Err)
+			so.Error = fmt.Sprint(s.Err)
+			if !*asJSON {
+				fmt.Fprintf(stdout, "DAMAGED %s: %d records good, %d bytes damaged from offset %d: %v\n", so.Segment, s.Records, s.Damaged, s.Bytes, s.Err)
+			}
 		}
+		out.Segments = append(out.Segments, so)
 	}
-	fmt.Fprintf(stdout, "log: %d segments, %d records, %d bytes\n", len(segs), records, bytes)
+	if !*asJSON {
+		fmt.Fprintf(stdout, "log: %d segments, %d records, %d bytes\n", len(segs), out.Records, out.Bytes)
+	}
 	snaps, err := wal.Snapshots(filepath.Join(dir, "snapshots"))
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl: %v\n", err)
@@ -77,14 +105,23 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, s := range snaps {
 		n, err := wal.VerifySnapshot(s.Path)
+		so := snapOut{Snapshot: filepath.Base(s.Path), States: n, From: s.From}
 		if err != nil {
 			status = 1
-			fmt.Fprintf(stdout, "DAMAGED snapshot %s: %v\n", filepath.Base(s.Path), err)
-			continue
+			so.Error = err.Error()
+			if !*asJSON {
+				fmt.Fprintf(stdout, "DAMAGED snapshot %s: %v\n", so.Snapshot, err)
+			}
+		} else if !*asJSON {
+			fmt.Fprintf(stdout, "snapshot %s: %d states, replay continues at segment %d\n", so.Snapshot, n, s.From)
 		}
-		fmt.Fprintf(stdout, "snapshot %s: %d states, replay continues at segment %d\n", filepath.Base(s.Path), n, s.From)
+		out.Snaps = append(out.Snaps, so)
 	}
-	if status == 0 {
+	out.OK = status == 0
+	if *asJSON {
+		b, _ := json.Marshal(out)
+		fmt.Fprintln(stdout, string(b))
+	} else if status == 0 {
 		fmt.Fprintln(stdout, "ok")
 	}
 	return status

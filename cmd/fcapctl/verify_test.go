@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,6 +36,17 @@ func TestVerifyDataDir(t *testing.T) {
 	code, out, _ = runCLI("verify", dir)
 	if code != 1 || !strings.Contains(out, "DAMAGED") || !strings.Contains(out, "9 records good") {
 		t.Fatalf("damaged dir: %d %s", code, out)
+	}
+	code, out, _ = runCLI("verify", "--json", dir)
+	var rep struct {
+		Records  int64
+		OK       bool
+		Segments []struct {
+			Damaged int64 `json:"damaged_bytes"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 || rep.OK || rep.Records != 9 || len(rep.Segments) != 1 || rep.Segments[0].Damaged == 0 {
+		t.Fatalf("verify --json on the damaged dir: %d %s (%v)", code, out, err)
 	}
 	if after, _ := os.ReadFile(segs[0]); len(after) != len(b)-2 {
 		t.Fatal("verify changed the segment")
