@@ -181,7 +181,6 @@ func Start(cfg Config) (*Node, error) {
 	n.goFunc(func() { n.janitor(ctx) })
 	n.goFunc(func() { n.replanner(ctx) })
 	n.goFunc(func() { n.puller(ctx) })
-	n.goFunc(func() { n.recorder(ctx) })
 	if n.durable != nil {
 		n.goFunc(func() { n.durable.run(ctx) })
 	}
@@ -190,6 +189,7 @@ func Start(cfg Config) (*Node, error) {
 	if err := n.startAPI(); err != nil {
 		n.log.Error("http api not started", "err", err)
 	}
+	n.goFunc(func() { n.recorder(ctx) }) // reads n.apiClient: after startAPI
 	if n.http != nil {
 		n.goFunc(func() {
 			if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
