@@ -51,6 +51,7 @@ type viewerExt struct {
 	wide bool          // timestamps are stored as two words
 	seen []seenID      // remembered impression ids, sorted by hash
 	res  []reservation // live (and not yet swept) reservations
+	id   *identity     // device link and linked devices (identity.go)
 }
 
 type reservation struct {
@@ -266,6 +267,9 @@ func (v *viewer) bytes() int64 {
 		b += extBytes + int64(cap(x.seen))*seenEntryBytes
 		for i := range x.res {
 			b += reservationBytes + int64(cap(x.res[i].keys))*8
+		}
+		if x.id != nil {
+			b += x.id.bytes()
 		}
 	}
 	return b

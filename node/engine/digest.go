@@ -17,7 +17,7 @@ import (
 // (in key-hash order), its kind and window, and the impressions inside
 // its window: a sliding counter's timestamps, a fixed counter's count, a
 // bucketed counter's counts bucket by bucket. Reservations and remembered
-// impression ids are not covered.
+// impression ids are not covered; identity links are (identity.go).
 
 // Digest returns the digest of what the viewer with the given key counts
 // at time now, and the number of counters that count anything. A viewer
@@ -56,7 +56,11 @@ func (v *viewer) digest(key uint64, now int64) (uint64, int) {
 			ls = append(ls, live{h.hash, i})
 		}
 	}
-	if len(ls) == 0 {
+	var id *identity
+	if v.ext != nil && v.ext.id != nil && !v.ext.id.empty() {
+		id = v.ext.id
+	}
+	if len(ls) == 0 && id == nil {
 		return 0, 0
 	}
 	slices.SortFunc(ls, func(a, b live) int {
@@ -98,6 +102,17 @@ func (v *viewer) digest(key uint64, now int64) (uint64, int) {
 					word(uint64(x))
 					word(uint64(c))
 				}
+			}
+		}
+	}
+	if id != nil { // links are compared too (tombstones included)
+		d.WriteString(id.viewer)
+		word(uint64(id.linkAt))
+		for _, dl := range id.devices {
+			d.WriteString(dl.name)
+			word(uint64(dl.at))
+			if dl.gone {
+				word(1)
 			}
 		}
 	}

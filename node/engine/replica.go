@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Replication support. A node replicates state, not operations: after a
@@ -22,7 +23,8 @@ var ErrBadState = errors.New("bad viewer state")
 const (
 	stateVersion = 1
 
-	stateWide   = 1 << 0
+	stateWide     = 1 << 0
+	stateIdentity = 1 << 1 // an identity section follows the reservations
 	stateAbsent = 1 << 7 // the viewer holds nothing: the importer deletes it
 )
 
@@ -58,6 +60,11 @@ func exportViewer(dst []byte, key uint64, v *viewer) []byte {
 	if v.wide() {
 		flags |= stateWide
 	}
+	var id *identity
+	if v.ext != nil && v.ext.id != nil && !v.ext.id.empty() {
+		id = v.ext.id
+		flags |= stateIdentity
+	}
 	dst = append(dst, flags)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(v.base))
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(v.arena)))
@@ -83,8 +90,38 @@ func exportViewer(dst []byte, key uint64, v *viewer) []byte {
 			dst = binary.LittleEndian.AppendUint64(dst, k)
 		}
 	}
+	if id != nil {
+		dst = appendString(dst, id.viewer)
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(id.linkAt))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(id.devices)))
+		for _, d := range id.devices {
+			dst = appendString(dst, d.name)
+			dst = binary.LittleEndian.AppendUint64(dst, uint64(d.at))
+			var gone byte
+			if d.gone {
+				gone = 1
+			}
+			dst = append(dst, gone)
+		}
+	}
 	return dst
 }
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(s)))
+	return append(dst, s...)
+}
+
+func (r *stateReader) str(limit int) string {
+	n := int(r.u16())
+	if r.err == nil && n > limit {
+		r.err = fmt.Errorf("%w: id of %d bytes", ErrBadState, n)
+	}
+	return string(r.take(n))
+}
+
+// maxDevicesInState bounds the devices one imported viewer may list.
+const maxDevicesInState = 1 << 16
 
 // stateReader decodes an exported state, failing (not panicking) on
 // short or inconsistent input.
@@ -266,10 +303,33 @@ func (e *Engine) decodeState(data []byte) (decodedState, int, error) {
 		}
 		x.res = append(x.res, res)
 	}
+	if flags&stateIdentity != 0 {
+		id := &identity{viewer: r.str(e.cfg.MaxIDLength), linkAt: int64(r.u64())}
+		nd := r.count(11, maxDevicesInState)
+		for range nd {
+			d := deviceLink{name: r.str(e.cfg.MaxIDLength), at: int64(r.u64()), gone: r.u8() != 0}
+			if r.err == nil && (d.name == "" || !validTime(d.at)) {
+				r.err = fmt.Errorf("%w: bad device link", ErrBadState)
+			}
+			id.devices = append(id.devices, d)
+		}
+		if r.err == nil && (id.linkAt < 0 || id.linkAt > MaxTime) {
+			r.err = fmt.Errorf("%w: bad link time", ErrBadState)
+		}
+		slices.SortFunc(id.devices, func(a, b deviceLink) int { return strings.Compare(a.name, b.name) })
+		for i := 1; r.err == nil && i < len(id.devices); i++ {
+			if id.devices[i].name == id.devices[i-1].name {
+				r.err = fmt.Errorf("%w: device listed twice", ErrBadState)
+			}
+		}
+		if !id.empty() {
+			x.id = id
+		}
+	}
 	if r.err != nil {
 		return decodedState{}, 0, r.err
 	}
-	if x.wide || len(x.seen) > 0 || len(x.res) > 0 {
+	if x.wide || len(x.seen) > 0 || len(x.res) > 0 || x.id != nil {
 		nv.ext = x
 	}
 	if err := e.checkState(&nv); err != nil {
