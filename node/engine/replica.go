@@ -25,7 +25,7 @@ const (
 
 	stateWide     = 1 << 0
 	stateIdentity = 1 << 1 // an identity section follows the reservations
-	stateAbsent = 1 << 7 // the viewer holds nothing: the importer deletes it
+	stateAbsent   = 1 << 7 // the viewer holds nothing: the importer deletes it
 )
 
 // Observe advances the high-water mark to t, as if an operation had been
