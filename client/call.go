@@ -30,6 +30,9 @@ type call struct {
 	record   proto.RecordResult
 	topology proto.Topology
 	pong     proto.Pong
+	link     proto.LinkResult
+	unlink   proto.UnlinkResult
+	resolve  proto.ResolveResult
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -68,6 +71,20 @@ func (cl *call) deliver(hdr proto.Header, body []byte) {
 	case hdr.Type == proto.TypeTopology:
 		if err = proto.Decode(body, &cl.topology); err == nil {
 			cloneTopology(&cl.topology)
+		}
+	case hdr.Type == proto.TypeLinkResult:
+		err = proto.Decode(body, &cl.link)
+	case hdr.Type == proto.TypeUnlinkResult:
+		if err = proto.Decode(body, &cl.unlink); err == nil {
+			cl.unlink.Viewer = strings.Clone(cl.unlink.Viewer)
+		}
+	case hdr.Type == proto.TypeResolveResult:
+		if err = proto.Decode(body, &cl.resolve); err == nil {
+			vs := make([]string, len(cl.resolve.Viewers))
+			for i, v := range cl.resolve.Viewers {
+				vs[i] = strings.Clone(v)
+			}
+			cl.resolve.Viewers = vs
 		}
 	case hdr.Type == proto.TypePong:
 		if err = proto.Decode(body, &cl.pong); err == nil {

@@ -40,6 +40,7 @@ type Client struct {
 	refreshMu   sync.Mutex    // one topology fetch at a time
 	refreshHint chan string   // addresses whose responses carried another epoch
 	rec         *recorder     // the asynchronous Record path
+	resolved    *resolveCache // device resolutions (identity.go)
 	stop        chan struct{} // closed by Close
 	wg          sync.WaitGroup
 
@@ -84,6 +85,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c.topo.Store(newTopology(nil, nil))
+	c.resolved = newResolveCache(cfg.ResolveCacheSize, cfg.ResolveTTL)
 	c.rec = newRecorder(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.DialTimeout)
 	if err := c.refresh(ctx, ""); err != nil {

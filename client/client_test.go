@@ -114,7 +114,7 @@ func (f *fakeNode) close() {
 	f.wg.Wait()
 }
 
-func newClient(t *testing.T, mutate func(*client.Config), seeds ...string) *client.Client {
+func newClient(t testing.TB, mutate func(*client.Config), seeds ...string) *client.Client {
 	t.Helper()
 	cfg := client.DefaultConfig(seeds...)
 	cfg.Logger = quiet

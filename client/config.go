@@ -100,6 +100,16 @@ type Config struct {
 	// MaxFrame bounds response frames. Default proto.DefaultMaxFrame.
 	MaxFrame int
 
+	// ResolveCacheSize bounds the device resolutions the client caches
+	// (calls with the Device option). Default 100,000; past it, entries
+	// are evicted at random.
+	ResolveCacheSize int
+
+	// ResolveTTL is how long a cached resolution is trusted: a device
+	// linked or unlinked elsewhere may be counted under its old identity
+	// for up to this long. Default 30s.
+	ResolveTTL time.Duration
+
 	// Logger receives the client's logs. Default slog.Default().
 	Logger *slog.Logger
 
@@ -111,22 +121,24 @@ type Config struct {
 // DefaultConfig returns the defaults for the given seeds.
 func DefaultConfig(seeds ...string) Config {
 	return Config{
-		Seeds:           seeds,
-		Timeout:         5 * time.Millisecond,
-		DialTimeout:     250 * time.Millisecond,
-		ConnsPerNode:    2,
-		SoftFailOpen:    true,
-		StrictFailOpen:  false,
-		RefreshInterval: 10 * time.Second,
-		RecordQueue:     65536,
-		RecordBatch:     256,
-		RecordLinger:    time.Millisecond,
-		RecordTimeout:   250 * time.Millisecond,
-		RecordRetryMin:  10 * time.Millisecond,
-		RecordRetryMax:  5 * time.Second,
-		RecordAttempts:  12,
-		RecordSenders:   4,
-		MaxFrame:        proto.DefaultMaxFrame,
+		Seeds:            seeds,
+		Timeout:          5 * time.Millisecond,
+		DialTimeout:      250 * time.Millisecond,
+		ConnsPerNode:     2,
+		SoftFailOpen:     true,
+		StrictFailOpen:   false,
+		RefreshInterval:  10 * time.Second,
+		RecordQueue:      65536,
+		RecordBatch:      256,
+		RecordLinger:     time.Millisecond,
+		RecordTimeout:    250 * time.Millisecond,
+		RecordRetryMin:   10 * time.Millisecond,
+		RecordRetryMax:   5 * time.Second,
+		RecordAttempts:   12,
+		RecordSenders:    4,
+		MaxFrame:         proto.DefaultMaxFrame,
+		ResolveCacheSize: 100_000,
+		ResolveTTL:       30 * time.Second,
 	}
 }
 
@@ -139,7 +151,7 @@ func (c *Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"Timeout": c.Timeout, "DialTimeout": c.DialTimeout, "RefreshInterval": c.RefreshInterval,
 		"RecordLinger": c.RecordLinger, "RecordTimeout": c.RecordTimeout,
-		"RecordRetryMin": c.RecordRetryMin, "RecordRetryMax": c.RecordRetryMax,
+		"RecordRetryMin": c.RecordRetryMin, "RecordRetryMax": c.RecordRetryMax, "ResolveTTL": c.ResolveTTL,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("client config: %s must be positive, got %v", name, d))
@@ -157,6 +169,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxFrame < 1024 {
 		errs = append(errs, fmt.Errorf("client config: MaxFrame must be at least 1024, got %d", c.MaxFrame))
+	}
+	if c.ResolveCacheSize < 1 {
+		errs = append(errs, fmt.Errorf("client config: ResolveCacheSize must be positive, got %d", c.ResolveCacheSize))
 	}
 	return errors.Join(errs...)
 }

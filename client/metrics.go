@@ -59,6 +59,8 @@ type metrics struct {
 	recordRetries     prometheus.Counter
 	recordDropped     *prometheus.CounterVec
 	recordQueue       prometheus.Gauge
+	resolveMisses     prometheus.Counter
+	resolveFailures   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -93,6 +95,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.recordSent = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_records_acknowledged_total", Help: "Impressions acknowledged by their owner (recorded, duplicate or stale)."})
 	m.recordRetries = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_record_retries_total", Help: "Impression send attempts retried after a failure."})
 	m.recordDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_client_records_dropped_total", Help: "Impressions given up: queue_full, attempts (retries exhausted), invalid (refused as a bad request), closed."}, []string{"reason"})
+	m.resolveMisses = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_resolve_misses_total", Help: "Device-keyed calls whose device was not in the resolution cache (one more round trip)."})
+	m.resolveFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_resolve_failures_total", Help: "Devices that could not be resolved (their owners unreachable): counted as their own viewer."})
 	m.recordQueue = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_client_record_queue", Help: "Impressions queued or in flight."})
 	// Every reason exported from the start at 0, so rates and alerts see
 	// a series before the first drop.
@@ -101,7 +105,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{calls, latency, verdicts, m.notOwnerRefreshes, m.backupReads, m.topologyChanges, m.refreshErrors, m.dialErrors,
-			m.recordQueued, m.recordSent, m.recordRetries, m.recordDropped, m.recordQueue} {
+			m.recordQueued, m.recordSent, m.recordRetries, m.recordDropped, m.recordQueue, m.resolveMisses, m.resolveFailures} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

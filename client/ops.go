@@ -34,6 +34,7 @@ type CallOption func(*callOptions)
 type callOptions struct {
 	now    int64
 	hasNow bool
+	device bool
 }
 
 // At makes the call judge by time t (Unix milliseconds in production)
@@ -141,6 +142,7 @@ func (c *Client) CheckInto(ctx context.Context, viewer string, cands []engine.Ca
 
 func (c *Client) check(ctx context.Context, viewer string, res *CheckResult, start time.Time, o callOptions) error {
 	deadline := c.deadline(ctx, start)
+	viewer = c.canonical(ctx, viewer, &o, deadline)
 	req := proto.Check{Viewer: viewer, Now: o.now, HasNow: o.hasNow, Table: res.table}
 	// When a backup may answer for soft candidates, the owner gets three
 	// fifths of the budget and the backup the rest.
@@ -271,6 +273,12 @@ func epochOf(cl *call) uint64 {
 		return cl.release.Epoch
 	case proto.TypeRecordResult:
 		return cl.record.Epoch
+	case proto.TypeLinkResult:
+		return cl.link.Epoch
+	case proto.TypeUnlinkResult:
+		return cl.unlink.Epoch
+	case proto.TypeResolveResult:
+		return cl.resolve.Epoch
 	}
 	return 0
 }
@@ -282,8 +290,10 @@ func epochOf(cl *call) uint64 {
 func (c *Client) Allow(ctx context.Context, viewer string, caps []engine.Cap, opts ...CallOption) (Verdict, error) {
 	start := time.Now()
 	o := applyOptions(opts)
+	deadline := c.deadline(ctx, start)
+	viewer = c.canonical(ctx, viewer, &o, deadline)
 	req := proto.Allow{Viewer: viewer, Now: o.now, HasNow: o.hasNow, Caps: caps}
-	cl, err := c.owned(ctx, viewer, &req, proto.TypeAllowResult, c.deadline(ctx, start))
+	cl, err := c.owned(ctx, viewer, &req, proto.TypeAllowResult, deadline)
 	switch {
 	case err == nil:
 		v := Verdict{Verdict: cl.allow.Verdict}
@@ -325,8 +335,10 @@ type Reservation struct {
 func (c *Client) Reserve(ctx context.Context, viewer string, cand engine.Candidate, ttl time.Duration, opts ...CallOption) (Verdict, Reservation, error) {
 	start := time.Now()
 	o := applyOptions(opts)
+	deadline := c.deadline(ctx, start)
+	viewer = c.canonical(ctx, viewer, &o, deadline)
 	req := proto.Reserve{Viewer: viewer, Now: o.now, HasNow: o.hasNow, TTL: ttl.Milliseconds(), Caps: cand.Caps}
-	cl, err := c.owned(ctx, viewer, &req, proto.TypeReserveResult, c.deadline(ctx, start))
+	cl, err := c.owned(ctx, viewer, &req, proto.TypeReserveResult, deadline)
 	switch {
 	case err == nil:
 		v, id := Verdict{Verdict: cl.reserve.Verdict}, cl.reserve.ID

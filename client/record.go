@@ -26,6 +26,15 @@ func (c *Client) Record(viewer string, imp engine.Impression) bool {
 	return c.rec.add(viewer, imp)
 }
 
+// RecordDevice is Record for an impression a device played: the device
+// is resolved to its viewer (cached; a miss waits up to Config.Timeout
+// for the device's owner, and an unresolved device counts as itself).
+func (c *Client) RecordDevice(device string, imp engine.Impression) bool {
+	o := callOptions{device: true}
+	ctx := context.Background()
+	return c.rec.add(c.canonical(ctx, device, &o, c.deadline(ctx, time.Now())), imp)
+}
+
 // Flush waits until every queued impression is acknowledged or dropped,
 // or ctx ends.
 func (c *Client) Flush(ctx context.Context) error {

@@ -20,6 +20,8 @@ type Stats struct {
 	RecordRetries     int64
 	RecordsDropped    int64
 	RecordQueue       int64 // queued or in flight now
+	ResolveMisses     int64 // device-keyed calls that missed the resolution cache
+	ResolveFailures   int64 // devices that could not be resolved (counted as themselves)
 }
 
 // Stats returns the totals since the client started.
@@ -42,6 +44,8 @@ func (c *Client) Stats() Stats {
 		s.RecordsDropped += value(m.recordDropped.WithLabelValues(reason))
 	}
 	s.RecordQueue = c.rec.count.Load()
+	s.ResolveMisses = value(m.resolveMisses)
+	s.ResolveFailures = value(m.resolveFailures)
 	return s
 }
 

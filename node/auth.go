@@ -58,9 +58,9 @@ const allPerms = ^perms(0)
 
 var rolePerms = map[Role]perms{
 	RoleAdServer: permsOf(proto.TypePing, proto.TypeTopologyRequest, proto.TypeCheck, proto.TypeAllow,
-		proto.TypeRecord, proto.TypeReserve, proto.TypeRelease),
+		proto.TypeRecord, proto.TypeReserve, proto.TypeRelease, proto.TypeLink, proto.TypeUnlink, proto.TypeResolve),
 	RoleOperator: allPerms,
-	RolePeer:     permsOf(proto.TypePing, proto.TypeTopologyRequest, proto.TypeReplicate, proto.TypeSyncRequest),
+	RolePeer:     permsOf(proto.TypePing, proto.TypeTopologyRequest, proto.TypeReplicate, proto.TypeSyncRequest, proto.TypeLinkDevice),
 }
 
 // minTokenLen is the shortest token a tokens file may hold.

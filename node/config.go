@@ -95,6 +95,10 @@ type Config struct {
 	// write and its answer). Default 10s.
 	ReplicationTimeout time.Duration
 
+	// MaxDevicesPerViewer bounds the devices linked to one viewer
+	// (identity). Default 32.
+	MaxDevicesPerViewer int
+
 	// StrictTimeout is how long a strict write waits for every backup to
 	// apply it before answering with an error (the client then fails
 	// closed). Default 1s.
@@ -199,13 +203,14 @@ func DefaultConfig() Config {
 		IdleTimeout:  5 * time.Minute,
 		WriteTimeout: 10 * time.Second,
 
-		ReplicationTimeout: 10 * time.Second,
-		StrictTimeout:      time.Second,
-		DrainTimeout:       60 * time.Second,
-		Linger:             2 * time.Second,
-		DropGrace:          60 * time.Second,
-		SyncTimeout:        10 * time.Second,
-		TransferRate:       64 << 20,
+		ReplicationTimeout:  10 * time.Second,
+		StrictTimeout:       time.Second,
+		MaxDevicesPerViewer: 32,
+		DrainTimeout:        60 * time.Second,
+		Linger:              2 * time.Second,
+		DropGrace:           60 * time.Second,
+		SyncTimeout:         10 * time.Second,
+		TransferRate:        64 << 20,
 
 		HTTPAPI:          true,
 		APITimeout:       20 * time.Millisecond,
@@ -275,6 +280,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleTimeout <= 0 || c.WriteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("node config: IdleTimeout (%v) and WriteTimeout (%v) must be positive", c.IdleTimeout, c.WriteTimeout))
+	}
+	if c.MaxDevicesPerViewer < 1 {
+		errs = append(errs, fmt.Errorf("node config: MaxDevicesPerViewer must be at least 1, got %d", c.MaxDevicesPerViewer))
 	}
 	if c.ReplicationTimeout <= 0 || c.StrictTimeout <= 0 || c.DrainTimeout <= 0 || c.Linger < 0 || c.DropGrace <= 0 || c.SyncTimeout <= 0 {
 		errs = append(errs, errors.New("node config: ReplicationTimeout, StrictTimeout, DrainTimeout, DropGrace and SyncTimeout must be positive, Linger not negative"))

@@ -276,13 +276,45 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 	case proto.TypeVerify:
 		var m proto.Verify
 		if err := proto.Decode(body, &m); err != nil {
-			return h.failErr(out, hdr, err, epoch, opStatus)
+			return h.failErr(out, hdr, err, epoch, opVerify)
 		}
 		res, err := h.n.verify(v, &m)
 		if err != nil {
-			return h.failErr(out, hdr, err, epoch, opStatus)
+			return h.failErr(out, hdr, err, epoch, opVerify)
 		}
-		return h.reply(out, hdr.ID, res, opStatus)
+		return h.reply(out, hdr.ID, res, opVerify)
+
+	case proto.TypeResolve:
+		var m proto.Resolve
+		if err := proto.Decode(body, &m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opIdentity)
+		}
+		res, code, err := h.resolve(v, &m, epoch)
+		return h.identityReply(out, hdr, res, code, err, epoch)
+
+	case proto.TypeLink:
+		var m proto.Link
+		if err := proto.Decode(body, &m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opIdentity)
+		}
+		res, code, err := h.link(v, &m, epoch)
+		return h.identityReply(out, hdr, res, code, err, epoch)
+
+	case proto.TypeUnlink:
+		var m proto.Unlink
+		if err := proto.Decode(body, &m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opIdentity)
+		}
+		res, code, err := h.unlink(v, &m, epoch)
+		return h.identityReply(out, hdr, res, code, err, epoch)
+
+	case proto.TypeLinkDevice:
+		var m proto.LinkDevice
+		if err := proto.Decode(body, &m); err != nil {
+			return h.failErr(out, hdr, err, epoch, opIdentity)
+		}
+		res, code, err := h.linkDevice(&m)
+		return h.identityReply(out, hdr, res, code, err, epoch)
 
 	case proto.TypeDrain:
 		var m proto.Drain
@@ -315,6 +347,18 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 	default:
 		return h.fail(out, hdr, proto.CodeUnsupported, "unknown message type "+hdr.Type.String()), opUnknown, outcomeBadRequest
 	}
+}
+
+// identityReply answers an identity request: its result, a refusal, or
+// an error.
+func (h *handler) identityReply(out []byte, hdr proto.Header, res proto.Message, code proto.Code, err error, epoch uint64) ([]byte, opKind, outcome) {
+	switch {
+	case err != nil:
+		return h.failErr(out, hdr, err, epoch, opIdentity)
+	case code != 0:
+		return h.refuse(out, hdr, code, epoch, opIdentity)
+	}
+	return h.reply(out, hdr.ID, res, opIdentity)
 }
 
 // serves returns 0 when this node answers for the viewer: it is the

@@ -29,10 +29,12 @@ const (
 	opGossipKey
 	opHello
 	opDenied
+	opVerify
+	opIdentity
 	numOps
 )
 
-var opNames = [numOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown", "gossip_key", "hello", "denied"}
+var opNames = [numOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown", "gossip_key", "hello", "denied", "verify", "identity"}
 
 // outcome classifies a response in metrics.
 type outcome uint8

@@ -12,7 +12,7 @@ import (
 // was still arriving, checks it answered as a backup, strict writes a
 // backup did not acknowledge) and keeps the last recentSteps deltas.
 // Go clients count their own fail-opens in their registry
-// (fcap_client_fail_verdicts_total): a node cannot see those.
+// (fcap_client_policy_verdicts_total): a node cannot see those.
 
 const (
 	recentStep  = 10 * time.Second

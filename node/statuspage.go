@@ -246,7 +246,7 @@ JSON API: {{.APICalls}} calls, <span {{if .APIFailOpen}}class="bad"{{end}}>{{.AP
 {{end}}</svg><br>
 <span {{if .RecentTotal}}class="bad"{{end}}>{{.RecentTotal}} events</span>: {{.RecentAPI}} JSON API fail-open, {{.RecentSR}} refused while syncing,
 {{.RecentBR}} backup reads, {{.RecentSF}} strict write failures<br>
-<small>Go clients count their own fail-opens (fcap_client_fail_verdicts_total).</small>
+<small>Go clients count their own fail-opens (fcap_client_policy_verdicts_total).</small>
 </div></div>
 <table id="members">
 <tr><th class="l">member</th><th class="l">address</th><th class="l">state</th><th>primaries</th><th>backups</th><th>viewers</th><th>counters</th><th>memory</th><th>requests</th><th>syncing</th><th>under-replicated</th><th>repl. queue</th><th>repl. lag</th></tr>

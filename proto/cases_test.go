@@ -177,6 +177,14 @@ func testCases() []testCase {
 			Partitions: []PartitionDigest{{Partition: 17, Held: true, Viewers: 2, Sum: math.MaxUint64, LogViewers: 2, LogSum: 5}},
 			Viewers:    []ViewerDigest{{Key: 0xDEADBEEF, Sum: 1, Log: 0}}, Truncated: true}},
 		{name: "verify-result/empty", msg: &VerifyResult{}},
+		{name: "link", msg: &Link{Device: "phone-1", Viewer: "person-1"}},
+		{name: "link-result", msg: &LinkResult{Epoch: 3, Merged: 12}},
+		{name: "unlink", msg: &Unlink{Device: "phone-1"}},
+		{name: "unlink-result", msg: &UnlinkResult{Epoch: 3, Viewer: "person-1"}},
+		{name: "resolve", msg: &Resolve{Devices: []string{"phone-1", "tv-2"}, Backup: true}},
+		{name: "resolve-result", msg: &ResolveResult{Epoch: 3, Viewers: []string{"person-1", ""}}},
+		{name: "link-device", msg: &LinkDevice{Device: "phone-1", Viewer: "person-1", At: 1_700_000_000_000, Unlink: true}},
+		{name: "link-device-result", msg: &LinkDeviceResult{State: []byte{1, 2, 3}}},
 		{name: "error", msg: &Error{Code: CodeNotOwner, Message: "viewer moved", Epoch: 1234}},
 		{name: "error/empty", msg: &Error{}},
 		{name: "error/unknown-code", msg: &Error{Code: 0xFFFF, Message: "from the future ✨"}},
@@ -307,6 +315,30 @@ func wireForm(m Message) []any {
 		return []any{m.Viewer}
 	case *Verify:
 		return []any{m.Now, le32(m.Partitions), m.Viewers, m.Log}
+	case *Link:
+		return []any{m.Device, m.Viewer}
+	case *LinkResult:
+		return []any{u(m.Epoch), u(m.Merged)}
+	case *Unlink:
+		return []any{m.Device}
+	case *UnlinkResult:
+		return []any{u(m.Epoch), m.Viewer}
+	case *Resolve:
+		ds := []any{}
+		for _, d := range m.Devices {
+			ds = append(ds, d)
+		}
+		return []any{ds, m.Backup}
+	case *ResolveResult:
+		vs := []any{}
+		for _, v := range m.Viewers {
+			vs = append(vs, v)
+		}
+		return []any{u(m.Epoch), vs}
+	case *LinkDevice:
+		return []any{m.Device, m.Viewer, m.At, m.Unlink}
+	case *LinkDeviceResult:
+		return []any{m.State}
 	case *VerifyResult:
 		parts := []any{}
 		for _, p := range m.Partitions {

@@ -61,74 +61,90 @@ type Type uint8
 // response carries the request's id. Any request may be answered with
 // an Error instead.
 const (
-	TypeError           Type = 1  // Error: the request failed
-	TypePing            Type = 2  // Ping: liveness probe
-	TypePong            Type = 3  // Pong: answers Ping
-	TypeTopologyRequest Type = 4  // TopologyRequest: asks for the ring
-	TypeTopology        Type = 5  // Topology: the ring
-	TypeCheck           Type = 6  // Check: read-only verdicts
-	TypeCheckResult     Type = 7  // CheckResult: answers Check
-	TypeAllow           Type = 8  // Allow: atomic check-and-record
-	TypeAllowResult     Type = 9  // AllowResult: answers Allow
-	TypeRecord          Type = 10 // Record: impressions that played
-	TypeRecordResult    Type = 11 // RecordResult: answers Record
-	TypeReserve         Type = 12 // Reserve: take a reservation
-	TypeReserveResult   Type = 13 // ReserveResult: answers Reserve
-	TypeRelease         Type = 14 // Release: drop a reservation
-	TypeReleaseResult   Type = 15 // ReleaseResult: answers Release
-	TypeReplicate       Type = 16 // Replicate: viewer states, node to node
-	TypeReplicateResult Type = 17 // ReplicateResult: answers Replicate
-	TypeStatusRequest   Type = 18 // StatusRequest: asks a node how it is
-	TypeStatus          Type = 19 // Status: answers StatusRequest
-	TypeDrain           Type = 20 // Drain: hand partitions over and leave
-	TypeDrainResult     Type = 21 // DrainResult: answers Drain
-	TypeSyncRequest     Type = 22 // SyncRequest: a new owner asks for partitions
-	TypeSyncResult      Type = 23 // SyncResult: answers SyncRequest
-	TypeGossipKey       Type = 24 // GossipKey: change or list a node's gossip keyring
-	TypeGossipKeyResult Type = 25 // GossipKeyResult: answers GossipKey
-	TypeHello           Type = 26 // Hello: authenticates a connection with a token
-	TypeHelloResult     Type = 27 // HelloResult: answers Hello
-	TypeInspect         Type = 40 // Inspect: one viewer's state, for operators
-	TypeViewerState     Type = 41 // ViewerState: answers Inspect
-	TypeVerify          Type = 42 // Verify: digests of a node's counters, for reconciliation
-	TypeVerifyResult    Type = 43 // VerifyResult: answers Verify
+	TypeError            Type = 1  // Error: the request failed
+	TypePing             Type = 2  // Ping: liveness probe
+	TypePong             Type = 3  // Pong: answers Ping
+	TypeTopologyRequest  Type = 4  // TopologyRequest: asks for the ring
+	TypeTopology         Type = 5  // Topology: the ring
+	TypeCheck            Type = 6  // Check: read-only verdicts
+	TypeCheckResult      Type = 7  // CheckResult: answers Check
+	TypeAllow            Type = 8  // Allow: atomic check-and-record
+	TypeAllowResult      Type = 9  // AllowResult: answers Allow
+	TypeRecord           Type = 10 // Record: impressions that played
+	TypeRecordResult     Type = 11 // RecordResult: answers Record
+	TypeReserve          Type = 12 // Reserve: take a reservation
+	TypeReserveResult    Type = 13 // ReserveResult: answers Reserve
+	TypeRelease          Type = 14 // Release: drop a reservation
+	TypeReleaseResult    Type = 15 // ReleaseResult: answers Release
+	TypeReplicate        Type = 16 // Replicate: viewer states, node to node
+	TypeReplicateResult  Type = 17 // ReplicateResult: answers Replicate
+	TypeStatusRequest    Type = 18 // StatusRequest: asks a node how it is
+	TypeStatus           Type = 19 // Status: answers StatusRequest
+	TypeDrain            Type = 20 // Drain: hand partitions over and leave
+	TypeDrainResult      Type = 21 // DrainResult: answers Drain
+	TypeSyncRequest      Type = 22 // SyncRequest: a new owner asks for partitions
+	TypeSyncResult       Type = 23 // SyncResult: answers SyncRequest
+	TypeGossipKey        Type = 24 // GossipKey: change or list a node's gossip keyring
+	TypeGossipKeyResult  Type = 25 // GossipKeyResult: answers GossipKey
+	TypeHello            Type = 26 // Hello: authenticates a connection with a token
+	TypeHelloResult      Type = 27 // HelloResult: answers Hello
+	TypeInspect          Type = 40 // Inspect: one viewer's state, for operators
+	TypeViewerState      Type = 41 // ViewerState: answers Inspect
+	TypeVerify           Type = 42 // Verify: digests of a node's counters, for reconciliation
+	TypeVerifyResult     Type = 43 // VerifyResult: answers Verify
+	TypeLink             Type = 44 // Link: link a device to a viewer
+	TypeLinkResult       Type = 45 // LinkResult: answers Link
+	TypeUnlink           Type = 46 // Unlink: make a device its own viewer again
+	TypeUnlinkResult     Type = 47 // UnlinkResult: answers Unlink
+	TypeResolve          Type = 48 // Resolve: the viewers devices count as
+	TypeResolveResult    Type = 49 // ResolveResult: answers Resolve
+	TypeLinkDevice       Type = 50 // LinkDevice: one side of a link or unlink, node to node
+	TypeLinkDeviceResult Type = 51 // LinkDeviceResult: answers LinkDevice
 )
 
 // lastType is the newest message type: tests check every type up to it.
 const lastType = TypeHelloResult
 
 var typeNames = [...]string{
-	TypeError:           "error",
-	TypePing:            "ping",
-	TypePong:            "pong",
-	TypeTopologyRequest: "topology_request",
-	TypeTopology:        "topology",
-	TypeCheck:           "check",
-	TypeCheckResult:     "check_result",
-	TypeAllow:           "allow",
-	TypeAllowResult:     "allow_result",
-	TypeRecord:          "record",
-	TypeRecordResult:    "record_result",
-	TypeReserve:         "reserve",
-	TypeReserveResult:   "reserve_result",
-	TypeRelease:         "release",
-	TypeReleaseResult:   "release_result",
-	TypeReplicate:       "replicate",
-	TypeReplicateResult: "replicate_result",
-	TypeStatusRequest:   "status_request",
-	TypeStatus:          "status",
-	TypeDrain:           "drain",
-	TypeDrainResult:     "drain_result",
-	TypeSyncRequest:     "sync_request",
-	TypeSyncResult:      "sync_result",
-	TypeGossipKey:       "gossip_key",
-	TypeGossipKeyResult: "gossip_key_result",
-	TypeHello:           "hello",
-	TypeHelloResult:     "hello_result",
-	TypeInspect:         "inspect",
-	TypeViewerState:     "viewer_state",
-	TypeVerify:          "verify",
-	TypeVerifyResult:    "verify_result",
+	TypeError:            "error",
+	TypePing:             "ping",
+	TypePong:             "pong",
+	TypeTopologyRequest:  "topology_request",
+	TypeTopology:         "topology",
+	TypeCheck:            "check",
+	TypeCheckResult:      "check_result",
+	TypeAllow:            "allow",
+	TypeAllowResult:      "allow_result",
+	TypeRecord:           "record",
+	TypeRecordResult:     "record_result",
+	TypeReserve:          "reserve",
+	TypeReserveResult:    "reserve_result",
+	TypeRelease:          "release",
+	TypeReleaseResult:    "release_result",
+	TypeReplicate:        "replicate",
+	TypeReplicateResult:  "replicate_result",
+	TypeStatusRequest:    "status_request",
+	TypeStatus:           "status",
+	TypeDrain:            "drain",
+	TypeDrainResult:      "drain_result",
+	TypeSyncRequest:      "sync_request",
+	TypeSyncResult:       "sync_result",
+	TypeGossipKey:        "gossip_key",
+	TypeGossipKeyResult:  "gossip_key_result",
+	TypeHello:            "hello",
+	TypeHelloResult:      "hello_result",
+	TypeInspect:          "inspect",
+	TypeViewerState:      "viewer_state",
+	TypeVerify:           "verify",
+	TypeVerifyResult:     "verify_result",
+	TypeLink:             "link",
+	TypeLinkResult:       "link_result",
+	TypeUnlink:           "unlink",
+	TypeUnlinkResult:     "unlink_result",
+	TypeResolve:          "resolve",
+	TypeResolveResult:    "resolve_result",
+	TypeLinkDevice:       "link_device",
+	TypeLinkDeviceResult: "link_device_result",
 }
 
 // String returns the type's name in snake case ("check_result"), fit for
@@ -231,6 +247,22 @@ func NewMessage(t Type) Message {
 		return new(Verify)
 	case TypeVerifyResult:
 		return new(VerifyResult)
+	case TypeLink:
+		return new(Link)
+	case TypeLinkResult:
+		return new(LinkResult)
+	case TypeUnlink:
+		return new(Unlink)
+	case TypeUnlinkResult:
+		return new(UnlinkResult)
+	case TypeResolve:
+		return new(Resolve)
+	case TypeResolveResult:
+		return new(ResolveResult)
+	case TypeLinkDevice:
+		return new(LinkDevice)
+	case TypeLinkDeviceResult:
+		return new(LinkDeviceResult)
 	}
 	return nil
 }

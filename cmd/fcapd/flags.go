@@ -36,6 +36,7 @@ type options struct {
 
 	// Limits on what one client connection may hold (see node.Config).
 	maxConns, maxFrame                  int
+	maxDevices                          int
 	idleTimeout, writeTimeout           time.Duration
 	gossipKey, gossipKeyFile            string
 	tlsCert, tlsKey, tlsClientCA, tlsCA string
@@ -122,6 +123,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if err := intFlag(&o.maxConns, "max-conns", "FCAP_MAX_CONNS", def.MaxConns, "data-plane connections served at once; past it new ones are told overloaded and closed"); err != nil {
 		return nil, err
 	}
+	if err := intFlag(&o.maxDevices, "max-devices", "FCAP_MAX_DEVICES", def.MaxDevicesPerViewer, "devices that may be linked to one viewer (identity); a link past it is refused"); err != nil {
+		return nil, err
+	}
 	var maxFrame string
 	str(&maxFrame, "max-frame", "FCAP_MAX_FRAME", strconv.Itoa(def.MaxFrame), "largest request frame accepted, e.g. 1MiB; a longer length prefix closes the connection")
 	if err := durFlag(&o.idleTimeout, "idle-timeout", "FCAP_IDLE_TIMEOUT", def.IdleTimeout, "close a data-plane connection that sends no complete request for this long (bounds slowloris clients)"); err != nil {
@@ -180,6 +184,7 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.Engine.MemoryLimit = o.memoryLimit
 	cfg.TransferRate = o.transferRate
 	cfg.MaxConns, cfg.MaxFrame = o.maxConns, o.maxFrame
+	cfg.MaxDevicesPerViewer = o.maxDevices
 	cfg.IdleTimeout, cfg.WriteTimeout = o.idleTimeout, o.writeTimeout
 	if err := o.durable.apply(&cfg); err != nil {
 		return cfg, err

@@ -207,7 +207,7 @@ func (e *Engine) LinkDevice(device, viewer string, at int64, dst []byte) ([]byte
 	if v.ext.id == nil {
 		v.ext.id = &identity{}
 	}
-	v.ext.id.setLink(viewer, at)
+	v.ext.id.setLink(strings.Clone(viewer), at) // the caller's string may alias a buffer it reuses
 	e.settle(s, v, before, keys)
 	return dst, nil
 }
@@ -307,9 +307,39 @@ func (e *Engine) AddDevice(viewer, device string, at int64, deviceState []byte, 
 	if v.ext.id == nil {
 		v.ext.id = &identity{}
 	}
-	v.ext.id.setDevice(deviceLink{name: device, at: at})
+	v.ext.id.setDevice(deviceLink{name: strings.Clone(device), at: at})
 	e.settle(s, v, before, keys)
 	return merged, nil
+}
+
+// CanAddDevice reports what AddDevice would refuse, without changing
+// anything: a link's first step runs only if its second can succeed.
+func (e *Engine) CanAddDevice(viewer, device string, maxDevices int) error {
+	if err := e.validateIDs(device, viewer); err != nil {
+		return err
+	}
+	if device == viewer {
+		return ErrLinkSelf
+	}
+	h := viewerKey(viewer)
+	s := e.stripeOf(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.lookup(h)
+	if v == nil || v.ext == nil || v.ext.id == nil {
+		return nil
+	}
+	id := v.ext.id
+	if id.viewer != "" {
+		return fmt.Errorf("%w: %q is a device linked to %q; link to that viewer", ErrLinkChain, viewer, id.viewer)
+	}
+	if i, ok := id.device(device); ok && !id.devices[i].gone {
+		return nil
+	}
+	if id.liveDevices() >= maxDevices {
+		return fmt.Errorf("%w (%d)", ErrTooManyDevices, maxDevices)
+	}
+	return nil
 }
 
 // RemoveDevice is the viewer's side of an unlink.
@@ -330,7 +360,7 @@ func (e *Engine) RemoveDevice(viewer, device string, at int64) error {
 		return nil
 	}
 	before, keys := v.bytes(), v.nkeys()
-	v.ext.id.setDevice(deviceLink{name: device, at: at, gone: true})
+	v.ext.id.setDevice(deviceLink{name: strings.Clone(device), at: at, gone: true})
 	e.settle(s, v, before, keys)
 	return nil
 }

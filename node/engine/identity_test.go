@@ -3,6 +3,7 @@ package engine_test
 import (
 	"errors"
 	"testing"
+	"unsafe"
 
 	"github.com/fcap-io/fcap/node/engine"
 )
@@ -161,5 +162,22 @@ func TestUnlinkAndReplicasConverge(t *testing.T) {
 	// lists watch (its side was not unlinked here), so it stays.
 	if st := c.Stats(); st.Viewers != 1 {
 		t.Errorf("%d viewers after the tombstone expired, want 1 (person)", st.Viewers)
+	}
+}
+
+// TestLinksKeepTheirOwnStrings: a request's strings alias a read buffer
+// the node reuses; the engine must copy what it keeps.
+func TestLinksKeepTheirOwnStrings(t *testing.T) {
+	e := newEngine(t)
+	dev, who := []byte("phone"), []byte("person")
+	device, viewer := unsafe.String(&dev[0], len(dev)), unsafe.String(&who[0], len(who))
+	link(t, e, device, viewer, 10)
+	copy(dev, "XXXXX")
+	copy(who, "YYYYYY")
+	if v, _, _ := e.Resolve("phone"); v != "person" {
+		t.Errorf("Resolve(phone) = %q after the caller reused its buffer", v)
+	}
+	if ds, _ := e.Devices("person"); len(ds) != 1 || ds[0] != "phone" {
+		t.Errorf("Devices(person) = %q after the caller reused its buffer", ds)
 	}
 }

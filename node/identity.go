@@ -1,0 +1,218 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// Cross-device identity on the wire (engine/identity.go holds the data).
+//
+// Link goes to the viewer's owner. It checks what it can alone, asks the
+// device's owner to record the link (LinkDevice; the answer carries the
+// device's own impressions), then records the device among the viewer's
+// and merges those impressions, once. Unlink goes to the device's owner,
+// which then tells the viewer's owner (LinkDevice with Unlink set).
+// Either side is written like a strict write: logged, and acknowledged
+// once every backup applied it, so a link survives its owner's death.
+// When one node owns both sides it calls itself directly.
+//
+// A link whose second step fails returns an error and leaves the first
+// step done: the device already resolves to the viewer, its earlier
+// impressions are not merged yet. Retrying the link finishes it (both
+// steps are idempotent).
+
+// identityTimeout bounds a link's call to the other side's owner.
+const identityTimeout = 2 * time.Second
+
+// resolve answers a Resolve.
+func (h *handler) resolve(v *view, m *proto.Resolve, epoch uint64) (*proto.ResolveResult, proto.Code, error) {
+	res := &proto.ResolveResult{Epoch: epoch}
+	for _, d := range m.Devices {
+		if code := h.serves(v, d); code != 0 {
+			if code != proto.CodeNotOwner || !m.Backup || !v.backs(d) || h.n.repl.syncing(partitionOf(v, d)) {
+				return nil, code, nil
+			}
+		}
+		viewer, linked, err := h.n.engine.Resolve(d)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !linked {
+			viewer = ""
+		}
+		res.Viewers = append(res.Viewers, viewer)
+	}
+	return res, 0, nil
+}
+
+// link answers a Link, on the viewer's owner.
+func (h *handler) link(v *view, m *proto.Link, epoch uint64) (*proto.LinkResult, proto.Code, error) {
+	if code := h.serves(v, m.Viewer); code != 0 {
+		return nil, code, nil
+	}
+	// What this node can refuse alone, before the device's side changes.
+	if err := h.n.engine.CanAddDevice(m.Viewer, m.Device, h.n.cfg.MaxDevicesPerViewer); err != nil {
+		return nil, 0, err
+	}
+	at := h.n.clock()
+	ctx, cancel := context.WithTimeout(context.Background(), identityTimeout)
+	defer cancel()
+	var ld proto.LinkDeviceResult
+	if err := h.n.onOwner(ctx, v, m.Device, &proto.LinkDevice{Device: m.Device, Viewer: m.Viewer, At: at}, &ld); err != nil {
+		return nil, 0, err
+	}
+	wv := h.enter()
+	if code := h.serves(wv, m.Viewer); code != 0 {
+		h.leave(wv)
+		return nil, code, nil
+	}
+	merged, err := h.n.engine.AddDevice(m.Viewer, m.Device, at, ld.State, h.n.cfg.MaxDevicesPerViewer)
+	seq := h.wrote(wv, m.Viewer, err)
+	h.leave(wv)
+	if err != nil {
+		return nil, 0, err
+	}
+	h.n.waitLogged(seq)
+	if err := h.syncStrict(wv, m.Viewer); err != nil {
+		return nil, 0, err
+	}
+	return &proto.LinkResult{Epoch: epoch, Merged: uint64(merged)}, 0, nil
+}
+
+// unlink answers an Unlink, on the device's owner.
+func (h *handler) unlink(v *view, m *proto.Unlink, epoch uint64) (*proto.UnlinkResult, proto.Code, error) {
+	at := h.n.clock()
+	wv := h.enter()
+	if code := h.serves(wv, m.Device); code != 0 {
+		h.leave(wv)
+		return nil, code, nil
+	}
+	was, err := h.n.engine.UnlinkDevice(m.Device, at)
+	seq := h.wrote(wv, m.Device, err)
+	h.leave(wv)
+	if err != nil {
+		return nil, 0, err
+	}
+	h.n.waitLogged(seq)
+	if err := h.syncStrict(wv, m.Device); err != nil {
+		return nil, 0, err
+	}
+	if was != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), identityTimeout)
+		defer cancel()
+		var ld proto.LinkDeviceResult
+		if err := h.n.onOwner(ctx, wv, was, &proto.LinkDevice{Device: m.Device, Viewer: was, At: at, Unlink: true}, &ld); err != nil {
+			return nil, 0, fmt.Errorf("%q no longer counts as %q, but %q's device list was not updated (unlink again to finish): %w", m.Device, was, was, err)
+		}
+	}
+	return &proto.UnlinkResult{Epoch: epoch, Viewer: was}, 0, nil
+}
+
+// linkDevice answers a LinkDevice: the device's side of a link (on the
+// device's owner), or with Unlink the viewer's side of an unlink (on the
+// viewer's owner).
+func (h *handler) linkDevice(m *proto.LinkDevice) (*proto.LinkDeviceResult, proto.Code, error) {
+	id := m.Device
+	if m.Unlink {
+		id = m.Viewer
+	}
+	wv := h.enter()
+	if code := h.serves(wv, id); code != 0 {
+		h.leave(wv)
+		return nil, code, nil
+	}
+	res := &proto.LinkDeviceResult{}
+	var err error
+	if m.Unlink {
+		err = h.n.engine.RemoveDevice(m.Viewer, m.Device, m.At)
+	} else {
+		res.State, err = h.n.engine.LinkDevice(m.Device, m.Viewer, m.At, nil)
+	}
+	seq := h.wrote(wv, id, err)
+	h.leave(wv)
+	if err != nil {
+		return nil, 0, err
+	}
+	h.n.waitLogged(seq)
+	if err := h.syncStrict(wv, id); err != nil {
+		return nil, 0, err
+	}
+	return res, 0, nil
+}
+
+// wrote marks a changed slot for replication and logs it, unless the
+// write failed. It returns the log record for waitLogged.
+func (h *handler) wrote(wv *view, id string, err error) uint64 {
+	if err != nil {
+		return 0
+	}
+	key := engine.ViewerKey(id)
+	wv.plan.mark(key)
+	return h.n.logChange(key)
+}
+
+// onOwner sends req to the primary owner of id and decodes its answer
+// into resp; when this node is that owner it answers itself.
+func (n *Node) onOwner(ctx context.Context, v *view, id string, req *proto.LinkDevice, resp *proto.LinkDeviceResult) error {
+	_, owners := v.ring.Lookup(id)
+	if len(owners) == 0 {
+		return fmt.Errorf("%w: no owner for %q", proto.ErrOverloaded, id)
+	}
+	if owners[0] == v.self && v.in {
+		h := newHandler(n)
+		r, code, err := h.linkDevice(req)
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return fmt.Errorf("%w: this node owns %q but cannot serve it now (%v); retry", proto.ErrOverloaded, id, code)
+		}
+		*resp = *r
+		return nil
+	}
+	addr := v.ring.Member(owners[0]).Addr
+	c, err := n.dialPeer(ctx, addr)
+	if err != nil {
+		return fmt.Errorf("%w: the owner of %q (%s) is unreachable: %v", proto.ErrOverloaded, id, addr, err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	b, err := proto.AppendFrame(nil, 1, req)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Write(b); err != nil {
+		return fmt.Errorf("%w: %s: %v", proto.ErrOverloaded, addr, err)
+	}
+	hdr, body, err := proto.NewReader(c, proto.MaxReplicateBytes+1<<16).Next()
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", proto.ErrOverloaded, addr, err)
+	}
+	switch hdr.Type {
+	case proto.TypeError:
+		var e proto.Error
+		if err := proto.Decode(body, &e); err != nil {
+			return err
+		}
+		if e.Code == proto.CodeNotOwner || e.Code == proto.CodeOverloaded || e.Code == proto.CodeShuttingDown {
+			// Not the caller's NotOwner: the other side moved or is busy.
+			return fmt.Errorf("%w: the owner of %q (%s) answered %v; retry", proto.ErrOverloaded, id, addr, e.Code)
+		}
+		e.Message = strings.Clone(e.Message)
+		return &e
+	case proto.TypeLinkDeviceResult:
+		if err := proto.Decode(body, resp); err != nil {
+			return err
+		}
+		resp.State = append([]byte(nil), resp.State...) // the reader's buffer goes with the connection
+		return nil
+	}
+	return fmt.Errorf("%w: %s answered %v to LinkDevice", proto.ErrInternal, addr, hdr.Type)
+}
