@@ -74,6 +74,7 @@ type dataFlags struct {
 	timeout time.Duration
 	now     int64
 	asJSON  bool
+	device  bool
 	conn    *connFlags
 }
 
@@ -82,14 +83,19 @@ func (d *dataFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&d.timeout, "timeout", 2*time.Second, "deadline of each call")
 	fs.Int64Var(&d.now, "now", 0, "judge at this time, Unix ms (default: the owner's clock)")
 	fs.BoolVar(&d.asJSON, "json", false, "print JSON")
+	fs.BoolVar(&d.device, "device", false, "VIEWER names a device: count it as the viewer it is linked to")
 	d.conn = addConnFlags(fs)
 }
 
 func (d *dataFlags) opts() []client.CallOption {
-	if d.now == 0 {
-		return nil
+	var opts []client.CallOption
+	if d.now != 0 {
+		opts = append(opts, client.At(d.now))
 	}
-	return []client.CallOption{client.At(d.now)}
+	if d.device {
+		opts = append(opts, client.Device())
+	}
+	return opts
 }
 
 // connect starts a client and waits for the topology.

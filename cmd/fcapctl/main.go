@@ -29,7 +29,13 @@ var commands = map[string]command{
 	"record":      {"record a played impression and wait for its acknowledgement", runRecord},
 	"reserve":     {"hold one impression's worth of a candidate's caps", runReserve},
 	"gossip-key":  {"install, use, remove or list gossip encryption keys on every member", runGossipKey},
-	"verify":      {"reconcile live counters with replicas and logs, or check a stopped node's --data-dir", runVerify},
+	"link": {"link a device to a viewer (its impressions are merged into the viewer's)", runIdentity("link",
+		"usage: fcapctl link [flags] DEVICE VIEWER\n\nFrom now on DEVICE counts as VIEWER; the impressions DEVICE had are merged into VIEWER's counters, once.", 2)},
+	"unlink": {"make a device its own viewer again", runIdentity("unlink",
+		"usage: fcapctl unlink [flags] DEVICE\n\nDEVICE counts as itself again, with the impressions it had before it was linked.", 1)},
+	"resolve": {"the viewer a device counts as", runIdentity("resolve",
+		"usage: fcapctl resolve [flags] DEVICE\n\nThe viewer DEVICE counts as (itself when it is not linked).", 1)},
+	"verify": {"reconcile live counters with replicas and logs, or check a stopped node's --data-dir", runVerify},
 }
 
 func main() {

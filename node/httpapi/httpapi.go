@@ -9,6 +9,13 @@
 //	POST /v1/record   {"viewer", "impression": {"id", "time", "caps", "reservation"?}}
 //	POST /v1/reserve  {"viewer", "candidate": {"caps"}, "ttl_ms", "now"?}
 //	POST /v1/release  {"viewer", "reservation"}
+//	POST /v1/link     {"device", "viewer"}  -> {"merged"}
+//	POST /v1/unlink   {"device"}            -> {"viewer"}
+//	POST /v1/resolve  {"device"}            -> {"viewer"}
+//
+// check, allow, record and reserve take "device" instead of "viewer" to
+// name a device: it is resolved to the viewer it is linked to (cached,
+// see client.Device) before the counters are touched.
 //
 // A cap is {"scope", "id", "limit", "window", "algorithm"?, "mode"?}.
 // docs/openapi.yaml describes every body. Errors are
@@ -69,6 +76,9 @@ func New(c *client.Client, opts Options) *API {
 	a.mux.HandleFunc("POST /v1/record", a.record)
 	a.mux.HandleFunc("POST /v1/reserve", a.reserve)
 	a.mux.HandleFunc("POST /v1/release", a.release)
+	a.mux.HandleFunc("POST /v1/link", a.link)
+	a.mux.HandleFunc("POST /v1/unlink", a.unlink)
+	a.mux.HandleFunc("POST /v1/resolve", a.resolve)
 	return a
 }
 
@@ -127,7 +137,8 @@ type Verdict struct {
 
 // CheckRequest asks for verdicts on many candidates of one viewer.
 type CheckRequest struct {
-	Viewer     string      `json:"viewer"`
+	Viewer     string      `json:"viewer,omitempty"`
+	Device     string      `json:"device,omitempty"`
 	Candidates []Candidate `json:"candidates"`
 	Now        *int64      `json:"now,omitempty"`
 }
@@ -140,7 +151,8 @@ type CheckResponse struct {
 
 // AllowRequest checks and records one impression atomically.
 type AllowRequest struct {
-	Viewer string `json:"viewer"`
+	Viewer string `json:"viewer,omitempty"`
+	Device string `json:"device,omitempty"`
 	Caps   []Cap  `json:"caps"`
 	Now    *int64 `json:"now,omitempty"`
 }
@@ -155,7 +167,8 @@ type Impression struct {
 
 // RecordRequest reports a played impression.
 type RecordRequest struct {
-	Viewer     string     `json:"viewer"`
+	Viewer     string     `json:"viewer,omitempty"`
+	Device     string     `json:"device,omitempty"`
 	Impression Impression `json:"impression"`
 }
 
@@ -166,7 +179,8 @@ type RecordResponse struct {
 
 // ReserveRequest holds one impression's worth of a candidate's caps.
 type ReserveRequest struct {
-	Viewer    string    `json:"viewer"`
+	Viewer    string    `json:"viewer,omitempty"`
+	Device    string    `json:"device,omitempty"`
 	Candidate Candidate `json:"candidate"`
 	TTLMillis int64     `json:"ttl_ms"`
 	Now       *int64    `json:"now,omitempty"`
@@ -177,12 +191,37 @@ type ReserveRequest struct {
 type ReserveResponse struct {
 	Verdict     Verdict `json:"verdict"`
 	Reservation string  `json:"reservation,omitempty"`
+	// Viewer holds the reservation: the device's viewer when the request
+	// named a device. Release it with this viewer.
+	Viewer string `json:"viewer,omitempty"`
 }
 
 // ReleaseRequest drops a reservation.
 type ReleaseRequest struct {
 	Viewer      string `json:"viewer"`
 	Reservation string `json:"reservation"`
+}
+
+// LinkRequest links a device to a viewer.
+type LinkRequest struct {
+	Device string `json:"device"`
+	Viewer string `json:"viewer"`
+}
+
+// LinkResponse counts the device's impressions merged into the viewer.
+type LinkResponse struct {
+	Merged int64 `json:"merged"`
+}
+
+// DeviceRequest names a device (unlink, resolve).
+type DeviceRequest struct {
+	Device string `json:"device"`
+}
+
+// ViewerResponse names a viewer: the one a device was linked to
+// (unlink; "" if none) or counts as (resolve; itself when unlinked).
+type ViewerResponse struct {
+	Viewer string `json:"viewer"`
 }
 
 type errorBody struct {
@@ -206,9 +245,14 @@ func (a *API) check(w http.ResponseWriter, r *http.Request) {
 		}
 		cands[i] = engine.Candidate{Caps: caps}
 	}
+	id, opts, err := target(req.Viewer, req.Device, req.Now)
+	if err != nil {
+		fail(w, err)
+		return
+	}
 	ctx, cancel := a.context(r)
 	defer cancel()
-	res, err := a.c.Check(ctx, req.Viewer, cands, at(req.Now)...)
+	res, err := a.c.Check(ctx, id, cands, opts...)
 	if err != nil {
 		fail(w, err)
 		return
@@ -230,9 +274,14 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	id, opts, err := target(req.Viewer, req.Device, req.Now)
+	if err != nil {
+		fail(w, err)
+		return
+	}
 	ctx, cancel := a.context(r)
 	defer cancel()
-	v, err := a.c.Allow(ctx, req.Viewer, caps, at(req.Now)...)
+	v, err := a.c.Allow(ctx, id, caps, opts...)
 	if err != nil {
 		fail(w, err)
 		return
@@ -260,11 +309,22 @@ func (a *API) record(w http.ResponseWriter, r *http.Request) {
 	// Record is queued, and the owner's refusal of an invalid impression
 	// would only be counted as a drop: refuse what is plainly invalid
 	// here, with a 400.
-	if err := validateImpression(req.Viewer, imp); err != nil {
+	id, _, err := target(req.Viewer, req.Device, nil)
+	if err != nil {
 		fail(w, err)
 		return
 	}
-	if !a.c.Record(req.Viewer, imp) {
+	if err := validateImpression(id, imp); err != nil {
+		fail(w, err)
+		return
+	}
+	queued := false
+	if req.Device != "" {
+		queued = a.c.RecordDevice(id, imp)
+	} else {
+		queued = a.c.Record(id, imp)
+	}
+	if !queued {
 		reply(w, http.StatusServiceUnavailable, errorBody{"record queue full: retry later"})
 		return
 	}
@@ -285,9 +345,14 @@ func (a *API) reserve(w http.ResponseWriter, r *http.Request) {
 		fail(w, fmt.Errorf("%w: ttl_ms must be positive", errInvalid))
 		return
 	}
+	id, opts, err := target(req.Viewer, req.Device, req.Now)
+	if err != nil {
+		fail(w, err)
+		return
+	}
 	ctx, cancel := a.context(r)
 	defer cancel()
-	v, res, err := a.c.Reserve(ctx, req.Viewer, engine.Candidate{Caps: caps}, time.Duration(req.TTLMillis)*time.Millisecond, at(req.Now)...)
+	v, res, err := a.c.Reserve(ctx, id, engine.Candidate{Caps: caps}, time.Duration(req.TTLMillis)*time.Millisecond, opts...)
 	if err != nil {
 		fail(w, err)
 		return
@@ -295,6 +360,7 @@ func (a *API) reserve(w http.ResponseWriter, r *http.Request) {
 	out := ReserveResponse{Verdict: toVerdict(v)}
 	if res.ID != 0 {
 		out.Reservation = strconv.FormatUint(res.ID, 10)
+		out.Viewer = res.Viewer
 	}
 	reply(w, http.StatusOK, out)
 }
@@ -316,6 +382,73 @@ func (a *API) release(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, http.StatusOK, struct{}{})
+}
+
+func (a *API) link(w http.ResponseWriter, r *http.Request) {
+	var req LinkRequest
+	if !a.decode(w, r, &req) {
+		return
+	}
+	ctx, cancel := a.identityContext(r)
+	defer cancel()
+	n, err := a.c.Link(ctx, req.Device, req.Viewer)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	reply(w, http.StatusOK, LinkResponse{Merged: n})
+}
+
+func (a *API) unlink(w http.ResponseWriter, r *http.Request) {
+	var req DeviceRequest
+	if !a.decode(w, r, &req) {
+		return
+	}
+	ctx, cancel := a.identityContext(r)
+	defer cancel()
+	was, err := a.c.Unlink(ctx, req.Device)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	reply(w, http.StatusOK, ViewerResponse{Viewer: was})
+}
+
+func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
+	var req DeviceRequest
+	if !a.decode(w, r, &req) {
+		return
+	}
+	ctx, cancel := a.context(r)
+	defer cancel()
+	v, err := a.c.Resolve(ctx, req.Device)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	reply(w, http.StatusOK, ViewerResponse{Viewer: v})
+}
+
+// target is the id a call names and its options: the viewer, or the
+// device to resolve (exactly one of them).
+func target(viewer, device string, now *int64) (string, []client.CallOption, error) {
+	opts := at(now)
+	switch {
+	case viewer != "" && device != "":
+		return "", nil, fmt.Errorf("%w: give viewer or device, not both", errInvalid)
+	case device != "":
+		return device, append(opts, client.Device()), nil
+	}
+	return viewer, opts, nil
+}
+
+// identityContext bounds a link or unlink: they change two partitions on
+// two nodes, so they get 5 s unless X-Fcap-Timeout-Ms says otherwise.
+func (a *API) identityContext(r *http.Request) (context.Context, context.CancelFunc) {
+	if r.Header.Get("X-Fcap-Timeout-Ms") != "" {
+		return a.context(r)
+	}
+	return context.WithTimeout(r.Context(), 5*time.Second)
 }
 
 // decode reads a JSON body of at most MaxBody bytes into v, answering

@@ -274,7 +274,7 @@ func TestOpenAPIListsEveryRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := httpapi.New(nil, httpapi.Options{})
-	for _, path := range []string{"/v1/check", "/v1/allow", "/v1/record", "/v1/reserve", "/v1/release"} {
+	for _, path := range []string{"/v1/check", "/v1/allow", "/v1/record", "/v1/reserve", "/v1/release", "/v1/link", "/v1/unlink", "/v1/resolve"} {
 		if !strings.Contains(string(doc), "\n  "+path+":\n    post:") {
 			t.Errorf("docs/openapi.yaml does not describe POST %s", path)
 		}
@@ -345,5 +345,45 @@ func TestTokens(t *testing.T) {
 	}
 	if keys := nd.Engine().Stats().Keys; keys != 1 {
 		t.Errorf("after one allowed call the node holds %d counters, want 1", keys)
+	}
+}
+
+// TestIdentityOverHTTP: link, resolve and unlink, and calls naming a
+// device, through either node of two.
+func TestIdentityOverHTTP(t *testing.T) {
+	nodes := twoNodes(t)
+	capc := map[string]any{"scope": "campaign", "id": "http-id", "limit": 2, "window": 3_600_000, "mode": "strict"}
+	var verdict httpapi.Verdict
+	if st := post(t, nodes[0], "/v1/allow", map[string]any{"device": "http-phone", "caps": []any{capc}}, &verdict); st != 200 || !verdict.Allowed {
+		t.Fatalf("allow by an unlinked device: %d %+v", st, verdict)
+	}
+	var linked httpapi.LinkResponse
+	if st := post(t, nodes[1], "/v1/link", map[string]any{"device": "http-phone", "viewer": "http-person"}, &linked); st != 200 || linked.Merged != 1 {
+		t.Fatalf("link: %d %+v, want 1 impression merged", st, linked)
+	}
+	var who httpapi.ViewerResponse
+	if st := post(t, nodes[0], "/v1/resolve", map[string]any{"device": "http-phone"}, &who); st != 200 || who.Viewer != "http-person" {
+		t.Fatalf("resolve: %d %+v", st, who)
+	}
+	// The person has the phone's impression: one more, then the cap.
+	if st := post(t, nodes[0], "/v1/allow", map[string]any{"viewer": "http-person", "caps": []any{capc}}, &verdict); st != 200 || !verdict.Allowed {
+		t.Fatalf("the person's 2nd impression: %d %+v", st, verdict)
+	}
+	var check httpapi.CheckResponse
+	if st := post(t, nodes[1], "/v1/check", map[string]any{"device": "http-phone", "candidates": []any{map[string]any{"caps": []any{capc}}}}, &check); st != 200 || check.Verdicts[0].Allowed {
+		t.Fatalf("check by the linked device after 2 impressions: %d %+v", st, check)
+	}
+	var bad struct{ Error string }
+	if st := post(t, nodes[0], "/v1/check", map[string]any{"device": "d", "viewer": "v", "candidates": []any{}}, &bad); st != 400 || !strings.Contains(bad.Error, "not both") {
+		t.Errorf("viewer and device both given: %d %+v", st, bad)
+	}
+	if st := post(t, nodes[0], "/v1/link", map[string]any{"device": "x", "viewer": "x"}, &bad); st != 400 {
+		t.Errorf("self link: %d %+v", st, bad)
+	}
+	if st := post(t, nodes[1], "/v1/unlink", map[string]any{"device": "http-phone"}, &who); st != 200 || who.Viewer != "http-person" {
+		t.Fatalf("unlink: %d %+v", st, who)
+	}
+	if st := post(t, nodes[0], "/v1/resolve", map[string]any{"device": "http-phone"}, &who); st != 200 || who.Viewer != "http-phone" {
+		t.Fatalf("resolve after unlink: %d %+v", st, who)
 	}
 }

@@ -204,6 +204,12 @@ func TestWholeClusterRestart(t *testing.T) {
 	}, "no traffic acknowledged")
 	stop()
 	wg.Wait()
+	// Links are durable like counters.
+	for i := range 20 {
+		if _, err := c.Link(context.Background(), fmt.Sprintf("whole-device-%d", i), fmt.Sprintf("whole-person-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Soft writes reach the backups asynchronously: let them, so that
 	// every partition's copies agree before the crash.
 	time.Sleep(time.Second)
@@ -216,5 +222,14 @@ func TestWholeClusterRestart(t *testing.T) {
 	cluster.WaitActive(t, nodes, 3)
 	c2 := newClient(t, nodes)
 	acked := checkTally(t, c2, tl)
-	t.Logf("%d acknowledged impressions all counted after a whole-cluster kill -9", acked)
+	for i := range 20 {
+		d, want := fmt.Sprintf("whole-device-%d", i), fmt.Sprintf("whole-person-%d", i)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		v, err := c2.Resolve(ctx, d)
+		cancel()
+		if err != nil || v != want {
+			t.Errorf("after the restart, Resolve(%s) = %q %v, want %q", d, v, err, want)
+		}
+	}
+	t.Logf("%d acknowledged impressions and 20 links all back after a whole-cluster kill -9", acked)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,5 +215,25 @@ func TestResolutionSurvivesANodeKill(t *testing.T) {
 		if vd, err := fresh.Allow(ctx, who, []engine.Cap{capc}); err != nil || vd.Allowed {
 			t.Fatalf("the viewer %s after its device's impression: %+v %v, want denied", who, vd, err)
 		}
+	}
+}
+
+// TestFcapctlIdentity: link, resolve and unlink from the command line.
+func TestFcapctlIdentity(t *testing.T) {
+	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
+	cluster.WaitActive(t, nodes, 3)
+	addr := nodes[0].Data
+	runFcapctl(t, "allow", "--addr", addr, "--device", "cli-tv", "campaign:cli:3:1h")
+	if out := runFcapctl(t, "link", "--addr", addr, "--json", "cli-tv", "cli-person"); !strings.Contains(out, `"merged":1`) {
+		t.Errorf("fcapctl link --json: %s", out)
+	}
+	if out := runFcapctl(t, "resolve", "--addr", addr, "cli-tv"); !strings.Contains(out, "cli-tv counts as cli-person") {
+		t.Errorf("fcapctl resolve: %s", out)
+	}
+	if out := runFcapctl(t, "check", "--addr", addr, "--json", "cli-person", "campaign:cli:3:1h"); !strings.Contains(out, `"remaining":2`) {
+		t.Errorf("the merged impression does not count for the person: %s", out)
+	}
+	if out := runFcapctl(t, "unlink", "--addr", addr, "--json", "cli-tv"); !strings.Contains(out, `"was":"cli-person"`) {
+		t.Errorf("fcapctl unlink --json: %s", out)
 	}
 }
