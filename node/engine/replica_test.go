@@ -143,6 +143,19 @@ func importSeeds(t testing.TB) map[string][]byte {
 	}
 	seeds["seed-all"] = all
 	seeds["seed-absent"] = src.Export(engine.ViewerKey("nobody"), nil)
+	// Identity: a linked device (with impressions of its own) and a
+	// viewer with a live device and an unlinked one.
+	if _, err := src.Allow("fuzz-phone", 500, campaign("c", 5, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := src.LinkDevice("fuzz-phone", "fuzz-person", 600, nil)
+	src.AddDevice("fuzz-person", "fuzz-phone", 600, st, 8)
+	st, _ = src.LinkDevice("fuzz-tv", "fuzz-person", 601, nil)
+	src.AddDevice("fuzz-person", "fuzz-tv", 601, st, 8)
+	src.UnlinkDevice("fuzz-tv", 700)
+	src.RemoveDevice("fuzz-person", "fuzz-tv", 700)
+	seeds["seed-linked-device"] = src.Export(engine.ViewerKey("fuzz-phone"), nil)
+	seeds["seed-person-with-devices"] = src.Export(engine.ViewerKey("fuzz-person"), nil)
 	good := seeds["seed-viewer-4"]
 	seeds["bad-truncated"] = good[:len(good)-3]
 	seeds["bad-huge-arena"] = append(append([]byte(nil), good[:18]...), 0xff, 0xff, 0xff, 0x7f)
