@@ -188,9 +188,3 @@ func (rc *resolveCache) drop(device string) {
 	delete(rc.m, device)
 	rc.mu.Unlock()
 }
-
-func (rc *resolveCache) len() int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return len(rc.m)
-}

@@ -107,9 +107,18 @@ func TestLinkAfterImpressionsMergesExactly(t *testing.T) {
 	if merged, err := c.Link(ctx, "tablet", "reader"); err != nil || merged != 0 {
 		t.Fatalf("linking again: merged %d, %v; want 0", merged, err)
 	}
-	// reader: 1 + 2 merged = 3 of 5.
-	if !allow("tablet", client.Device()) || !allow("reader") {
-		t.Fatal("the 4th and 5th impressions were refused")
+	// reader: 1 + 2 merged = 3 of 5; a record through the device (the
+	// asynchronous path) makes 4.
+	if !c.RecordDevice("tablet", engine.Impression{ID: "tablet-played-1", Time: time.Now().UnixMilli(), Caps: []engine.Cap{capc}}) {
+		t.Fatal("RecordDevice refused to queue")
+	}
+	fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer fcancel()
+	if err := c.Flush(fctx); err != nil {
+		t.Fatal(err)
+	}
+	if !allow("reader") {
+		t.Fatal("the 5th impression was refused")
 	}
 	if allow("tablet", client.Device()) || allow("reader") {
 		t.Fatal("a 6th impression was granted: the merge counted something twice or the link is not used")
