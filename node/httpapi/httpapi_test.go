@@ -46,9 +46,13 @@ func twoNodes(t *testing.T) []*node.Node {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		// Both active on one ring: before that, ownership still moves and
+		// a viewer picked for one owner may belong to the other a moment
+		// later.
 		ok := true
 		for _, nd := range nodes {
-			ok = ok && len(nd.Ring().Members()) == 2 && nd.Ready()
+			r := nd.Ring()
+			ok = ok && len(r.Members()) == 2 && r.ActiveMembers() == 2 && nd.Ready() && r.Epoch() == nodes[0].Ring().Epoch()
 		}
 		if ok {
 			return nodes
@@ -352,12 +356,18 @@ func TestTokens(t *testing.T) {
 // device, through either node of two.
 func TestIdentityOverHTTP(t *testing.T) {
 	nodes := twoNodes(t)
+	for _, nd := range nodes {
+		waitReady(t, nd)
+	}
 	capc := map[string]any{"scope": "campaign", "id": "http-id", "limit": 2, "window": 3_600_000, "mode": "strict"}
 	var verdict httpapi.Verdict
 	if st := post(t, nodes[0], "/v1/allow", map[string]any{"device": "http-phone", "caps": []any{capc}}, &verdict); st != 200 || !verdict.Allowed {
 		t.Fatalf("allow by an unlinked device: %d %+v", st, verdict)
 	}
-	var linked httpapi.LinkResponse
+	var linked struct {
+		httpapi.LinkResponse
+		Error string
+	}
 	if st := post(t, nodes[1], "/v1/link", map[string]any{"device": "http-phone", "viewer": "http-person"}, &linked); st != 200 || linked.Merged != 1 {
 		t.Fatalf("link: %d %+v, want 1 impression merged", st, linked)
 	}
