@@ -94,6 +94,11 @@ func (n *Node) inspect(v *view, viewer string) *proto.ViewerState {
 	res.Found = true
 	res.Reservations = uint64(st.Reservations)
 	res.RememberedIDs = uint64(st.RememberedIDs)
+	res.LinkedTo = st.LinkedTo
+	res.Devices = st.Devices
+	if len(res.Devices) > proto.MaxInspectKeys {
+		res.Devices = res.Devices[:proto.MaxInspectKeys]
+	}
 	for i, k := range st.Keys {
 		if i == proto.MaxInspectKeys {
 			break

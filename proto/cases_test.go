@@ -171,6 +171,7 @@ func testCases() []testCase {
 			{Hash: 7, Algorithm: 2, Window: 86_400_000, Limit: 10, Bucket: 20_000, Values: []int64{4}},
 		}}},
 		{name: "viewer-state/not-found", msg: &ViewerState{}},
+		{name: "viewer-state/identity", msg: &ViewerState{Found: true, LinkedTo: "person-1", Devices: []string{"phone", "tv"}}},
 		{name: "verify", msg: &Verify{Now: 1_700_000_000_000, Partitions: []uint32{0, 17, 270}, Viewers: true, Log: true}},
 		{name: "verify/all", msg: &Verify{}},
 		{name: "verify-result", msg: &VerifyResult{Node: "n1", Epoch: 42, Logged: true, LogError: "", Changed: 3,
@@ -358,7 +359,11 @@ func wireForm(m Message) []any {
 			}
 			keys = append(keys, []any{u(k.Hash), int64(k.Algorithm), k.Window, k.Limit, k.Bucket, vals})
 		}
-		return []any{m.Found, m.Primary, u(m.Reservations), u(m.RememberedIDs), keys}
+		devs := []any{}
+		for _, d := range m.Devices {
+			devs = append(devs, d)
+		}
+		return []any{m.Found, m.Primary, u(m.Reservations), u(m.RememberedIDs), keys, m.LinkedTo, devs}
 	case *Status:
 		return []any{m.Name, u(m.Epoch), int64(m.State), u(m.Viewers), u(m.Keys), u(m.Bytes), u(m.Primaries), u(m.Backups), u(m.Syncing), u(m.Handing), u(m.ReplicationQueue), u(m.UnderReplicated), u(m.Members), u(m.Requests), u(m.LagMillis)}
 	case *Drain:

@@ -50,20 +50,25 @@ type KeyInfo struct {
 // viewer, and whether it is the viewer's primary owner.
 //
 // Wire: [found bool, primary bool, reservations uint, remembered_ids
-// uint, keys [[key info]...]].
+// uint, keys [[key info]...], linked_to str, devices [str...]]; the last
+// two are optional (older nodes omit them).
 type ViewerState struct {
 	Found         bool
 	Primary       bool
 	Reservations  uint64
 	RememberedIDs uint64
 	Keys          []KeyInfo
+	// LinkedTo is the viewer this id counts as when it is a linked
+	// device; Devices the devices linked to it when it is a viewer.
+	LinkedTo string
+	Devices  []string
 }
 
 // Type returns TypeViewerState.
 func (*ViewerState) Type() Type { return TypeViewerState }
 
 func (m *ViewerState) encode(e *encoder) {
-	e.array(5)
+	e.array(7)
 	e.bool(m.Found)
 	e.bool(m.Primary)
 	e.uint(m.Reservations)
@@ -81,6 +86,11 @@ func (m *ViewerState) encode(e *encoder) {
 		for _, v := range k.Values {
 			e.int(v)
 		}
+	}
+	e.str(m.LinkedTo)
+	e.list("devices", len(m.Devices), MaxInspectKeys)
+	for _, d := range m.Devices {
+		e.str(d)
 	}
 }
 
@@ -109,6 +119,15 @@ func (m *ViewerState) decode(d *decoder) {
 			return
 		}
 		m.Keys = append(m.Keys, k)
+	}
+	m.LinkedTo, m.Devices = "", m.Devices[:0]
+	if extra >= 2 {
+		m.LinkedTo = d.str()
+		n := d.list("devices", MaxInspectKeys, 1)
+		for range n {
+			m.Devices = append(m.Devices, d.str())
+		}
+		extra -= 2
 	}
 	d.end(extra)
 }

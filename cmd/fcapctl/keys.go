@@ -109,6 +109,12 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		fmt.Fprintf(stdout, ": %d counters, %d reservations, %d impression ids remembered\n", len(o.State.Keys), o.State.Reservations, o.State.RememberedIDs)
+		if o.State.LinkedTo != "" {
+			fmt.Fprintf(stdout, "a device linked to %q: checks naming it as a device count against %q\n", o.State.LinkedTo, o.State.LinkedTo)
+		}
+		if len(o.State.Devices) > 0 {
+			fmt.Fprintf(stdout, "devices linked to it: %s\n", strings.Join(o.State.Devices, ", "))
+		}
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "COUNTER\tALGORITHM\tLIMIT\tWINDOW\tSTATE")
 		for _, k := range o.State.Keys {

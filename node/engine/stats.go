@@ -55,6 +55,10 @@ type ViewerState struct {
 	Keys          []KeyState
 	Reservations  int // held, live or not yet swept
 	RememberedIDs int // impression ids remembered for idempotency
+	// LinkedTo is the viewer this id counts as when it is a linked device;
+	// Devices are the devices linked to it now (identity.go).
+	LinkedTo string
+	Devices  []string
 }
 
 // Viewer returns a copy of one viewer's state, and false if the engine
@@ -97,6 +101,14 @@ func (e *Engine) Viewer(viewer string) (ViewerState, bool) {
 	if v.ext != nil {
 		st.Reservations = len(v.ext.res)
 		st.RememberedIDs = len(v.ext.seen)
+		if id := v.ext.id; id != nil {
+			st.LinkedTo = id.viewer
+			for _, d := range id.devices {
+				if !d.gone {
+					st.Devices = append(st.Devices, d.name)
+				}
+			}
+		}
 	}
 	return st, true
 }

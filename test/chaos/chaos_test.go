@@ -99,6 +99,7 @@ type harness struct {
 	// unsettled: a settle timed out; the end-of-run checks do not wait
 	// another 90 s.
 	unsettled bool
+	rings     ringWatch // when the load's client saw the ring change
 }
 
 // violated fails the test, unless the invariant is a known failure and
@@ -325,7 +326,8 @@ func TestChaos(t *testing.T) {
 	wg := ld.run(ctx, workers)
 	lag := &lagMeter{}
 	lwg := lag.run(ctx)
-	defer func() { stop(); wg.Wait(); lwg.Wait() }()
+	rwg := h.rings.run(ctx, func() uint64 { return c.Ring().Epoch() })
+	defer func() { stop(); wg.Wait(); lwg.Wait(); rwg.Wait() }()
 
 	count := len(kinds)
 	if *duration > 0 {
@@ -357,6 +359,7 @@ func TestChaos(t *testing.T) {
 	stop()
 	wg.Wait()
 	lwg.Wait()
+	rwg.Wait()
 	h.check(l, lag, windows)
 }
 

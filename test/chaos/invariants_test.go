@@ -34,7 +34,8 @@ func (h *harness) check(l *ledger, lag *lagMeter, windows []window) {
 	l.mu.Lock()
 	t.Logf("calls past deadline+%v: %d; latency p99 %v, max %v, deadline %v", lateSlack, len(l.late), p99, top, *deadline)
 	lp99, ltop, lateTimers := lag.stats()
-	t.Logf("timer lag of the test process (5ms timer): p99 %v, max %v; %d wake-ups over %v late: %s", lp99, ltop, len(lateTimers), lateSlack, tally(windows, lateTimers))
+	t.Logf("timer lag of the test process (4 probes, 5 ms timers): p99 %v, max %v; %d wake-ups over %v late: %s", lp99, ltop, len(lateTimers), lateSlack, tally(windows, lateTimers))
+	t.Logf("garbage collection in the test process (client, proxies, harness): %s", lag.gc())
 	// A call can return only once its goroutine runs: a late call whose
 	// overrun is within the wake-up lag the probe saw around it waited
 	// for a CPU (2 shared vCPUs, three race-built nodes and this
@@ -72,7 +73,11 @@ func (h *harness) check(l *ledger, lag *lagMeter, windows []window) {
 		if !in {
 			outside++
 			if len(outAt) < 10 {
-				outAt = append(outAt, "+"+h.since(at))
+				note := ""
+				if d, ok := h.rings.before(at); ok {
+					note = fmt.Sprintf(" (the client's ring changed %v before)", d.Round(time.Millisecond))
+				}
+				outAt = append(outAt, "+"+h.since(at)+note)
 			}
 		}
 	}

@@ -242,6 +242,12 @@ func TestFcapctlIdentity(t *testing.T) {
 	if out := runFcapctl(t, "check", "--addr", addr, "--json", "cli-person", "campaign:cli:3:1h"); !strings.Contains(out, `"remaining":2`) {
 		t.Errorf("the merged impression does not count for the person: %s", out)
 	}
+	if out := runFcapctl(t, "keys", "--addr", addr, "cli-tv"); !strings.Contains(out, `a device linked to "cli-person"`) {
+		t.Errorf("fcapctl keys of the device does not show its link: %s", out)
+	}
+	if out := runFcapctl(t, "keys", "--addr", addr, "cli-person"); !strings.Contains(out, "devices linked to it: cli-tv") {
+		t.Errorf("fcapctl keys of the person does not list its device: %s", out)
+	}
 	if out := runFcapctl(t, "unlink", "--addr", addr, "--json", "cli-tv"); !strings.Contains(out, `"was":"cli-person"`) {
 		t.Errorf("fcapctl unlink --json: %s", out)
 	}
