@@ -36,11 +36,11 @@ var (
 // so CI stays green on everything else. Remove an entry when its bug is
 // fixed.
 var knownFailures = map[string]string{
-	"deadline": "a few calls return later than their deadline plus the wake-up lag the probe saw around them; most overruns are the starved machine, the rest are not isolated",
+	"deadline": "a few calls return later than their deadline plus the wake-up lag four probes saw while they ran (1-27 per 2-minute race-built run, 0-1 without the race detector); not isolated",
 	// Asynchronous replication by design (DESIGN.md, soft caps): a kill -9
 	// loses what the owner acknowledged within the replication lag.
 	"soft-loss": "soft impressions acknowledged within the replication lag of a killed owner can be lost (asynchronous replication, by design)",
-	"fail-open": "bursts of a few fail-open verdicts outside fault windows when the machine is loaded (seen while other builds ran on the 2 vCPUs): owner and backup both missed the deadline with no fault injected",
+	"fail-open": "a few fail-open verdicts outside fault windows on race-built runs (a 70 ms burst of 9, a single one before any fault); none without the race detector; cause not proven",
 }
 
 // grace is how long after a fault heals (and the cluster has settled)
