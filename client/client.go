@@ -241,21 +241,30 @@ func (c *Client) refreshLoop() {
 	}
 }
 
-// refreshAfter gets a topology newer than t within ctx: it fetches one
-// (from hint first) unless a fetch is already under way, in which case it
-// waits for that one. It never waits past ctx.
-func (c *Client) refreshAfter(ctx context.Context, t *topology, hint string) *topology {
+// refreshAfter gets a topology newer than t by deadline (and within ctx):
+// it fetches one (from hint first) unless a fetch is already under way,
+// in which case it waits for that one. It never waits past either. The
+// wait has a timer of its own rather than a context deadline's: a
+// context's timer closes Done from another goroutine, which must be
+// scheduled before the caller is, and on a busy machine that second
+// wake-up is what makes a call late.
+func (c *Client) refreshAfter(ctx context.Context, t *topology, hint string, deadline time.Time) *topology {
 	c.m.notOwnerRefreshes.Inc()
 	if c.refreshMu.TryLock() {
 		if c.topo.Load() == t {
-			c.refreshLocked(ctx, hint)
+			rctx, cancel := context.WithDeadline(ctx, deadline)
+			c.refreshLocked(rctx, hint)
+			cancel()
 		}
 		c.refreshMu.Unlock()
 	} else {
+		timer := getTimer(time.Until(deadline))
 		select {
 		case <-t.replaced:
 		case <-ctx.Done():
+		case <-timer.C:
 		}
+		putTimer(timer)
 	}
 	return c.topo.Load()
 }

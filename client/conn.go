@@ -124,9 +124,16 @@ func (p *peer) dialAll(wait time.Duration) {
 // waitConn returns a live connection, dialing if needed, until ctx ends.
 // For topology fetches, which may wait; calls use pick.
 func (p *peer) waitConn(ctx context.Context) (*conn, error) {
+	deadline, hasDeadline := ctx.Deadline()
 	for {
 		if c := p.pick(); c != nil {
 			return c, nil
+		}
+		// The deadline is checked here too, not only through Done: Done
+		// is closed by another goroutine, which a busy machine may run
+		// late.
+		if hasDeadline && !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("connect to %s: %w", p.addr, context.DeadlineExceeded)
 		}
 		select {
 		case <-ctx.Done():

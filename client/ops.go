@@ -250,9 +250,7 @@ func (c *Client) owned(ctx context.Context, viewer string, m proto.Message, want
 		if !errors.Is(err, proto.ErrNotOwner) || attempt > 0 {
 			return nil, err
 		}
-		rctx, cancel := context.WithDeadline(ctx, deadline)
-		t = c.refreshAfter(rctx, t, p.addr)
-		cancel()
+		t = c.refreshAfter(ctx, t, p.addr, deadline)
 		if t.ring == nil {
 			return nil, err
 		}
