@@ -44,9 +44,11 @@ const identityTimeout = 5 * time.Second
 // wrapping ErrBadRequest. An error from an unreachable node leaves the
 // link maybe half made: call Link again.
 func (c *Client) Link(ctx context.Context, device, viewer string) (merged int64, err error) {
+	start := time.Now()
 	deadline := identityDeadline(ctx)
 	defer c.resolved.drop(device)
 	cl, err := c.owned(ctx, viewer, &proto.Link{Device: device, Viewer: viewer}, proto.TypeLinkResult, deadline)
+	c.m.observe(opLink, outcomeOf(err), start)
 	if err != nil {
 		return 0, err
 	}
@@ -58,9 +60,11 @@ func (c *Client) Link(ctx context.Context, device, viewer string) (merged int64,
 // before it was linked). It returns the viewer it was linked to, "" if
 // none.
 func (c *Client) Unlink(ctx context.Context, device string) (string, error) {
+	start := time.Now()
 	deadline := identityDeadline(ctx)
 	defer c.resolved.drop(device)
 	cl, err := c.owned(ctx, device, &proto.Unlink{Device: device}, proto.TypeUnlinkResult, deadline)
+	c.m.observe(opUnlink, outcomeOf(err), start)
 	if err != nil {
 		return "", err
 	}
@@ -71,7 +75,9 @@ func (c *Client) Unlink(ctx context.Context, device string) (string, error) {
 // Resolve returns the viewer device counts as (itself when it is not
 // linked), asking the cluster (not the cache).
 func (c *Client) Resolve(ctx context.Context, device string) (string, error) {
-	viewer, err := c.resolve(ctx, device, c.deadline(ctx, time.Now()))
+	start := time.Now()
+	viewer, err := c.resolve(ctx, device, c.deadline(ctx, start))
+	c.m.observe(opResolve, outcomeOf(err), start)
 	if err != nil {
 		return "", err
 	}

@@ -16,10 +16,13 @@ const (
 	opAllow
 	opReserve
 	opRelease
+	opLink
+	opUnlink
+	opResolve
 	numOps
 )
 
-var opNames = [numOps]string{"check", "allow", "reserve", "release"}
+var opNames = [numOps]string{"check", "allow", "reserve", "release", "link", "unlink", "resolve"}
 
 type outcome uint8
 
