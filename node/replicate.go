@@ -50,14 +50,9 @@ type partition struct {
 	from atomic.Pointer[string]
 	// handed is a Handoff that arrived before this node's ring showed it
 	// the new primary; a wait starting soon after consumes it.
-	handed atomic.Pointer[early]
-	// doneEarly is a whole transfer (Done) that arrived while this node's
-	// ring did not show it as an owner yet: its pusher's ring did, and
-	// keeps sending it p's changes, so when this node's ring catches up
-	// within earlyWindow it holds p without asking again.
-	doneEarly atomic.Pointer[early]
-	lostAt    atomic.Int64 // when it stopped owning it (unix ns), 0 while it owns it, -1 once dropped
-	pushing   atomic.Int32 // full transfers of it this node is sending
+	handed  atomic.Pointer[early]
+	lostAt  atomic.Int64 // when it stopped owning it (unix ns), 0 while it owns it, -1 once dropped
+	pushing atomic.Int32 // full transfers of it this node is sending
 }
 
 // wait marks the partition as awaited.
@@ -95,19 +90,6 @@ func (part *partition) awaitHandoff(now int64, from string) bool {
 	}
 	part.from.Store(&from)
 	part.wait(now)
-	return true
-}
-
-// receivedEarly takes a whole transfer that arrived within earlyWindow,
-// from a member still alive as the same process, while this node did not
-// own the partition yet, unless its state was dropped since: it holds
-// the partition.
-func (part *partition) receivedEarly(prev, cur *ring.Ring, now int64, dropped bool) bool {
-	e := part.doneEarly.Swap(nil)
-	if e == nil || dropped || now-e.at >= earlyWindow || !survived(prev, cur, e.from) {
-		return false
-	}
-	part.got()
 	return true
 }
 
@@ -351,15 +333,9 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 			part.have.Store(false)
 			part.waitSince.Store(0) // nor wait for it (a joining node's first ring holds only itself)
 			part.from.Store(nil)
-			if part.lostAt.CompareAndSwap(0, now) {
-				// It stops owning p now: a transfer received before does
-				// not cover the writes it will miss from here on.
-				part.doneEarly.Store(nil)
-			}
+			part.lostAt.CompareAndSwap(0, now)
 		default:
-			// lostAt -1: the janitor dropped p's state since this node
-			// last owned it, maybe after an early transfer arrived.
-			dropped := part.lostAt.Swap(0) < 0
+			part.lostAt.Store(0)
 			switch {
 			case part.have.Load():
 			case bootstrap || soleSurvivor(prev, cur, p, self):
@@ -367,8 +343,6 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 				// other previous owner is gone. This node is its authority.
 				part.got()
 				r.n.log.Debug("partition: authority", "partition", p, "bootstrap", bootstrap)
-			case part.receivedEarly(prev, cur, now, dropped):
-				r.n.log.Debug("partition: received before this node's ring showed it as an owner", "partition", p)
 			default:
 				part.wait(now)
 			}
@@ -539,15 +513,7 @@ func (r *replicator) syncingCount(cur *ring.Ring) int {
 func (r *replicator) received(from string, done, handoff []uint32) {
 	for _, p := range done {
 		if int(p) < len(r.parts) && r.parts[p].handoffFrom() == "" {
-			part := &r.parts[p]
-			part.got()
-			if part.lostAt.Load() > 0 {
-				// Not an owner in this node's ring yet (its pusher's ring
-				// is ahead): remember it for when this ring catches up.
-				// Not once the janitor dropped p (-1): it may have
-				// deleted part of what this transfer brought.
-				part.doneEarly.Store(&early{from: from, at: time.Now().UnixNano()})
-			}
+			r.parts[p].got()
 			r.n.log.Debug("partition: received", "partition", p, "from", from)
 		}
 	}
