@@ -2,10 +2,11 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 )
@@ -176,43 +177,21 @@ func (n *Node) onOwner(ctx context.Context, v *view, id string, req *proto.LinkD
 		return nil
 	}
 	addr := v.ring.Member(owners[0]).Addr
-	c, err := n.dialPeer(ctx, addr)
-	if err != nil {
-		return fmt.Errorf("%w: the owner of %q (%s) is unreachable: %v", proto.ErrOverloaded, id, addr, err)
+	// Dialed as dialPeer does: the peer TLS config, the peer token when
+	// the nodes use tokens.
+	peer := client.Admin{TLS: n.cfg.PeerTLS, MaxFrame: proto.MaxReplicateBytes + 1<<16}
+	if len(n.cfg.Tokens) > 0 {
+		peer.Token = n.cfg.PeerToken
 	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
-	b, err := proto.AppendFrame(nil, 1, req)
-	if err != nil {
-		return err
-	}
-	if _, err := c.Write(b); err != nil {
-		return fmt.Errorf("%w: %s: %v", proto.ErrOverloaded, addr, err)
-	}
-	hdr, body, err := proto.NewReader(c, proto.MaxReplicateBytes+1<<16).Next()
-	if err != nil {
-		return fmt.Errorf("%w: %s: %v", proto.ErrOverloaded, addr, err)
-	}
-	switch hdr.Type {
-	case proto.TypeError:
-		var e proto.Error
-		if err := proto.Decode(body, &e); err != nil {
-			return err
-		}
-		if e.Code == proto.CodeNotOwner || e.Code == proto.CodeOverloaded || e.Code == proto.CodeShuttingDown {
-			// Not the caller's NotOwner: the other side moved or is busy.
-			return fmt.Errorf("%w: the owner of %q (%s) answered %v; retry", proto.ErrOverloaded, id, addr, e.Code)
-		}
-		e.Message = strings.Clone(e.Message)
-		return &e
-	case proto.TypeLinkDeviceResult:
-		if err := proto.Decode(body, resp); err != nil {
-			return err
-		}
-		resp.State = append([]byte(nil), resp.State...) // the reader's buffer goes with the connection
+	err := peer.Call(ctx, addr, req, resp)
+	var e *proto.Error
+	switch {
+	case err == nil:
 		return nil
+	case errors.As(err, &e) && e.Code != proto.CodeNotOwner && e.Code != proto.CodeOverloaded && e.Code != proto.CodeShuttingDown:
+		return e // the other side's refusal, passed on as it is
 	}
-	return fmt.Errorf("%w: %s answered %v to LinkDevice", proto.ErrInternal, addr, hdr.Type)
+	// Not the caller's NotOwner: the other side moved, is busy or is
+	// unreachable.
+	return fmt.Errorf("%w: the owner of %q (%s): %v; retry", proto.ErrOverloaded, id, addr, err)
 }

@@ -56,9 +56,9 @@ func (v *viewer) digest(key uint64, now int64) (uint64, int) {
 			ls = append(ls, live{h.hash, i})
 		}
 	}
-	var id *identity
-	if v.ext != nil && v.ext.id != nil && !v.ext.id.empty() {
-		id = v.ext.id
+	id := idOf(v)
+	if id != nil && id.empty() {
+		id = nil
 	}
 	if len(ls) == 0 && id == nil {
 		return 0, 0

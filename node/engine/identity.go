@@ -125,6 +125,43 @@ func (id *identity) prune(now int64) {
 	id.devices = slices.DeleteFunc(id.devices, func(d deviceLink) bool { return d.gone && d.at < now-TombstoneRetention })
 }
 
+// idOf is a viewer's identity data, nil when it has none (v may be nil).
+func idOf(v *viewer) *identity {
+	if v == nil || v.ext == nil {
+		return nil
+	}
+	return v.ext.id
+}
+
+// ensureID returns v's identity data, creating it.
+func (v *viewer) ensureID() *identity {
+	if v.ext == nil {
+		v.ext = &viewerExt{}
+	}
+	if v.ext.id == nil {
+		v.ext.id = &identity{}
+	}
+	return v.ext.id
+}
+
+// canAdd reports whether device may be added to viewer, whose identity
+// data is id (nil for none): linked says it is already, err why not.
+func (id *identity) canAdd(viewer, device string, maxDevices int) (linked bool, err error) {
+	if id == nil {
+		return false, nil
+	}
+	if id.viewer != "" {
+		return false, fmt.Errorf("%w: %q is a device linked to %q; link to that viewer", ErrLinkChain, viewer, id.viewer)
+	}
+	if i, ok := id.device(device); ok && !id.devices[i].gone {
+		return true, nil
+	}
+	if id.liveDevices() >= maxDevices {
+		return false, fmt.Errorf("%w (%d)", ErrTooManyDevices, maxDevices)
+	}
+	return false, nil
+}
+
 func (e *Engine) validateIDs(ids ...string) error {
 	for _, s := range ids {
 		if err := e.validateViewer(s); err != nil {
@@ -144,8 +181,8 @@ func (e *Engine) Resolve(device string) (viewer string, linked bool, err error) 
 	s := e.stripeOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if v := s.lookup(h); v != nil && v.ext != nil && v.ext.id != nil && v.ext.id.viewer != "" {
-		return v.ext.id.viewer, true, nil
+	if id := idOf(s.lookup(h)); id != nil && id.viewer != "" {
+		return id.viewer, true, nil
 	}
 	return device, false, nil
 }
@@ -160,8 +197,8 @@ func (e *Engine) Devices(viewer string) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
-	if v := s.lookup(h); v != nil && v.ext != nil && v.ext.id != nil {
-		for _, d := range v.ext.id.devices {
+	if id := idOf(s.lookup(h)); id != nil {
+		for _, d := range id.devices {
 			if !d.gone {
 				out = append(out, d.name)
 			}
@@ -192,7 +229,7 @@ func (e *Engine) LinkDevice(device, viewer string, at int64, dst []byte) ([]byte
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.lookup(h)
-	if v != nil && v.ext != nil && v.ext.id != nil && v.ext.id.liveDevices() > 0 {
+	if id := idOf(v); id != nil && id.liveDevices() > 0 {
 		return dst, fmt.Errorf("%w: %q has devices linked to it, so it cannot be linked as a device", ErrLinkChain, device)
 	}
 	dst = exportViewer(dst, h, v) // its own impressions, before the link
@@ -201,13 +238,7 @@ func (e *Engine) LinkDevice(device, viewer string, at int64, dst []byte) ([]byte
 		return dst, err
 	}
 	before, keys := v.bytes(), v.nkeys()
-	if v.ext == nil {
-		v.ext = &viewerExt{}
-	}
-	if v.ext.id == nil {
-		v.ext.id = &identity{}
-	}
-	v.ext.id.setLink(strings.Clone(viewer), at) // the caller's string may alias a buffer it reuses
+	v.ensureID().setLink(strings.Clone(viewer), at) // the caller's string may alias a buffer it reuses
 	e.settle(s, v, before, keys)
 	return dst, nil
 }
@@ -228,12 +259,13 @@ func (e *Engine) UnlinkDevice(device string, at int64) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.lookup(h)
-	if v == nil || v.ext == nil || v.ext.id == nil || v.ext.id.viewer == "" {
+	id := idOf(v)
+	if id == nil || id.viewer == "" {
 		return "", nil
 	}
 	before, keys := v.bytes(), v.nkeys()
-	was := v.ext.id.viewer
-	v.ext.id.setLink("", at)
+	was := id.viewer
+	id.setLink("", at)
 	e.settle(s, v, before, keys)
 	return was, nil
 }
@@ -272,20 +304,8 @@ func (e *Engine) AddDevice(viewer, device string, at int64, deviceState []byte, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.lookup(h)
-	var id *identity
-	if v != nil && v.ext != nil {
-		id = v.ext.id
-	}
-	if id != nil && id.viewer != "" {
-		return 0, fmt.Errorf("%w: %q is a device linked to %q; link to that viewer", ErrLinkChain, viewer, id.viewer)
-	}
-	if id != nil {
-		if i, ok := id.device(device); ok && !id.devices[i].gone {
-			return 0, nil // linked already: merged then
-		}
-		if id.liveDevices() >= maxDevices {
-			return 0, fmt.Errorf("%w (%d)", ErrTooManyDevices, maxDevices)
-		}
+	if linked, err := idOf(v).canAdd(viewer, device, maxDevices); err != nil || linked {
+		return 0, err // linked already: merged then
 	}
 	var khs []uint64
 	if !dev.absent {
@@ -301,13 +321,7 @@ func (e *Engine) AddDevice(viewer, device string, at int64, deviceState []byte, 
 	if !dev.absent && dev.key != 0 {
 		merged = e.addViewer(v, &dev.v)
 	}
-	if v.ext == nil {
-		v.ext = &viewerExt{}
-	}
-	if v.ext.id == nil {
-		v.ext.id = &identity{}
-	}
-	v.ext.id.setDevice(deviceLink{name: strings.Clone(device), at: at})
+	v.ensureID().setDevice(deviceLink{name: strings.Clone(device), at: at})
 	e.settle(s, v, before, keys)
 	return merged, nil
 }
@@ -325,21 +339,8 @@ func (e *Engine) CanAddDevice(viewer, device string, maxDevices int) error {
 	s := e.stripeOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v := s.lookup(h)
-	if v == nil || v.ext == nil || v.ext.id == nil {
-		return nil
-	}
-	id := v.ext.id
-	if id.viewer != "" {
-		return fmt.Errorf("%w: %q is a device linked to %q; link to that viewer", ErrLinkChain, viewer, id.viewer)
-	}
-	if i, ok := id.device(device); ok && !id.devices[i].gone {
-		return nil
-	}
-	if id.liveDevices() >= maxDevices {
-		return fmt.Errorf("%w (%d)", ErrTooManyDevices, maxDevices)
-	}
-	return nil
+	_, err := idOf(s.lookup(h)).canAdd(viewer, device, maxDevices)
+	return err
 }
 
 // RemoveDevice is the viewer's side of an unlink.
@@ -356,11 +357,12 @@ func (e *Engine) RemoveDevice(viewer, device string, at int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.lookup(h)
-	if v == nil || v.ext == nil || v.ext.id == nil {
+	id := idOf(v)
+	if id == nil {
 		return nil
 	}
 	before, keys := v.bytes(), v.nkeys()
-	v.ext.id.setDevice(deviceLink{name: strings.Clone(device), at: at, gone: true})
+	id.setDevice(deviceLink{name: strings.Clone(device), at: at, gone: true})
 	e.settle(s, v, before, keys)
 	return nil
 }

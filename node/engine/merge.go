@@ -100,13 +100,7 @@ func (e *Engine) mergeViewer(v, nv *viewer) {
 		return
 	}
 	if nv.ext.id != nil {
-		if v.ext == nil {
-			v.ext = &viewerExt{}
-		}
-		if v.ext.id == nil {
-			v.ext.id = &identity{}
-		}
-		v.ext.id.merge(nv.ext.id)
+		v.ensureID().merge(nv.ext.id)
 	}
 	for _, s := range nv.ext.seen {
 		e.remember(v, s.hash, s.until)

@@ -60,9 +60,11 @@ func exportViewer(dst []byte, key uint64, v *viewer) []byte {
 	if v.wide() {
 		flags |= stateWide
 	}
-	var id *identity
-	if v.ext != nil && v.ext.id != nil && !v.ext.id.empty() {
-		id = v.ext.id
+	id := idOf(v)
+	if id != nil && id.empty() {
+		id = nil
+	}
+	if id != nil {
 		flags |= stateIdentity
 	}
 	dst = append(dst, flags)

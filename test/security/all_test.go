@@ -3,6 +3,7 @@ package security
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,28 @@ func TestSecuredCluster(t *testing.T) {
 		if err != nil || v.Allowed != want || v.FailClosed || v.FailOpen {
 			t.Fatalf("strict allow %d: %+v, %v; want allowed %v, answered", i, v, err, want)
 		}
+	}
+
+	// Links whose device and viewer have different primaries make one
+	// node ask the other (LinkDevice): over TLS with the peer token.
+	crossed := 0
+	for i := range 10 {
+		device, viewer := fmt.Sprint("secured-device-", i), fmt.Sprint("secured-person-", i)
+		if _, err := c.Link(ctx, device, viewer); err != nil {
+			t.Fatalf("Link(%s, %s) on the secured cluster: %v", device, viewer, err)
+		}
+		if got, err := c.Resolve(ctx, device); err != nil || got != viewer {
+			t.Fatalf("Resolve(%s) = %q %v", device, got, err)
+		}
+		r := c.Ring()
+		_, do := r.Lookup(device)
+		_, vo := r.Lookup(viewer)
+		if do[0] != vo[0] {
+			crossed++
+		}
+	}
+	if crossed == 0 {
+		t.Error("no link crossed nodes: the peer path was not exercised")
 	}
 
 	cert, key := ca.issue(t, "operator")
