@@ -116,11 +116,12 @@ func cloneTopology(t *proto.Topology) {
 // then puts the call back with putCall.
 //
 // With no live connection to p it fails at once (a down node must not eat
-// the call's budget) unless dialWait, when it waits for the connection
-// until the deadline: a member the client just learned of has none yet.
+// the call's budget) unless dialWait, or p's first dial is still running,
+// when it waits for the connection until the deadline: a member the
+// client just learned of has none yet.
 func (c *Client) roundTrip(ctx context.Context, p *peer, m proto.Message, want proto.Type, deadline time.Time, dialWait bool) (*call, error) {
 	cn := p.pick()
-	if cn == nil && dialWait {
+	if cn == nil && (dialWait || p.firstDial()) {
 		wctx, cancel := context.WithDeadline(ctx, deadline)
 		cn, _ = p.waitConn(wctx)
 		cancel()

@@ -31,9 +31,12 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 type fakeNode struct {
 	ln     net.Listener
 	handle func(hdr proto.Header, body []byte) proto.Message
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conns  []net.Conn
+	// topo, when set (under mu), is the topology the node serves; else
+	// it names itself the only member.
+	topo  func() *proto.Topology
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []net.Conn
 }
 
 func startFake(t *testing.T, handle func(proto.Header, []byte) proto.Message) *fakeNode {
@@ -98,6 +101,12 @@ func (f *fakeNode) serve(c net.Conn) {
 }
 
 func (f *fakeNode) topology() *proto.Topology {
+	f.mu.Lock()
+	topo := f.topo
+	f.mu.Unlock()
+	if topo != nil {
+		return topo()
+	}
 	const partitions = 7
 	owners := make([]uint16, partitions)
 	return &proto.Topology{Epoch: 42, Partitions: partitions, Replicas: 1,

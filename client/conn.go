@@ -13,8 +13,12 @@ import (
 )
 
 // A peer is one node's data-plane address and the connections the client
-// keeps to it. Calls never wait for a dial: a peer without a live
-// connection reports none, and dials in the background.
+// keeps to it. A call waits (within its deadline) only for a peer's first
+// dial, the one started when the node entered the topology: a node that
+// just joined is not failed open for the microseconds its connection
+// takes. After that, calls never wait for a dial: a peer that lost its
+// connections reports none and redials in the background, so a dead node
+// costs a call nothing but the fallback.
 type peer struct {
 	cl   *Client
 	addr string
@@ -27,6 +31,16 @@ type peer struct {
 	backoff time.Duration
 	closed  bool
 	lastErr error // why the last dial failed; nil once one succeeds
+	// connected is set by the first successful dial and stays set.
+	connected bool
+}
+
+// firstDial reports whether the peer has never been reached and its first
+// dial has not failed yet: a call may wait for that dial.
+func (p *peer) firstDial() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.connected && p.lastErr == nil && !p.closed
 }
 
 func newPeer(cl *Client, addr string) *peer {
@@ -118,6 +132,7 @@ func (p *peer) dialAll(wait time.Duration) {
 		p.dialLocked()
 	} else {
 		p.backoff = 0
+		p.connected = true
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
 )
 
 // TestDialHookCarriesEveryConnection: with Config.Dial set, the client
@@ -60,5 +61,54 @@ func TestDialHookCarriesEveryConnection(t *testing.T) {
 	}
 	if a := wrongAddr.Load(); a != nil {
 		t.Fatalf("Config.Dial got %v, want the node's address %s", a, nd.DataAddr())
+	}
+}
+
+// TestFirstDialIsWaitedFor: a node the client has just learned of has no
+// connection yet; a call routed to it waits for that first dial within
+// its deadline instead of failing open (scale-out must not fail open the
+// new node's viewers while their connection opens).
+func TestFirstDialIsWaitedFor(t *testing.T) {
+	owner := startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
+		if hdr.Type != proto.TypeAllow {
+			return nil
+		}
+		return &proto.AllowResult{Epoch: 7, Verdict: engine.Verdict{Allowed: true, Remaining: 41, Blocking: -1}}
+	})
+	seed := startFake(t, nil)
+	seed.mu.Lock()
+	seed.topo = func() *proto.Topology {
+		return &proto.Topology{Epoch: 7, Partitions: 7, Replicas: 1, Owners: make([]uint16, 7),
+			Members: []proto.Member{{Name: "owner", Addr: owner.addr(), State: 2, Incarnation: 1}}}
+	}
+	seed.mu.Unlock()
+	release := make(chan struct{})
+	c := newClient(t, func(c *client.Config) {
+		c.Timeout = 10 * time.Second
+		c.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == owner.addr() {
+				// The owner's connection opens only when the test says.
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}
+	}, seed.addr())
+	for deadline := time.Now().Add(10 * time.Second); c.Ring() == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the client never fetched the topology")
+		}
+	}
+	// The owner's first dial is now blocked in the hook. Let it through
+	// only after the call has had time to fail, were it not waiting.
+	timer := time.AfterFunc(100*time.Millisecond, func() { close(release) })
+	defer timer.Stop()
+	v, err := c.Allow(context.Background(), "v", []engine.Cap{soft})
+	if err != nil || v.Failed() || v.Remaining != 41 {
+		t.Fatalf("Allow while the owner's first dial runs = %+v, %v; want the owner's answer", v, err)
 	}
 }
