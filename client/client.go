@@ -208,6 +208,18 @@ func (c *Client) noteEpoch(epoch uint64, from *peer) {
 	}
 }
 
+// unroutable asks for a topology refresh when the client's topology names
+// no reachable owner for a viewer: a node that was still joining when the
+// topology was fetched, say. No answer would carry a new epoch to prompt
+// a refresh, so without this the client would wait for RefreshInterval.
+// The refresh loop paces these (one refresh per 50 ms at most).
+func (c *Client) unroutable() {
+	select {
+	case c.refreshHint <- "":
+	default:
+	}
+}
+
 func (c *Client) refreshLoop() {
 	tick := time.NewTicker(c.cfg.RefreshInterval)
 	defer tick.Stop()

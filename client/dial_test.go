@@ -11,6 +11,7 @@ import (
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
 )
 
 // TestDialHookCarriesEveryConnection: with Config.Dial set, the client
@@ -110,5 +111,53 @@ func TestFirstDialIsWaitedFor(t *testing.T) {
 	v, err := c.Allow(context.Background(), "v", []engine.Cap{soft})
 	if err != nil || v.Failed() || v.Remaining != 41 {
 		t.Fatalf("Allow while the owner's first dial runs = %+v, %v; want the owner's answer", v, err)
+	}
+}
+
+// TestUnroutableViewerRefreshesTheTopology: a client that fetched the
+// topology while its node was still joining (no owners yet) refetches it
+// when a call finds no owner, instead of failing open until the periodic
+// refresh (an hour here).
+func TestUnroutableViewerRefreshesTheTopology(t *testing.T) {
+	var active atomic.Bool
+	var f *fakeNode
+	f = startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
+		if hdr.Type != proto.TypeAllow {
+			return nil
+		}
+		return &proto.AllowResult{Epoch: 2, Verdict: engine.Verdict{Allowed: true, Remaining: 9, Blocking: -1}}
+	})
+	f.mu.Lock()
+	f.topo = func() *proto.Topology {
+		if !active.Load() {
+			owners := make([]uint16, 7)
+			for i := range owners {
+				owners[i] = ring.NoOwner
+			}
+			return &proto.Topology{Epoch: 1, Partitions: 7, Replicas: 1, Owners: owners,
+				Members: []proto.Member{{Name: "n", Addr: f.addr(), State: uint8(ring.Joining), Incarnation: 1}}}
+		}
+		return &proto.Topology{Epoch: 2, Partitions: 7, Replicas: 1, Owners: make([]uint16, 7),
+			Members: []proto.Member{{Name: "n", Addr: f.addr(), State: uint8(ring.Active), Incarnation: 1}}}
+	}
+	f.mu.Unlock()
+	c := newClient(t, func(c *client.Config) { c.RefreshInterval = time.Hour }, f.addr())
+	for deadline := time.Now().Add(10 * time.Second); c.Ring() == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the client never fetched the topology")
+		}
+	}
+	if v, _ := c.Allow(context.Background(), "v", []engine.Cap{soft}); !v.FailOpen {
+		t.Fatalf("Allow with no owner = %+v, want fail-open", v)
+	}
+	active.Store(true)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		v, err := c.Allow(context.Background(), "v", []engine.Cap{soft})
+		if err == nil && !v.Failed() && v.Remaining == 9 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node became active but the client still fails open: %+v, %v (ring epoch %d)", v, err, c.Ring().Epoch())
+		}
 	}
 }

@@ -238,6 +238,7 @@ func (c *Client) owned(ctx context.Context, viewer string, m proto.Message, want
 	var lastErr error = errNoOwner
 	for attempt := 0; attempt < 2; attempt++ {
 		if len(owners) == 0 || t.peers[owners[0]] == nil {
+			c.unroutable()
 			return nil, lastErr
 		}
 		p := t.peers[owners[0]]

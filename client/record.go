@@ -181,6 +181,7 @@ func (r *recorder) send(batch []recItem) {
 			_, owners = t.ring.Lookup(it.viewer)
 		}
 		if len(owners) == 0 || t.peers[owners[0]] == nil {
+			c.unroutable()
 			r.retry(it, errNoOwner)
 			continue
 		}
