@@ -26,9 +26,11 @@ type Config struct {
 	// the hottest path of the ad decision.
 	Timeout time.Duration
 
-	// DialTimeout bounds connecting to a node. Default 250ms. Calls never
-	// wait for a dial: a node without a live connection fails over at once
-	// while the connection is made in the background.
+	// DialTimeout bounds connecting to a node. Default 250ms. A call
+	// waits, within its own deadline, only for a node's first dial (the
+	// one started when the node entered the topology); after that calls
+	// never wait for a dial: a node that lost its connections fails over
+	// at once while they are remade in the background.
 	DialTimeout time.Duration
 
 	// Dial, when set, opens every connection to a node instead of a

@@ -160,26 +160,21 @@ func (h *harness) seeds() []string {
 // stay under-replicated or syncing for 90 s: known failure "settle".
 func (h *harness) settle() bool {
 	h.t.Helper()
-	cluster.WaitActive(h.t, h.nodes, len(h.nodes))
+	// Polled through the nodes' status calls, not /metrics: parsing three
+	// metrics pages every 20 ms would itself starve the load of CPU.
 	var last string
-	settled := func() bool {
-		for _, n := range h.nodes {
-			m, err := n.Metrics()
-			if err != nil || m["fcap_partitions_syncing"] != 0 || m["fcap_partitions_under_replicated"] != 0 {
-				last = fmt.Sprintf("%s: syncing %v, under-replicated %v, err %v", n.Name, m["fcap_partitions_syncing"], m["fcap_partitions_under_replicated"], err)
-				return false
-			}
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ok, why := cluster.Settled(h.nodes, len(h.nodes))
+		if ok {
+			return true
 		}
-		return true
-	}
-	for deadline := time.Now().Add(90 * time.Second); !settled(); time.Sleep(20 * time.Millisecond) {
+		last = why
 		if time.Now().After(deadline) {
 			h.violated("settle", "after 90s, partitions not served and fully replicated again: %s", last)
 			h.unsettled = true
 			return false
 		}
 	}
-	return true
 }
 
 // cut writes the block list: every link between side and the rest.
@@ -218,8 +213,7 @@ func (h *harness) suspected(i int) bool {
 		if j == i || !n.Running() {
 			continue
 		}
-		m, err := n.Metrics()
-		if err == nil && m[`fcap_ring_members{state="active"}`] < float64(len(h.nodes)) {
+		if active, err := n.ActiveMembers(); err == nil && active < len(h.nodes) {
 			return true
 		}
 	}

@@ -24,6 +24,10 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
 )
 
 var (
@@ -501,6 +505,57 @@ func WaitActive(t testing.TB, nodes []*Node, want int) {
 		}
 		return true
 	}, "nodes did not converge on %d active, ready members", want)
+}
+
+// Status asks the node for its status over the data plane (a frame of a
+// few dozen bytes: cheap enough to poll where scraping and parsing
+// /metrics, ~5 ms of CPU a time here, would load the machine under test).
+func (n *Node) Status() (*proto.Status, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return client.NodeStatus(ctx, n.Data)
+}
+
+// ActiveMembers returns how many members the node's ring counts Active,
+// read from its topology over the data plane.
+func (n *Node) ActiveMembers() (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var t proto.Topology
+	if err := (&client.Admin{}).Call(ctx, n.Data, &proto.TopologyRequest{}, &t); err != nil {
+		return 0, err
+	}
+	active := 0
+	for _, m := range t.Members {
+		if ring.State(m.State) == ring.Active {
+			active++
+		}
+	}
+	return active, nil
+}
+
+// Settled reports whether every running node counts want active members,
+// is active itself, and has no partition syncing or under-replicated:
+// what WaitActive waits for and more, through the cheap status calls.
+// When not, it says which node is not and why.
+func Settled(nodes []*Node, want int) (bool, string) {
+	for _, n := range nodes {
+		if !n.Running() {
+			continue
+		}
+		active, err := n.ActiveMembers()
+		if err != nil || active != want {
+			return false, fmt.Sprintf("%s: %d active members, want %d, err %v", n.Name, active, want, err)
+		}
+		st, err := n.Status()
+		if err != nil {
+			return false, fmt.Sprintf("%s: status: %v", n.Name, err)
+		}
+		if ring.State(st.State) != ring.Active || st.Syncing != 0 || st.UnderReplicated != 0 {
+			return false, fmt.Sprintf("%s: %v, syncing %d, under-replicated %d", n.Name, ring.State(st.State), st.Syncing, st.UnderReplicated)
+		}
+	}
+	return true, ""
 }
 
 // Ready reports whether the node answers /readyz with 200.
