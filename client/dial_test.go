@@ -120,8 +120,7 @@ func TestFirstDialIsWaitedFor(t *testing.T) {
 // refresh (an hour here).
 func TestUnroutableViewerRefreshesTheTopology(t *testing.T) {
 	var active atomic.Bool
-	var f *fakeNode
-	f = startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
+	f := startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
 		if hdr.Type != proto.TypeAllow {
 			return nil
 		}
