@@ -27,9 +27,10 @@ import (
 // Client is safe for concurrent use. Create it with New and stop it with
 // Close.
 type Client struct {
-	cfg Config
-	log *slog.Logger
-	m   *metrics
+	cfg    Config
+	log    *slog.Logger
+	m      *metrics
+	margin time.Duration // Config.Margin resolved
 
 	topo atomic.Pointer[topology]
 
@@ -75,6 +76,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		cfg:         cfg,
+		margin:      margin(cfg),
 		log:         cfg.Logger.With("component", "fcap-client"),
 		peers:       map[string]*peer{},
 		refreshHint: make(chan string, 1),
@@ -390,12 +392,25 @@ func (c *Client) install(r *ring.Ring) {
 	c.log.Debug("topology", "epoch", fmt.Sprintf("%016x", r.Epoch()), "members", len(r.Members()))
 }
 
-// deadline is when a call must have returned: now + Timeout, or the
-// context's deadline if sooner.
+// deadline is when a call stops waiting: now + Timeout, or the context's
+// deadline if sooner, less the margin that lets it return by then.
 func (c *Client) deadline(ctx context.Context, now time.Time) time.Time {
 	d := now.Add(c.cfg.Timeout)
 	if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
-		return cd
+		d = cd
 	}
-	return d
+	// Give up a little early (Config.Margin), never by more than a tenth
+	// of the budget, and never move a passed deadline later.
+	return d.Add(-min(c.margin, max(d.Sub(now)/10, 0)))
+}
+
+// margin resolves Config.Margin: 0 is Timeout/10 up to 1ms, below 0 none.
+func margin(cfg Config) time.Duration {
+	switch {
+	case cfg.Margin < 0:
+		return 0
+	case cfg.Margin == 0:
+		return min(cfg.Timeout/10, time.Millisecond)
+	}
+	return cfg.Margin
 }

@@ -26,6 +26,16 @@ type Config struct {
 	// the hottest path of the ad decision.
 	Timeout time.Duration
 
+	// Margin is how long before its deadline a call stops waiting for the
+	// cluster and decides by the failure policy. When a timer fires, the
+	// Go runtime and the OS may run the waiting goroutine late: a fraction
+	// of a millisecond on an idle machine, several on a busy one. Giving
+	// up that much early is what hands the verdict back by the deadline
+	// rather than after it. A call never gives up more than a tenth of
+	// its budget early. Default 0: Timeout/10, at most 1ms. Negative: no
+	// margin (wait for the deadline itself).
+	Margin time.Duration
+
 	// DialTimeout bounds connecting to a node. Default 250ms. A call
 	// waits, within its own deadline, only for a node's first dial (the
 	// one started when the node entered the topology); after that calls
