@@ -279,6 +279,6 @@ func (v *viewer) bytes() int64 {
 const (
 	viewerSlotBytes  = 56 // the viewer struct in its chunk plus its table slot
 	extBytes         = 80
-	seenEntryBytes   = 16 // one seenID
+	seenEntryBytes   = 12 // one seenID
 	reservationBytes = 48
 )

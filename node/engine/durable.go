@@ -20,7 +20,7 @@ func (e *Engine) ExportUntil(key uint64, dst []byte) ([]byte, int64) {
 		until += longest
 		if v.ext != nil {
 			for _, x := range v.ext.seen {
-				until = max(until, x.until)
+				until = max(until, x.untilMillis())
 			}
 			for _, r := range v.ext.res {
 				until = max(until, r.expires)

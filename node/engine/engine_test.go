@@ -516,13 +516,20 @@ func TestSweepFreesIdleState(t *testing.T) {
 	if st := e.Stats(); st.Keys != 3000 {
 		t.Fatalf("sweep at 60 dropped live counters: %+v", st)
 	}
-	// At 400 every window has passed.
+	// At 400 every window has passed, but the impression ids are
+	// remembered to the whole second after their horizon: the counters go,
+	// the viewers stay.
 	sweepAll(e, 400)
+	if st := e.Stats(); st.Keys != 0 || st.Viewers != 1000 {
+		t.Fatalf("at 400: %+v, want no counter and every viewer's ids", st)
+	}
+	// At 1000 the ids' horizon has passed too.
+	sweepAll(e, 1000)
 	if st := e.Stats(); st.Viewers != 0 || st.Keys != 0 || st.Bytes != 0 {
 		t.Fatalf("after everything aged out: %+v, want empty", st)
 	}
 	// The engine works as before.
-	mustAllow(t, e, "viewer-1", 400, true, c)
+	mustAllow(t, e, "viewer-1", 1000, true, c)
 }
 
 func TestSweepIsBounded(t *testing.T) {

@@ -404,7 +404,7 @@ func (e *Engine) addViewer(v, nv *viewer) int64 {
 	}
 	if nv.ext != nil {
 		for _, s := range nv.ext.seen {
-			e.remember(v, s.hash, s.until)
+			e.remember(v, s.hash(), s.untilMillis())
 		}
 	}
 	return added

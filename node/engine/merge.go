@@ -103,7 +103,7 @@ func (e *Engine) mergeViewer(v, nv *viewer) {
 		v.ensureID().merge(nv.ext.id)
 	}
 	for _, s := range nv.ext.seen {
-		e.remember(v, s.hash, s.until)
+		e.remember(v, s.hash(), s.untilMillis())
 	}
 	for _, r := range nv.ext.res {
 		if v.ext == nil {

@@ -80,8 +80,8 @@ func exportViewer(dst []byte, key uint64, v *viewer) []byte {
 	}
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(seen)))
 	for _, s := range seen {
-		dst = binary.LittleEndian.AppendUint64(dst, s.hash)
-		dst = binary.LittleEndian.AppendUint64(dst, uint64(s.until))
+		dst = binary.LittleEndian.AppendUint64(dst, s.hash())
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(s.untilMillis()))
 	}
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(res)))
 	for _, r := range res {
@@ -291,7 +291,7 @@ func (e *Engine) decodeState(data []byte) (decodedState, int, error) {
 	x := &viewerExt{wide: flags&stateWide != 0}
 	seen := r.count(16, e.cfg.MaxDedupePerViewer)
 	for range seen {
-		x.seen = append(x.seen, seenID{hash: r.u64(), until: int64(r.u64())})
+		x.seen = append(x.seen, newSeen(r.u64(), int64(r.u64())))
 	}
 	nres := r.count(18, e.cfg.MaxReservationsPerViewer)
 	for range nres {
@@ -337,15 +337,7 @@ func (e *Engine) decodeState(data []byte) (decodedState, int, error) {
 	if err := e.checkState(&nv); err != nil {
 		return decodedState{}, 0, err
 	}
-	slices.SortFunc(x.seen, func(a, b seenID) int {
-		switch {
-		case a.hash < b.hash:
-			return -1
-		case a.hash > b.hash:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(x.seen, cmpSeenIDs)
 	return decodedState{key: key, v: nv}, len(data) - len(r.b), nil
 }
 
