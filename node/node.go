@@ -284,14 +284,13 @@ func (n *Node) onRingChange(old, cur *ring.Ring) {
 	n.maybeActivate()
 }
 
-// joinedOrAlone reports whether this node may judge the cluster by its
-// own ring: it has no seeds to join, or it has joined other members.
-func (n *Node) joinedOrAlone() bool {
-	if len(n.cfg.Membership.Seeds) == 0 {
-		return true
-	}
-	m := n.gossip.Load()
-	return m != nil && m.NumMembers() > 1
+// joinedOrAlone reports whether this node may judge the cluster by the
+// ring r: it has no seeds to join, or r holds other members. It asks r,
+// not gossip: gossip can count the members it just joined while r, the
+// ring being planned, was built before they arrived and holds only this
+// node, which would look like a fresh cluster with nobody Active.
+func (n *Node) joinedOrAlone(r *ring.Ring) bool {
+	return len(n.cfg.Membership.Seeds) == 0 || len(r.Members()) > 1
 }
 
 // replan plans the current ring again, after this node received

@@ -299,7 +299,7 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 	// A fresh cluster: nobody owns anything, so nobody holds anything
 	// anyone could wait for. A node told to join others decides that only
 	// once it has joined them: before, its ring holds just itself.
-	bootstrap := cur.ActiveMembers() == 0 && r.n.joinedOrAlone()
+	bootstrap := cur.ActiveMembers() == 0 && r.n.joinedOrAlone(cur)
 	// A peer restarted since the last ring holds nothing: forget what
 	// was sent to its earlier self before anything asks heldBy.
 	for name, rep := range r.replicas {
