@@ -1,10 +1,6 @@
 package node
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -19,24 +15,7 @@ import (
 // turned Active without a transfer (TestThrottledJoinKeepsStrictWritesFlowing
 // caught it 1 run in 8). Here a joined node is handed exactly such a ring.
 func TestJoinerNeverBootstrapsFromAStaleRing(t *testing.T) {
-	var nodes []*Node
-	for i := range 3 {
-		cfg := DefaultLocalConfig(fmt.Sprintf("boot-%d", i))
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-		if i > 0 {
-			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
-		}
-		nd, err := Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			nd.Shutdown(ctx)
-		})
-		nodes = append(nodes, nd)
-	}
+	nodes := startNodes(t, "boot", 3)
 	waitUntil(t, 30*time.Second, func() bool {
 		for _, nd := range nodes {
 			if len(nd.Ring().Members()) != 3 || nd.Ring().ActiveMembers() != 3 || !nd.Ready() {

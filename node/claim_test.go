@@ -16,24 +16,7 @@ import (
 // for a hand-over and claims a partition with what it holds asks the other
 // holders for their copies, so a count only they kept comes back.
 func TestClaimedPartitionGetsSurvivorsCopies(t *testing.T) {
-	var nodes []*Node
-	for i := range 2 {
-		cfg := DefaultLocalConfig(fmt.Sprintf("claim-%d", i))
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-		if i > 0 {
-			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
-		}
-		nd, err := Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			nd.Shutdown(ctx)
-		})
-		nodes = append(nodes, nd)
-	}
+	nodes := startNodes(t, "claim", 2)
 	waitUntil(t, 20*time.Second, func() bool {
 		return len(nodes[0].Ring().Members()) == 2 && len(nodes[1].Ring().Members()) == 2 && nodes[0].Ready() && nodes[1].Ready()
 	}, "cluster of 2 did not converge")
@@ -59,6 +42,31 @@ func TestClaimedPartitionGetsSurvivorsCopies(t *testing.T) {
 		st, ok := b.engine.Viewer(viewer)
 		return ok && len(st.Keys) == 1 && len(st.Keys[0].Times) == 1
 	}, "the claimed partition never received the survivor's count")
+}
+
+// startNodes starts n in-process nodes named prefix-0.. that join the
+// first, stopped when the test ends; it does not wait for them to settle.
+func startNodes(t *testing.T, prefix string, n int) []*Node {
+	t.Helper()
+	var nodes []*Node
+	for i := range n {
+		cfg := DefaultLocalConfig(fmt.Sprintf("%s-%d", prefix, i))
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		if i > 0 {
+			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
+		}
+		nd, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			nd.Shutdown(ctx)
+		})
+		nodes = append(nodes, nd)
+	}
+	return nodes
 }
 
 // waitUntil polls cond until it holds or d passes.
