@@ -323,14 +323,12 @@ func TestChaos(t *testing.T) {
 	rwg := h.rings.run(ctx, func() uint64 { return c.Ring().Epoch() })
 	defer func() { stop(); wg.Wait(); lwg.Wait(); rwg.Wait() }()
 
-	count := len(kinds)
-	if *duration > 0 {
-		count = 1 << 20
-	}
 	var windows []window
 	began := time.Now()
-	for i, f := range schedule(seed, len(h.nodes), count) {
-		if i >= len(kinds) && time.Since(began) > *duration {
+	for i, f := range schedule(seed, len(h.nodes)) {
+		// The short run: every kind once. The long one: faults until
+		// the duration is spent (and at least every kind once).
+		if i >= len(kinds) && (*duration == 0 || time.Since(began) > *duration) {
 			break
 		}
 		time.Sleep(f.gap)
