@@ -32,7 +32,8 @@ type Config struct {
 	// of a millisecond on an idle machine, several on a busy one. Giving
 	// up that much early is what hands the verdict back by the deadline
 	// rather than after it. A call never gives up more than a tenth of
-	// its budget early. Default 0: Timeout/10, at most 1ms. Negative: no
+	// its budget early. Default 0: Timeout/10, at most 5ms (0.5ms for the
+	// default Timeout). Negative: no
 	// margin (wait for the deadline itself).
 	Margin time.Duration
 

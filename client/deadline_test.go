@@ -7,7 +7,7 @@ import (
 )
 
 // TestDeadlineLeavesTheMargin: a call stops waiting Config.Margin before
-// its deadline (default a tenth of Timeout, at most 1ms), never more than
+// its deadline (default a tenth of Timeout, at most 5ms), never more than
 // a tenth of its budget early, and never later than the deadline.
 func TestDeadlineLeavesTheMargin(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
@@ -23,7 +23,8 @@ func TestDeadlineLeavesTheMargin(t *testing.T) {
 		want    time.Duration // from now
 	}{
 		{"default margin is a tenth of a 5ms timeout", 5 * time.Millisecond, 0, context.Background(), 4500 * time.Microsecond},
-		{"default margin is at most 1ms", 50 * time.Millisecond, 0, context.Background(), 49 * time.Millisecond},
+		{"default margin is a tenth of a 50ms timeout", 50 * time.Millisecond, 0, context.Background(), 45 * time.Millisecond},
+		{"default margin is at most 5ms", 200 * time.Millisecond, 0, context.Background(), 195 * time.Millisecond},
 		{"an explicit margin", 50 * time.Millisecond, 3 * time.Millisecond, context.Background(), 47 * time.Millisecond},
 		{"never more than a tenth of the budget", 10 * time.Millisecond, 5 * time.Millisecond, context.Background(), 9 * time.Millisecond},
 		{"a negative margin is none", 50 * time.Millisecond, -1, context.Background(), 50 * time.Millisecond},
