@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"time"
@@ -91,6 +92,9 @@ func (l *ledger) call(op, outcome string, start time.Time, took, deadline time.D
 	if took > deadline+lateSlack {
 		l.late = append(l.late, lateCall{start, took})
 		l.lateBy[op+" "+outcome]++
+		// Marks the call in an execution trace (go test -trace): what its
+		// goroutine waited for is then there to read.
+		trace.Log(context.Background(), "late", fmt.Sprintf("%s %s took %v", op, outcome, took))
 	}
 	if err != nil {
 		l.errors++
