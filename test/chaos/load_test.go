@@ -180,6 +180,7 @@ func (ld *load) request(rng *rand.Rand, viewer string, res *client.CheckResult) 
 		}
 		if open {
 			l.failOpen = append(l.failOpen, start)
+			trace.Log(context.Background(), "fail-open", fmt.Sprintf("check took %v", took))
 		}
 		if shut {
 			l.failShut++
@@ -214,6 +215,7 @@ func (ld *load) request(rng *rand.Rand, viewer string, res *client.CheckResult) 
 	case v.Failed():
 		if v.FailOpen {
 			l.failOpen = append(l.failOpen, start)
+			trace.Log(context.Background(), "fail-open", fmt.Sprintf("allow took %v", took))
 		} else {
 			l.failShut++
 		}
