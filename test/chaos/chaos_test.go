@@ -377,7 +377,13 @@ func TestChaos(t *testing.T) {
 	wg.Wait()
 	lwg.Wait()
 	rwg.Wait()
-	h.check(l, lag, windows)
+	// Every impression handed to Record is now acknowledged or dropped.
+	fctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	if err := c.Flush(fctx); err != nil {
+		t.Errorf("Flush: impressions still unacknowledged after 60 s: %v", err)
+	}
+	cancel()
+	h.check(l, lag, windows, c.Stats())
 }
 
 func newClient(t *testing.T, cfg client.Config) *client.Client {

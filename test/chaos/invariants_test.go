@@ -13,7 +13,7 @@ import (
 
 // check prints every invariant with its figure and fails the test on
 // those broken (see knownFailures for the short run's exceptions).
-func (h *harness) check(l *ledger, lag *lagMeter, windows []window) {
+func (h *harness) check(l *ledger, lag *lagMeter, windows []window, st client.Stats) {
 	t := h.t
 	if !h.unsettled {
 		h.settle()
@@ -22,7 +22,8 @@ func (h *harness) check(l *ledger, lag *lagMeter, windows []window) {
 	defer l.mu.Unlock()
 
 	// 1. No error reaches the ad server.
-	t.Logf("calls: %d (%d checks, %d records), %d ticks skipped (every worker busy)", l.calls, l.checks, l.records, l.skipped)
+	t.Logf("calls: %d (%d checks, %d Allow), %d ticks skipped (every worker busy); impressions reported with Record: %d (refused by the client's queue: %d; acknowledged %d, retried %d, dropped %d)",
+		l.calls, l.checks, l.records, l.skipped, l.reported, l.refused, st.RecordsAcked, st.RecordRetries, st.RecordsDropped)
 	t.Logf("invariant errors returned: %d (want 0) %v", l.errors, l.errs)
 	if l.errors != 0 {
 		t.Errorf("%d calls returned an error", l.errors)
@@ -103,14 +104,28 @@ func (h *harness) check(l *ledger, lag *lagMeter, windows []window) {
 	}
 	t.Logf("invariant strict grants over limit: %d (want 0) over %d strict keys; soft campaign overshoot: %d impressions", strictOver, strictKeys, softOver)
 
-	// 5. Nothing acknowledged is lost: read every counter back.
+	// 5. Nothing acknowledged is lost: read every counter back. An
+	// impression handed to Record counts as acknowledged once Flush
+	// returned with none dropped; a dropped one may or may not count.
+	t.Logf("invariant impressions the client gave up on (Record, after %d attempts each): %d (want 0); refused at the queue: %d (want 0)",
+		client.DefaultConfig().RecordAttempts, st.RecordsDropped, l.refused)
+	if st.RecordsDropped != 0 || l.refused != 0 {
+		h.violated("record-dropped", "the client dropped %d impressions and refused %d: the cluster never counted them", st.RecordsDropped, l.refused)
+	}
+	reported := func(k key) (sure, maybe int) {
+		if st.RecordsDropped != 0 {
+			return 0, l.queued[k]
+		}
+		return l.queued[k], 0
+	}
 	got, rc := h.readBack(l)
 	var lost [2]int // soft, strict
 	extra, keys := 0, 0
 	var lostKeys [2][]string
 	for k, n := range got {
 		keys++
-		if a := l.acked[k]; n < a && !(k.cap.Limit < engine.MaxLimit && n == int(k.cap.Limit) && a > n) {
+		sure, maybe := reported(k)
+		if a := l.acked[k] + sure; n < a && !(k.cap.Limit < engine.MaxLimit && n >= int(k.cap.Limit)) {
 			m := k.cap.Mode
 			lost[m] += a - n
 			var at []string
@@ -122,8 +137,8 @@ func (h *harness) check(l *ledger, lag *lagMeter, windows []window) {
 					k.viewer, owners(rc, k.viewer), k.cap, a, n, at, tally(windows, l.ackedAt[k])))
 			}
 		}
-		if k.cap.Limit == engine.MaxLimit && n > l.acked[k]+l.unknown[k] {
-			extra += n - l.acked[k] - l.unknown[k]
+		if most := l.acked[k] + l.unknown[k] + sure + maybe; k.cap.Limit == engine.MaxLimit && n > most {
+			extra += n - most
 		}
 	}
 	for m := range lostKeys {
@@ -150,7 +165,7 @@ func (h *harness) readBack(l *ledger) (map[key]int, *client.Client) {
 	cfg.Timeout = 2 * time.Second
 	c := newClient(t, cfg)
 	per := map[string][]engine.Cap{}
-	for _, m := range []map[key]int{l.acked, l.unknown} {
+	for _, m := range []map[key]int{l.acked, l.unknown, l.queued} {
 		for k := range m {
 			per[k.viewer] = append(per[k.viewer], k.cap)
 		}

@@ -7,6 +7,7 @@ import (
 	"runtime/trace"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fcap-io/fcap/client"
@@ -58,11 +59,14 @@ type ledger struct {
 	// The fields below are guarded by mu.
 	acked    map[key]int // granted by the cluster
 	unknown  map[key]int // failed over: counted or not
+	queued   map[key]int // impressions handed to client.Record (sent and retried in the background)
 	errors   int         // calls that returned an error
 	errs     []string    // the first few errors
 	calls    int
 	checks   int
-	records  int
+	records  int            // Allow calls
+	reported int            // impressions queued with client.Record
+	refused  int            // Record calls the client's queue refused
 	late     []lateCall     // calls past their deadline by more than lateSlack
 	lateBy   map[string]int // late calls by operation and outcome
 	ackedAt  map[key][]time.Time
@@ -74,7 +78,7 @@ type ledger struct {
 }
 
 func newLedger() *ledger {
-	return &ledger{acked: map[key]int{}, unknown: map[key]int{}, ackedAt: map[key][]time.Time{}, lateBy: map[string]int{}}
+	return &ledger{acked: map[key]int{}, unknown: map[key]int{}, queued: map[key]int{}, ackedAt: map[key][]time.Time{}, lateBy: map[string]int{}}
 }
 
 // lateCall is a call that returned past its deadline.
@@ -106,7 +110,10 @@ func (l *ledger) call(op, outcome string, start time.Time, took, deadline time.D
 
 // load is the ad server: at a steady rate, a Zipf-chosen viewer gets a
 // 100-candidate Check; about 3% of checks are followed by an impression
-// of one allowed candidate, recorded with Allow.
+// of one allowed candidate, half of them recorded with Allow (check and
+// record at decision time, acknowledged in the call) and half reported
+// with Record (when the ad plays: queued, batched, retried in the
+// background, idempotent on the impression id).
 type load struct {
 	c        *client.Client
 	l        *ledger
@@ -116,6 +123,7 @@ type load struct {
 	deadline time.Duration
 	seed     uint64
 	watch    *watchdog // nil: no stack dumps
+	impID    atomic.Uint64
 }
 
 func (ld *load) run(ctx context.Context, workers int) *sync.WaitGroup {
@@ -199,6 +207,21 @@ func (ld *load) request(rng *rand.Rand, viewer string, res *client.CheckResult) 
 		return
 	}
 	caps := ld.cands[allowed[rng.IntN(len(allowed))]].Caps
+	if rng.IntN(2) == 0 {
+		imp := engine.Impression{ID: fmt.Sprint("imp-", ld.seed, "-", ld.impID.Add(1)), Time: time.Now().UnixMilli(), Caps: caps}
+		ok := ld.c.Record(viewer, imp)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !ok {
+			l.refused++
+			return
+		}
+		l.reported++
+		for _, c := range caps {
+			l.queued[key{viewer, c}]++
+		}
+		return
+	}
 	start = time.Now()
 	v, err := ld.c.Allow(context.Background(), viewer, caps)
 	took = time.Since(start)
