@@ -20,6 +20,7 @@ type call struct {
 	conn *conn
 	want proto.Type
 	done chan struct{} // capacity 1
+	sent int64         // when the request was queued (monotonic, see monoNow)
 
 	// Written by deliver or failWith before done is signalled.
 	err      error
@@ -148,7 +149,10 @@ func (c *Client) roundTripOn(ctx context.Context, cn *conn, m proto.Message, wan
 	select {
 	case <-cl.done:
 	case <-t.C:
-		return nil, c.abandon(cl, fmt.Errorf("%w (%s)", errTimeout, cn.p.addr))
+		sent := cl.sent // read before abandon may pool the call
+		err := c.abandon(cl, fmt.Errorf("%w (%s)", errTimeout, cn.p.addr))
+		cn.noAnswer(sent)
+		return nil, err
 	case <-ctx.Done():
 		return nil, c.abandon(cl, ctx.Err())
 	}

@@ -146,7 +146,7 @@ func (c *Client) Close(ctx context.Context) error {
 		close(c.stop)
 		c.peersMu.Lock()
 		for _, p := range c.peers {
-			p.close()
+			p.close(errClientClosed)
 		}
 		c.peersMu.Unlock()
 		c.wg.Wait()
@@ -387,7 +387,7 @@ func (c *Client) install(r *ring.Ring) {
 	}
 	c.peersMu.Unlock()
 	for _, p := range gone {
-		p.close() // in-flight calls on it fail over
+		p.close(fmt.Errorf("%w: %s", errPeerGone, p.addr)) // in-flight calls on it fail over
 	}
 	c.log.Debug("topology", "epoch", fmt.Sprintf("%016x", r.Epoch()), "members", len(r.Members()))
 }

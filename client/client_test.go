@@ -33,10 +33,14 @@ type fakeNode struct {
 	handle func(hdr proto.Header, body []byte) proto.Message
 	// topo, when set (under mu), is the topology the node serves; else
 	// it names itself the only member.
-	topo  func() *proto.Topology
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns []net.Conn
+	topo func() *proto.Topology
+	// deafBefore, when set (under mu), makes connections accepted before
+	// it read data requests and never answer them (a stuck node, or a
+	// stream that lost bytes), while topology requests still get answers.
+	deafBefore time.Time
+	wg         sync.WaitGroup
+	mu         sync.Mutex
+	conns      []net.Conn
 }
 
 func startFake(t *testing.T, handle func(proto.Header, []byte) proto.Message) *fakeNode {
@@ -61,18 +65,19 @@ func (f *fakeNode) accept() {
 		if err != nil {
 			return
 		}
+		accepted := time.Now()
 		f.mu.Lock()
 		f.conns = append(f.conns, c)
 		f.mu.Unlock()
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
-			f.serve(c)
+			f.serve(c, accepted)
 		}()
 	}
 }
 
-func (f *fakeNode) serve(c net.Conn) {
+func (f *fakeNode) serve(c net.Conn, accepted time.Time) {
 	defer c.Close()
 	r := proto.NewReader(c, 0)
 	var mu sync.Mutex
@@ -84,7 +89,7 @@ func (f *fakeNode) serve(c net.Conn) {
 		var resp proto.Message
 		if hdr.Type == proto.TypeTopologyRequest {
 			resp = f.topology()
-		} else {
+		} else if !f.deaf(accepted) {
 			resp = f.handle(hdr, body)
 		}
 		if resp == nil {
@@ -98,6 +103,12 @@ func (f *fakeNode) serve(c net.Conn) {
 		c.Write(b)
 		mu.Unlock()
 	}
+}
+
+func (f *fakeNode) deaf(accepted time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return accepted.Before(f.deafBefore)
 }
 
 func (f *fakeNode) topology() *proto.Topology {

@@ -83,12 +83,13 @@ type Config struct {
 	RecordTimeout time.Duration
 
 	// RecordRetryMin and RecordRetryMax bound the exponential backoff
-	// (with full jitter) between attempts at a failed impression.
-	// Defaults 10ms and 5s.
+	// between attempts at a failed impression (half fixed, half
+	// jittered). Defaults 10ms and 5s.
 	RecordRetryMin, RecordRetryMax time.Duration
 
 	// RecordAttempts is how many times an impression is tried before it is
-	// dropped and counted. Default 12 (about a minute of backoff).
+	// dropped and counted. Default 20: 30-60 s of backoff in all, enough
+	// to ride out a node's death and the failover after it.
 	RecordAttempts int
 
 	// RecordSenders is how many batches may be in flight at once.
@@ -147,7 +148,7 @@ func DefaultConfig(seeds ...string) Config {
 		RecordTimeout:    250 * time.Millisecond,
 		RecordRetryMin:   10 * time.Millisecond,
 		RecordRetryMax:   5 * time.Second,
-		RecordAttempts:   12,
+		RecordAttempts:   20,
 		RecordSenders:    4,
 		MaxFrame:         proto.DefaultMaxFrame,
 		ResolveCacheSize: 100_000,

@@ -160,14 +160,18 @@ func (p *peer) waitConn(ctx context.Context) (*conn, error) {
 	}
 }
 
-func (p *peer) close() {
+// close closes the peer's connections; their pending calls fail with
+// why: errClientClosed when the client closes (Records are then dropped),
+// errPeerGone when the node left the topology (they fail over, Records
+// are retried on the new owner).
+func (p *peer) close(why error) {
 	p.mu.Lock()
 	p.closed = true
 	conns := append([]*conn(nil), p.conns...)
 	p.mu.Unlock()
 	for _, c := range conns {
 		if c != nil {
-			c.close(errClientClosed)
+			c.close(why)
 		}
 	}
 }
@@ -194,6 +198,37 @@ type conn struct {
 	err     error  // why the connection closed
 
 	nextID atomic.Uint64 // request ids; frames may reach the wire out of id order
+
+	// A connection on which calls time out while nothing at all comes
+	// back is dead to this client, whatever TCP says: a stuck node, a
+	// middlebox that black-holes it, a stream that lost bytes mid-frame.
+	// lastRead is when the reader last delivered a frame (see monoNow);
+	// silent counts calls in a row that timed out with nothing read
+	// since they were sent.
+	lastRead atomic.Int64
+	silent   atomic.Int32
+}
+
+// silentStrikes is how many calls in a row may time out on a connection
+// that reads nothing before the client closes it (its pending calls fail
+// over, the peer redials). A slow node still answers something and is
+// left alone.
+const silentStrikes = 3
+
+// clockBase anchors monoNow: monotonic, cheap to compare.
+var clockBase = time.Now()
+
+// monoNow is monotonic nanoseconds since the package was loaded.
+func monoNow() int64 { return int64(time.Since(clockBase)) }
+
+// noAnswer notes a call, sent at sent, that timed out.
+func (c *conn) noAnswer(sent int64) {
+	if c.lastRead.Load() >= sent {
+		return // something came back since: slow, not silent
+	}
+	if c.silent.Add(1) >= silentStrikes {
+		c.close(fmt.Errorf("%w: %s answered none of the last %d calls", errSilent, c.p.addr, silentStrikes))
+	}
 }
 
 func (cl *Client) dialConn(p *peer) (*conn, error) {
@@ -233,6 +268,8 @@ func (c *conn) send(cl *call, m proto.Message, deadline time.Time) error {
 		putFrame(fb)
 		return err
 	}
+	t := time.Now()
+	cl.sent = int64(t.Sub(clockBase))
 	if c.writing {
 		c.out = append(c.out, frame...)
 		c.pending[cl.id] = cl
@@ -240,7 +277,7 @@ func (c *conn) send(cl *call, m proto.Message, deadline time.Time) error {
 		putFrame(fb)
 		return nil
 	}
-	if !time.Now().Before(deadline) {
+	if !t.Before(deadline) {
 		// The caller's budget ran out while it waited for a CPU or
 		// encoded: a write now would fail at once and close the
 		// connection under every call pending on it (a burst of
@@ -384,6 +421,8 @@ func (c *conn) readLoop() {
 			c.close(err)
 			return
 		}
+		c.lastRead.Store(monoNow())
+		c.silent.Store(0)
 		c.mu.Lock()
 		cl := c.pending[hdr.ID]
 		delete(c.pending, hdr.ID)

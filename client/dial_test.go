@@ -160,3 +160,117 @@ func TestUnroutableViewerRefreshesTheTopology(t *testing.T) {
 		}
 	}
 }
+
+// TestSilentConnectionIsReplaced: a connection that stops answering
+// (TCP still up: a stuck node, a black-holing middlebox, a stream that
+// lost bytes) is closed after a few calls time out with nothing read on
+// it, and calls go to a fresh connection. Without that, every call
+// routed to it would fail over for as long as the process lives.
+func TestSilentConnectionIsReplaced(t *testing.T) {
+	f := startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
+		if hdr.Type != proto.TypeAllow {
+			return nil
+		}
+		return &proto.AllowResult{Epoch: 42, Verdict: engine.Verdict{Allowed: true, Remaining: 9, Blocking: -1}}
+	})
+	c := newClient(t, func(c *client.Config) {
+		c.Timeout = 20 * time.Millisecond
+		c.ConnsPerNode = 1
+	}, f.addr())
+	if v, err := c.Allow(context.Background(), "v", []engine.Cap{soft}); err != nil || v.Failed() {
+		t.Fatalf("first Allow = %+v, %v; want the node's answer", v, err)
+	}
+	f.mu.Lock()
+	f.deafBefore = time.Now() // the connection the client holds goes deaf
+	f.mu.Unlock()
+	failed := 0
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		v, err := c.Allow(context.Background(), "v", []engine.Cap{soft})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !v.Failed() {
+			break // answered over a new connection
+		}
+		failed++
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing over after %d calls: the silent connection was never replaced", failed)
+		}
+	}
+	if failed < 3 {
+		t.Errorf("answered after %d failed calls; the deaf connection should have cost a few (3 strikes)", failed)
+	}
+}
+
+// TestRecordsOnANodeThatLeavesAreRetried: impressions in flight to a
+// node that leaves the topology are sent again to the new owner, not
+// dropped as if the client were closing.
+func TestRecordsOnANodeThatLeavesAreRetried(t *testing.T) {
+	var got atomic.Int64
+	newOwner := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
+		if hdr.Type != proto.TypeRecord {
+			return nil
+		}
+		var m proto.Record
+		if err := proto.Decode(body, &m); err != nil {
+			return nil
+		}
+		res := &proto.RecordResult{Epoch: 2}
+		for range m.Items {
+			res.Results = append(res.Results, proto.ItemResult{Status: engine.Recorded})
+		}
+		got.Add(int64(len(m.Items)))
+		return res
+	})
+	inFlight := make(chan struct{}, 1)
+	oldOwner := startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
+		if hdr.Type == proto.TypeRecord {
+			select {
+			case inFlight <- struct{}{}:
+			default:
+			}
+		}
+		return nil // never answers: the impression stays in flight
+	})
+	var moved atomic.Bool
+	seed := startFake(t, nil)
+	topo := func() *proto.Topology {
+		addr, epoch := oldOwner.addr(), uint64(1)
+		if moved.Load() {
+			addr, epoch = newOwner.addr(), 2
+		}
+		return &proto.Topology{Epoch: epoch, Partitions: 7, Replicas: 1, Owners: make([]uint16, 7),
+			Members: []proto.Member{{Name: "owner", Addr: addr, State: 2, Incarnation: 1}}}
+	}
+	for _, f := range []*fakeNode{seed, oldOwner, newOwner} { // every node serves the same view
+		f.mu.Lock()
+		f.topo = topo
+		f.mu.Unlock()
+	}
+	c := newClient(t, func(c *client.Config) {
+		c.RecordTimeout = 10 * time.Second // still in flight when the node leaves
+		c.RefreshInterval = 20 * time.Millisecond
+	}, seed.addr())
+	for deadline := time.Now().Add(10 * time.Second); c.Ring() == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the client never fetched the topology")
+		}
+	}
+	if !c.Record("v", engine.Impression{ID: "imp-1", Time: time.Now().UnixMilli(), Caps: []engine.Cap{soft}}) {
+		t.Fatal("Record refused the impression")
+	}
+	select {
+	case <-inFlight:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the impression never reached its owner")
+	}
+	moved.Store(true) // the next refresh drops the old owner's peer
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.RecordsDropped != 0 || got.Load() != 1 {
+		t.Fatalf("dropped %d, recorded by the new owner %d; want 0 and 1", st.RecordsDropped, got.Load())
+	}
+}

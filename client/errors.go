@@ -29,4 +29,6 @@ var (
 	errNoConn       = errors.New("no live connection")
 	errTimeout      = errors.New("deadline exceeded")
 	errNoOwner      = errors.New("no owner known for the viewer")
+	errSilent       = errors.New("connection silent")
+	errPeerGone     = errors.New("node left the topology")
 )

@@ -226,8 +226,8 @@ func (r *recorder) send(batch []recItem) {
 	}
 }
 
-// retry schedules another attempt after exponential backoff with full
-// jitter, or drops the impression when its attempts are spent.
+// retry schedules another attempt after exponential backoff, or drops
+// the impression when its attempts are spent.
 func (r *recorder) retry(it recItem, why error) {
 	cfg := &r.c.cfg
 	it.attempts++
@@ -240,8 +240,8 @@ func (r *recorder) retry(it recItem, why error) {
 		return
 	}
 	r.c.m.recordRetries.Inc()
-	ceiling := min(cfg.RecordRetryMax, cfg.RecordRetryMin<<min(it.attempts, 30))
-	it.due = time.Now().Add(cfg.RecordRetryMin/2 + rand.N(ceiling))
+	r.c.log.Debug("impression retried", "attempt", it.attempts, "viewer", it.viewer, "id", it.imp.ID, "err", why)
+	it.due = time.Now().Add(retryDelay(cfg, it.attempts, rand.N[time.Duration]))
 	r.retryMu.Lock()
 	heap.Push(&r.retries, it)
 	r.retryMu.Unlock()
@@ -249,6 +249,19 @@ func (r *recorder) retry(it recItem, why error) {
 	case r.retryKick <- struct{}{}:
 	default:
 	}
+}
+
+// retryDelay is the wait after an impression's attempts-th failure:
+// exponential from RecordRetryMin, capped at RecordRetryMax, half of it
+// fixed and half jittered (randN(n) is uniform in [0, n)). The fixed half
+// makes the time before a drop predictable: with the defaults, 20
+// attempts wait 30-60 s in all, longer than a node takes to be declared
+// dead and its partitions served again; full jitter could spend them in
+// a few seconds.
+func retryDelay(cfg *Config, attempts int, randN func(time.Duration) time.Duration) time.Duration {
+	ceiling := min(cfg.RecordRetryMax, cfg.RecordRetryMin<<min(attempts, 30))
+	half := max(ceiling/2, 1)
+	return half + randN(half)
 }
 
 // retryLoop moves due retries back into the queue.

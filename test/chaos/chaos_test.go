@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,14 +20,15 @@ import (
 )
 
 var (
-	duration = flag.Duration("chaos.duration", 0, "how long to inject faults; 0 runs the short version (every kind of fault once)")
-	seedFlag = flag.Uint64("chaos.seed", 0, "seed of the fault schedule and the load; 0 picks one from the clock")
-	numNodes = flag.Int("chaos.nodes", 3, "fcapd processes")
-	replicas = flag.Int("chaos.replicas", 2, "owners per partition (R)")
-	rate     = flag.Int("chaos.rate", 200, "checks per second")
-	deadline = flag.Duration("chaos.deadline", 50*time.Millisecond, "deadline of every client call")
-	stacks   = flag.String("chaos.stacks", "", "folder: dump every goroutine's stack when a load request overruns its deadlines by 20ms (at most 5 dumps)")
-	strictFl = flag.Bool("chaos.strict", false, "assert every invariant: the known failures in the short run, the timing ones under the race detector")
+	duration  = flag.Duration("chaos.duration", 0, "how long to inject faults; 0 runs the short version (every kind of fault once)")
+	seedFlag  = flag.Uint64("chaos.seed", 0, "seed of the fault schedule and the load; 0 picks one from the clock")
+	numNodes  = flag.Int("chaos.nodes", 3, "fcapd processes")
+	replicas  = flag.Int("chaos.replicas", 2, "owners per partition (R)")
+	rate      = flag.Int("chaos.rate", 200, "checks per second")
+	deadline  = flag.Duration("chaos.deadline", 50*time.Millisecond, "deadline of every client call")
+	stacks    = flag.String("chaos.stacks", "", "folder: dump every goroutine's stack when a load request overruns its deadlines by 20ms (at most 5 dumps)")
+	clientLog = flag.String("chaos.clientlog", "", "file: the load's client logs there at debug level (failovers, retried and dropped impressions)")
+	strictFl  = flag.Bool("chaos.strict", false, "assert every invariant: the known failures in the short run, the timing ones under the race detector")
 )
 
 // knownFailures are invariants that may break by design: the long run
@@ -327,6 +329,14 @@ func TestChaos(t *testing.T) {
 	cfg := client.DefaultConfig(h.seeds()...)
 	cfg.Timeout = *deadline
 	cfg.Dial = h.dial
+	if *clientLog != "" {
+		lf, err := os.Create(*clientLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lf.Close()
+		cfg.Logger = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	c := newClient(t, cfg)
 
 	l := newLedger()
