@@ -38,9 +38,12 @@ type fakeNode struct {
 	// it read data requests and never answer them (a stuck node, or a
 	// stream that lost bytes), while topology requests still get answers.
 	deafBefore time.Time
-	wg         sync.WaitGroup
-	mu         sync.Mutex
-	conns      []net.Conn
+	// muteUntil, when set (under mu), makes every connection ignore data
+	// requests until then (a node stalled for a moment).
+	muteUntil time.Time
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	conns     []net.Conn
 }
 
 func startFake(t *testing.T, handle func(proto.Header, []byte) proto.Message) *fakeNode {
@@ -108,7 +111,7 @@ func (f *fakeNode) serve(c net.Conn, accepted time.Time) {
 func (f *fakeNode) deaf(accepted time.Time) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return accepted.Before(f.deafBefore)
+	return accepted.Before(f.deafBefore) || time.Now().Before(f.muteUntil)
 }
 
 func (f *fakeNode) topology() *proto.Topology {

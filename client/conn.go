@@ -209,11 +209,15 @@ type conn struct {
 	silent   atomic.Int32
 }
 
-// silentStrikes is how many calls in a row may time out on a connection
-// that reads nothing before the client closes it (its pending calls fail
-// over, the peer redials). A slow node still answers something and is
-// left alone.
-const silentStrikes = 3
+// A connection is closed (its pending calls fail over, the peer
+// redials) once silentStrikes calls in a row timed out on it and nothing
+// at all was read for silentFor. A slow node still answers something and
+// keeps its connection; one stalled for a moment (a GC pause, a busy
+// machine) does not lose every call in flight on it.
+const (
+	silentStrikes = 3
+	silentFor     = time.Second
+)
 
 // clockBase anchors monoNow: monotonic, cheap to compare.
 var clockBase = time.Now()
@@ -226,8 +230,8 @@ func (c *conn) noAnswer(sent int64) {
 	if c.lastRead.Load() >= sent {
 		return // something came back since: slow, not silent
 	}
-	if c.silent.Add(1) >= silentStrikes {
-		c.close(fmt.Errorf("%w: %s answered none of the last %d calls", errSilent, c.p.addr, silentStrikes))
+	if c.silent.Add(1) >= silentStrikes && monoNow()-c.lastRead.Load() >= int64(silentFor) {
+		c.close(fmt.Errorf("%w: %s answered none of the last %d calls, nothing read for %v", errSilent, c.p.addr, c.silent.Load(), silentFor))
 	}
 }
 
@@ -237,6 +241,7 @@ func (cl *Client) dialConn(p *peer) (*conn, error) {
 		return nil, err
 	}
 	c := &conn{p: p, nc: nc, kick: make(chan struct{}, 1), pending: map[uint64]*call{}}
+	c.lastRead.Store(monoNow()) // silence counts from the dial
 	cl.goFunc(c.writeLoop)
 	cl.goFunc(c.readLoop)
 	return c, nil

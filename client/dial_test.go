@@ -274,3 +274,48 @@ func TestRecordsOnANodeThatLeavesAreRetried(t *testing.T) {
 		t.Fatalf("dropped %d, recorded by the new owner %d; want 0 and 1", st.RecordsDropped, got.Load())
 	}
 }
+
+// TestBriefStallKeepsTheConnection: a node that answers nothing for a
+// moment (a GC pause, a busy machine) costs the calls that time out, but
+// not the connection and every call in flight on it.
+func TestBriefStallKeepsTheConnection(t *testing.T) {
+	f := startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
+		if hdr.Type != proto.TypeAllow {
+			return nil
+		}
+		return &proto.AllowResult{Epoch: 42, Verdict: engine.Verdict{Allowed: true, Remaining: 9, Blocking: -1}}
+	})
+	c := newClient(t, func(c *client.Config) {
+		c.Timeout = 20 * time.Millisecond
+		c.ConnsPerNode = 1
+	}, f.addr())
+	if v, err := c.Allow(context.Background(), "v", []engine.Cap{soft}); err != nil || v.Failed() {
+		t.Fatalf("first Allow = %+v, %v; want the node's answer", v, err)
+	}
+	f.mu.Lock()
+	conns := len(f.conns)
+	f.muteUntil = time.Now().Add(300 * time.Millisecond)
+	f.mu.Unlock()
+	failed := 0
+	for range 6 { // 6 timeouts in a row, well past 3 strikes
+		if v, _ := c.Allow(context.Background(), "v", []engine.Cap{soft}); v.Failed() {
+			failed++
+		}
+	}
+	if failed < 3 {
+		t.Fatalf("only %d of 6 calls failed during the stall; the test needs them to time out", failed)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if v, _ := c.Allow(context.Background(), "v", []engine.Cap{soft}); !v.Failed() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the node never answered again")
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.conns) != conns {
+		t.Fatalf("the client opened %d new connections after a 300 ms stall; want it to keep the one it had", len(f.conns)-conns)
+	}
+}
