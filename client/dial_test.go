@@ -161,12 +161,11 @@ func TestUnroutableViewerRefreshesTheTopology(t *testing.T) {
 	}
 }
 
-// TestSilentConnectionIsReplaced: a connection that stops answering
-// (TCP still up: a stuck node, a black-holing middlebox, a stream that
-// lost bytes) is closed after a few calls time out with nothing read on
-// it, and calls go to a fresh connection. Without that, every call
-// routed to it would fail over for as long as the process lives.
-func TestSilentConnectionIsReplaced(t *testing.T) {
+// connectedOnce starts a node that grants every Allow and a client with
+// one connection to it and a 20 ms timeout, and checks that a first call
+// is answered.
+func connectedOnce(t *testing.T) (*fakeNode, *client.Client) {
+	t.Helper()
 	f := startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
 		if hdr.Type != proto.TypeAllow {
 			return nil
@@ -180,6 +179,16 @@ func TestSilentConnectionIsReplaced(t *testing.T) {
 	if v, err := c.Allow(context.Background(), "v", []engine.Cap{soft}); err != nil || v.Failed() {
 		t.Fatalf("first Allow = %+v, %v; want the node's answer", v, err)
 	}
+	return f, c
+}
+
+// TestSilentConnectionIsReplaced: a connection that stops answering
+// (TCP still up: a stuck node, a black-holing middlebox, a stream that
+// lost bytes) is closed after a few calls time out with nothing read on
+// it, and calls go to a fresh connection. Without that, every call
+// routed to it would fail over for as long as the process lives.
+func TestSilentConnectionIsReplaced(t *testing.T) {
+	f, c := connectedOnce(t)
 	f.mu.Lock()
 	f.deafBefore = time.Now() // the connection the client holds goes deaf
 	f.mu.Unlock()
@@ -279,19 +288,7 @@ func TestRecordsOnANodeThatLeavesAreRetried(t *testing.T) {
 // moment (a GC pause, a busy machine) costs the calls that time out, but
 // not the connection and every call in flight on it.
 func TestBriefStallKeepsTheConnection(t *testing.T) {
-	f := startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
-		if hdr.Type != proto.TypeAllow {
-			return nil
-		}
-		return &proto.AllowResult{Epoch: 42, Verdict: engine.Verdict{Allowed: true, Remaining: 9, Blocking: -1}}
-	})
-	c := newClient(t, func(c *client.Config) {
-		c.Timeout = 20 * time.Millisecond
-		c.ConnsPerNode = 1
-	}, f.addr())
-	if v, err := c.Allow(context.Background(), "v", []engine.Cap{soft}); err != nil || v.Failed() {
-		t.Fatalf("first Allow = %+v, %v; want the node's answer", v, err)
-	}
+	f, c := connectedOnce(t)
 	f.mu.Lock()
 	conns := len(f.conns)
 	f.muteUntil = time.Now().Add(300 * time.Millisecond)
