@@ -427,7 +427,9 @@ func (c *conn) readLoop() {
 			return
 		}
 		c.lastRead.Store(monoNow())
-		c.silent.Store(0)
+		if c.silent.Load() != 0 { // no store per frame on a healthy connection
+			c.silent.Store(0)
+		}
 		c.mu.Lock()
 		cl := c.pending[hdr.ID]
 		delete(c.pending, hdr.ID)
