@@ -163,11 +163,13 @@ type Config struct {
 
 	// Fsync is when the log fsyncs: wal.Always acknowledges a write only
 	// once it is on disk (group commit), wal.Interval fsyncs every
-	// FsyncInterval, wal.Never leaves it to the kernel. Default Interval.
+	// FsyncInterval, wal.Never leaves it to the kernel. Under every
+	// policy a write is acknowledged only once its record is written to
+	// the OS, so a process crash loses nothing acknowledged. Default
+	// Interval.
 	Fsync wal.Policy
 
-	// FsyncInterval is how often the log fsyncs under wal.Interval, and
-	// hands buffered records to the kernel under Interval and Never.
+	// FsyncInterval is how often the log fsyncs under wal.Interval.
 	// Default 10ms.
 	FsyncInterval time.Duration
 

@@ -11,15 +11,17 @@ import (
 type Policy uint8
 
 const (
-	// Interval fsyncs at most every Config.FsyncInterval: a crash of the
-	// machine (not just the process) loses up to that much.
+	// Interval writes each record to the OS before Wait returns and
+	// fsyncs at most every Config.FsyncInterval: a crash of the process
+	// loses nothing acknowledged, a crash of the machine up to that much.
 	Interval Policy = iota
 	// Always fsyncs before Wait returns: a write is acknowledged only
 	// once it is on disk. Concurrent writers share each fsync (group
 	// commit).
 	Always
-	// Never leaves flushing to the kernel: a process crash loses
-	// nothing written, a machine crash loses what the kernel held.
+	// Never writes each record to the OS before Wait returns and leaves
+	// flushing to the kernel: a process crash loses nothing acknowledged,
+	// a machine crash loses what the kernel held.
 	Never
 )
 
@@ -54,8 +56,9 @@ type Config struct {
 	// Fsync is the fsync policy. Default Interval.
 	Fsync Policy
 
-	// FsyncInterval is how often Interval fsyncs, and how often Interval
-	// and Never hand buffered records to the kernel. Default 10ms.
+	// FsyncInterval is how often Interval fsyncs. Under every policy the
+	// writer hands records to the kernel as soon as they are appended
+	// (writers arriving during a write share the next one). Default 10ms.
 	FsyncInterval time.Duration
 
 	// MaxBuffer bounds the bytes of records waiting for the writer; past

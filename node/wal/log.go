@@ -59,8 +59,8 @@ type Log struct {
 	closed bool
 
 	syncMu sync.Mutex
-	// synced is the sequence number of the last record written (and
-	// fsynced under Always); cutDone the cuts made so far and cutID the
+	// synced is the sequence number of the last record written to the
+	// OS (and fsynced under Always); cutDone the cuts made so far and cutID the
 	// segment the last one opened. Guarded by syncMu, signalled by
 	// syncCond.
 	synced   uint64
@@ -258,23 +258,19 @@ func (l *Log) Append(fill func(dst []byte) ([]byte, int64)) uint64 {
 	l.seq++
 	seq := l.seq
 	l.mu.Unlock()
-	if l.cfg.Fsync == Always {
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
+	select {
+	case l.kick <- struct{}{}:
+	default:
 	}
 	return seq
 }
 
-// Wait returns once the record with sequence number seq is written and,
-// under Always, fsynced; under other policies it returns at once. A
-// record the disk refused counts as written: writes are served from RAM
-// whether or not the log has them (Healthy reports it).
+// Wait returns once the record with sequence number seq is written to
+// the OS (a write syscall returned: a crash of the process no longer
+// loses it) and, under Always, fsynced. A record the disk refused counts
+// as written: writes are served from RAM whether or not the log has them
+// (Healthy reports it).
 func (l *Log) Wait(seq uint64) {
-	if l.cfg.Fsync != Always {
-		return
-	}
 	l.syncMu.Lock()
 	for l.synced < seq {
 		l.syncCond.Wait()
@@ -374,6 +370,12 @@ func (l *Log) flush(final bool) {
 			err = l.write(buf, until)
 		}
 	}
+	if err == nil && l.cfg.Fsync != Always && !final {
+		// Written to the OS is what Interval and Never promise before an
+		// acknowledgement: release the waiters before a due fsync, which
+		// they need not wait for.
+		l.setSynced(seq)
+	}
 	if err == nil && l.unsynced && (final || l.cfg.Fsync == Always ||
 		(l.cfg.Fsync == Interval && time.Since(l.lastSync) >= l.cfg.FsyncInterval)) {
 		err = l.sync()
@@ -395,6 +397,14 @@ func (l *Log) flush(final bool) {
 	if cutAt >= 0 {
 		l.cutDone, l.cutID = cutReq, cutID
 	}
+	l.syncMu.Unlock()
+	l.syncCond.Broadcast()
+}
+
+// setSynced releases the waiters of records up to seq.
+func (l *Log) setSynced(seq uint64) {
+	l.syncMu.Lock()
+	l.synced = seq
 	l.syncMu.Unlock()
 	l.syncCond.Broadcast()
 }

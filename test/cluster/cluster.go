@@ -332,6 +332,21 @@ func (n *Node) Kill() {
 	<-n.done
 }
 
+// KillAll sends SIGKILL to every running node before waiting for any:
+// the whole cluster crashes at one moment, none outliving the others by
+// the time a kill takes.
+func KillAll(nodes []*Node) {
+	for _, n := range nodes {
+		if n.cmd != nil && n.cmd.Process != nil && n.Running() {
+			n.cmd.Process.Signal(syscall.SIGCONT)
+			n.cmd.Process.Kill()
+		}
+	}
+	for _, n := range nodes {
+		n.Kill()
+	}
+}
+
 // Stop sends SIGTERM (a graceful stop) and waits up to timeout, then
 // kills. It reports whether the process stopped by itself.
 func (n *Node) Stop(timeout time.Duration) bool {
