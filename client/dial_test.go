@@ -28,7 +28,6 @@ func TestDialHookCarriesEveryConnection(t *testing.T) {
 	var dials atomic.Int64
 	var wrongAddr atomic.Value
 	c := newClient(t, func(c *client.Config) {
-		c.Timeout = time.Second
 		c.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			dials.Add(1)
 			if addr != nd.DataAddr() {
@@ -162,8 +161,9 @@ func TestUnroutableViewerRefreshesTheTopology(t *testing.T) {
 }
 
 // connectedOnce starts a node that grants every Allow and a client with
-// one connection to it and a 20 ms timeout, and checks that a first call
-// is answered.
+// one connection to it and a 20 ms timeout (the tests that use it are
+// about calls timing out), and waits until a call is answered: on a busy
+// machine the first calls may fail over before the node's answer comes.
 func connectedOnce(t *testing.T) (*fakeNode, *client.Client) {
 	t.Helper()
 	f := startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
@@ -176,10 +176,18 @@ func connectedOnce(t *testing.T) (*fakeNode, *client.Client) {
 		c.Timeout = 20 * time.Millisecond
 		c.ConnsPerNode = 1
 	}, f.addr())
-	if v, err := c.Allow(context.Background(), "v", []engine.Cap{soft}); err != nil || v.Failed() {
-		t.Fatalf("first Allow = %+v, %v; want the node's answer", v, err)
+	for deadline := time.Now().Add(generous); ; {
+		v, err := c.Allow(context.Background(), "v", []engine.Cap{soft})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !v.Failed() {
+			return f, c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Allow = %+v for %v; want the node's answer", v, generous)
+		}
 	}
-	return f, c
 }
 
 // TestSilentConnectionIsReplaced: a connection that stops answering
@@ -291,17 +299,21 @@ func TestBriefStallKeepsTheConnection(t *testing.T) {
 	f, c := connectedOnce(t)
 	f.mu.Lock()
 	conns := len(f.conns)
-	f.muteUntil = time.Now().Add(300 * time.Millisecond)
+	f.muteUntil = time.Now().Add(time.Hour) // until 6 calls have timed out
 	f.mu.Unlock()
-	failed := 0
-	for range 6 { // 6 timeouts in a row, well past 3 strikes
+	stalled := time.Now()
+	// 6 timeouts in a row, well past 3 strikes; the stall lasts as long
+	// as they take (about 120 ms), well under the second of silence that
+	// closes a connection.
+	for failed := 0; failed < 6; {
 		if v, _ := c.Allow(context.Background(), "v", []engine.Cap{soft}); v.Failed() {
 			failed++
 		}
 	}
-	if failed < 3 {
-		t.Fatalf("only %d of 6 calls failed during the stall; the test needs them to time out", failed)
-	}
+	f.mu.Lock()
+	f.muteUntil = time.Time{}
+	f.mu.Unlock()
+	stall := time.Since(stalled)
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if v, _ := c.Allow(context.Background(), "v", []engine.Cap{soft}); !v.Failed() {
 			break
@@ -310,9 +322,15 @@ func TestBriefStallKeepsTheConnection(t *testing.T) {
 			t.Fatal("the node never answered again")
 		}
 	}
+	if stall >= time.Second {
+		// The test's goroutine was starved for as long as a dead node is
+		// silent: replacing the connection is then right, not a defect.
+		t.Logf("the stall lasted %v (a busy machine): nothing to check", stall)
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.conns) != conns {
-		t.Fatalf("the client opened %d new connections after a 300 ms stall; want it to keep the one it had", len(f.conns)-conns)
+		t.Fatalf("the client opened %d new connections after a %v stall; want it to keep the one it had", len(f.conns)-conns, stall.Round(time.Millisecond))
 	}
 }
