@@ -292,7 +292,75 @@ func (c *Client) refresh(ctx context.Context, hint string) error {
 	return c.refreshLocked(ctx, hint)
 }
 
+// topologyHedge is how long a topology fetch from one node may go
+// unanswered before the next node is asked as well. A node answers in
+// well under a millisecond; one that is dead but still in the topology,
+// or a seed that accepts connections and never answers, would otherwise
+// hold the refresh for its whole budget, every time.
+const topologyHedge = 100 * time.Millisecond
+
+// refreshLocked asks the topology sources one after another, hedged: the
+// next as soon as every fetch in flight has failed (a refused
+// connection fails at once) or topologyHedge after the last one started.
+// The first answer is installed; the other fetches are cancelled.
 func (c *Client) refreshLocked(ctx context.Context, hint string) error {
+	addrs := c.topologySources(hint)
+	ctx, cancel := context.WithCancel(ctx)
+	answers := make(chan topologyAnswer, len(addrs)) // never blocks a fetch
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait() // cancelled fetches return at once
+	}()
+	hedge := time.NewTimer(topologyHedge)
+	defer hedge.Stop()
+	started := 0
+	launch := func() {
+		addr := addrs[started]
+		started++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := c.fetchTopology(ctx, addr)
+			answers <- topologyAnswer{r, err}
+		}()
+		hedge.Reset(topologyHedge)
+	}
+	var errs []error
+	for len(errs) < len(addrs) {
+		if started == len(errs) { // nothing in flight
+			launch()
+		}
+		select {
+		case a := <-answers:
+			if a.err == nil {
+				c.install(a.r)
+				return nil
+			}
+			errs = append(errs, a.err)
+		case <-hedge.C:
+			if started < len(addrs) {
+				launch()
+			}
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("topology: %w", ctx.Err()))
+			c.m.refreshErrors.Inc()
+			return errors.Join(errs...)
+		}
+	}
+	c.m.refreshErrors.Inc()
+	return errors.Join(errs...)
+}
+
+type topologyAnswer struct {
+	r   *ring.Ring
+	err error
+}
+
+// topologySources lists, without repeats, where a topology may be asked:
+// the hinted address, the known members in random order (every live
+// member is a source, not only the seeds), then the seeds.
+func (c *Client) topologySources(hint string) []string {
 	var addrs []string
 	if hint != "" {
 		addrs = append(addrs, hint)
@@ -306,25 +374,15 @@ func (c *Client) refreshLocked(ctx context.Context, hint string) error {
 		}
 	}
 	addrs = append(addrs, c.cfg.Seeds...)
-	var errs []error
 	seen := map[string]bool{}
-	for _, addr := range addrs {
-		if seen[addr] {
-			continue
-		}
-		seen[addr] = true
-		t, err := c.fetchTopology(ctx, addr)
-		if err == nil {
-			c.install(t)
-			return nil
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil {
-			break
+	out := addrs[:0]
+	for _, a := range addrs {
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
 		}
 	}
-	c.m.refreshErrors.Inc()
-	return errors.Join(errs...)
+	return out
 }
 
 func (c *Client) fetchTopology(ctx context.Context, addr string) (*ring.Ring, error) {

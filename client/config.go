@@ -17,8 +17,10 @@ import (
 // Config configures a Client. Start from DefaultConfig.
 type Config struct {
 	// Seeds are data-plane addresses ("host:port") of any fcap nodes. The
-	// client learns the whole topology from the first that answers and
-	// keeps it current; it never joins gossip. Required.
+	// client learns the whole topology from the first that answers (a
+	// seed that is down or never answers is passed over within 100ms)
+	// and keeps it current from every member; it never joins gossip.
+	// Required.
 	Seeds []string
 
 	// Timeout is the deadline of every call, retries included, unless

@@ -136,13 +136,19 @@ func (p *peer) dialAll(wait time.Duration) {
 	}
 }
 
-// waitConn returns a live connection, dialing if needed, until ctx ends.
-// For topology fetches, which may wait; calls use pick.
+// waitConn returns a live connection, dialing if needed, until ctx ends
+// or a dial fails: a refused connection is evidence enough that the node
+// is down, and waiting out ctx on it would hold up whoever asked (a
+// topology fetch that could ask another node). For topology fetches and
+// Records, which may wait for a dial; calls use pick.
 func (p *peer) waitConn(ctx context.Context) (*conn, error) {
 	deadline, hasDeadline := ctx.Deadline()
 	for {
 		if c := p.pick(); c != nil {
 			return c, nil
+		}
+		if err := p.dialError(); err != nil {
+			return nil, fmt.Errorf("connect to %s: %w", p.addr, err)
 		}
 		// The deadline is checked here too, not only through Done: Done
 		// is closed by another goroutine, which a busy machine may run
