@@ -17,7 +17,7 @@ type MembershipConfig struct {
 	// Self.Name. It must not set Delegate or Events: Membership sets
 	// them, and its Logger (clearing LogOutput), on a copy it gives to
 	// memberlist, so the caller's Config is left as it was. Default
-	// memberlist.DefaultLANConfig() (gossip on 0.0.0.0:7946).
+	// LANMemberlistConfig() (gossip on 0.0.0.0:7946).
 	Memberlist *memberlist.Config
 
 	// Self is our own metadata, gossiped to the cluster: State is usually
@@ -71,9 +71,9 @@ type MembershipConfig struct {
 const defaultUpdateTimeout = 5 * time.Second
 
 // DefaultMembershipConfig returns the production defaults for the node
-// self, on memberlist.DefaultLANConfig() with Name set to self.Name.
+// self, on LANMemberlistConfig() with Name set to self.Name.
 func DefaultMembershipConfig(self Member) MembershipConfig {
-	ml := memberlist.DefaultLANConfig()
+	ml := LANMemberlistConfig()
 	ml.Name = self.Name
 	return MembershipConfig{
 		Memberlist:        ml,
@@ -85,6 +85,45 @@ func DefaultMembershipConfig(self Member) MembershipConfig {
 		UpdateTimeout:     defaultUpdateTimeout,
 		Logger:            slog.Default(),
 	}
+}
+
+// LANMemberlistConfig is memberlist.DefaultLANConfig() with failure
+// detection tuned for an fcap cluster: a few to a few dozen nodes on one
+// LAN (round trips well under a millisecond), where a dead node's viewers
+// fail over only once gossip declares it dead, and the design asks for
+// that within 2 s. memberlist's LAN defaults take 5-8 s for it: a probe
+// every 1 s that waits the whole interval for an ack, then a suspicion
+// of 4 probe intervals (for clusters under 10 nodes; log10(n) times
+// more above).
+//
+// Here a node probes one member every 200 ms (each probe waits that
+// long for a direct, indirect or TCP ack; the direct ack gets 100 ms
+// before indirect probes go out), and a suspected member has 2 probe
+// intervals (400 ms, scaled by log10(n) past 10 nodes) to refute before
+// it is declared dead; gossip goes out every 100 ms so the suspicion
+// reaches it, and its refutation comes back, within that. A dead
+// member of a 3-node cluster is out of every ring about 0.6-1.2 s after
+// it died.
+//
+// The cost is false positives: a live node that answers nothing for
+// about 600 ms (a stop-the-world stall, a host starved of CPU, a network
+// hiccup longer than that) is declared dead. It refutes and comes back
+// by itself, but its partitions move away and back (whole transfers,
+// strict caps of those partitions fail closed meanwhile). memberlist's
+// Lifeguard awareness (AwarenessMaxMultiplier, 8) stretches the probes
+// of a node that itself misses acks, so an overloaded prober accuses
+// slower. With SuspicionMult 2 memberlist expects no independent
+// confirmations (k = SuspicionMult - 2 = 0): the suspicion timeout is
+// its minimum at every cluster size. Where pauses of that length are
+// normal, start from memberlist.DefaultLANConfig() instead (fcapd
+// --gossip-profile wan is slower still).
+func LANMemberlistConfig() *memberlist.Config {
+	ml := memberlist.DefaultLANConfig()
+	ml.ProbeInterval = 200 * time.Millisecond
+	ml.ProbeTimeout = 100 * time.Millisecond
+	ml.SuspicionMult = 2
+	ml.GossipInterval = 100 * time.Millisecond
+	return ml
 }
 
 // DefaultLocalMembershipConfig returns defaults for tests and local runs:
