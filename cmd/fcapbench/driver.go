@@ -16,7 +16,10 @@ import (
 // callers as fast as the target answers) or open loop (Rate requests a
 // second on a fixed schedule, latency measured from the scheduled start,
 // so a target that falls behind pays for the queue it causes: no
-// coordinated omission).
+// coordinated omission). The open loop also measures each call alone
+// (from the moment a caller takes the request) and the generator's
+// queue (scheduled start to that moment), so its own lateness is never
+// mistaken for the target's.
 type run struct {
 	target      target
 	w           *workload
@@ -25,12 +28,14 @@ type run struct {
 	rate        float64 // requests/s; 0 = closed loop
 	warmup      time.Duration
 	duration    time.Duration
-	timeout     time.Duration
+	timeout     time.Duration // every call's deadline
+	cutoff      time.Duration // calls longer than this count as past the client's cut-off; 0: cutoffOf(timeout)
 	seed        uint64
 	progress    io.Writer // nil: no progress line
 	name        string    // the result's target name; "" is the target's own
 	serverPIDs  []int     // the servers' processes, to tell their CPU from everyone else's
 	rateBasis   string    // open loop: how the rate was chosen, for the report
+	coarsePacer bool      // open loop: pace with time.Sleep, not the precise pacer (to compare)
 }
 
 // Result is what one run measured. Latencies are in microseconds.
@@ -59,17 +64,33 @@ type Result struct {
 	Expired    int64   `json:"expired_in_queue"`
 	RequestsPS float64 `json:"requests_per_second"`
 	ChecksPS   float64 `json:"checks_per_second"`
-	P50        float64 `json:"p50_us"`
-	P90        float64 `json:"p90_us"`
-	P99        float64 `json:"p99_us"`
-	P999       float64 `json:"p999_us"`
-	Max        float64 `json:"max_us"`
-	Mean       float64 `json:"mean_us"`
-	// Open loop: how long requests waited between their release and a
-	// worker taking them (all callers busy, or the generator's goroutines
-	// not scheduled); the rest of a request's latency is the call.
-	QueueP50    float64            `json:"queue_p50_us,omitempty"`
-	QueueP99    float64            `json:"queue_p99_us,omitempty"`
+	// From each request's scheduled start (open loop) or its start
+	// (closed loop) to its answer.
+	P50  float64 `json:"p50_us"`
+	P90  float64 `json:"p90_us"`
+	P99  float64 `json:"p99_us"`
+	P999 float64 `json:"p999_us"`
+	Max  float64 `json:"max_us"`
+	Mean float64 `json:"mean_us"`
+	// Open loop: how long requests waited between their scheduled start
+	// and a caller taking them (the generator woke late, every caller was
+	// busy, or its goroutines were not scheduled); the rest of a
+	// request's latency is the call.
+	QueueP50  float64 `json:"queue_p50_us,omitempty"`
+	QueueP99  float64 `json:"queue_p99_us,omitempty"`
+	QueueP999 float64 `json:"queue_p999_us,omitempty"`
+	// The call alone, from a caller taking the request to its answer (in
+	// the closed loop, the same as P50...).
+	CallP50  float64 `json:"call_p50_us"`
+	CallP99  float64 `json:"call_p99_us"`
+	CallP999 float64 `json:"call_p999_us"`
+	// The client's cut-off (fcap: the call's deadline less the client's
+	// default margin, when a soft check fails open) and the measured
+	// calls that took longer than it: fcap's fail-opens land there, and
+	// for the echo floor it is the share of round trips the machine
+	// itself made too slow.
+	CutoffUS    float64            `json:"cutoff_us"`
+	OverCutoff  int64              `json:"over_cutoff"`
 	Percentiles map[string]float64 `json:"percentiles_us"` // for the latency curve
 	// The machine during the measured window (Linux /proc/stat): how busy
 	// it was and how much CPU the hypervisor stole.
@@ -109,7 +130,9 @@ var curvePercentiles = []float64{0, 10, 20, 30, 40, 50, 60, 70, 75, 80, 85, 90, 
 type worker struct {
 	g      *gen
 	total  *hdrhistogram.Histogram
-	queued *hdrhistogram.Histogram // open loop: release to pickup
+	call   *hdrhistogram.Histogram // pickup to answer
+	queued *hdrhistogram.Histogram // open loop: scheduled start to pickup
+	over   int64                   // measured calls past the cut-off
 	n      int
 	viewer string // of the current request
 }
@@ -137,7 +160,7 @@ type sampled struct {
 
 type counters struct {
 	issued                                             atomic.Int64 // every request, warm-up included
-	skipped                                            atomic.Int64 // open loop: slots the generator missed
+	skipped                                            atomic.Int64 // open loop: slots the generator missed by over skipLate
 	expired                                            atomic.Int64 // open loop: given up in the queue (measured)
 	requests, checks, records, allowed, errors, failed atomic.Int64 // measured ones
 }
@@ -153,7 +176,7 @@ func (r *run) exec() (*Result, error) {
 	}
 	workers := make([]*worker, n)
 	for i := range workers {
-		workers[i] = &worker{g: newGen(r.w, r.ids, r.seed, i), total: newHist(), queued: newHist()}
+		workers[i] = &worker{g: newGen(r.w, r.ids, r.seed, i), total: newHist(), call: newHist(), queued: newHist()}
 	}
 	recent := &sampled{h: newHist()}
 	var c counters
@@ -165,6 +188,10 @@ func (r *run) exec() (*Result, error) {
 		interval = time.Duration(float64(time.Second) / r.rate)
 	}
 	runID := uint64(start.UnixNano())
+	cutoff := r.cutoff
+	if cutoff <= 0 {
+		cutoff = cutoffOf(r.timeout)
+	}
 
 	stopProgress := make(chan struct{})
 	var progressDone sync.WaitGroup
@@ -189,36 +216,37 @@ func (r *run) exec() (*Result, error) {
 		cpuEnd, genEnd, srvEnd, wallEnd = readCPUTimes(), selfCPU(), procsCPU(r.serverPIDs), time.Now()
 	}()
 	// Open loop: one dispatcher releases each request at its scheduled
-	// time (to about 200us) onto a queue that idle workers take from. A
-	// request counts from its release; if every worker is busy it waits
-	// in the queue, and that wait, caused by the target, is charged to it
-	// (no coordinated omission). When the dispatcher itself wakes more
-	// than 1ms late (it shares the machine with the target), the slots it
-	// missed are skipped and counted, not released in a burst that would
-	// charge the generator's delay to the target.
+	// time onto a queue that idle workers take from. It sleeps on a
+	// precise timer (pacer): the Go runtime's own timers wake a process
+	// that has nothing else to do up to a millisecond late, which at
+	// 2,000/s was the generator's tail, not the target's. A request's
+	// latency counts from its scheduled start; the wait until a worker
+	// takes it is the queue, reported apart: if every worker is busy, that
+	// wait, caused by the target, is charged to it (no coordinated
+	// omission). When the dispatcher itself wakes more than skipLate late
+	// (it shares the machine with the target, or paused for GC), the
+	// slots it missed are skipped and counted, not released in a burst
+	// that would charge the generator's stall to the target.
 	var queue chan time.Time
 	if interval > 0 {
 		queue = make(chan time.Time, 1<<16)
 		go func() {
 			defer close(queue)
+			p := newPacer(r.coarsePacer)
+			defer p.Close()
 			for i := int64(0); ; i++ {
 				scheduled := start.Add(time.Duration(i) * interval)
 				if scheduled.After(end) {
 					return
 				}
-				d := time.Until(scheduled)
-				if d > 200*time.Microsecond {
-					time.Sleep(d)
-				} else if d < -time.Millisecond {
+				if d := time.Until(scheduled); d > 0 {
+					p.sleepUntil(scheduled)
+				} else if d < -skipLate {
 					c.skipped.Add(1)
 					continue
 				}
-				release := time.Now()
-				if release.Before(scheduled) {
-					release = scheduled
-				}
 				select {
-				case queue <- release:
+				case queue <- scheduled:
 				default:
 					c.errors.Add(1) // the target is so far behind the queue is full
 				}
@@ -231,20 +259,21 @@ func (r *run) exec() (*Result, error) {
 		go func() {
 			defer wg.Done()
 			for {
-				var began time.Time
+				var began, picked time.Time
 				if queue != nil {
-					rel, ok := <-queue
+					sched, ok := <-queue
 					if !ok {
 						return
 					}
-					began = rel
-					if !rel.Before(measureFrom) {
-						wk.queued.RecordValue(max(time.Since(rel).Microseconds(), 1))
+					began, picked = sched, time.Now()
+					wait := picked.Sub(sched)
+					if !sched.Before(measureFrom) {
+						wk.queued.RecordValue(max(wait.Microseconds(), 1))
 					}
-					if wait := time.Since(rel); wait > r.timeout {
+					if wait > r.timeout {
 						// Its caller's deadline passed while it queued.
 						c.issued.Add(1)
-						if !rel.Before(measureFrom) {
+						if !sched.Before(measureFrom) {
 							c.expired.Add(1)
 							wk.observe(wait.Microseconds(), recent)
 						}
@@ -252,14 +281,21 @@ func (r *run) exec() (*Result, error) {
 					}
 				} else {
 					began = time.Now()
+					picked = began
 					if began.After(end) {
 						return
 					}
 				}
 				measured := !began.Before(measureFrom)
 				rec := r.step(ctx, wk, &c, measured)
-				if lat := time.Since(began).Microseconds(); measured {
-					wk.observe(lat, recent)
+				if measured {
+					done := time.Now()
+					call := done.Sub(picked)
+					wk.call.RecordValue(max(call.Microseconds(), 1))
+					if call > cutoff {
+						wk.over++
+					}
+					wk.observe(done.Sub(began).Microseconds(), recent)
 				}
 				if rec >= 0 {
 					r.record(ctx, wk, &c, measured, rec, runID)
@@ -272,10 +308,13 @@ func (r *run) exec() (*Result, error) {
 	close(stopProgress)
 	progressDone.Wait()
 
-	h, q := newHist(), newHist()
+	h, q, call := newHist(), newHist(), newHist()
+	var over int64
 	for _, wk := range workers {
 		h.Merge(wk.total)
 		q.Merge(wk.queued)
+		call.Merge(wk.call)
+		over += wk.over
 	}
 	res := &Result{
 		Target: r.target.Name(), Kind: r.target.Name(), Workload: r.w.Kind, Mode: "closed", Concurrency: r.concurrency,
@@ -285,6 +324,8 @@ func (r *run) exec() (*Result, error) {
 		Expired: c.expired.Load(),
 		P50:     float64(h.ValueAtQuantile(50)), P90: float64(h.ValueAtQuantile(90)), P99: float64(h.ValueAtQuantile(99)),
 		P999: float64(h.ValueAtQuantile(99.9)), Max: float64(h.Max()), Mean: h.Mean(),
+		CallP50: float64(call.ValueAtQuantile(50)), CallP99: float64(call.ValueAtQuantile(99)), CallP999: float64(call.ValueAtQuantile(99.9)),
+		CutoffUS: float64(cutoff.Microseconds()), OverCutoff: over,
 		Percentiles: map[string]float64{},
 	}
 	if r.name != "" {
@@ -297,7 +338,7 @@ func (r *run) exec() (*Result, error) {
 	}
 	if r.rate > 0 {
 		res.Mode, res.Rate, res.RateBasis = "open", r.rate, r.rateBasis
-		res.QueueP50, res.QueueP99 = float64(q.ValueAtQuantile(50)), float64(q.ValueAtQuantile(99))
+		res.QueueP50, res.QueueP99, res.QueueP999 = float64(q.ValueAtQuantile(50)), float64(q.ValueAtQuantile(99)), float64(q.ValueAtQuantile(99.9))
 	}
 	res.HostBusyPct, res.HostIdlePct, res.HostStealPct = cpuStart.percents(cpuEnd)
 	if wall := wallEnd.Sub(wallStart); wall > 0 {
@@ -319,6 +360,18 @@ func (r *run) exec() (*Result, error) {
 		return res, errors.New("no request completed in the measured window")
 	}
 	return res, nil
+}
+
+// skipLate is how late the open loop's dispatcher may wake and still
+// release a request: later than that, the generator, not the target,
+// missed the slot.
+const skipLate = time.Millisecond
+
+// cutoffOf is when the fcap client, with the default margin, stops
+// waiting for a call with the given deadline (client.Config.Margin: a
+// tenth of it, at most 5ms).
+func cutoffOf(timeout time.Duration) time.Duration {
+	return timeout - min(timeout/10, 5*time.Millisecond)
 }
 
 // step issues one request of the workload and counts it if measured.

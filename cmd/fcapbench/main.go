@@ -6,6 +6,8 @@
 //	fcapbench load --target fcap --addr 127.0.0.1:7700 --http 127.0.0.1:7780
 //	fcapbench suite --sut fcap-1=fcap@127.0.0.1:7700 --sut redis=redis-sliding@127.0.0.1:6379 --out DIR
 //	fcapbench report --in DIR/results.json --out DIR
+//	fcapbench --addr 127.0.0.1:7700 --rate 2000 --timeout 5ms --floor
+//	fcapbench echo-server --addr 127.0.0.1:7799
 //
 // With no subcommand it drives one target closed loop (--concurrency
 // callers as fast as it answers) or open loop (--rate requests a second
@@ -14,6 +16,11 @@
 // every second and a summary, and writes the results as JSON (--json).
 // --half-peak runs closed loop, then open loop at half the rate it
 // reached: the latency figure that matters for capacity planning.
+// --floor runs every open loop first against a bare echo server (the
+// machine's floor: "echo-server", started by fcapbench unless
+// --echo-addr names one) with the same load and pacing, and prints the
+// target beside it: the ratio of the p99s and the share of calls past
+// the client's cut-off.
 //
 // "load" fills a target with the memory benchmark's data and reports
 // bytes per key. "suite" runs every workload against several targets,
@@ -24,6 +31,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -50,6 +58,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 			return runLoad(args[1:], stdout, stderr)
 		case "report":
 			return runReport(args[1:], stdout, stderr)
+		case "echo-server":
+			return runEchoServer(args[1:], stdout, stderr)
 		}
 	}
 	return runOne(args, stdout, stderr)
@@ -63,6 +73,8 @@ type options struct {
 	warmup, duration            time.Duration
 	timeout                     time.Duration
 	halfPeak, quiet             bool
+	floor, coarsePacer          bool
+	echoAddr                    string
 	conns                       int
 	redisCheck                  string
 	prof                        profiles
@@ -93,7 +105,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		fmt.Fprint(stderr, "usage: fcapbench [flags]              drive one target (below)\n"+
 			"       fcapbench load [flags]         bytes per key of a target loaded with 1M keys\n"+
 			"       fcapbench suite [flags]        every workload against several targets, with the report\n"+
-			"       fcapbench report [flags]       redraw the report from a results.json\n\n")
+			"       fcapbench report [flags]       redraw the report from a results.json\n"+
+			"       fcapbench echo-server [flags]  answer frames of fcap's sizes at once: the floor (--target echo)\n\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.target, "target", "fcap", "system under test: "+strings.Join(targetKinds(), ", ")+" (null answers at once: the generator's own floor)")
@@ -113,6 +126,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time")
 	fs.DurationVar(&o.timeout, "timeout", 50*time.Millisecond, "per-call deadline (open loop: a request queued longer is given up)")
 	fs.BoolVar(&o.halfPeak, "half-peak", false, "closed loop, then open loop at half the rate reached")
+	fs.BoolVar(&o.floor, "floor", false, "open loop: the same load against a bare echo server first, in the same run, and the target's figures beside it")
+	fs.BoolVar(&o.coarsePacer, "coarse-pacer", false, "open loop: pace with Go's time.Sleep instead of a precise timer, as fcapbench did before (late by up to 1ms: to see the generator's own queue)")
+	fs.StringVar(&o.echoAddr, "echo-addr", "", "--floor: a running \"fcapbench echo-server\" (default: start one)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress line")
 	fs.StringVar(&o.jsonOut, "json", "", "write the results to this JSON file")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of the workload")
@@ -128,6 +144,12 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if !slices.Contains(targetKinds(), o.target) {
 		return nil, fmt.Errorf("unknown --target %q (want one of %s)", o.target, strings.Join(targetKinds(), ", "))
+	}
+	if o.floor && o.rate == 0 && !o.halfPeak {
+		return nil, errors.New("--floor compares open loops: give --rate or --half-peak")
+	}
+	if o.floor && o.target == "echo" {
+		return nil, errors.New("--floor compares a target with the echo: the target cannot be the echo itself")
 	}
 	if o.redisCheck != "pipeline" && o.redisCheck != "lua" {
 		return nil, fmt.Errorf("--redis-check must be pipeline or lua, got %q", o.redisCheck)
@@ -165,27 +187,68 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	if o.quiet {
 		progress = nil
 	}
+	var echo target
+	if o.floor {
+		addr := o.echoAddr
+		if addr == "" {
+			p, err := startEchoProcess(stderr)
+			if err != nil {
+				fmt.Fprintf(stderr, "fcapbench: %v\n", err)
+				return 1
+			}
+			defer p.stop()
+			addr = p.addr
+		}
+		if echo, err = newTarget("echo", addr, &o.w, x, topts); err != nil {
+			fmt.Fprintf(stderr, "fcapbench: %v\n", err)
+			return 1
+		}
+		defer echo.Close()
+	}
 	base := run{target: tgt, w: &o.w, ids: x, concurrency: o.concurrency, rate: o.rate, name: o.name,
-		warmup: o.warmup, duration: o.duration, timeout: o.timeout, seed: o.seed, progress: progress}
+		warmup: o.warmup, duration: o.duration, timeout: o.timeout, seed: o.seed, progress: progress, coarsePacer: o.coarsePacer}
 	var results []*Result
-	res, err := base.exec()
+	var floors []floorRow
+	// exec runs r and, for an open loop with --floor, the echo first
+	// with the same load.
+	exec := func(r run) (*Result, error) {
+		var floor *Result
+		if echo != nil && r.rate > 0 {
+			e := r
+			e.target, e.name = echo, ""
+			res, err := e.exec()
+			if err != nil {
+				return nil, fmt.Errorf("echo floor: %w", err)
+			}
+			results = append(results, res)
+			floor = res
+		}
+		res, err := r.exec()
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, res)
+		if floor != nil {
+			floors = append(floors, compareFloor(floor, res))
+		}
+		return res, nil
+	}
+	res, err := exec(base)
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapbench: %v\n", err)
 		return 1
 	}
-	results = append(results, res)
 	if o.halfPeak && o.rate == 0 {
 		half := base
 		half.rate = res.RequestsPS / 2
 		half.rateBasis = ownPeak
-		res, err := half.exec()
-		if err != nil {
+		if _, err := exec(half); err != nil {
 			fmt.Fprintf(stderr, "fcapbench: %v\n", err)
 			return 1
 		}
-		results = append(results, res)
 	}
 	printTable(stdout, results)
+	printFloor(stdout, floors)
 	warnSkipped(stderr, results, o.warmup)
 	if o.jsonOut != "" {
 		if err := writeJSON(o.jsonOut, results); err != nil {
@@ -262,8 +325,8 @@ func (p *profiles) start() (stop func(), err error) {
 }
 
 func printTable(w io.Writer, results []*Result) {
-	fmt.Fprintf(w, "%-28s %-6s %-6s %5s %8s %11s %12s %9s %9s %9s %9s %7s %7s %7s %6s %6s\n",
-		"target", "work", "mode", "conc", "rate", "requests/s", "checks/s", "p50 us", "p99 us", "p999 us", "max us", "errors", "expired", "failed", "gencpu", "steal")
+	fmt.Fprintf(w, "%-28s %-6s %-6s %5s %8s %11s %12s %9s %9s %9s %9s %9s %9s %7s %7s %7s %6s %6s\n",
+		"target", "work", "mode", "conc", "rate", "requests/s", "checks/s", "p50 us", "p99 us", "p999 us", "max us", "call p99", "queue p99", "errors", "expired", "failed", "gencpu", "steal")
 	for _, r := range results {
 		if r.Memory != nil {
 			continue
@@ -272,8 +335,12 @@ func printTable(w io.Writer, results []*Result) {
 		if r.Rate > 0 {
 			rate = fmt.Sprintf("%.0f", r.Rate)
 		}
-		fmt.Fprintf(w, "%-28s %-6s %-6s %5d %8s %11.0f %12.0f %9.1f %9.1f %9.1f %9.1f %7d %7d %7d %5.0f%% %5.1f%%\n",
-			r.Label(), r.Workload, r.Mode, r.Concurrency, rate, r.RequestsPS, r.ChecksPS, r.P50, r.P99, r.P999, r.Max, r.Errors, r.Expired, r.FailedOver, r.GenCPUPct, r.HostStealPct)
+		queue := "-"
+		if r.Mode == "open" {
+			queue = fmt.Sprintf("%.1f", r.QueueP99)
+		}
+		fmt.Fprintf(w, "%-28s %-6s %-6s %5d %8s %11.0f %12.0f %9.1f %9.1f %9.1f %9.1f %9.1f %9s %7d %7d %7d %5.0f%% %5.1f%%\n",
+			r.Label(), r.Workload, r.Mode, r.Concurrency, rate, r.RequestsPS, r.ChecksPS, r.P50, r.P99, r.P999, r.Max, r.CallP99, queue, r.Errors, r.Expired, r.FailedOver, r.GenCPUPct, r.HostStealPct)
 	}
 }
 

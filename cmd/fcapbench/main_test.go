@@ -28,8 +28,10 @@ func TestNullTargetClosedAndOpenLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 500/s for 200ms is 100 requests scheduled in the measured window.
-	if res.Mode != "open" || res.Requests < 95 || res.Requests > 105 {
-		t.Fatalf("open loop at 500/s for 200ms completed %d requests, want about 100", res.Requests)
+	// On a busy machine the dispatcher wakes late and skips some slots
+	// (counted over the warm-up too): never more requests than that.
+	if res.Mode != "open" || res.Requests > 105 || res.Requests+res.Skipped < 95 {
+		t.Fatalf("open loop at 500/s for 200ms completed %d requests (%d slots skipped), want about 100", res.Requests, res.Skipped)
 	}
 }
 

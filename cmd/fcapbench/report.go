@@ -333,7 +333,7 @@ func (rep *report) markdown(charts []chartFile, prefix string) string {
 	b.WriteString("### Every run\n\n")
 	b.WriteString("Latency is per request (one Allow, or one check of all its candidates), from its scheduled start in the open loop. " +
 		"*expired*: open-loop requests that waited in the generator's queue past the call deadline because the target was behind, given up unsent (their wait counts in the percentiles). " +
-		"*queue p99*: open loop, the p99 of the wait between a request's release and a caller taking it (the rest is the call). " +
+		"*queue p99*: open loop, the p99 of the wait between a request's scheduled start and a caller taking it: the generator's own lateness, or every caller busy (the rest is the call). " +
 		"*gen CPU*, *server CPU*: the generator's and the servers' CPU, 100% = one core; *other CPU*: what everything else on the machine used meanwhile (a step it disturbed by more than a quarter of a core is rerun, up to a budget). " +
 		"*steal*: CPU time the hypervisor took.\n\n")
 	b.WriteString("| target | workload | mode | callers | rate/s | requests/s | checks/s | p50 | p99 | p99.9 | max | queue p99 | errors | expired | fail-open | gen CPU | server CPU | other CPU | steal |\n")

@@ -32,7 +32,7 @@ type target interface {
 
 // targetKinds are the systems fcapbench can drive.
 func targetKinds() []string {
-	return append([]string{"fcap", "null"}, redisKinds...)
+	return append([]string{"fcap", "echo", "null"}, redisKinds...)
 }
 
 // targetOpts are the knobs of connecting to a target.
@@ -53,6 +53,8 @@ func newTarget(kind, addrs string, w *workload, x *ids, o targetOpts) (target, e
 		return nullTarget{}, nil
 	case kind == "fcap":
 		return newFcapTarget(addrs, w, x, o)
+	case kind == "echo":
+		return newEchoTarget(addrs, w, x, o)
 	case isRedisKind(kind):
 		return newRedisTarget(kind, addrs, w, x, o.pool, o.redisCheck)
 	}

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap/proto"
+)
+
+// TestMain lets the test binary stand in for fcapbench when a test makes
+// it start its own echo server (startEchoProcess runs os.Executable).
+func TestMain(m *testing.M) {
+	if os.Getenv(echoChildEnv) == "1" {
+		os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func startEcho(t *testing.T) *echoServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newEchoServer(ln)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func dialTest(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(30 * time.Second)) // a hung server fails the test, never hangs it
+	return nc
+}
+
+func TestEchoServerAnswersWithTheSizeAsked(t *testing.T) {
+	s := startEcho(t)
+	nc := dialTest(t, s.Addr())
+	// Two pipelined requests in one write: each answered in order, with
+	// its own id, the answer type and the size it asked for.
+	var req []byte
+	req = appendEchoFrame(req, proto.TypeCheck, 7, 2500, 620)
+	req = appendEchoFrame(req, proto.TypeAllow, 8, 90, 0)
+	if _, err := nc.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	r := proto.NewReader(nc, 0)
+	for _, want := range []struct {
+		id   uint64
+		typ  proto.Type
+		size int
+	}{{7, proto.TypeCheckResult, 620}, {8, proto.TypeAllowResult, 0}} {
+		hdr, body, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hdr.ID != want.id || hdr.Type != want.typ || hdr.Version != proto.Version || len(body) != want.size {
+			t.Fatalf("answer %+v with %d bytes, want id %d, %s, %d bytes", hdr, len(body), want.id, want.typ, want.size)
+		}
+	}
+}
+
+func TestEchoServerClosesOnBadRequestsAndServesOthers(t *testing.T) {
+	s := startEcho(t)
+	for name, frame := range map[string][]byte{
+		"body too short to name a size": appendEchoFrame(nil, proto.TypeCheck, 1, 2, -1),
+		"answer over the frame limit":   appendEchoFrame(nil, proto.TypeCheck, 1, 8, maxEchoAnswer+1),
+		"other protocol version": func() []byte {
+			f := appendEchoFrame(nil, proto.TypeCheck, 1, 8, 8)
+			f[4] = proto.Version + 1
+			return f
+		}(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			nc := dialTest(t, s.Addr())
+			if _, err := nc.Write(frame); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := io.Copy(io.Discard, nc); err != nil || n != 0 {
+				t.Fatalf("read %d bytes (%v), want the connection closed unanswered", n, err)
+			}
+		})
+	}
+	// The server still answers a good request on a new connection.
+	nc := dialTest(t, s.Addr())
+	if _, err := nc.Write(appendEchoFrame(nil, proto.TypeCheck, 3, 100, 50)); err != nil {
+		t.Fatal(err)
+	}
+	if hdr, body, err := proto.NewReader(nc, 0).Next(); err != nil || hdr.ID != 3 || len(body) != 50 {
+		t.Fatalf("after bad clients: %+v, %d bytes, %v", hdr, len(body), err)
+	}
+}
+
+func TestEchoServerCloseTwice(t *testing.T) {
+	s := startEcho(t)
+	dialTest(t, s.Addr()) // a connection open while it closes
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFcapFrameSizes(t *testing.T) {
+	w := workload{Kind: "check", Viewers: 1000, Campaigns: 5000, Candidates: 100, Zipf: 1.1, ZipfV: 1000, Limit: 5, Window: 86_400_000, Mode: "soft"}
+	sz, err := fcapFrameSizes(&w, newIDs(&w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Check carries every cap (scope, id, limit, window, mode: 32
+	// bytes with these ids) and a 2-byte ref and 4-byte end per
+	// candidate: about 3.8 KB for 100. Its answer: 4 bytes of verdict and
+	// 2 of impressions left per candidate, plus a few header bytes.
+	if sz.check < 3500 || sz.check > 4000 {
+		t.Errorf("check body %d bytes, want about 3.8 KB", sz.check)
+	}
+	if extra := sz.checkResult - 6*w.Candidates; extra < 0 || extra > 40 {
+		t.Errorf("check result body %d bytes, want 6 per candidate and a few more", sz.checkResult)
+	}
+	if sz.allow >= sz.check/50 || sz.allowResult > 40 {
+		t.Errorf("allow %d and allow result %d bytes, want one cap's worth", sz.allow, sz.allowResult)
+	}
+	w.Candidates = 10
+	small, err := fcapFrameSizes(&w, newIDs(&w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.check >= sz.check || small.checkResult >= sz.checkResult {
+		t.Errorf("10 candidates %+v not smaller than 100 %+v", small, sz)
+	}
+}
+
+func TestEchoTargetRoundTrips(t *testing.T) {
+	s := startEcho(t)
+	w := workload{Kind: "check", Viewers: 10, Campaigns: 50, Candidates: 20, Zipf: 1.1, ZipfV: 1, Limit: 5, Window: 1000}
+	tgt, err := newTarget("echo", s.Addr(), &w, newIDs(&w), targetOpts{timeout: 10 * time.Second, conns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	ctx := context.Background()
+	for i := range 10 { // round robin over both connections, ids matched
+		if n, err := tgt.Check(ctx, "v", make([]int, 20), 0); err != nil || n != 20 {
+			t.Fatalf("check %d: %d, %v", i, n, err)
+		}
+		if ok, err := tgt.Allow(ctx, "v", 0, 0); err != nil || !ok {
+			t.Fatalf("allow %d: %v, %v", i, ok, err)
+		}
+	}
+	// A server gone: calls fail (the redial is refused), never hang.
+	s.Close()
+	for range 4 {
+		if _, err := tgt.Check(ctx, "v", make([]int, 20), 0); err == nil {
+			t.Fatal("check against a closed echo server succeeded")
+		}
+	}
+	if err := tgt.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEchoTargetGivesUpAtItsDeadline(t *testing.T) {
+	// A server that reads and never answers: the call ends with its
+	// context, as the fcap client's does.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // ends when ln closes
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, nc); nc.Close() }()
+		}
+	}()
+	w := workload{Kind: "allow", Viewers: 10, Campaigns: 5, Candidates: 1, Zipf: 1.1, ZipfV: 1, Limit: 5, Window: 1000}
+	tgt, err := newTarget("echo", ln.Addr().String(), &w, newIDs(&w), targetOpts{timeout: time.Minute, conns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := tgt.Allow(ctx, "v", 0, 0); err == nil {
+		t.Fatal("a call with an ended context succeeded")
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := tgt.Allow(ctx, "v", 0, 0); !errors.Is(err, errEchoTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("unanswered call: %v, want a timeout", err)
+	}
+}
+
+func TestCompareFloor(t *testing.T) {
+	echo := &Result{Target: "echo", Requests: 10_000, CallP99: 400, CallP999: 1000, P99: 500, OverCutoff: 5}
+	fcap := &Result{Target: "fcap", Requests: 20_000, CallP99: 600, CallP999: 4000, P99: 800, OverCutoff: 40, FailedOver: 30}
+	f := compareFloor(echo, fcap)
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"call p99 ratio", f.CallP99Ratio, 1.5},
+		{"call p99.9 ratio", f.CallP999Ratio, 4},
+		{"p99 ratio", f.P99Ratio, 1.6},
+		{"echo past cut-off", f.EchoOver, 0.0005},
+		{"fcap past cut-off", f.TargetOver, 0.002},
+		{"fail-open", f.FailOpen, 0.0015},
+	} {
+		if diff := c.got - c.want; diff > 1e-12 || diff < -1e-12 {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	// An echo that measured nothing gives no ratio, not an infinity.
+	if z := compareFloor(&Result{}, fcap); z.CallP99Ratio != 0 || z.EchoOver != 0 {
+		t.Errorf("against an empty echo: %+v", z)
+	}
+	var b bytes.Buffer
+	printFloor(&b, []floorRow{f})
+	for _, want := range []string{"call p99 1.50x", "call p99.9 4.00x", "past the cut-off 0.200% (fail-open 0.150%) vs the echo's 0.050%"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("floor table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestCutoffOf(t *testing.T) {
+	for _, c := range []struct{ timeout, want time.Duration }{
+		{5 * time.Millisecond, 4500 * time.Microsecond}, // the client's default
+		{20 * time.Millisecond, 18 * time.Millisecond},
+		{time.Second, 995 * time.Millisecond}, // the margin stops at 5ms
+	} {
+		if got := cutoffOf(c.timeout); got != c.want {
+			t.Errorf("cutoffOf(%v) = %v, want %v", c.timeout, got, c.want)
+		}
+	}
+}
+
+// stallTarget answers only when the call's context ends.
+type stallTarget struct{ nullTarget }
+
+func (stallTarget) Check(ctx context.Context, _ string, c []int, _ int64) (int, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+func TestRunCountsCallsPastTheCutoff(t *testing.T) {
+	w := workload{Kind: "check", Viewers: 100, Campaigns: 20, Candidates: 5, Zipf: 1.1, ZipfV: 10, Limit: 5, Window: 1000}
+	x := newIDs(&w)
+	r := run{target: stallTarget{}, w: &w, ids: x, concurrency: 8, rate: 200, warmup: 0, duration: 200 * time.Millisecond, timeout: 20 * time.Millisecond, seed: 1}
+	res, err := r.exec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every call lasted its whole deadline, past the 18ms cut-off.
+	if res.Requests == 0 || res.OverCutoff != res.Requests || res.CutoffUS != 18_000 || res.CallP50 < 18_000 {
+		t.Fatalf("stalled calls: %d requests, %d past the cut-off of %vus, call p50 %vus", res.Requests, res.OverCutoff, res.CutoffUS, res.CallP50)
+	}
+	r.target, r.timeout = nullTarget{}, time.Minute
+	res, err = r.exec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests == 0 || res.OverCutoff != 0 || res.QueueP99 == 0 || res.CallP99 == 0 || res.CallP99 > res.P99 {
+		t.Fatalf("null target: %+v", res)
+	}
+}
+
+func TestPacerNeverWakesEarly(t *testing.T) {
+	p := newPacer(false)
+	defer p.Close()
+	for _, d := range []time.Duration{-time.Millisecond, 0, 50 * time.Microsecond, 300 * time.Microsecond, 2 * time.Millisecond} {
+		at := time.Now().Add(d)
+		p.sleepUntil(at)
+		if now := time.Now(); now.Before(at) {
+			t.Errorf("sleepUntil(now%+v) returned %v early", d, at.Sub(now))
+		}
+	}
+}
+
+func TestFloorRunPrintsTargetBesideEcho(t *testing.T) {
+	s := startEcho(t)
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr bytes.Buffer
+	code := runMain([]string{"--target", "null", "--floor", "--echo-addr", s.Addr(), "--rate", "500", "--timeout", "10s",
+		"--viewers", "100", "--campaigns", "200", "--candidates", "100", "--duration", "200ms", "--warmup", "10ms", "--quiet", "--json", out}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var results []Result
+	b, err := os.ReadFile(out)
+	if err != nil || json.Unmarshal(b, &results) != nil || len(results) != 2 {
+		t.Fatalf("JSON %s (%v)", b, err)
+	}
+	if results[0].Kind != "echo" || results[1].Kind != "null" || results[0].Rate != 500 || results[1].Rate != 500 || results[0].Requests == 0 {
+		t.Fatalf("want the echo then the target at the same rate, got %+v", results)
+	}
+	if !strings.Contains(stdout.String(), "floor:") || !strings.Contains(stdout.String(), "null / echo: call p99") {
+		t.Errorf("no floor comparison:\n%s", stdout.String())
+	}
+}
+
+func TestFloorNeedsAnOpenLoop(t *testing.T) {
+	for _, args := range [][]string{
+		{"--target", "null", "--floor"},
+		{"--target", "echo", "--floor", "--rate", "100"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := runMain(args, &stdout, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, stderr.String())
+		}
+	}
+}
+
+func TestFloorStartsItsOwnEchoProcess(t *testing.T) {
+	p, err := startEchoProcess(io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	nc := dialTest(t, p.addr)
+	if _, err := nc.Write(appendEchoFrame(nil, proto.TypeCheck, 42, 64, 33)); err != nil {
+		t.Fatal(err)
+	}
+	if hdr, body, err := proto.NewReader(nc, 0).Next(); err != nil || hdr.ID != 42 || len(body) != 33 {
+		t.Fatalf("echo process answered %+v, %d bytes, %v", hdr, len(body), err)
+	}
+	p.stop() // closing its stdin ends it
+	if p.cmd.ProcessState == nil || !p.cmd.ProcessState.Exited() {
+		t.Fatalf("echo process still running after stop: %v", p.cmd.ProcessState)
+	}
+}

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// echoTarget drives an echo server (echo_server.go) the way the fcap
+// client drives a node, minus everything fcap does: --conns multiplexed
+// connections per address, round robin; the caller writes its frame
+// itself and waits for the reader goroutine to hand it the answer
+// matched by request id, until its deadline (the call's context, at
+// most --timeout, as the client's Timeout). Requests and answers have
+// the sizes fcap's would have for the workload. A request is a frame
+// built once, not encoded per call, and an answer is read, not decoded:
+// the floor is the machine's (network, scheduling, this process's
+// goroutines), not a client's.
+type echoTarget struct {
+	addrs   []string // per place in conns
+	rr      atomic.Uint32
+	timeout time.Duration
+
+	mu sync.Mutex
+	// conns is guarded by mu; a closed one is redialed by the next call
+	// that picks it.
+	conns []*echoConn
+	// The request frames, id 0, built once: patched per call.
+	check, allow []byte
+	calls        sync.Pool // *echoCall
+	timers       sync.Pool // *time.Timer
+}
+
+// echoSizes are the body sizes fcap's request and answer frames have for
+// a workload: a Check of --candidates campaign caps and its CheckResult
+// (a verdict and the impressions left per cap), an Allow of one cap and
+// its AllowResult.
+type echoSizes struct {
+	check, checkResult, allow, allowResult int
+}
+
+// fcapFrameSizes encodes a request of the workload as the fcap client
+// would and returns the sizes of the bodies. The viewer and campaign ids
+// are the longest the workload uses: a floor never smaller than fcap's
+// frames.
+func fcapFrameSizes(w *workload, x *ids) (echoSizes, error) {
+	viewer := x.viewers[len(x.viewers)-1]
+	mode := engine.Soft
+	if w.Mode == "strict" {
+		mode = engine.Strict
+	}
+	var chk proto.Check
+	chk.Viewer, chk.Now, chk.HasNow = viewer, time.Now().UnixMilli(), true
+	var res proto.CheckResult
+	res.Epoch, res.Now = 1<<20, chk.Now
+	for i := range w.Candidates {
+		id := x.campaigns[len(x.campaigns)-1-i]
+		chk.Table.Caps = append(chk.Table.Caps, engine.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: w.Window, Mode: mode})
+		chk.Table.Refs = append(chk.Table.Refs, uint16(i))
+		chk.Table.Ends = append(chk.Table.Ends, uint32(i+1))
+		res.Verdicts = append(res.Verdicts, engine.Verdict{Allowed: true, Remaining: w.Limit - 1, Blocking: -1})
+		res.Left = append(res.Left, uint16(min(w.Limit, 0xFFFF)))
+	}
+	alw := proto.Allow{Viewer: viewer, Now: chk.Now, HasNow: true, Caps: chk.Table.Caps[:1]}
+	alr := proto.AllowResult{Epoch: res.Epoch, Now: chk.Now, Verdict: res.Verdicts[0]}
+	var s echoSizes
+	for _, m := range []struct {
+		msg  proto.Message
+		size *int
+	}{{&chk, &s.check}, {&res, &s.checkResult}, {&alw, &s.allow}, {&alr, &s.allowResult}} {
+		f, err := proto.AppendFrame(nil, 0, m.msg)
+		if err != nil {
+			return s, fmt.Errorf("sizing fcap's frames: %w", err)
+		}
+		*m.size = max(len(f)-proto.HeaderSize, echoSizeField)
+	}
+	return s, nil
+}
+
+func newEchoTarget(addrs string, w *workload, x *ids, o targetOpts) (*echoTarget, error) {
+	sz, err := fcapFrameSizes(w, x)
+	if err != nil {
+		return nil, err
+	}
+	t := &echoTarget{
+		timeout: o.timeout,
+		check:   appendEchoFrame(nil, proto.TypeCheck, 0, sz.check, sz.checkResult),
+		allow:   appendEchoFrame(nil, proto.TypeAllow, 0, sz.allow, sz.allowResult),
+	}
+	t.calls.New = func() any { return &echoCall{done: make(chan error, 1)} }
+	conns := max(o.conns, 1)
+	for _, addr := range strings.Split(addrs, ",") {
+		for range conns {
+			c, err := dialEcho(addr)
+			if err != nil {
+				t.Close()
+				return nil, err
+			}
+			t.addrs, t.conns = append(t.addrs, addr), append(t.conns, c)
+		}
+	}
+	return t, nil
+}
+
+// pick returns the next connection round robin, redialing it if it
+// closed (a write cut short by its deadline closes one, as in the fcap
+// client).
+func (t *echoTarget) pick() (*echoConn, error) {
+	i := int(t.rr.Add(1)) % len(t.addrs)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.conns[i]
+	if c != nil && !c.closed.Load() {
+		return c, nil
+	}
+	if c != nil {
+		<-c.readerDone
+	}
+	c, err := dialEcho(t.addrs[i])
+	if err != nil {
+		t.conns[i] = nil
+		return nil, err
+	}
+	t.conns[i] = c
+	return c, nil
+}
+
+func (t *echoTarget) Name() string { return "echo" }
+
+var errEchoTimeout = errors.New("echo: no answer before the deadline")
+
+// roundTrip sends one request frame and waits for its answer.
+func (t *echoTarget) roundTrip(ctx context.Context, frame []byte) error {
+	deadline := time.Now().Add(t.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c, err := t.pick()
+	if err != nil {
+		return err
+	}
+	if !time.Now().Before(deadline) {
+		return errEchoTimeout // as the fcap client: never write past the deadline
+	}
+	cl := t.calls.Get().(*echoCall)
+	if err := c.send(cl, frame, deadline); err != nil {
+		// Closing the connection may hand cl an error still: leave it
+		// to the GC, not the pool.
+		return err
+	}
+	tm, _ := t.timers.Get().(*time.Timer)
+	if tm == nil {
+		tm = time.NewTimer(time.Until(deadline))
+	} else {
+		tm.Reset(time.Until(deadline))
+	}
+	defer func() { tm.Stop(); t.timers.Put(tm) }()
+	select {
+	case err := <-cl.done:
+		t.calls.Put(cl)
+		return err
+	case <-tm.C:
+		if c.forget(cl) { // else the reader holds it: leave it to the GC
+			t.calls.Put(cl)
+		}
+		return errEchoTimeout
+	case <-ctx.Done():
+		if c.forget(cl) {
+			t.calls.Put(cl)
+		}
+		return ctx.Err()
+	}
+}
+
+func (t *echoTarget) Allow(ctx context.Context, _ string, _ int, _ int64) (bool, error) {
+	return true, t.roundTrip(ctx, t.allow)
+}
+
+func (t *echoTarget) Check(ctx context.Context, _ string, campaigns []int, _ int64) (int, error) {
+	return len(campaigns), t.roundTrip(ctx, t.check)
+}
+
+// Record is not measured (an impression is off the ad request's path);
+// the echo floor has none.
+func (t *echoTarget) Record(context.Context, string, int, string, int64) error { return nil }
+
+func (t *echoTarget) Failed() int64 { return 0 }
+
+func (t *echoTarget) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.conns {
+		if c != nil {
+			c.close(net.ErrClosed)
+			<-c.readerDone
+		}
+	}
+	return nil
+}
+
+// echoCall is one request in flight.
+type echoCall struct {
+	id   uint64
+	done chan error // capacity 1
+}
+
+// echoConn is one multiplexed connection to an echo server.
+type echoConn struct {
+	nc         net.Conn
+	nextID     atomic.Uint64
+	readerDone chan struct{}
+	closed     atomic.Bool
+
+	wmu sync.Mutex
+	// buf is guarded by wmu: the frame being written.
+	buf []byte
+
+	mu sync.Mutex
+	// The fields below are guarded by mu.
+	pending map[uint64]*echoCall
+	err     error // why the connection closed
+}
+
+func dialEcho(addr string) (*echoConn, error) {
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("echo at %s: %w", addr, err)
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	c := &echoConn{nc: nc, pending: map[uint64]*echoCall{}, readerDone: make(chan struct{})}
+	go c.readLoop() // owned by the target: Close waits for readerDone
+	return c, nil
+}
+
+// send registers cl and writes frame with cl's request id.
+func (c *echoConn) send(cl *echoCall, frame []byte, deadline time.Time) error {
+	cl.id = c.nextID.Add(1)
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	c.pending[cl.id] = cl
+	c.mu.Unlock()
+	c.wmu.Lock()
+	c.buf = append(c.buf[:0], frame...)
+	binary.BigEndian.PutUint64(c.buf[8:], cl.id)
+	c.nc.SetWriteDeadline(deadline)
+	_, err := c.nc.Write(c.buf)
+	c.wmu.Unlock()
+	if err != nil {
+		err = fmt.Errorf("echo: write: %w", err)
+		c.close(err) // a partial frame: the stream is lost
+		return err
+	}
+	return nil
+}
+
+// forget removes a call that gave up. It reports false when the reader
+// already took it to deliver its answer.
+func (c *echoConn) forget(cl *echoCall) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[cl.id] != cl {
+		return false
+	}
+	delete(c.pending, cl.id)
+	return true
+}
+
+func (c *echoConn) readLoop() {
+	defer close(c.readerDone)
+	r := proto.NewReader(c.nc, proto.DefaultMaxFrame)
+	for {
+		hdr, _, err := r.Next()
+		if err != nil {
+			c.close(fmt.Errorf("echo: read: %w", err))
+			return
+		}
+		c.mu.Lock()
+		cl := c.pending[hdr.ID]
+		delete(c.pending, hdr.ID)
+		c.mu.Unlock()
+		if cl != nil {
+			cl.done <- nil
+		}
+	}
+}
+
+// close fails every pending call with err and closes the socket.
+func (c *echoConn) close(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	c.closed.Store(true)
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	c.nc.Close()
+	for _, cl := range pending {
+		cl.done <- err
+	}
+}
