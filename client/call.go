@@ -139,6 +139,7 @@ func (c *Client) roundTripOn(ctx context.Context, cn *conn, m proto.Message, wan
 		// short (its write deadline has passed).
 		return nil, fmt.Errorf("%w (%s)", errTimeout, cn.p.addr)
 	}
+	setBudget(m, time.Until(deadline))
 	cl := getCall(want)
 	if err := cn.send(cl, m, deadline); err != nil {
 		putCall(cl)
@@ -162,6 +163,23 @@ func (c *Client) roundTripOn(ctx context.Context, cn *conn, m proto.Message, wan
 		return nil, err
 	}
 	return cl, nil
+}
+
+// setBudget tells the node, in the requests that carry one, how long the
+// client will wait for the answer from now (proto.Allow.Budget): the node
+// does not start a request it cannot answer in time, and takes back a
+// strict grant whose answer would come too late, so the slot is not
+// used by a grant the caller never saw. Set on every attempt, just
+// before the request is encoded, so a retry carries what is left.
+func setBudget(m proto.Message, left time.Duration) {
+	switch m := m.(type) {
+	case *proto.Allow:
+		m.Budget = left
+	case *proto.Reserve:
+		m.Budget = left
+	case *proto.Check:
+		m.Budget = left
+	}
 }
 
 // abandon gives up on a call, pooling it only when no response can still

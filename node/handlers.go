@@ -41,6 +41,10 @@ type handler struct {
 	// failed Hello: no guessing tokens on one connection).
 	hangup bool
 	logged uint64 // the newest log record of the request (durable.go), 0 for none
+	// arrived is when the request being handled reached the node, as
+	// near as the connection's reader knows: its budget counts from
+	// then (deadline.go). Zero: when its handling started.
+	arrived time.Time
 }
 
 var handlerSlots atomic.Int64
@@ -100,6 +104,9 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err := proto.Decode(body, m); err != nil {
 			return h.failErr(out, hdr, err, epoch, opCheck)
 		}
+		if late(h.deadline(m.Budget)) {
+			return h.tooLate(out, hdr, epoch, opCheck)
+		}
 		stale := false
 		if code := h.serves(v, m.Viewer); code != 0 {
 			// A backup answers only a client that asked for it (the
@@ -130,6 +137,10 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err := proto.Decode(body, m); err != nil {
 			return h.failErr(out, hdr, err, epoch, opAllow)
 		}
+		deadline := h.deadline(m.Budget)
+		if late(deadline) {
+			return h.tooLate(out, hdr, epoch, opAllow)
+		}
 		wv := h.enter()
 		if code := h.serves(wv, m.Viewer); code != 0 {
 			h.leave(wv)
@@ -149,8 +160,12 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		}
 		h.n.waitLogged(seq)
 		if vd.Allowed && strict(m.Caps) {
-			if err := h.syncStrict(wv, m.Viewer); err != nil {
-				return h.failErr(out, hdr, err, epoch, opAllow)
+			// A strict grant stands only if the backups hold it and the
+			// client will see it: otherwise it is taken back, and the
+			// client fails closed on a slot that stays free.
+			if err := h.syncStrict(wv, m.Viewer, deadline); err != nil || late(deadline) {
+				h.revoke(m.Viewer, now, m.Caps)
+				return h.failErr(out, hdr, lateErr(err, deadline), epoch, opAllow)
 			}
 		}
 		h.allowRes = proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd}
@@ -173,7 +188,7 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		h.n.waitLogged(h.logged)
 		for i := range m.Items {
 			if res.Results[i].Code == 0 && res.Results[i].Status == engine.Recorded && strict(m.Items[i].Impression.Caps) {
-				if err := h.syncStrict(wv, m.Items[i].Viewer); err != nil {
+				if err := h.syncStrict(wv, m.Items[i].Viewer, time.Time{}); err != nil {
 					// Counted here, not yet on the backups: the client
 					// retries, and the id memory makes the retry a no-op.
 					res.Results[i] = proto.ItemResult{Code: proto.CodeOverloaded}
@@ -186,6 +201,10 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		m := &h.reserve
 		if err := proto.Decode(body, m); err != nil {
 			return h.failErr(out, hdr, err, epoch, opReserve)
+		}
+		deadline := h.deadline(m.Budget)
+		if late(deadline) {
+			return h.tooLate(out, hdr, epoch, opReserve)
 		}
 		wv := h.enter()
 		if code := h.serves(wv, m.Viewer); code != 0 {
@@ -206,14 +225,12 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		}
 		h.n.waitLogged(seq)
 		if vd.Allowed && strict(m.Caps) {
-			if err := h.syncStrict(wv, m.Viewer); err != nil {
-				// The reservation holds here but not on the backups: drop
-				// it, the client fails closed.
-				h.n.engine.Release(m.Viewer, id)
-				key := engine.ViewerKey(m.Viewer)
-				wv.plan.mark(key)
-				h.n.logChange(key)
-				return h.failErr(out, hdr, err, epoch, opReserve)
+			if err := h.syncStrict(wv, m.Viewer, deadline); err != nil || late(deadline) {
+				// The reservation holds here but not on the backups, or
+				// the client will not see it: drop it, the client fails
+				// closed.
+				h.unreserve(m.Viewer, id)
+				return h.failErr(out, hdr, lateErr(err, deadline), epoch, opReserve)
 			}
 		}
 		h.reserveRes = proto.ReserveResult{Epoch: epoch, Now: now, Verdict: vd, ID: id}
@@ -404,10 +421,16 @@ func strict(caps []engine.Cap) bool {
 }
 
 // syncStrict waits until every backup of the viewer applied its current
-// state.
-func (h *handler) syncStrict(v *view, viewer string) error {
+// state, for StrictTimeout at most and never past the request's deadline
+// (the zero time: none). Cut short by the deadline, it fails with
+// ErrDeadlineExceeded.
+func (h *handler) syncStrict(v *view, viewer string, deadline time.Time) error {
 	key := engine.ViewerKey(viewer)
-	if err := h.n.repl.waitSynced(v.plan, key, partitionOf(v, viewer), h.n.cfg.StrictTimeout); err != nil {
+	timeout, byDeadline := h.strictTimeout(deadline)
+	if err := h.n.repl.waitSynced(v.plan, key, partitionOf(v, viewer), timeout); err != nil {
+		if byDeadline && late(deadline) {
+			return fmt.Errorf("%w: %v", proto.ErrDeadlineExceeded, err)
+		}
 		h.n.metrics.strictFailures.Inc()
 		return fmt.Errorf("%w: %v", proto.ErrOverloaded, err)
 	}

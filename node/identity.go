@@ -79,7 +79,7 @@ func (h *handler) link(v *view, m *proto.Link, epoch uint64) (*proto.LinkResult,
 		return nil, 0, err
 	}
 	h.n.waitLogged(seq)
-	if err := h.syncStrict(wv, m.Viewer); err != nil {
+	if err := h.syncStrict(wv, m.Viewer, time.Time{}); err != nil {
 		return nil, 0, err
 	}
 	return &proto.LinkResult{Epoch: epoch, Merged: uint64(merged)}, 0, nil
@@ -100,7 +100,7 @@ func (h *handler) unlink(v *view, m *proto.Unlink, epoch uint64) (*proto.UnlinkR
 		return nil, 0, err
 	}
 	h.n.waitLogged(seq)
-	if err := h.syncStrict(wv, m.Device); err != nil {
+	if err := h.syncStrict(wv, m.Device, time.Time{}); err != nil {
 		return nil, 0, err
 	}
 	if was != "" {
@@ -140,7 +140,7 @@ func (h *handler) linkDevice(m *proto.LinkDevice) (*proto.LinkDeviceResult, prot
 		return nil, 0, err
 	}
 	h.n.waitLogged(seq)
-	if err := h.syncStrict(wv, id); err != nil {
+	if err := h.syncStrict(wv, id, time.Time{}); err != nil {
 		return nil, 0, err
 	}
 	return res, 0, nil

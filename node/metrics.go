@@ -46,10 +46,11 @@ const (
 	outcomeCapacity
 	outcomeUnknownReservation
 	outcomeError
+	outcomeDeadline
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"ok", "bad_request", "not_owner", "capacity", "unknown_reservation", "error"}
+var outcomeNames = [numOutcomes]string{"ok", "bad_request", "not_owner", "capacity", "unknown_reservation", "error", "deadline_exceeded"}
 
 func outcomeOf(c proto.Code) outcome {
 	switch c {
@@ -61,6 +62,8 @@ func outcomeOf(c proto.Code) outcome {
 		return outcomeCapacity
 	case proto.CodeUnknownReservation:
 		return outcomeUnknownReservation
+	case proto.CodeDeadlineExceeded:
+		return outcomeDeadline
 	}
 	return outcomeError
 }
@@ -89,6 +92,8 @@ type metrics struct {
 	strictFailures     prometheus.Counter
 	syncingRefusals    prometheus.Counter
 	claimed            prometheus.Counter
+	lateRefusals       prometheus.Counter
+	strictRevoked      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
@@ -125,7 +130,9 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m.strictFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_strict_replication_failures_total", Help: "Strict writes answered with an error because a backup did not acknowledge them in time."})
 	m.syncingRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_syncing_refusals_total", Help: "Requests refused because their partition has not arrived yet."})
 	m.claimed = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_partitions_claimed_total", Help: "Partitions served without their hand-over after SyncTimeout (a sender failed mid-way; counts may miss its last writes)."})
-	for _, c := range []prometheus.Collector{m.claimed, requests, latency, m.conns, m.refusedConns, m.badFrames, m.tlsFailures, m.authFailures, m.writeErrors, m.idleClosed, m.notOwner, m.backupReads, m.ringChanges,
+	m.lateRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_deadline_refusals_total", Help: "Requests not started because the budget the client gave them ran out before their turn (they waited behind others)."})
+	m.strictRevoked = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_strict_revoked_total", Help: "Strict grants (Allow, Reserve) taken back because the backups did not acknowledge them in time or the answer would have reached the client after its deadline."})
+	for _, c := range []prometheus.Collector{m.lateRefusals, m.strictRevoked, m.claimed, requests, latency, m.conns, m.refusedConns, m.badFrames, m.tlsFailures, m.authFailures, m.writeErrors, m.idleClosed, m.notOwner, m.backupReads, m.ringChanges,
 		m.transfers, m.replicatedBytes, m.replicationErrors, m.replicationRefused, m.strictFailures, m.syncingRefusals, &stateCollector{n: n}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -163,7 +163,14 @@ func (n *Node) serveConn(c net.Conn) {
 				return
 			}
 		}
+		waited := r.Buffered() == 0
 		hdr, body, err := r.Next()
+		if waited || h.arrived.IsZero() {
+			// The frame came off the socket just now; one already
+			// buffered came with an earlier read, no later than the
+			// stamp of that read.
+			h.arrived = time.Now()
+		}
 		switch {
 		case err == nil:
 			out = h.handle(out, hdr, body)

@@ -1,12 +1,18 @@
 package proto
 
-import "github.com/fcap-io/fcap/node/engine"
+import (
+	"time"
+
+	"github.com/fcap-io/fcap/node/engine"
+)
 
 // Allow atomically checks a viewer's caps and, if every one has room,
 // records an impression on each (engine.Engine.Allow). It is answered
 // with an AllowResult, or an Error.
 //
-// Wire: [viewer str, now int|nil, caps [cap...]].
+// Wire: [viewer str, now int|nil, caps [cap...], budget uint]. budget
+// was added after the first three fields: a body without it decodes with
+// Budget 0 (no deadline).
 type Allow struct {
 	// Viewer is the canonical viewer id: the routing key.
 	Viewer string
@@ -18,16 +24,21 @@ type Allow struct {
 	// Caps are the caps to check and count against. At most
 	// MaxCapsPerMessage.
 	Caps []engine.Cap
+	// Budget is how long the sender will wait for the answer, counted
+	// from when it sent the request (see the budget field in doc.go).
+	// 0: the sender set no deadline.
+	Budget time.Duration
 }
 
 // Type returns TypeAllow.
 func (*Allow) Type() Type { return TypeAllow }
 
 func (m *Allow) encode(e *encoder) {
-	e.array(3)
+	e.array(4)
 	e.str(m.Viewer)
 	e.time(m.Now, m.HasNow)
 	e.caps(m.Caps, MaxCapsPerMessage)
+	e.budget(m.Budget)
 }
 
 func (m *Allow) decode(d *decoder) {
@@ -35,6 +46,7 @@ func (m *Allow) decode(d *decoder) {
 	m.Viewer = d.str()
 	m.Now, m.HasNow = d.time()
 	m.Caps = d.caps(m.Caps, MaxCapsPerMessage)
+	m.Budget, extra = d.budget(extra) // optional: added after the first three fields
 	d.end(extra)
 }
 
@@ -76,7 +88,9 @@ func (m *AllowResult) decode(d *decoder) {
 // (engine.Engine.Reserve). Strict caps reserve at decision time. It is
 // answered with a ReserveResult, or an Error.
 //
-// Wire: [viewer str, now int|nil, ttl int, caps [cap...]].
+// Wire: [viewer str, now int|nil, ttl int, caps [cap...], budget uint].
+// budget was added after the first four fields: a body without it
+// decodes with Budget 0 (no deadline).
 type Reserve struct {
 	// Viewer is the canonical viewer id: the routing key.
 	Viewer string
@@ -90,17 +104,22 @@ type Reserve struct {
 	// Caps are the caps of the candidate to reserve. At most
 	// MaxCapsPerMessage.
 	Caps []engine.Cap
+	// Budget is how long the sender will wait for the answer, counted
+	// from when it sent the request (see the budget field in doc.go).
+	// 0: the sender set no deadline.
+	Budget time.Duration
 }
 
 // Type returns TypeReserve.
 func (*Reserve) Type() Type { return TypeReserve }
 
 func (m *Reserve) encode(e *encoder) {
-	e.array(4)
+	e.array(5)
 	e.str(m.Viewer)
 	e.time(m.Now, m.HasNow)
 	e.int(m.TTL)
 	e.caps(m.Caps, MaxCapsPerMessage)
+	e.budget(m.Budget)
 }
 
 func (m *Reserve) decode(d *decoder) {
@@ -109,6 +128,7 @@ func (m *Reserve) decode(d *decoder) {
 	m.Now, m.HasNow = d.time()
 	m.TTL = d.int()
 	m.Caps = d.caps(m.Caps, MaxCapsPerMessage)
+	m.Budget, extra = d.budget(extra) // optional: added after the first four fields
 	d.end(extra)
 }
 

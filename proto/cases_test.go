@@ -6,6 +6,7 @@ import (
 	"math"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/fcap-io/fcap/node/engine"
 )
@@ -111,6 +112,8 @@ func testCases() []testCase {
 		{name: "check/empty", msg: &Check{}},
 		{name: "check/unicode", msg: &Check{Viewer: "зритель-日本-🎯", HasNow: true, Now: 1, Table: engine.CheckTable{Caps: []engine.Cap{capAdv}, Refs: []uint16{0}, Ends: []uint32{1}}}},
 		{name: "check/wide", msg: &Check{Viewer: "v", HasNow: true, Now: 5, Table: wide}},
+		{name: "check/budget", msg: &Check{Viewer: "v", Table: table, Backup: true, Budget: 4500 * time.Microsecond}},
+		{name: "check/budget-rounds-up", msg: &Check{Viewer: "v", Table: table, Budget: 1}, want: &Check{Viewer: "v", Table: table, Budget: time.Microsecond}},
 		{name: "check/odd-caps", msg: &Check{Viewer: "v", Table: engine.CheckTable{Caps: []engine.Cap{capZero, capOdd, capMaxStr}, Refs: []uint16{0, 65535}, Ends: []uint32{1, math.MaxUint32}}}},
 		{name: "check/backup", msg: &Check{Viewer: "v", Table: table, Backup: true}},
 		{name: "check/bench", msg: &Check{Viewer: "viewer-1234567890", Now: 1_700_000_000_000, HasNow: true, Table: benchTable()}},
@@ -135,6 +138,10 @@ func testCases() []testCase {
 		{name: "allow/no-now", msg: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}}},
 		{name: "allow/now-ignored", msg: &Allow{Viewer: "v", Now: -5, Caps: []engine.Cap{capCreative}}, want: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}}},
 		{name: "allow/empty", msg: &Allow{}},
+		{name: "allow/budget", msg: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}, Budget: 5 * time.Millisecond}},
+		{name: "allow/max-budget", msg: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}, Budget: MaxBudget}},
+		{name: "allow/budget-clamped", msg: &Allow{Viewer: "v", Budget: time.Hour}, want: &Allow{Viewer: "v", Budget: MaxBudget}},
+		{name: "allow/negative-budget", msg: &Allow{Viewer: "v", Budget: -time.Second}, want: &Allow{Viewer: "v"}},
 		{name: "allow/max-caps", msg: &Allow{Viewer: "v", Now: math.MaxInt64, HasNow: true, Caps: manyCaps(MaxCapsPerMessage)}},
 		{name: "allow-result", msg: &AllowResult{Epoch: 3, Now: 1000, Verdict: engine.Verdict{Allowed: true, Remaining: 2, Blocking: -1}}},
 		{name: "allow-result/denied", msg: &AllowResult{Epoch: math.MaxUint64, Now: 0, Verdict: engine.Verdict{Blocking: 2}}},
@@ -150,6 +157,7 @@ func testCases() []testCase {
 		{name: "record-result/empty", msg: &RecordResult{}},
 		{name: "reserve", msg: &Reserve{Viewer: "viewer-1", Now: 1000, HasNow: true, TTL: 30_000, Caps: []engine.Cap{capCreative, capAdv}}},
 		{name: "reserve/no-now", msg: &Reserve{Viewer: "v", TTL: 1, Caps: []engine.Cap{capCreative}}},
+		{name: "reserve/budget", msg: &Reserve{Viewer: "v", TTL: 1, Caps: []engine.Cap{capCreative}, Budget: 1234567 * time.Microsecond}},
 		{name: "reserve/tick-0", msg: &Reserve{Viewer: "v", HasNow: true, TTL: math.MaxInt64, Caps: []engine.Cap{capCreative}}},
 		{name: "reserve-result", msg: &ReserveResult{Epoch: 5, Now: 1000, Verdict: engine.Verdict{Allowed: true, Remaining: 0, Blocking: -1}, ID: math.MaxUint64}},
 		{name: "reserve-result/denied", msg: &ReserveResult{Epoch: 5, Now: 1000, Verdict: engine.Verdict{Blocking: 1}}},
@@ -266,7 +274,7 @@ func wireForm(m Message) []any {
 		}
 		return []any{u(m.Epoch), int64(m.Partitions), int64(m.Replicas), members, le16(m.Owners)}
 	case *Check:
-		return []any{m.Viewer, optTime(m.Now, m.HasNow), capsForm(m.Table.Caps), le16(m.Table.Refs), le32(m.Table.Ends), m.Backup}
+		return []any{m.Viewer, optTime(m.Now, m.HasNow), capsForm(m.Table.Caps), le16(m.Table.Refs), le32(m.Table.Ends), m.Backup, budgetForm(m.Budget)}
 	case *CheckResult:
 		packed := []byte{}
 		for _, v := range m.Verdicts {
@@ -283,11 +291,11 @@ func wireForm(m Message) []any {
 		}
 		return []any{u(m.Epoch), m.Now, packed, le16(m.Left), m.Stale}
 	case *Allow:
-		return []any{m.Viewer, optTime(m.Now, m.HasNow), capsForm(m.Caps)}
+		return []any{m.Viewer, optTime(m.Now, m.HasNow), capsForm(m.Caps), budgetForm(m.Budget)}
 	case *AllowResult:
 		return []any{u(m.Epoch), m.Now, verdictForm(m.Verdict)}
 	case *Reserve:
-		return []any{m.Viewer, optTime(m.Now, m.HasNow), m.TTL, capsForm(m.Caps)}
+		return []any{m.Viewer, optTime(m.Now, m.HasNow), m.TTL, capsForm(m.Caps), budgetForm(m.Budget)}
 	case *ReserveResult:
 		return []any{u(m.Epoch), m.Now, verdictForm(m.Verdict), u(m.ID)}
 	case *Release:
@@ -398,6 +406,11 @@ func u(v uint64) any {
 		return v
 	}
 	return int64(v)
+}
+
+// budgetForm is a budget as it travels: whole microseconds, rounded up.
+func budgetForm(b time.Duration) any {
+	return int64((b + time.Microsecond - 1) / time.Microsecond)
 }
 
 func optTime(t int64, ok bool) any {

@@ -1,6 +1,10 @@
 package proto
 
-import "github.com/fcap-io/fcap/node/engine"
+import (
+	"time"
+
+	"github.com/fcap-io/fcap/node/engine"
+)
 
 // Check asks for read-only verdicts on many candidates of one viewer at
 // once (an ad request checks about 100). It is answered with a
@@ -13,9 +17,10 @@ import "github.com/fcap-io/fcap/node/engine"
 // indexes and ends make sense.
 //
 // Wire: [viewer str, now int|nil, caps [cap...], refs bin, ends bin,
-// backup bool], where refs is 2 bytes per index and ends 4 bytes per
-// candidate, both little-endian. backup was added after the first five
-// fields: a body without it decodes with Backup false.
+// backup bool, budget uint], where refs is 2 bytes per index and ends 4
+// bytes per candidate, both little-endian. backup was added after the
+// first five fields, and budget after backup: a body without them
+// decodes with Backup false and Budget 0 (no deadline).
 type Check struct {
 	// Viewer is the canonical viewer id: the routing key.
 	Viewer string
@@ -33,13 +38,17 @@ type Check struct {
 	// with CheckResult.Stale set; a node that is neither owner nor
 	// backup still answers NotOwner.
 	Backup bool
+	// Budget is how long the sender will wait for the answer, counted
+	// from when it sent the request (see the budget field in doc.go).
+	// 0: the sender set no deadline.
+	Budget time.Duration
 }
 
 // Type returns TypeCheck.
 func (*Check) Type() Type { return TypeCheck }
 
 func (m *Check) encode(e *encoder) {
-	e.array(6)
+	e.array(7)
 	e.str(m.Viewer)
 	e.time(m.Now, m.HasNow)
 	e.caps(m.Table.Caps, MaxCheckCaps)
@@ -49,6 +58,7 @@ func (m *Check) encode(e *encoder) {
 	}
 	e.uint32s(m.Table.Ends)
 	e.bool(m.Backup)
+	e.budget(m.Budget)
 }
 
 func (m *Check) decode(d *decoder) {
@@ -63,6 +73,7 @@ func (m *Check) decode(d *decoder) {
 		m.Backup = d.bool()
 		extra--
 	}
+	m.Budget, extra = d.budget(extra) // optional: added after backup
 	d.end(extra)
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -124,6 +125,18 @@ func (e *encoder) time(t int64, ok bool) {
 		return
 	}
 	e.int(t)
+}
+
+// budget writes a request's budget in whole microseconds, rounded up so
+// that a positive budget never travels as 0 (none), and clamped to
+// MaxBudget; 0 or less is written as 0.
+func (e *encoder) budget(b time.Duration) {
+	if b <= 0 {
+		e.uint(0)
+		return
+	}
+	us := (min(b, MaxBudget) + time.Microsecond - 1) / time.Microsecond
+	e.uint(uint64(us))
 }
 
 // binHeader writes the header of a bin of n bytes; the caller appends
@@ -438,6 +451,17 @@ func (d *decoder) time() (t int64, ok bool) {
 		return 0, false
 	}
 	return d.int(), d.err == nil
+}
+
+// budget reads an optional trailing budget field, if extra says the
+// array has one more field, and returns it with the fields left to skip.
+// A budget over MaxBudget is an error.
+func (d *decoder) budget(extra int) (time.Duration, int) {
+	if extra <= 0 {
+		return 0, extra
+	}
+	us := d.uintN(uint64(MaxBudget / time.Microsecond))
+	return time.Duration(us) * time.Microsecond, extra - 1
 }
 
 // uint16s reads a bin of little-endian uint16s into dst[:0], at most

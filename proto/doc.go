@@ -35,6 +35,20 @@
 // Removing, reordering or retyping a field, or renumbering a Type or a
 // Code, needs a new Version.
 //
+// # Deadlines
+//
+// The requests a client waits for with a deadline (Check, Allow,
+// Reserve) carry a budget: how long, from when it sent the request, the
+// client will wait for the answer, in whole microseconds (0: no
+// deadline). It is relative, not an instant, so it does not depend on
+// the client's and the node's clocks agreeing: a node counts it from
+// when the request reached it, which is later than the client sent it
+// by the one-way delay, so the node's deadline is a little generous. A
+// node does not start a request whose budget ran out before its turn
+// came (it answers CodeDeadlineExceeded and does nothing), and undoes a
+// strict grant whose answer it could give only after the budget ran out
+// (see the node's ARCHITECTURE.md, "Deadlines").
+//
 // # Zero copy
 //
 // Decode does not copy strings: every string of a decoded message

@@ -45,6 +45,11 @@ const (
 	// CodePermissionDenied: the connection's role may not send this
 	// request. Nothing was done.
 	CodePermissionDenied Code = 10
+	// CodeDeadlineExceeded: the request's budget (Allow.Budget and the
+	// like) ran out before the node could answer in time: it did not
+	// start the request, or it undid the strict grant it could not
+	// answer in time. Nothing the request asked for counts.
+	CodeDeadlineExceeded Code = 11
 )
 
 // The sentinel errors, one per code. An *Error of a code matches its
@@ -60,6 +65,7 @@ var (
 	ErrUnsupported        = errors.New("fcap: unsupported")
 	ErrUnauthenticated    = errors.New("fcap: unauthenticated")
 	ErrPermissionDenied   = errors.New("fcap: permission denied")
+	ErrDeadlineExceeded   = errors.New("fcap: deadline exceeded")
 )
 
 // Framing errors, from Reader.Next.
@@ -90,6 +96,7 @@ var codeInfo = [...]struct {
 	CodeUnsupported:        {"unsupported", ErrUnsupported},
 	CodeUnauthenticated:    {"unauthenticated", ErrUnauthenticated},
 	CodePermissionDenied:   {"permission_denied", ErrPermissionDenied},
+	CodeDeadlineExceeded:   {"deadline_exceeded", ErrDeadlineExceeded},
 }
 
 // String returns the code's name in snake case ("not_owner"), fit for a

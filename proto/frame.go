@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"time"
 )
 
 // Version is the protocol version every frame carries. A reader refuses
@@ -45,6 +46,10 @@ const (
 	MaxMembers = 4096
 	// MaxStringLen bounds every string, in bytes.
 	MaxStringLen = 65536
+	// MaxBudget bounds a request's budget (Allow.Budget and the like):
+	// a minute, far beyond any call's deadline. A longer one is refused
+	// as a bad request, as a field that cannot be meant.
+	MaxBudget = time.Minute
 )
 
 // noLimit is the count limit of lists bounded only by the body's size.

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"reflect"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/vmihailenco/msgpack/v5"
@@ -147,7 +149,7 @@ func TestDecodeSkipsAppendedFields(t *testing.T) {
 	}
 	const nExtras = 11
 	body := rawBody(t, func(e *msgpack.Encoder) {
-		e.EncodeArrayLen(3 + nExtras)
+		e.EncodeArrayLen(4 + nExtras)
 		e.EncodeString("viewer")
 		e.EncodeInt(77)
 		e.EncodeArrayLen(1)
@@ -159,19 +161,20 @@ func TestDecodeSkipsAppendedFields(t *testing.T) {
 		e.EncodeUint(0)
 		e.EncodeUint(0)
 		extras(e)
+		e.EncodeUint(2500) // budget
 		extras(e)
 	})
 	var m Allow
 	if err := Decode(body, &m); err != nil {
 		t.Fatal(err)
 	}
-	want := Allow{Viewer: "viewer", Now: 77, HasNow: true, Caps: []engine.Cap{capCreative}}
+	want := Allow{Viewer: "viewer", Now: 77, HasNow: true, Caps: []engine.Cap{capCreative}, Budget: 2500 * time.Microsecond}
 	if !sameValue(&m, &want) {
 		t.Fatalf("decoded %+v, want %+v", m, want)
 	}
 	// The same with an ext value, which the encoder cannot write by hand.
 	for _, ext := range [][]byte{{0xd4, 1, 0}, {0xd5, 1, 0, 0}, {0xd6, 1, 0, 0, 0, 0}, {0xd7, 1, 0, 0, 0, 0, 0, 0, 0, 0}, {0xc7, 2, 1, 0, 0}, {0xc8, 0, 1, 1, 0}, {0xc9, 0, 0, 0, 0, 1}} {
-		body := append([]byte{0x93 + 1, 0xa1, 'v', 0xc0, 0x90}, ext...)
+		body := append([]byte{0x93 + 2, 0xa1, 'v', 0xc0, 0x90, 0x00}, ext...) // budget 0, then the ext
 		if err := Decode(body, &m); err != nil {
 			t.Fatalf("ext % x: %v", ext, err)
 		}
@@ -201,7 +204,7 @@ func TestDecodeCheckWithoutBackup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := append([]byte(nil), full[HeaderSize:len(full)-1]...) // drop the trailing bool
+	body := append([]byte(nil), full[HeaderSize:len(full)-2]...) // drop the trailing bool and budget
 	body[0] = 0x95                                               // fixarray of 5
 	m := Check{Backup: true}
 	if err := Decode(body, &m); err != nil {
@@ -209,6 +212,51 @@ func TestDecodeCheckWithoutBackup(t *testing.T) {
 	}
 	if !sameValue(&m, &want) {
 		t.Fatalf("decoded %+v, want %+v", m, want)
+	}
+}
+
+// TestDecodeWithoutBudget decodes requests from a client that predates
+// the budget, into reused messages that held one: Budget comes out 0 (no
+// deadline).
+func TestDecodeWithoutBudget(t *testing.T) {
+	cases := []struct {
+		m    Message
+		want Message
+	}{
+		{&Allow{Viewer: "v", Caps: []engine.Cap{capCreative}}, &Allow{Budget: time.Second}},
+		{&Reserve{Viewer: "v", TTL: 5, Caps: []engine.Cap{capCreative}}, &Reserve{Budget: time.Second}},
+		{&Check{Viewer: "v", Backup: true}, &Check{Budget: time.Second}},
+	}
+	for _, c := range cases {
+		full, err := AppendFrame(nil, 1, c.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := append([]byte(nil), full[HeaderSize:len(full)-1]...) // drop the budget, 0
+		body[0]--                                                    // one field fewer (a fixarray)
+		if err := Decode(body, c.want); err != nil {
+			t.Fatalf("%T: %v", c.m, err)
+		}
+		if !sameValue(c.want, c.m) {
+			t.Fatalf("decoded %+v, want %+v", c.want, c.m)
+		}
+	}
+}
+
+// TestDecodeRefusesLongBudget: a budget past MaxBudget is not a deadline
+// anyone means; it is refused rather than clamped or overflowed.
+func TestDecodeRefusesLongBudget(t *testing.T) {
+	for _, us := range []uint64{uint64(MaxBudget/time.Microsecond) + 1, math.MaxUint64} {
+		body := rawBody(t, func(e *msgpack.Encoder) {
+			e.EncodeArrayLen(4)
+			e.EncodeString("v")
+			e.EncodeNil()
+			e.EncodeArrayLen(0)
+			e.EncodeUint(us)
+		})
+		if err := Decode(body, &Allow{}); !errors.Is(err, ErrBadRequest) {
+			t.Fatalf("budget of %dus: %v, want ErrBadRequest", us, err)
+		}
 	}
 }
 

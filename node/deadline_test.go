@@ -1,0 +1,87 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// TestNoWriteAfterDeadline: a request whose budget ran out before its turn
+// came is answered DeadlineExceeded and changes nothing; one within its
+// budget, or with none, is served.
+func TestNoWriteAfterDeadline(t *testing.T) {
+	cfg := DefaultLocalConfig("deadline")
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Shutdown(context.Background()) })
+
+	soft := engine.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 1 << 40}
+	strictCap := engine.Cap{Scope: "campaign", ID: "strict", Limit: 5, Window: 1 << 40, Mode: engine.Strict}
+	table := engine.CheckTable{Caps: []engine.Cap{soft}, Refs: []uint16{0}, Ends: []uint32{1}}
+	requests := func(budget time.Duration) []proto.Message {
+		return []proto.Message{
+			&proto.Allow{Viewer: "v", Caps: []engine.Cap{soft}, Budget: budget},
+			&proto.Allow{Viewer: "v", Caps: []engine.Cap{strictCap}, Budget: budget},
+			&proto.Reserve{Viewer: "v", TTL: 60_000, Caps: []engine.Cap{strictCap}, Budget: budget},
+			&proto.Check{Viewer: "v", Table: table, Budget: budget},
+		}
+	}
+	left := func(c engine.Cap) int64 {
+		t.Helper()
+		vd, err := n.engine.Check("v", []engine.Candidate{{Caps: []engine.Cap{c}}}, n.clock(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vd[0].Remaining
+	}
+	send := func(h *handler, m proto.Message) (proto.Header, []byte) {
+		t.Helper()
+		frame, err := proto.AppendFrame(nil, 7, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := h.handle(nil, proto.Header{Version: proto.Version, Type: m.Type(), ID: 7}, frame[proto.HeaderSize:])
+		hdr, body, err := proto.NewReader(bytes.NewReader(out), 0).Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hdr, body
+	}
+
+	// Arrived a second ago with a budget of a millisecond: too late.
+	h := newHandler(n)
+	for _, m := range requests(time.Millisecond) {
+		h.arrived = time.Now().Add(-time.Second)
+		hdr, body := send(h, m)
+		var e proto.Error
+		if hdr.Type != proto.TypeError || proto.Decode(body, &e) != nil || !errors.Is(&e, proto.ErrDeadlineExceeded) {
+			t.Fatalf("%T past its deadline answered %v %+v, want DeadlineExceeded", m, hdr.Type, e)
+		}
+	}
+	if l, s := left(soft), left(strictCap); l != 3 || s != 5 {
+		t.Fatalf("requests past their deadline changed the counts: %d and %d left, want 3 and 5", l, s)
+	}
+
+	// Within a generous budget, or with none, every request is served.
+	for _, budget := range []time.Duration{time.Minute, 0} {
+		for _, m := range requests(budget) {
+			h.arrived = time.Now()
+			if hdr, _ := send(h, m); hdr.Type == proto.TypeError {
+				t.Fatalf("%T with budget %v refused", m, budget)
+			}
+		}
+	}
+	if l, s := left(soft), left(strictCap); l != 1 || s != 1 {
+		t.Fatalf("%d and %d left after two rounds, want 1 and 1 (the strict cap takes an Allow and a Reserve each round)", l, s)
+	}
+}

@@ -1,0 +1,99 @@
+package engine
+
+// Revoke takes back an impression Allow granted at now for caps: the
+// node could not tell the caller in time (its deadline passed while the
+// grant was being replicated), so the grant must not use up a slot. It
+// removes one impression at now from each distinct counter of caps, as
+// far as each still holds it, and reports whether it removed any.
+//
+// Impressions carry no identity in a counter, so Revoke removes one at
+// now, whichever Allow or Record put it there: the counts come out as if
+// the revoked Allow had never been granted. An impression that already
+// aged out of its counter (or a fixed or bucketed counter that moved on
+// to a later window) no longer counts, and is left alone. The high-water
+// mark does not move back.
+func (e *Engine) Revoke(viewer string, now int64, caps ...Cap) (bool, error) {
+	if err := e.validateViewer(viewer); err != nil {
+		return false, err
+	}
+	if !validTime(now) {
+		return false, ErrBadTime
+	}
+	if err := e.validateCaps(caps); err != nil {
+		return false, err
+	}
+	var buf [16]uint64
+	khs := keyHashes(buf[:0], caps)
+
+	h := viewerKey(viewer)
+	s := e.stripeOf(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.lookup(h)
+	if v == nil {
+		return false, nil
+	}
+	before, keys := v.bytes(), v.nkeys()
+	removed := false
+	for i, kh := range khs {
+		if !firstOf(khs, i) {
+			continue
+		}
+		idx, ok := v.find(kh)
+		if !ok {
+			continue
+		}
+		hd := v.header(idx)
+		switch hd.algo {
+		case Sliding:
+			removed = v.slidingRemove(idx, &hd, now) || removed
+		case Fixed:
+			removed = v.fixedRemove(&hd, now) || removed
+		case Buckets:
+			removed = v.bucketsRemove(&hd, now) || removed
+		}
+	}
+	e.settle(s, v, before, keys)
+	return removed, nil
+}
+
+// slidingRemove drops one timestamp equal to t from counter i.
+func (v *viewer) slidingRemove(i int, h *header, t int64) bool {
+	p := v.firstAfter(h, t) - 1 // the last entry at or before t
+	if p < 0 || v.at(h.off, p) != t {
+		return false
+	}
+	w := v.width()
+	v.splice(h.off+p*w, w, 0)
+	v.shiftOffsets(i+1, -w)
+	h.n--
+	v.setN(i, h.n)
+	return true
+}
+
+// fixedRemove uncounts an impression at t, if t's window is the one the
+// counter holds.
+func (v *viewer) fixedRemove(h *header, t int64) bool {
+	if get64(v.arena, h.off) != t/h.window || v.arena[h.off+2] == 0 {
+		return false
+	}
+	v.arena[h.off+2]--
+	return true
+}
+
+// bucketsRemove uncounts an impression at t from its bucket, if the ring
+// still holds that bucket.
+func (v *viewer) bucketsRemove(h *header, t int64) bool {
+	g := bucketWidth(h)
+	ring := int64(h.n - 2)
+	x, head := t/g, get64(v.arena, h.off)
+	if x > head || x <= head-ring {
+		return false
+	}
+	p := h.off + 2 + int(x%ring)
+	if v.arena[p] == 0 {
+		return false
+	}
+	v.arena[p]--
+	return true
+}
