@@ -109,6 +109,11 @@ type Result struct {
 	Attempts     int     `json:"attempts,omitempty"` // suite: runs made to get one with the machine otherwise quiet
 	// Memory is set for the memory figure (Mode "memory") only.
 	Memory *MemResult `json:"memory,omitempty"`
+	// Rounds is how many runs, interleaved with another target's, this
+	// result merges (see --floor-rounds); 0 or 1: one run.
+	Rounds int `json:"rounds,omitempty"`
+
+	h *hists // the histograms behind the latency figures; nil when read from JSON
 }
 
 // Label names the result's series in tables and charts: the target, and
@@ -321,12 +326,8 @@ func (r *run) exec() (*Result, error) {
 		Candidates: r.w.Candidates, Seconds: r.duration.Seconds(),
 		Requests: c.requests.Load(), Checks: c.checks.Load(), Records: c.records.Load(),
 		Allowed: c.allowed.Load(), Errors: c.errors.Load(), FailedOver: c.failed.Load(), Skipped: c.skipped.Load(),
-		Expired: c.expired.Load(),
-		P50:     float64(h.ValueAtQuantile(50)), P90: float64(h.ValueAtQuantile(90)), P99: float64(h.ValueAtQuantile(99)),
-		P999: float64(h.ValueAtQuantile(99.9)), Max: float64(h.Max()), Mean: h.Mean(),
-		CallP50: float64(call.ValueAtQuantile(50)), CallP99: float64(call.ValueAtQuantile(99)), CallP999: float64(call.ValueAtQuantile(99.9)),
+		Expired:  c.expired.Load(),
 		CutoffUS: float64(cutoff.Microseconds()), OverCutoff: over,
-		Percentiles: map[string]float64{},
 	}
 	if r.name != "" {
 		res.Target = r.name
@@ -338,8 +339,8 @@ func (r *run) exec() (*Result, error) {
 	}
 	if r.rate > 0 {
 		res.Mode, res.Rate, res.RateBasis = "open", r.rate, r.rateBasis
-		res.QueueP50, res.QueueP99, res.QueueP999 = float64(q.ValueAtQuantile(50)), float64(q.ValueAtQuantile(99)), float64(q.ValueAtQuantile(99.9))
 	}
+	res.setLatencies(&hists{total: h, call: call, queue: q})
 	res.HostBusyPct, res.HostIdlePct, res.HostStealPct = cpuStart.percents(cpuEnd)
 	if wall := wallEnd.Sub(wallStart); wall > 0 {
 		// Over the readings' own interval: a busy generator can wake
@@ -353,13 +354,31 @@ func (r *run) exec() (*Result, error) {
 	}
 	res.RequestsPS = float64(res.Requests) / res.Seconds
 	res.ChecksPS = float64(res.Checks) / res.Seconds
-	for _, q := range curvePercentiles {
-		res.Percentiles[fmt.Sprint(q)] = float64(h.ValueAtQuantile(q))
-	}
 	if res.Requests == 0 {
 		return res, errors.New("no request completed in the measured window")
 	}
 	return res, nil
+}
+
+// hists are a result's latency histograms.
+type hists struct {
+	total, call, queue *hdrhistogram.Histogram
+}
+
+// setLatencies sets the result's latency figures from h and keeps h
+// (for merging rounds, see mergeResults).
+func (res *Result) setLatencies(h *hists) {
+	res.h = h
+	res.P50, res.P90, res.P99 = float64(h.total.ValueAtQuantile(50)), float64(h.total.ValueAtQuantile(90)), float64(h.total.ValueAtQuantile(99))
+	res.P999, res.Max, res.Mean = float64(h.total.ValueAtQuantile(99.9)), float64(h.total.Max()), h.total.Mean()
+	res.CallP50, res.CallP99, res.CallP999 = float64(h.call.ValueAtQuantile(50)), float64(h.call.ValueAtQuantile(99)), float64(h.call.ValueAtQuantile(99.9))
+	if res.Mode == "open" {
+		res.QueueP50, res.QueueP99, res.QueueP999 = float64(h.queue.ValueAtQuantile(50)), float64(h.queue.ValueAtQuantile(99)), float64(h.queue.ValueAtQuantile(99.9))
+	}
+	res.Percentiles = map[string]float64{}
+	for _, q := range curvePercentiles {
+		res.Percentiles[fmt.Sprint(q)] = float64(h.total.ValueAtQuantile(q))
+	}
 }
 
 // skipLate is how late the open loop's dispatcher may wake and still

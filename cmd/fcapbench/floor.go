@@ -74,9 +74,13 @@ func printFloor(w io.Writer, rows []floorRow) {
 	for _, f := range rows {
 		line(f.Echo, "-")
 		line(f.Target, fmt.Sprintf("%.3f%%", 100*f.FailOpen))
-		fmt.Fprintf(w, "  %s / echo: call p99 %s, call p99.9 %s, p99 from the schedule %s; past the cut-off %.3f%% (fail-open %.3f%%) vs the echo's %.3f%%\n",
+		rounds := ""
+		if f.Target.Rounds > 1 {
+			rounds = fmt.Sprintf(" (%d rounds interleaved)", f.Target.Rounds)
+		}
+		fmt.Fprintf(w, "  %s / echo: call p99 %s, call p99.9 %s, p99 from the schedule %s; past the cut-off %.3f%% (fail-open %.3f%%) vs the echo's %.3f%%%s\n",
 			f.Target.Label(), fmtRatio(f.CallP99Ratio), fmtRatio(f.CallP999Ratio), fmtRatio(f.P99Ratio),
-			100*f.TargetOver, 100*f.FailOpen, 100*f.EchoOver)
+			100*f.TargetOver, 100*f.FailOpen, 100*f.EchoOver, rounds)
 	}
 }
 
@@ -88,14 +92,24 @@ type echoProcess struct {
 }
 
 // startEchoProcess starts this program as an echo server on a free
-// loopback port and returns once it listens. The child exits when its
-// stdin closes, so it never outlives this process, even one killed.
-func startEchoProcess(stderr io.Writer) (*echoProcess, error) {
+// loopback port and returns once it listens; with cpus (a taskset list,
+// "1" or "2-3") it runs pinned to them, where the target's servers run.
+// The child exits when its stdin closes, so it never outlives this
+// process, even one killed.
+func startEchoProcess(cpus string, stderr io.Writer) (*echoProcess, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("starting the echo server: %w", err)
 	}
-	cmd := exec.Command(self, "echo-server", "--addr", "127.0.0.1:0", "--stdin-eof")
+	args := []string{self, "echo-server", "--addr", "127.0.0.1:0", "--stdin-eof"}
+	if cpus != "" {
+		ts, err := exec.LookPath("taskset")
+		if err != nil {
+			return nil, fmt.Errorf("--echo-cpus needs taskset: %w", err)
+		}
+		args = append([]string{ts, "-c", cpus}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), echoChildEnv+"=1")
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
@@ -153,3 +167,76 @@ func (p *echoProcess) stop() {
 // echoChildEnv marks a process started as the echo server: a test
 // binary, which is not fcapbench, runs main for it (see TestMain).
 const echoChildEnv = "FCAPBENCH_ECHO_CHILD"
+
+// mergeResults combines runs of one target under one load (the rounds of
+// an interleaved floor run) into one result: counts added, latencies
+// from the merged histograms, the machine's figures weighted by each
+// run's measured time. Every part must come from exec (it keeps the
+// histograms).
+func mergeResults(parts []*Result) *Result {
+	m := *parts[0]
+	if len(parts) == 1 {
+		return &m
+	}
+	h := &hists{total: newHist(), call: newHist(), queue: newHist()}
+	var sum Result
+	for _, p := range parts {
+		sum.Seconds += p.Seconds
+		sum.Requests += p.Requests
+		sum.Checks += p.Checks
+		sum.Records += p.Records
+		sum.Allowed += p.Allowed
+		sum.Errors += p.Errors
+		sum.FailedOver += p.FailedOver
+		sum.Skipped += p.Skipped
+		sum.Expired += p.Expired
+		sum.OverCutoff += p.OverCutoff
+		sum.HostBusyPct += p.HostBusyPct * p.Seconds
+		sum.HostIdlePct += p.HostIdlePct * p.Seconds
+		sum.HostStealPct += p.HostStealPct * p.Seconds
+		sum.GenCPUPct += p.GenCPUPct * p.Seconds
+		sum.ServerCPUPct += p.ServerCPUPct * p.Seconds
+		sum.OtherCPUPct += p.OtherCPUPct * p.Seconds
+		h.total.Merge(p.h.total)
+		h.call.Merge(p.h.call)
+		h.queue.Merge(p.h.queue)
+	}
+	m.Seconds, m.Requests, m.Checks, m.Records, m.Allowed = sum.Seconds, sum.Requests, sum.Checks, sum.Records, sum.Allowed
+	m.Errors, m.FailedOver, m.Skipped, m.Expired, m.OverCutoff = sum.Errors, sum.FailedOver, sum.Skipped, sum.Expired, sum.OverCutoff
+	if s := sum.Seconds; s > 0 {
+		m.HostBusyPct, m.HostIdlePct, m.HostStealPct = sum.HostBusyPct/s, sum.HostIdlePct/s, sum.HostStealPct/s
+		m.GenCPUPct, m.ServerCPUPct, m.OtherCPUPct = sum.GenCPUPct/s, sum.ServerCPUPct/s, sum.OtherCPUPct/s
+		m.RequestsPS, m.ChecksPS = float64(m.Requests)/s, float64(m.Checks)/s
+	}
+	m.setLatencies(h)
+	m.Rounds = len(parts)
+	return &m
+}
+
+// execFloor runs r's open loop in rounds, each first against the echo
+// and then against r's target, the measured time split evenly between
+// them (rounds 1: the echo, then the target, back to back). Later rounds
+// warm up for at most a second: enough for the target's connections,
+// idle during the echo's turn.
+func execFloor(r run, echo target, rounds int) (floor, res *Result, err error) {
+	var eParts, tParts []*Result
+	for i := range rounds {
+		slice := r
+		slice.duration = r.duration / time.Duration(rounds)
+		if i > 0 {
+			slice.warmup = min(r.warmup, time.Second)
+		}
+		e := slice
+		e.target, e.name = echo, ""
+		er, err := e.exec()
+		if err != nil {
+			return nil, nil, fmt.Errorf("echo floor: %w", err)
+		}
+		tr, err := slice.exec()
+		if err != nil {
+			return nil, nil, err
+		}
+		eParts, tParts = append(eParts, er), append(tParts, tr)
+	}
+	return mergeResults(eParts), mergeResults(tParts), nil
+}

@@ -330,7 +330,7 @@ func TestFloorNeedsAnOpenLoop(t *testing.T) {
 }
 
 func TestFloorStartsItsOwnEchoProcess(t *testing.T) {
-	p, err := startEchoProcess(io.Discard)
+	p, err := startEchoProcess("", io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,5 +345,61 @@ func TestFloorStartsItsOwnEchoProcess(t *testing.T) {
 	p.stop() // closing its stdin ends it
 	if p.cmd.ProcessState == nil || !p.cmd.ProcessState.Exited() {
 		t.Fatalf("echo process still running after stop: %v", p.cmd.ProcessState)
+	}
+}
+
+func TestMergeResultsAddsCountsAndMergesHistograms(t *testing.T) {
+	part := func(secs float64, reqs, over, failed int64, busy float64, lat ...int64) *Result {
+		h := &hists{total: newHist(), call: newHist(), queue: newHist()}
+		for _, l := range lat {
+			h.total.RecordValue(l + 10)
+			h.call.RecordValue(l)
+			h.queue.RecordValue(10)
+		}
+		r := &Result{Target: "fcap", Mode: "open", Rate: 100, Seconds: secs, Requests: reqs, Checks: 100 * reqs,
+			OverCutoff: over, FailedOver: failed, HostBusyPct: busy}
+		r.setLatencies(h)
+		return r
+	}
+	// 100 fast calls in one round, 100 slow ones in the other: merged,
+	// the median sits between them and the p99 is the slow round's.
+	fast := make([]int64, 100)
+	slow := make([]int64, 100)
+	for i := range fast {
+		fast[i], slow[i] = 100, 5000
+	}
+	m := mergeResults([]*Result{part(1, 100, 0, 0, 20, fast...), part(3, 100, 7, 5, 60, slow...)})
+	if m.Rounds != 2 || m.Seconds != 4 || m.Requests != 200 || m.Checks != 20_000 || m.OverCutoff != 7 || m.FailedOver != 5 {
+		t.Fatalf("merged counts %+v", m)
+	}
+	if m.RequestsPS != 50 || m.HostBusyPct != 50 { // 200/4s; (20*1 + 60*3)/4
+		t.Errorf("merged rate %v/s, busy %v%%, want 50 and 50", m.RequestsPS, m.HostBusyPct)
+	}
+	if m.CallP50 != 100 || m.CallP99 < 4990 || m.CallP99 > 5010 || m.QueueP99 != 10 || m.P99 < 5000 {
+		t.Errorf("merged latencies: call p50 %v p99 %v, queue p99 %v, p99 %v", m.CallP50, m.CallP99, m.QueueP99, m.P99)
+	}
+	if one := mergeResults([]*Result{part(1, 100, 0, 0, 20, fast...)}); one.Rounds != 0 || one.Requests != 100 {
+		t.Errorf("one round: %+v", one)
+	}
+}
+
+func TestFloorRoundsInterleave(t *testing.T) {
+	s := startEcho(t)
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr bytes.Buffer
+	code := runMain([]string{"--target", "null", "--floor", "--floor-rounds", "3", "--echo-addr", s.Addr(), "--rate", "500", "--timeout", "10s",
+		"--viewers", "100", "--campaigns", "20", "--candidates", "5", "--duration", "300ms", "--warmup", "10ms", "--quiet", "--json", out}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var results []Result
+	b, err := os.ReadFile(out)
+	if err != nil || json.Unmarshal(b, &results) != nil || len(results) != 2 {
+		t.Fatalf("JSON %s (%v)", b, err)
+	}
+	for _, r := range results {
+		if r.Rounds != 3 || r.Seconds < 0.299 || r.Seconds > 0.301 {
+			t.Errorf("%s: %d rounds over %vs, want 3 over 0.3s", r.Target, r.Rounds, r.Seconds)
+		}
 	}
 }

@@ -20,7 +20,8 @@
 // machine's floor: "echo-server", started by fcapbench unless
 // --echo-addr names one) with the same load and pacing, and prints the
 // target beside it: the ratio of the p99s and the share of calls past
-// the client's cut-off.
+// the client's cut-off (--floor-rounds alternates the two several times,
+// so a machine busy with something else weighs on both alike).
 //
 // "load" fills a target with the memory benchmark's data and reports
 // bytes per key. "suite" runs every workload against several targets,
@@ -74,7 +75,8 @@ type options struct {
 	timeout                     time.Duration
 	halfPeak, quiet             bool
 	floor, coarsePacer          bool
-	echoAddr                    string
+	echoAddr, echoCPUs          string
+	floorRounds                 int
 	conns                       int
 	redisCheck                  string
 	prof                        profiles
@@ -128,6 +130,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.halfPeak, "half-peak", false, "closed loop, then open loop at half the rate reached")
 	fs.BoolVar(&o.floor, "floor", false, "open loop: the same load against a bare echo server first, in the same run, and the target's figures beside it")
 	fs.BoolVar(&o.coarsePacer, "coarse-pacer", false, "open loop: pace with Go's time.Sleep instead of a precise timer, as fcapbench did before (late by up to 1ms: to see the generator's own queue)")
+	fs.IntVar(&o.floorRounds, "floor-rounds", 1, "--floor: alternate the echo and the target this many times, --duration split between the rounds (a busy machine then weighs on both alike)")
+	fs.StringVar(&o.echoCPUs, "echo-cpus", "", "--floor: pin the echo server fcapbench starts to these CPUs (taskset -c list), where the target's servers run")
 	fs.StringVar(&o.echoAddr, "echo-addr", "", "--floor: a running \"fcapbench echo-server\" (default: start one)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress line")
 	fs.StringVar(&o.jsonOut, "json", "", "write the results to this JSON file")
@@ -147,6 +151,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.floor && o.rate == 0 && !o.halfPeak {
 		return nil, errors.New("--floor compares open loops: give --rate or --half-peak")
+	}
+	if o.floorRounds < 1 || o.duration/time.Duration(max(o.floorRounds, 1)) < 100*time.Millisecond {
+		return nil, errors.New("need --floor-rounds >= 1 and at least 100ms of --duration per round")
 	}
 	if o.floor && o.target == "echo" {
 		return nil, errors.New("--floor compares a target with the echo: the target cannot be the echo itself")
@@ -191,7 +198,7 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	if o.floor {
 		addr := o.echoAddr
 		if addr == "" {
-			p, err := startEchoProcess(stderr)
+			p, err := startEchoProcess(o.echoCPUs, stderr)
 			if err != nil {
 				fmt.Fprintf(stderr, "fcapbench: %v\n", err)
 				return 1
@@ -212,25 +219,19 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	// exec runs r and, for an open loop with --floor, the echo first
 	// with the same load.
 	exec := func(r run) (*Result, error) {
-		var floor *Result
-		if echo != nil && r.rate > 0 {
-			e := r
-			e.target, e.name = echo, ""
-			res, err := e.exec()
-			if err != nil {
-				return nil, fmt.Errorf("echo floor: %w", err)
+		if echo == nil || r.rate == 0 {
+			res, err := r.exec()
+			if err == nil {
+				results = append(results, res)
 			}
-			results = append(results, res)
-			floor = res
+			return res, err
 		}
-		res, err := r.exec()
+		floor, res, err := execFloor(r, echo, o.floorRounds)
 		if err != nil {
 			return nil, err
 		}
-		results = append(results, res)
-		if floor != nil {
-			floors = append(floors, compareFloor(floor, res))
-		}
+		results = append(results, floor, res)
+		floors = append(floors, compareFloor(floor, res))
 		return res, nil
 	}
 	res, err := exec(base)
