@@ -403,3 +403,43 @@ func TestFloorRoundsInterleave(t *testing.T) {
 		}
 	}
 }
+
+func TestFloorMedian(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	// Three runs of one command: closed loop, then echo and fcap open.
+	for i, p99 := range []float64{900, 600, 3000} {
+		rs := []*Result{
+			{Target: "fcap", Kind: "fcap", Mode: "closed", Requests: 1000},
+			{Target: "echo", Kind: "echo", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: 300, OverCutoff: int64(i + 1)},
+			{Target: "fcap", Kind: "fcap", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: p99, FailedOver: 10 * int64(i+1)},
+		}
+		f := filepath.Join(dir, string(rune('a'+i))+".json")
+		if err := writeJSON(f, rs); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runMain(append([]string{"floor-median"}, files...), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	// Medians: call p99 900us (ratio 3x), fail-open 0.2%, echo past
+	// the cut-off 0.02%: fail-open 10x the echo's.
+	out := stdout.String()
+	if strings.Count(out, "\n| 2000 |") != 1 {
+		t.Fatalf("want one row at 2000/s:\n%s", out)
+	}
+	for _, want := range []string{"| 900us |", "| 3.00x |", "| 0.200% |", "| 0.020% |", "| 10x |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("median table lacks %q:\n%s", want, out)
+		}
+	}
+	// Files of different commands do not mix.
+	if err := writeJSON(files[2], []*Result{{Kind: "echo", Mode: "open"}}); err != nil {
+		t.Fatal(err)
+	}
+	if code := runMain(append([]string{"floor-median"}, files...), &stdout, &stderr); code != 1 {
+		t.Errorf("mismatched runs: exit %d, want 1", code)
+	}
+}

@@ -61,6 +61,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 			return runReport(args[1:], stdout, stderr)
 		case "echo-server":
 			return runEchoServer(args[1:], stdout, stderr)
+		case "floor-median":
+			return runFloorMedian(args[1:], stdout, stderr)
 		}
 	}
 	return runOne(args, stdout, stderr)
@@ -108,7 +110,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 			"       fcapbench load [flags]         bytes per key of a target loaded with 1M keys\n"+
 			"       fcapbench suite [flags]        every workload against several targets, with the report\n"+
 			"       fcapbench report [flags]       redraw the report from a results.json\n"+
-			"       fcapbench echo-server [flags]  answer frames of fcap's sizes at once: the floor (--target echo)\n\n")
+			"       fcapbench echo-server [flags]  answer frames of fcap's sizes at once: the floor (--target echo)\n"+
+			"       fcapbench floor-median FILE... medians over --floor runs (their --json files)\n\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.target, "target", "fcap", "system under test: "+strings.Join(targetKinds(), ", ")+" (null answers at once: the generator's own floor)")

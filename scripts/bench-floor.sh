@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# scripts/bench-floor.sh: fcap beside the machine's floor, the baseline of
+# issue 21. One fcapd (all defaults), 100-candidate checks, the client's
+# default config (5 ms deadline, 4.5 ms cut-off), open loop at 2,000/s and
+# at half of the peak the same run measures; each run interleaves a bare
+# echo server (fcapbench echo-server, the floor) with fcap in rounds at the
+# same pacing. Every configuration runs --runs times; the medians are
+# printed as markdown tables (fcapbench floor-median).
+#
+#   scripts/bench-floor.sh                       # 3 runs of each, ~8 minutes
+#   scripts/bench-floor.sh --runs 1 --duration 5s   # a quick look
+#
+# With two or more CPUs, fcapd and the echo server are pinned to the last
+# CPU and fcapbench to the others (taskset), as the issue measured.
+#
+# Options:
+#   --runs N        runs of each configuration (default 3)
+#   --duration D    measured time per run, split between the rounds (default 20s)
+#   --rounds N      echo/fcap rounds per run (default 5)
+#   --out DIR       where the JSON and outputs go (default a temp dir, kept)
+#   --port-base N   loopback ports N..N+80 (default 37700)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNS=3 DURATION=20s ROUNDS=5 OUT="" BASE=37700
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--runs) RUNS=$2; shift ;;
+	--duration) DURATION=$2; shift ;;
+	--rounds) ROUNDS=$2; shift ;;
+	--out) OUT=$2; shift ;;
+	--port-base) BASE=$2; shift ;;
+	-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) echo "bench-floor.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
+	esac
+	shift
+done
+[ -n "$OUT" ] || OUT=$(mktemp -d /tmp/fcap-floor.XXXXXX)
+mkdir -p "$OUT"
+
+log() { printf '== %s\n' "$*" >&2; }
+
+log "building fcapd and fcapbench into $OUT"
+go build -o "$OUT/fcapd" ./cmd/fcapd
+go build -o "$OUT/fcapbench" ./cmd/fcapbench
+
+SRV=() GEN=() ECHO_CPUS=()
+NCPU=$(nproc)
+if [ "$NCPU" -ge 2 ] && command -v taskset >/dev/null; then
+	LAST=$((NCPU - 1))
+	SRV=(taskset -c "$LAST")
+	GEN=(taskset -c "0-$((LAST - 1))")
+	ECHO_CPUS=(--echo-cpus "$LAST")
+fi
+
+PID=""
+cleanup() {
+	if [ -n "$PID" ]; then
+		kill -TERM "$PID" 2>/dev/null || true
+		wait "$PID" 2>/dev/null || true
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"${SRV[@]}" "$OUT/fcapd" --name floor1 --data "127.0.0.1:$BASE" --gossip "127.0.0.1:$((BASE + 40))" \
+	--http "127.0.0.1:$((BASE + 80))" --gossip-profile local --log-level warn >"$OUT/fcapd.log" 2>&1 &
+PID=$!
+for _ in $(seq 200); do
+	curl -sf "http://127.0.0.1:$((BASE + 80))/readyz" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+curl -sf "http://127.0.0.1:$((BASE + 80))/readyz" >/dev/null || { echo "bench-floor.sh: fcapd never became ready; see $OUT/fcapd.log" >&2; exit 1; }
+
+COMMON=(--addr "127.0.0.1:$BASE" --workload check --candidates 100 --timeout 5ms --floor --floor-rounds "$ROUNDS"
+	"${ECHO_CPUS[@]}" --duration "$DURATION" --warmup 2s --quiet)
+for cfg in rate2000 halfpeak; do
+	files=()
+	for i in $(seq "$RUNS"); do
+		args=(--rate 2000)
+		[ "$cfg" = halfpeak ] && args=(--half-peak)
+		log "$cfg, run $i of $RUNS ($(uptime | sed 's/.*load/load/'))"
+		echo "$ ${GEN[*]} fcapbench ${COMMON[*]} ${args[*]} --json $OUT/$cfg-$i.json" >"$OUT/$cfg-$i.out"
+		uptime >>"$OUT/$cfg-$i.out"
+		"${GEN[@]}" "$OUT/fcapbench" "${COMMON[@]}" "${args[@]}" --json "$OUT/$cfg-$i.json" >>"$OUT/$cfg-$i.out" 2>&1
+		uptime >>"$OUT/$cfg-$i.out"
+		files+=("$OUT/$cfg-$i.json")
+	done
+	echo "### $cfg"
+	"$OUT/fcapbench" floor-median "${files[@]}"
+	echo
+done
+log "every run's output and JSON: $OUT"
