@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +47,12 @@ type handler struct {
 	// near as the connection's reader knows: its budget counts from
 	// then (deadline.go). Zero: when its handling started.
 	arrived time.Time
+	// conn is the connection's write side: requests that wait are
+	// answered through it, apart from the reader (pending.go). Nil: they
+	// are answered in line.
+	conn *connWriter
+	// start is when the request being handled began.
+	start time.Time
 }
 
 var handlerSlots atomic.Int64
@@ -77,10 +85,17 @@ func (h *handler) leave(v *view) { v.plan.leave(h.slot) }
 
 // handle answers one request, appending the response frame to out.
 func (h *handler) handle(out []byte, hdr proto.Header, body []byte) []byte {
-	start := time.Now()
-	v := h.n.view.Load()
-	out, op, outcome := h.dispatch(out, v, hdr, body)
-	h.n.metrics.observe(op, outcome, time.Since(start))
+	h.start = time.Now()
+	var op opKind
+	var oc outcome
+	if h.conn != nil && runsApart(hdr.Type) {
+		out, op, oc = h.apart(out, h.start, hdr, body)
+	} else {
+		out, op, oc = h.dispatch(out, h.n.view.Load(), hdr, body)
+	}
+	if oc != outcomeApart {
+		h.n.metrics.observe(op, oc, time.Since(h.start))
+	}
 	return out
 }
 
@@ -158,18 +173,30 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err != nil {
 			return h.failErr(out, hdr, err, epoch, opAllow)
 		}
-		h.n.waitLogged(seq)
-		if vd.Allowed && strict(m.Caps) {
-			// A strict grant stands only if the backups hold it and the
-			// client will see it: otherwise it is taken back, and the
-			// client fails closed on a slot that stays free.
-			if err := h.syncStrict(wv, m.Viewer, deadline); err != nil || late(deadline) {
-				h.revoke(m.Viewer, now, m.Caps)
-				return h.failErr(out, hdr, lateErr(err, deadline), epoch, opAllow)
-			}
+		sync := vd.Allowed && strict(m.Caps)
+		if seq == 0 && !sync {
+			h.allowRes = proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd}
+			return h.reply(out, hdr.ID, &h.allowRes, opAllow)
 		}
-		h.allowRes = proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd}
-		return h.reply(out, hdr.ID, &h.allowRes, opAllow)
+		// It waits (its log record, its backups): apart from the reader,
+		// with its own copies of what the reader's buffer holds.
+		viewer, caps := m.Viewer, m.Caps
+		if sync {
+			viewer, caps = strings.Clone(viewer), cloneCaps(caps)
+		}
+		return h.later(out, h.start, func(out []byte) ([]byte, opKind, outcome) {
+			h.n.waitLogged(seq)
+			if sync {
+				// A strict grant stands only if the backups hold it and
+				// the client will see it: otherwise it is taken back, and
+				// the client fails closed on a slot that stays free.
+				if err := h.syncStrict(wv, viewer, deadline); err != nil || late(deadline) {
+					h.revoke(viewer, now, caps)
+					return h.failErr(out, hdr, lateErr(err, deadline), epoch, opAllow)
+				}
+			}
+			return h.reply(out, hdr.ID, &proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd}, opAllow)
+		})
 
 	case proto.TypeRecord:
 		m := &h.record
@@ -185,17 +212,30 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 			res.Results = append(res.Results, h.recordItem(wv, &m.Items[i]))
 		}
 		h.leave(wv)
-		h.n.waitLogged(h.logged)
+		var syncs []strictItem // items to wait for their backups
 		for i := range m.Items {
 			if res.Results[i].Code == 0 && res.Results[i].Status == engine.Recorded && strict(m.Items[i].Impression.Caps) {
-				if err := h.syncStrict(wv, m.Items[i].Viewer, time.Time{}); err != nil {
-					// Counted here, not yet on the backups: the client
-					// retries, and the id memory makes the retry a no-op.
-					res.Results[i] = proto.ItemResult{Code: proto.CodeOverloaded}
-				}
+				syncs = append(syncs, strictItem{i, engine.ViewerKey(m.Items[i].Viewer), partitionOf(wv, m.Items[i].Viewer)})
 			}
 		}
-		return h.reply(out, hdr.ID, res, opRecord)
+		seq := h.logged
+		if seq == 0 && len(syncs) == 0 {
+			return h.reply(out, hdr.ID, res, opRecord)
+		}
+		// It waits: apart from the reader, with its own copy of the
+		// results (the handler reuses its own).
+		res = &proto.RecordResult{Epoch: epoch, Results: slices.Clone(res.Results)}
+		return h.later(out, h.start, func(out []byte) ([]byte, opKind, outcome) {
+			h.n.waitLogged(seq)
+			for _, it := range syncs {
+				if err := h.syncKey(wv, it.key, it.part, time.Time{}); err != nil {
+					// Counted here, not yet on the backups: the client
+					// retries, and the id memory makes the retry a no-op.
+					res.Results[it.i] = proto.ItemResult{Code: proto.CodeOverloaded}
+				}
+			}
+			return h.reply(out, hdr.ID, res, opRecord)
+		})
 
 	case proto.TypeReserve:
 		m := &h.reserve
@@ -223,18 +263,28 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err != nil {
 			return h.failErr(out, hdr, err, epoch, opReserve)
 		}
-		h.n.waitLogged(seq)
-		if vd.Allowed && strict(m.Caps) {
-			if err := h.syncStrict(wv, m.Viewer, deadline); err != nil || late(deadline) {
-				// The reservation holds here but not on the backups, or
-				// the client will not see it: drop it, the client fails
-				// closed.
-				h.unreserve(m.Viewer, id)
-				return h.failErr(out, hdr, lateErr(err, deadline), epoch, opReserve)
-			}
+		sync := vd.Allowed && strict(m.Caps)
+		if seq == 0 && !sync {
+			h.reserveRes = proto.ReserveResult{Epoch: epoch, Now: now, Verdict: vd, ID: id}
+			return h.reply(out, hdr.ID, &h.reserveRes, opReserve)
 		}
-		h.reserveRes = proto.ReserveResult{Epoch: epoch, Now: now, Verdict: vd, ID: id}
-		return h.reply(out, hdr.ID, &h.reserveRes, opReserve)
+		viewer := m.Viewer
+		if sync {
+			viewer = strings.Clone(viewer) // the reader reuses the buffer it aliases
+		}
+		return h.later(out, h.start, func(out []byte) ([]byte, opKind, outcome) {
+			h.n.waitLogged(seq)
+			if sync {
+				if err := h.syncStrict(wv, viewer, deadline); err != nil || late(deadline) {
+					// The reservation holds here but not on the backups,
+					// or the client will not see it: drop it, the client
+					// fails closed.
+					h.unreserve(viewer, id)
+					return h.failErr(out, hdr, lateErr(err, deadline), epoch, opReserve)
+				}
+			}
+			return h.reply(out, hdr.ID, &proto.ReserveResult{Epoch: epoch, Now: now, Verdict: vd, ID: id}, opReserve)
+		})
 
 	case proto.TypeRelease:
 		m := &h.release
@@ -257,9 +307,14 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err != nil {
 			return h.failErr(out, hdr, err, epoch, opRelease)
 		}
-		h.n.waitLogged(seq)
-		h.releaseRes = proto.ReleaseResult{Epoch: epoch}
-		return h.reply(out, hdr.ID, &h.releaseRes, opRelease)
+		if seq == 0 {
+			h.releaseRes = proto.ReleaseResult{Epoch: epoch}
+			return h.reply(out, hdr.ID, &h.releaseRes, opRelease)
+		}
+		return h.later(out, h.start, func(out []byte) ([]byte, opKind, outcome) {
+			h.n.waitLogged(seq)
+			return h.reply(out, hdr.ID, &proto.ReleaseResult{Epoch: epoch}, opRelease)
+		})
 
 	case proto.TypeReplicate:
 		m := &h.replicate
@@ -425,9 +480,30 @@ func strict(caps []engine.Cap) bool {
 // (the zero time: none). Cut short by the deadline, it fails with
 // ErrDeadlineExceeded.
 func (h *handler) syncStrict(v *view, viewer string, deadline time.Time) error {
-	key := engine.ViewerKey(viewer)
+	return h.syncKey(v, engine.ViewerKey(viewer), partitionOf(v, viewer), deadline)
+}
+
+// strictItem is an item of a Record batch that waits for its backups.
+type strictItem struct {
+	i    int    // its index in the batch
+	key  uint64 // its viewer's key
+	part int    // its viewer's partition
+}
+
+// cloneCaps copies caps and their strings, which alias the reader's
+// buffer, for a request that outlives it.
+func cloneCaps(caps []engine.Cap) []engine.Cap {
+	out := slices.Clone(caps)
+	for i := range out {
+		out[i].Scope, out[i].ID = strings.Clone(out[i].Scope), strings.Clone(out[i].ID)
+	}
+	return out
+}
+
+// syncKey is syncStrict for the viewer with key, of partition p.
+func (h *handler) syncKey(v *view, key uint64, p int, deadline time.Time) error {
 	timeout, byDeadline := h.strictTimeout(deadline)
-	if err := h.n.repl.waitSynced(v.plan, key, partitionOf(v, viewer), timeout); err != nil {
+	if err := h.n.repl.waitSynced(v.plan, key, p, timeout); err != nil {
 		if byDeadline && late(deadline) {
 			return fmt.Errorf("%w: %v", proto.ErrDeadlineExceeded, err)
 		}

@@ -50,6 +50,10 @@ const (
 	numOutcomes
 )
 
+// outcomeApart marks a request answered apart from its connection's
+// reader (pending.go), which observes it when it completes.
+const outcomeApart = numOutcomes
+
 var outcomeNames = [numOutcomes]string{"ok", "bad_request", "not_owner", "capacity", "unknown_reservation", "error", "deadline_exceeded"}
 
 func outcomeOf(c proto.Code) outcome {

@@ -13,10 +13,13 @@ import (
 )
 
 // The data plane: length-prefixed msgpack frames over long-lived TCP
-// connections. A connection's requests are handled in order on its own
-// goroutine and their responses appended to one buffer, which is written
-// when no further request is already waiting in the read buffer: a
-// pipelining client gets many responses per write.
+// connections. A connection's requests are read in order on its own
+// goroutine; those that wait for nothing are answered there, their
+// responses appended to one buffer, which is written when no further
+// request is already waiting in the read buffer: a pipelining client gets
+// many responses per write. Requests that wait (the log, strict
+// replication, calls to other nodes) are answered apart, as they
+// complete (pending.go).
 
 func (n *Node) acceptLoop() {
 	var backoff time.Duration
@@ -138,20 +141,18 @@ func (n *Node) serveConn(c net.Conn) {
 		return
 	}
 	r := proto.NewReader(io.MultiReader(bytes.NewReader(first[:]), c), n.cfg.MaxFrame)
+	w := newConnWriter(n, c)
+	defer w.wait() // answers still pending go out before the connection closes
 	h := newHandler(n)
+	h.conn = w
 	var out []byte
 	flush := func() bool {
 		if len(out) == 0 {
 			return true
 		}
-		c.SetWriteDeadline(time.Now().Add(n.cfg.WriteTimeout))
-		_, err := c.Write(out)
+		ok := w.write(out)
 		out = out[:0]
-		if err != nil {
-			n.metrics.writeErrors.Inc()
-			return false
-		}
-		return true
+		return ok
 	}
 	for {
 		if r.Buffered() == 0 {
