@@ -328,7 +328,7 @@ func (s *sender) step() (more bool, err error) {
 func (s *sender) sendDirty() error {
 	rep := s.rep
 	rep.mu.Lock()
-	dirty := rep.dirty
+	dirty, since := rep.dirty, rep.dirtySince
 	waiters := rep.waiters
 	if len(dirty) == 0 && len(waiters) == 0 {
 		rep.mu.Unlock()
@@ -353,8 +353,11 @@ func (s *sender) sendDirty() error {
 	refused, err := s.sendKeys(s.keys, nil, nil)
 	if err != nil {
 		rep.mu.Lock()
-		if len(rep.dirty) == 0 {
-			rep.dirtySince = time.Now()
+		// The lag is the age of the oldest change still unsent: a
+		// failed send keeps it, so the lag grows while the peer is
+		// unreachable instead of restarting at every retry.
+		if len(rep.dirty) == 0 || since.Before(rep.dirtySince) {
+			rep.dirtySince = since
 		}
 		for k := range dirty {
 			rep.dirty[k] = struct{}{}

@@ -423,7 +423,12 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 		}
 	}
 	for name, rep := range r.replicas {
-		if !wanted[name] && !rep.busy() {
+		// A peer gone from the ring is sent nothing more: what was queued
+		// for it is dropped with its sender (its queue and lag with it),
+		// since a member that comes back gets its partitions whole. A
+		// peer still in the ring keeps its sender until it has sent what
+		// it has.
+		if _, member := cur.Find(name); !wanted[name] && (!member || !rep.busy()) {
 			rep.close()
 			delete(r.replicas, name)
 		}
