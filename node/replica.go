@@ -131,6 +131,13 @@ func (rep *replica) hasSent(p int) bool {
 	return rep.sent[p]
 }
 
+// owns reports whether the peer owns p, now or in the future ring, in
+// this node's current plan.
+func (rep *replica) owns(p int) bool {
+	pl := rep.r.plan.Load()
+	return pl != nil && (contains(names(pl.ring, p), rep.name) || contains(names(pl.future, p), rep.name))
+}
+
 // markHeld records that the peer holds p without this node sending it.
 func (rep *replica) markHeld(p int) {
 	rep.mu.Lock()
@@ -415,12 +422,20 @@ func (s *sender) sendPartitions(ps []int, forgot map[int]uint32) (sent int, err 
 		if _, err := s.sendMarkers([]uint32{uint32(p)}, nil); err != nil {
 			return i, err
 		}
+		owner := rep.owns(p)
 		rep.mu.Lock()
-		if rep.forgot[p] == forgot[p] {
-			// Not if the peer stopped owning p meanwhile: it may drop it.
-			rep.sent[p] = true
-		}
 		delete(rep.queued, p)
+		switch {
+		case rep.forgot[p] == forgot[p]:
+			rep.sent[p] = true
+		case owner:
+			// The peer stopped owning p during the transfer and owns it
+			// again: it may have dropped what arrived before, and the
+			// transfer asked for meanwhile found this one queued. Send
+			// it again, or p stays unsent (and counted under-replicated)
+			// until the next ring change.
+			rep.transferLocked(p)
+		}
 		rep.mu.Unlock()
 		rep.r.parts[p].pushing.Add(-1)
 		n.metrics.transfers.Inc()

@@ -1,0 +1,95 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/ring"
+)
+
+// TestTransferCutByAForgetIsSentAgain (issue 17): a peer stops owning a
+// partition while it is being sent to it whole, then owns it again (two
+// ring changes during a drain or a flap). The transfer asked for by the
+// second change finds the first one in flight; the first one, finishing
+// after a forget, does not count as sent. The partition must be sent
+// again, or its primary reports it under-replicated until some later
+// ring change although the peer holds it.
+func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var nodes []*Node
+	for i := range 2 {
+		cfg := DefaultLocalConfig(fmt.Sprintf("resend-%d", i))
+		cfg.Logger = quiet
+		cfg.TransferRate = 256 << 10 // a partition of a megabyte takes seconds
+		if i > 0 {
+			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
+		}
+		nd, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			nd.Shutdown(ctx)
+		})
+		nodes = append(nodes, nd)
+	}
+	a, b := nodes[0], nodes[1]
+	waitUntil(t, 20*time.Second, func() bool {
+		return len(a.Ring().Members()) == 2 && len(b.Ring().Members()) == 2 && a.Ready() && b.Ready() && a.repl.underReplicated() == 0
+	}, "cluster of 2 did not settle")
+
+	// A partition a is primary of, filled with about a megabyte of state.
+	r := a.Ring()
+	p := -1
+	for q := range r.Partitions() {
+		if r.Member(r.Owners(q)[0]).Name == a.Name() {
+			p = q
+			break
+		}
+	}
+	if p < 0 {
+		t.Fatal("a is primary of nothing")
+	}
+	capc := engine.Cap{Scope: "campaign", ID: "resend", Limit: 200, Window: 1 << 40}
+	loaded := 0
+	for i := 0; loaded < 1000; i++ {
+		v := fmt.Sprint("resend-viewer-", i)
+		if ring.PartitionOf(ring.ViewerKey(v), r.Partitions()) != p {
+			continue
+		}
+		for k := range 60 {
+			if _, err := a.engine.Record(v, engine.Impression{ID: fmt.Sprint(v, "-", k), Time: int64(1000 + k), Caps: []engine.Cap{capc}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		loaded++
+	}
+
+	a.repl.mu.Lock()
+	rep := a.repl.replicas[b.Name()]
+	a.repl.mu.Unlock()
+	if rep == nil {
+		t.Fatal("a has no sender to b")
+	}
+	rep.forget(p)
+	rep.transfer(p)
+	// Once it is in flight, b stops owning p and owns it again, as two
+	// ring changes in a row would make it.
+	waitUntil(t, 10*time.Second, func() bool {
+		rep.mu.Lock()
+		defer rep.mu.Unlock()
+		return len(rep.transfers) == 0 && rep.queued[p]
+	}, "the transfer never started")
+	rep.forget(p)
+	rep.transfer(p)
+	waitUntil(t, 60*time.Second, func() bool {
+		return rep.hasSent(p) && a.repl.parts[p].pushing.Load() == 0 && a.repl.underReplicated() == 0
+	}, "the partition was never sent again: its primary reports it under-replicated")
+}
