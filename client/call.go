@@ -151,9 +151,15 @@ func (c *Client) roundTripOn(ctx context.Context, cn *conn, m proto.Message, wan
 	case <-cl.done:
 	case <-t.C:
 		sent := cl.sent // read before abandon may pool the call
-		err := c.abandon(cl, fmt.Errorf("%w (%s)", errTimeout, cn.p.addr))
-		cn.noAnswer(sent)
-		return nil, err
+		if cl.conn.forget(cl) {
+			putCall(cl)
+			cn.noAnswer(sent)
+			return nil, fmt.Errorf("%w (%s)", errTimeout, cn.p.addr)
+		}
+		// The reader took the answer as the timer fired and is handing it
+		// over: take it. Throwing it away would decide by policy a call
+		// the cluster already answered, and counted if it granted.
+		<-cl.done
 	case <-ctx.Done():
 		return nil, c.abandon(cl, ctx.Err())
 	}

@@ -442,6 +442,8 @@ func (c *conn) readLoop() {
 		c.mu.Unlock()
 		if cl != nil {
 			cl.deliver(hdr, body)
+		} else {
+			c.p.cl.m.late(hdr, body) // its caller gave up: count what it missed
 		}
 	}
 }

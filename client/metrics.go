@@ -64,6 +64,7 @@ type metrics struct {
 	recordQueue       prometheus.Gauge
 	resolveMisses     prometheus.Counter
 	resolveFailures   prometheus.Counter
+	lateGrants        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -100,6 +101,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.recordDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_client_records_dropped_total", Help: "Impressions given up: queue_full, attempts (retries exhausted), invalid (refused as a bad request), closed."}, []string{"reason"})
 	m.resolveMisses = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_resolve_misses_total", Help: "Device-keyed calls whose device was not in the resolution cache (one more round trip)."})
 	m.resolveFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_resolve_failures_total", Help: "Devices that could not be resolved (their owners unreachable): counted as their own viewer."})
+	m.lateGrants = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_late_grants_total", Help: "Allow and Reserve answers that granted but arrived after the call had given up and decided by policy: slots the cluster counts for ads the caller never showed (a strict grant the node could see would be late is taken back before it answers)."})
 	m.recordQueue = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_client_record_queue", Help: "Impressions queued or in flight."})
 	// Every reason exported from the start at 0, so rates and alerts see
 	// a series before the first drop.
@@ -108,7 +110,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{calls, latency, verdicts, m.notOwnerRefreshes, m.backupReads, m.topologyChanges, m.refreshErrors, m.dialErrors,
-			m.recordQueued, m.recordSent, m.recordRetries, m.recordDropped, m.recordQueue, m.resolveMisses, m.resolveFailures} {
+			m.recordQueued, m.recordSent, m.recordRetries, m.recordDropped, m.recordQueue, m.resolveMisses, m.resolveFailures, m.lateGrants} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -120,6 +122,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func (m *metrics) observe(op opKind, oc outcome, start time.Time) {
 	m.calls[op][oc].Inc()
 	m.latency[op].Observe(time.Since(start).Seconds())
+}
+
+// late counts an answer that arrived for a call which had already given
+// up, when it granted something.
+func (m *metrics) late(hdr proto.Header, body []byte) {
+	var granted bool
+	switch hdr.Type {
+	case proto.TypeAllowResult:
+		var r proto.AllowResult
+		granted = proto.Decode(body, &r) == nil && r.Verdict.Allowed
+	case proto.TypeReserveResult:
+		var r proto.ReserveResult
+		granted = proto.Decode(body, &r) == nil && r.Verdict.Allowed
+	}
+	if granted {
+		m.lateGrants.Inc()
+	}
 }
 
 func (m *metrics) failVerdicts(vs []Verdict) {

@@ -22,6 +22,7 @@ type Stats struct {
 	RecordQueue       int64 // queued or in flight now
 	ResolveMisses     int64 // device-keyed calls that missed the resolution cache
 	ResolveFailures   int64 // devices that could not be resolved (counted as themselves)
+	LateGrants        int64 // Allow and Reserve grants that arrived after their call gave up
 }
 
 // Stats returns the totals since the client started.
@@ -46,6 +47,7 @@ func (c *Client) Stats() Stats {
 	s.RecordQueue = c.rec.count.Load()
 	s.ResolveMisses = value(m.resolveMisses)
 	s.ResolveFailures = value(m.resolveFailures)
+	s.LateGrants = value(m.lateGrants)
 	return s
 }
 
