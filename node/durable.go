@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,8 +89,12 @@ func openDurable(cfg Config, eng *engine.Engine, logger *slog.Logger, reg promet
 	}
 	d.log = l
 	start := time.Now()
-	from, snapshots := d.loadSnapshot()
-	st, err := l.Replay(from, d.apply)
+	// On every core: the snapshot's states, then the log's, each viewer's
+	// in order on one goroutine (load.go).
+	ld := newLoader(runtime.GOMAXPROCS(0), d.apply)
+	from, snapshots := d.loadSnapshot(ld.add)
+	st, err := l.Replay(from, ld.add)
+	ld.wait()
 	if err != nil {
 		return nil, err
 	}
@@ -160,17 +165,17 @@ func (d *durable) run(ctx context.Context) {
 
 func (d *durable) snapDir() string { return filepath.Join(d.cfg.DataDir, "snapshots") }
 
-// loadSnapshot loads the newest snapshot that loads whole, and returns
-// the log segment to replay from (0, everything, when none does) and the
-// number of states it held.
-func (d *durable) loadSnapshot() (from, records uint64) {
+// loadSnapshot gives apply the states of the newest snapshot that loads
+// whole, and returns the log segment to replay from (0, everything, when
+// none does) and the number of states it held.
+func (d *durable) loadSnapshot(apply func([]byte)) (from, records uint64) {
 	snaps, err := wal.Snapshots(d.snapDir())
 	if err != nil {
 		d.logger.Error("storage: cannot list snapshots; replaying the whole log", "err", err)
 		return 0, 0
 	}
 	for i, s := range snaps {
-		n, err := wal.LoadSnapshot(s.Path, d.apply)
+		n, err := wal.LoadSnapshot(s.Path, apply)
 		if err != nil {
 			d.snapErrors.Add(1)
 			d.logger.Error("storage: snapshot does not load; falling back to an older one or the whole log", "path", s.Path, "err", err)

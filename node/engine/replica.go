@@ -289,17 +289,25 @@ func (e *Engine) decodeState(data []byte) (decodedState, int, error) {
 		}
 	}
 	x := &viewerExt{wide: flags&stateWide != 0}
+	// Lists are sized once: count bounds them by the bytes present.
 	seen := r.count(16, e.cfg.MaxDedupePerViewer)
+	if seen > 0 {
+		x.seen = make([]seenID, 0, seen)
+	}
 	for range seen {
 		x.seen = append(x.seen, newSeen(r.u64(), int64(r.u64())))
 	}
 	nres := r.count(18, e.cfg.MaxReservationsPerViewer)
+	if nres > 0 {
+		x.res = make([]reservation, 0, nres)
+	}
 	for range nres {
 		res := reservation{id: r.u64(), expires: int64(r.u64())}
 		nk := int(r.u16())
 		if nk > e.cfg.MaxCapsPerCandidate || nk*8 > len(r.b) {
 			return decodedState{}, 0, fmt.Errorf("%w: reservation of %d keys", ErrBadState, nk)
 		}
+		res.keys = make([]uint64, 0, nk)
 		for range nk {
 			res.keys = append(res.keys, r.u64())
 		}
