@@ -264,7 +264,9 @@ func (stallTarget) Check(ctx context.Context, _ string, c []int, _ int64) (int, 
 func TestRunCountsCallsPastTheCutoff(t *testing.T) {
 	w := workload{Kind: "check", Viewers: 100, Campaigns: 20, Candidates: 5, Zipf: 1.1, ZipfV: 10, Limit: 5, Window: 1000}
 	x := newIDs(&w)
-	r := run{target: stallTarget{}, w: &w, ids: x, concurrency: 8, rate: 200, warmup: 0, duration: 200 * time.Millisecond, timeout: 20 * time.Millisecond, seed: 1}
+	// Long enough that a machine stalling this process for a moment
+	// (its slots are skipped) still leaves requests to count.
+	r := run{target: stallTarget{}, w: &w, ids: x, concurrency: 16, rate: 200, warmup: 0, duration: time.Second, timeout: 20 * time.Millisecond, seed: 1}
 	res, err := r.exec()
 	if err != nil {
 		t.Fatal(err)

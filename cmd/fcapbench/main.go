@@ -120,7 +120,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.w.Kind, "workload", "check", "allow (single Allow calls), check (ad requests of --candidates campaigns) or mix (check plus records)")
 	workloadFlags(fs, &o.w)
 	fs.IntVar(&o.concurrency, "concurrency", 64, "concurrent callers, closed and open loop (Redis: also its pool's connections)")
-	fs.IntVar(&o.conns, "conns", 2, "fcap: client connections per node")
+	fs.IntVar(&o.conns, "conns", 2, "fcap, echo: client connections per node")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "fcap: PEM CA certificates that verify the nodes: connect over TLS")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "fcap: PEM client certificate, for nodes that require one")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "fcap: PEM private key of --tls-cert")
@@ -243,6 +243,10 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if o.halfPeak && o.rate == 0 {
+		if share(res.FailedOver, res.Requests) > 0.01 {
+			fmt.Fprintf(stderr, "fcapbench: warning: %.1f%% of the closed loop's checks failed open: its rate counts answers the client made up at its deadline, not what the target served (find the peak with a longer --timeout, then give --rate)\n",
+				100*share(res.FailedOver, res.Requests))
+		}
 		half := base
 		half.rate = res.RequestsPS / 2
 		half.rateBasis = ownPeak

@@ -106,7 +106,7 @@ func TestSuiteCommand(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	var stdout, stderr bytes.Buffer
 	code := runMain([]string{"suite", "--sut", "a=null@", "--sut", "b=null@", "--viewers", "100", "--campaigns", "20", "--candidates", "5",
-		"--warmup", "10ms", "--duration", "60ms", "--concurrency", "2", "--quiet", "--out", out, "--md", md, "--command", "scripts/bench.sh --quick"}, &stdout, &stderr)
+		"--warmup", "10ms", "--duration", "250ms", "--concurrency", "2", "--quiet", "--out", out, "--md", md, "--command", "scripts/bench.sh --quick"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
