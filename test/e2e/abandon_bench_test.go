@@ -84,13 +84,25 @@ func raceOneCap(b *testing.B, n int, mode engine.Mode) {
 		return limit - res.Verdicts[0].Remaining
 	}
 
-	// Race until a client sees the cluster deny (the cap is full as far
-	// as the owner knows) or maxRace passes.
+	// Race until the owner counts every slot used or maxRace passes. A
+	// denial alone does not end it: a strict grant waiting for its
+	// backups holds its slot, and denies others, until it stands or is
+	// taken back.
 	var f raceFigures
 	var full atomic.Bool
 	stop := time.Now().Add(maxRace)
 	start := time.Now()
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !full.Load() && time.Now().Before(stop) {
+			time.Sleep(20 * time.Millisecond)
+			if used() >= limit {
+				full.Store(true)
+			}
+		}
+	}()
 	for _, c := range cs {
 		for range goroutines {
 			wg.Add(1)
@@ -109,7 +121,6 @@ func raceOneCap(b *testing.B, n int, mode engine.Mode) {
 						f.granted.Add(1)
 					default:
 						f.denied.Add(1)
-						full.Store(true)
 					}
 				}
 			}()
