@@ -21,6 +21,7 @@ import (
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
+	"github.com/fcap-io/fcap/test/cluster"
 )
 
 func TestMain(m *testing.M) {
@@ -82,8 +83,7 @@ func newClient(t *testing.T, nodes []*node.Node, mutate ...func(*client.Config))
 	for _, nd := range nodes {
 		seeds = append(seeds, nd.DataAddr())
 	}
-	cfg := client.DefaultConfig(seeds...)
-	cfg.Timeout = time.Second
+	cfg := cluster.ClientConfig(seeds...) // deadlines of seconds: a busy machine runs these
 	cfg.Logger = quiet
 	for _, m := range mutate {
 		m(&cfg)

@@ -168,7 +168,7 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 			}
 		}
 	}
-	c := newClient(t, nodes, func(cfg *client.Config) { cfg.Timeout = 5 * time.Second })
+	c := newClient(t, nodes)
 	strict := engine.Cap{Scope: "campaign", ID: "strict", Limit: engine.MaxLimit, Window: 1 << 40, Mode: engine.Strict}
 
 	cfg := node.DefaultLocalConfig("node-new")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/test/cluster"
 	"github.com/fcap-io/fcap/test/conformance"
 )
 
@@ -26,9 +27,8 @@ func TestClusterCasesStartAfterEarlierCases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nd.Shutdown(context.Background())
-	ccfg := client.DefaultConfig(nd.DataAddr())
+	ccfg := cluster.ClientConfig(nd.DataAddr())
 	ccfg.Logger = cfg.Logger
-	ccfg.Timeout = 5 * time.Second
 	c, err := client.New(ccfg)
 	if err != nil {
 		t.Fatal(err)

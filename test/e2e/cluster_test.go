@@ -15,25 +15,11 @@ import (
 	"github.com/fcap-io/fcap/test/conformance"
 )
 
+// newClient is a ready client of the running nodes with deadlines of
+// seconds: correctness here, speed in benchmarks.
 func newClient(t *testing.T, nodes []*cluster.Node) *client.Client {
 	t.Helper()
-	var seeds []string
-	for _, n := range nodes {
-		seeds = append(seeds, n.Data)
-	}
-	cfg := client.DefaultConfig(seeds...)
-	cfg.Timeout = 2 * time.Second // a race-built cluster on a busy 2-core box: correctness here, speed in benchmarks
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return cluster.NewClient(t, cluster.Seeds(nodes...))
 }
 
 // sum adds one metric over every node.
@@ -132,23 +118,13 @@ func TestFcapctlConformanceAddr(t *testing.T) {
 // closed.
 func TestSoftCapsFallBackToABackup(t *testing.T) {
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
-	var seeds []string
-	for _, n := range nodes {
-		seeds = append(seeds, n.Data)
-	}
-	cfg := client.DefaultConfig(seeds...)
-	cfg.Timeout = 500 * time.Millisecond
-	cfg.RefreshInterval = time.Hour // keep routing to the paused owner
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := cluster.NewClient(t, cluster.Seeds(nodes...), func(cfg *client.Config) {
+		// The owner gets three fifths of the deadline, the backup the
+		// rest (400 ms: time for a busy race-built node to answer); the
+		// owner stays paused that long, short of gossip suspecting it.
+		cfg.Timeout = time.Second
+		cfg.RefreshInterval = time.Hour // keep routing to the paused owner
+	})
 	const viewer = "viewer-backup"
 	softCap := engine.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 3_600_000}
 	strictCap := engine.Cap{Scope: "campaign", ID: "strict", Limit: 3, Window: 3_600_000, Mode: engine.Strict}
@@ -176,6 +152,7 @@ func TestSoftCapsFallBackToABackup(t *testing.T) {
 			}
 		}
 		owner.Pause()
+		var err error
 		res, err = c.Check(context.Background(), viewer, cands)
 		owner.Resume()
 		if err != nil {

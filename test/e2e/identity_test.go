@@ -19,19 +19,7 @@ import (
 // about counts, not latency.
 func identityClient(t *testing.T, nodes ...*cluster.Node) *client.Client {
 	t.Helper()
-	cfg := client.DefaultConfig(seeds(nodes...)...)
-	cfg.Timeout = 2 * time.Second
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return cluster.NewClient(t, seeds(nodes...))
 }
 
 // TestOneViewerOnThreeDevices: a person on three devices hits a cap of 3

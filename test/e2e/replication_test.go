@@ -106,31 +106,13 @@ func verify(t *testing.T, l *ledger, got map[string]int) (lost, extra int) {
 	return lost, extra
 }
 
-func seeds(nodes ...*cluster.Node) []string {
-	var s []string
-	for _, n := range nodes {
-		if n.Running() {
-			s = append(s, n.Data)
-		}
-	}
-	return s
-}
+func seeds(nodes ...*cluster.Node) []string { return cluster.Seeds(nodes...) }
 
+// testClient is a ready client with deadlines of seconds (race-built
+// processes on 2 shared cores).
 func testClient(t *testing.T, addrs []string) *client.Client {
 	t.Helper()
-	cfg := client.DefaultConfig(addrs...)
-	cfg.Timeout = 2 * time.Second // race-built processes on 2 shared cores
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return cluster.NewClient(t, addrs)
 }
 
 func viewerIDs(prefix string, n int) []string {

@@ -29,8 +29,7 @@ func TestSecuredCluster(t *testing.T) {
 	args := append(tlsArgs(t, ca), "--tokens-file", tokens)
 	nodes := cluster.StartCluster(t, 2, cluster.Options{Replicas: 2, GossipKey: newKey(t), Args: args})
 
-	cfg := client.DefaultConfig(nodes[0].Data, nodes[1].Data)
-	cfg.Timeout = 2 * time.Second
+	cfg := cluster.ClientConfig(nodes[0].Data, nodes[1].Data)
 	cfg.TLS = tlsClientConfig(t, ca, ca)
 	cfg.Token = adToken
 	c, err := client.New(cfg)

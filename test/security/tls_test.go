@@ -37,20 +37,7 @@ func tlsClientConfig(t *testing.T, ca *pki, clientOf *pki) *tls.Config {
 
 func newTLSClient(t *testing.T, nodes []*cluster.Node, cfg *tls.Config) *client.Client {
 	t.Helper()
-	c := client.DefaultConfig(nodes[0].Data, nodes[1].Data)
-	c.Timeout = 2 * time.Second // race-built processes on 2 shared cores
-	c.TLS = cfg
-	cl, err := client.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return cl
+	return cluster.NewClient(t, cluster.Seeds(nodes[0], nodes[1]), func(c *client.Config) { c.TLS = cfg })
 }
 
 // TestTLSDataPlane runs two nodes whose data plane is TLS only and

@@ -73,8 +73,7 @@ func TestTokens(t *testing.T) {
 	// The ad server's token is served, strict caps included: they wait
 	// for the backup, which the nodes reach with their peer token. The
 	// refused Allows counted nothing.
-	cfg := client.DefaultConfig(nodes[0].Data, nodes[1].Data)
-	cfg.Timeout = 2 * time.Second
+	cfg := cluster.ClientConfig(nodes[0].Data, nodes[1].Data)
 	cfg.Token = adToken
 	c, err := client.New(cfg)
 	if err != nil {
@@ -92,7 +91,10 @@ func TestTokens(t *testing.T) {
 	}
 
 	// A client with an unknown token never gets ready, and says why.
-	bad := client.DefaultConfig(nodes[0].Data)
+	// A dial of a second, time for a busy node's refusal to be the error
+	// (New waits twice that for a node that refuses it).
+	bad := cluster.ClientConfig(nodes[0].Data)
+	bad.DialTimeout = time.Second
 	bad.Token = "not-a-token-at-all-0000"
 	bc, err := client.New(bad)
 	if err != nil {
