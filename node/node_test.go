@@ -55,7 +55,9 @@ func startCluster(t *testing.T, n int, mutate ...func(*node.Config)) []*node.Nod
 		})
 		nodes = append(nodes, nd)
 	}
-	eventually(t, 20*time.Second, func() bool {
+	// A minute: gossip on a busy machine may suspect a node that is
+	// only slow, and converging again takes seconds.
+	eventually(t, 60*time.Second, func() bool {
 		for _, nd := range nodes {
 			if len(nd.Ring().Members()) != n || !nd.Ready() {
 				return false
@@ -133,14 +135,22 @@ func TestClusterRoutesEveryViewerToItsOwner(t *testing.T) {
 		}
 	}
 	// Each viewer's counters live on exactly its owners (the primary,
-	// and its backup by replication), with the same state.
-	r := nodes[0].Ring()
+	// and its backup by replication), with the same state. The ring is
+	// read again on every poll: on a busy machine gossip may suspect a
+	// slow node and move partitions away and back meanwhile.
 	byName := map[string]*node.Node{}
 	for _, nd := range nodes {
 		byName[nd.Name()] = nd
 	}
 	var why string
 	holders := func() bool {
+		r := nodes[0].Ring()
+		for _, nd := range nodes[1:] {
+			if nd.Ring().Epoch() != r.Epoch() {
+				why = "the nodes' rings differ"
+				return false
+			}
+		}
 		for i := range 200 {
 			viewer := fmt.Sprint("viewer-", i)
 			_, owners := r.Lookup(viewer)
@@ -160,7 +170,7 @@ func TestClusterRoutesEveryViewerToItsOwner(t *testing.T) {
 		}
 		return true
 	}
-	for deadline := time.Now().Add(10 * time.Second); !holders(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); !holders(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("viewers are not held by exactly their owners: %s", why)
 		}
@@ -188,7 +198,10 @@ func TestNotOwnerRefreshesAndRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer late.Shutdown(context.Background())
-	eventually(t, 20*time.Second, func() bool {
+	// Active in every ring, and ready: holding the partitions it owns
+	// (until then it refuses their requests, and the call would fail
+	// open however the client routed it).
+	eventually(t, 60*time.Second, func() bool {
 		for _, nd := range append(nodes, late) {
 			r := nd.Ring()
 			i, ok := r.Find("node-late")
@@ -196,8 +209,8 @@ func TestNotOwnerRefreshesAndRetries(t *testing.T) {
 				return false
 			}
 		}
-		return true
-	}, "the third node did not join and turn active")
+		return late.Ready()
+	}, "the third node did not join, turn active and get ready")
 	if got := len(c.Ring().Members()); got != 2 {
 		t.Fatalf("the client already knows %d members; the test needs it stale", got)
 	}
