@@ -13,6 +13,9 @@ var (
 	// ErrBadRequest: the request itself is invalid (empty viewer, bad cap,
 	// ...). The same as proto.ErrBadRequest, so errors.Is works on both.
 	ErrBadRequest = proto.ErrBadRequest
+	// ErrFutureTime: the call's time (At) is further ahead of the owner's
+	// clock than the owner accepts. It wraps ErrBadRequest.
+	ErrFutureTime = proto.ErrFutureTime
 	// ErrUnknownReservation: Release named a reservation the owner does
 	// not hold (released, confirmed or expired).
 	ErrUnknownReservation = proto.ErrUnknownReservation

@@ -38,7 +38,9 @@ type callOptions struct {
 }
 
 // At makes the call judge by time t (Unix milliseconds in production)
-// instead of the owner node's clock.
+// instead of the owner node's clock. A t further ahead of the owner's
+// clock than it accepts (fcapd --max-clock-skew, default one minute) is
+// refused: the call returns an error wrapping ErrFutureTime.
 func At(t int64) CallOption {
 	return func(o *callOptions) { o.now, o.hasNow = t, true }
 }

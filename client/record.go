@@ -20,7 +20,8 @@ import (
 // fails (safe: the owner is idempotent on the impression ID), and dropped
 // and counted when the queue is full, when every attempt failed, or when
 // the owner refuses one as invalid. imp.Time is when the ad played (Unix
-// milliseconds); set it. Record reports whether the impression was
+// milliseconds); set it. A time further ahead of the owner's clock than
+// it accepts (fcapd --max-clock-skew) is refused and dropped too. Record reports whether the impression was
 // queued.
 func (c *Client) Record(viewer string, imp engine.Impression) bool {
 	return c.rec.add(viewer, imp)
@@ -215,6 +216,10 @@ func (r *recorder) send(batch []recItem) {
 				r.done(1)
 			case proto.CodeBadRequest:
 				r.drop(&it, "invalid")
+			case proto.CodeFutureTime:
+				// The impression's time is ahead of the owner's clock by
+				// more than it accepts: a retry would be refused too.
+				r.drop(&it, "future_time")
 			case proto.CodeNotOwner:
 				c.noteEpoch(0, p) // our topology is stale: refresh it
 				r.retry(it, proto.ErrNotOwner)

@@ -63,8 +63,21 @@ type Config struct {
 	WriteTimeout time.Duration
 
 	// Clock returns the node's time in milliseconds, for requests that
-	// omit theirs. Default: Unix milliseconds of the wall clock.
+	// omit theirs. It is the authority on what "now" is: the engine runs
+	// on it (engine.Config.Clock is set from it), so no time a caller, a
+	// peer, the log or a snapshot gives moves the node's state past it.
+	// Default: Unix milliseconds of the wall clock.
 	Clock func() int64
+
+	// MaxClockSkew is how far ahead of Clock a caller's time (Check,
+	// Allow and Reserve's now, an impression's time, a link's time) may
+	// be. A request beyond it is refused with proto.ErrFutureTime and
+	// changes nothing; a peer's or the log's high-water mark beyond it
+	// is clamped to Clock and counted (fcap_time_clamped_total). The past
+	// is bounded by each cap's window, as ever: an impression older than
+	// its longest window is Stale. It overrides Engine.MaxFuture.
+	// Default 1m.
+	MaxClockSkew time.Duration
 
 	// Logger receives the node's logs. Default slog.Default().
 	Logger *slog.Logger
@@ -205,6 +218,7 @@ func DefaultConfig() Config {
 		IdleTimeout:  5 * time.Minute,
 		WriteTimeout: 10 * time.Second,
 
+		MaxClockSkew:        time.Minute,
 		ReplicationTimeout:  10 * time.Second,
 		StrictTimeout:       time.Second,
 		MaxDevicesPerViewer: 32,
@@ -282,6 +296,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleTimeout <= 0 || c.WriteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("node config: IdleTimeout (%v) and WriteTimeout (%v) must be positive", c.IdleTimeout, c.WriteTimeout))
+	}
+	if c.MaxClockSkew < 0 {
+		errs = append(errs, fmt.Errorf("node config: MaxClockSkew must not be negative, got %v", c.MaxClockSkew))
 	}
 	if c.MaxDevicesPerViewer < 1 {
 		errs = append(errs, fmt.Errorf("node config: MaxDevicesPerViewer must be at least 1, got %d", c.MaxDevicesPerViewer))

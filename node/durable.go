@@ -61,12 +61,14 @@ type durable struct {
 
 	fsyncSeconds prometheus.Histogram
 	badRecords   atomic.Int64 // records that decoded but did not import
+
+	times *timeMetrics // counts high-water marks clamped at load
 }
 
 // openDurable opens the data dir, loads what it holds into eng and
 // starts the log. It runs before the node serves anything.
-func openDurable(cfg Config, eng *engine.Engine, logger *slog.Logger, reg prometheus.Registerer) (*durable, error) {
-	d := &durable{cfg: cfg, eng: eng, logger: logger}
+func openDurable(cfg Config, eng *engine.Engine, logger *slog.Logger, reg prometheus.Registerer, tm *timeMetrics) (*durable, error) {
+	d := &durable{cfg: cfg, eng: eng, logger: logger, times: tm}
 	d.fsyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fcap_log_fsync_seconds",
 		Help:    "Time each fsync of the write-ahead log took.",
@@ -92,8 +94,8 @@ func openDurable(cfg Config, eng *engine.Engine, logger *slog.Logger, reg promet
 	// On every core: the snapshot's states, then the log's, each viewer's
 	// in order on one goroutine (load.go).
 	ld := newLoader(runtime.GOMAXPROCS(0), d.apply)
-	from, snapshots := d.loadSnapshot(ld.add)
-	st, err := l.Replay(from, ld.add)
+	from, snapshots := d.loadSnapshot(d.observing(fromSnapshot, ld.add))
+	st, err := l.Replay(from, d.observing(fromLog, ld.add))
 	ld.wait()
 	if err != nil {
 		return nil, err
@@ -114,14 +116,28 @@ func openDurable(cfg Config, eng *engine.Engine, logger *slog.Logger, reg promet
 	return d, nil
 }
 
-// apply loads one logged payload into the engine. Bad bytes are counted
+// observing returns add preceded by advancing the engine's high-water
+// mark to each payload's, read in order on the caller's goroutine so a
+// mark is counted by its source. A mark beyond the node's clock (a log
+// written by a node that took callers' times on trust, or whose clock
+// ran ahead) is clamped and counted.
+func (d *durable) observing(src timeSource, add func([]byte)) func([]byte) {
+	return func(p []byte) {
+		if len(p) >= 9 && p[0] == logState {
+			d.times.observe(d.eng, src, int64(binary.LittleEndian.Uint64(p[1:])))
+		}
+		add(p)
+	}
+}
+
+// apply loads one logged payload's state into the engine (its
+// high-water mark was observed as it was read). Bad bytes are counted
 // and skipped, never fatal.
 func (d *durable) apply(p []byte) {
 	if len(p) < 9 || p[0] != logState {
 		d.badRecords.Add(1)
 		return
 	}
-	d.eng.Observe(int64(binary.LittleEndian.Uint64(p[1:])))
 	if _, _, err := d.eng.Import(p[9:]); err != nil {
 		if d.badRecords.Add(1) == 1 {
 			d.logger.Warn("storage: skipping a logged state that does not import", "err", err)

@@ -111,7 +111,7 @@ func TestRestartTime(t *testing.T) {
 				return e
 			}
 			eng := newEngine()
-			d, err := openDurable(cfg, eng, quiet, prometheus.NewRegistry())
+			d, err := openDurable(cfg, eng, quiet, prometheus.NewRegistry(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +154,7 @@ func TestRestartTime(t *testing.T) {
 			eng2 := newEngine()
 			cpu0 := cpuTime()
 			start = time.Now()
-			d2, err := openDurable(cfg, eng2, quiet, prometheus.NewRegistry())
+			d2, err := openDurable(cfg, eng2, quiet, prometheus.NewRegistry(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

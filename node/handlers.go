@@ -527,6 +527,7 @@ func (h *handler) recordItem(v *view, it *proto.RecordItem) proto.ItemResult {
 	}
 	st, err := h.n.engine.Record(it.Viewer, imp)
 	if err != nil {
+		h.n.metrics.time.refusedTime(opRecord, err)
 		return proto.ItemResult{Code: proto.CodeOf(err)}
 	}
 	if st == engine.Recorded || imp.Reservation != 0 {
@@ -585,6 +586,7 @@ func (h *handler) notOwner(out []byte, hdr proto.Header, epoch uint64, op opKind
 }
 
 func (h *handler) failErr(out []byte, hdr proto.Header, err error, epoch uint64, op opKind) ([]byte, opKind, outcome) {
+	h.n.metrics.time.refusedTime(op, err)
 	msg := proto.NewError(err, epoch)
 	b, encErr := proto.AppendFrame(out, hdr.ID, msg)
 	if encErr != nil {

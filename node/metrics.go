@@ -58,7 +58,7 @@ var outcomeNames = [numOutcomes]string{"ok", "bad_request", "not_owner", "capaci
 
 func outcomeOf(c proto.Code) outcome {
 	switch c {
-	case proto.CodeBadRequest, proto.CodeUnsupported:
+	case proto.CodeBadRequest, proto.CodeUnsupported, proto.CodeFutureTime:
 		return outcomeBadRequest
 	case proto.CodeNotOwner:
 		return outcomeNotOwner
@@ -98,6 +98,8 @@ type metrics struct {
 	claimed            prometheus.Counter
 	lateRefusals       prometheus.Counter
 	strictRevoked      prometheus.Counter
+
+	time *timeMetrics // times refused and clamped (timetrust.go)
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
@@ -141,6 +143,10 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
+	}
+	var err error
+	if m.time, err = newTimeMetrics(reg); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

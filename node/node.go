@@ -94,6 +94,10 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = wallClockMillis
 	}
+	// The node's clock is the engine's: callers' times are bounded by it
+	// (SECURITY.md, "Time").
+	cfg.Engine.Clock = cfg.Clock
+	cfg.Engine.MaxFuture = cfg.MaxClockSkew.Milliseconds()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -136,7 +140,7 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.DataDir != "" {
 		// Loaded before anything listens: the node starts with what it
 		// held, then catches up from its peers as any restart does.
-		if n.durable, err = openDurable(cfg, eng, n.log, cfg.Registerer); err != nil {
+		if n.durable, err = openDurable(cfg, eng, n.log, cfg.Registerer, n.metrics.time); err != nil {
 			return nil, fmt.Errorf("open data dir: %w", err)
 		}
 	}

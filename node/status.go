@@ -28,7 +28,7 @@ func (n *Node) applyReplicate(v *view, m *proto.Replicate) (proto.ReplicateResul
 	if err != nil {
 		return res, fmt.Errorf("%w: from %s: %v", proto.ErrBadRequest, m.From, err)
 	}
-	n.engine.Observe(m.HighWater)
+	n.metrics.time.observe(n.engine, fromReplication, m.HighWater)
 	var logged uint64
 	for _, key := range keys {
 		if seq := n.logChange(key); seq != 0 {

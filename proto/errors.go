@@ -2,6 +2,7 @@ package proto
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"unicode/utf8"
 
@@ -50,6 +51,12 @@ const (
 	// start the request, or it undid the strict grant it could not
 	// answer in time. Nothing the request asked for counts.
 	CodeDeadlineExceeded Code = 11
+	// CodeFutureTime: the request's time (Check, Allow or Reserve's now,
+	// an impression's time) is further ahead of the node's clock than
+	// the node accepts (engine.ErrFutureTime, fcapd --max-clock-skew).
+	// Nothing was done. A kind of bad request: its sentinel wraps
+	// ErrBadRequest.
+	CodeFutureTime Code = 12
 )
 
 // The sentinel errors, one per code. An *Error of a code matches its
@@ -66,6 +73,10 @@ var (
 	ErrUnauthenticated    = errors.New("fcap: unauthenticated")
 	ErrPermissionDenied   = errors.New("fcap: permission denied")
 	ErrDeadlineExceeded   = errors.New("fcap: deadline exceeded")
+	// ErrFutureTime wraps ErrBadRequest: a caller that treats every bad
+	// request alike (the client returns them rather than failing open)
+	// needs no case of its own for it.
+	ErrFutureTime = fmt.Errorf("%w: time ahead of the node's clock", ErrBadRequest)
 )
 
 // Framing errors, from Reader.Next.
@@ -97,6 +108,7 @@ var codeInfo = [...]struct {
 	CodeUnauthenticated:    {"unauthenticated", ErrUnauthenticated},
 	CodePermissionDenied:   {"permission_denied", ErrPermissionDenied},
 	CodeDeadlineExceeded:   {"deadline_exceeded", ErrDeadlineExceeded},
+	CodeFutureTime:         {"future_time", ErrFutureTime},
 }
 
 // String returns the code's name in snake case ("not_owner"), fit for a
@@ -166,6 +178,7 @@ func (e *Error) Unwrap() error { return e.Code.Sentinel() }
 
 // CodeOf returns the code a server answers err with:
 //   - an *Error in err's chain: its code;
+//   - engine.ErrFutureTime or ErrFutureTime: CodeFutureTime;
 //   - anything wrapping engine.ErrInvalid or ErrBadRequest, or a framing
 //     error (ErrFrameTooLarge, ErrFrameTooShort): CodeBadRequest;
 //   - engine.ErrMemoryLimit, engine.ErrTooManyKeys,
@@ -184,6 +197,8 @@ func CodeOf(err error) Code {
 		return 0
 	case errors.As(err, &pe):
 		return pe.Code
+	case errors.Is(err, engine.ErrFutureTime), errors.Is(err, ErrFutureTime):
+		return CodeFutureTime
 	case errors.Is(err, engine.ErrInvalid), errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrFrameTooShort):
 		return CodeBadRequest
 	case errors.Is(err, engine.ErrMemoryLimit), errors.Is(err, engine.ErrTooManyKeys), errors.Is(err, engine.ErrTooManyReservations):

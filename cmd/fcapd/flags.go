@@ -33,6 +33,7 @@ type options struct {
 	pprof                                                    bool
 	httpAPI                                                  bool
 	apiTimeout                                               time.Duration
+	maxClockSkew                                             time.Duration
 
 	// Limits on what one client connection may hold (see node.Config).
 	maxConns, maxFrame                  int
@@ -117,6 +118,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if err := durFlag(&o.apiTimeout, "api-timeout", "FCAP_API_TIMEOUT", def.APITimeout, "deadline of a JSON API call to the cluster, unless the request sets its own with the X-Fcap-Timeout-Ms header"); err != nil {
 		return nil, err
 	}
+	if err := durFlag(&o.maxClockSkew, "max-clock-skew", "FCAP_MAX_CLOCK_SKEW", def.MaxClockSkew, "how far ahead of this node's clock a caller's time (a check's now, an impression's time) may be; beyond it the request is refused, and a peer's or the log's time beyond it is clamped (see SECURITY.md)"); err != nil {
+		return nil, err
+	}
 	if err := durFlag(&o.shutdownTimeout, "shutdown-timeout", "FCAP_SHUTDOWN_TIMEOUT", 30*time.Second, "how long a graceful stop may take"); err != nil {
 		return nil, err
 	}
@@ -181,6 +185,7 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.Pprof = o.pprof
 	cfg.HTTPAPI = o.httpAPI
 	cfg.APITimeout = o.apiTimeout
+	cfg.MaxClockSkew = o.maxClockSkew
 	cfg.Engine.MemoryLimit = o.memoryLimit
 	cfg.TransferRate = o.transferRate
 	cfg.MaxConns, cfg.MaxFrame = o.maxConns, o.maxFrame

@@ -14,8 +14,8 @@ func (e *Engine) Allow(viewer string, now int64, caps ...Cap) (Verdict, error) {
 	if err := e.validateViewer(viewer); err != nil {
 		return Verdict{}, err
 	}
-	if !validTime(now) {
-		return Verdict{}, ErrBadTime
+	if err := e.checkTime(now); err != nil {
+		return Verdict{}, err
 	}
 	if err := e.validateCaps(caps); err != nil {
 		return Verdict{}, err
@@ -52,8 +52,8 @@ func (e *Engine) Reserve(viewer string, c Candidate, now, ttl int64) (Verdict, u
 	if err := e.validateViewer(viewer); err != nil {
 		return Verdict{}, 0, err
 	}
-	if !validTime(now) {
-		return Verdict{}, 0, ErrBadTime
+	if err := e.checkTime(now); err != nil {
+		return Verdict{}, 0, err
 	}
 	if ttl < 1 || ttl > MaxTime {
 		return Verdict{}, 0, ErrBadTTL

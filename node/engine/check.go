@@ -118,8 +118,8 @@ func (e *Engine) check(viewer string, now int64, out []Verdict, sc *checkScratch
 	if err := e.validateViewer(viewer); err != nil {
 		return out, err
 	}
-	if !validTime(now) {
-		return out, ErrBadTime
+	if err := e.checkTime(now); err != nil {
+		return out, err
 	}
 	for _, c := range sc.caps {
 		sc.khs = append(sc.khs, keyHash(c))

@@ -68,6 +68,23 @@ type Config struct {
 	// SweepBatch is the most viewer slots one step visits under one
 	// stripe lock, so a step never stalls requests for long. Default 256.
 	SweepBatch int
+
+	// Clock, when not nil, is the engine's own time, in the ticks of the
+	// times it is given (Unix milliseconds for a node). It makes the
+	// engine the authority on what "now" is: a time more than MaxFuture
+	// ahead of Clock is refused with ErrFutureTime, and the high-water
+	// mark (the engine's "now", by which it ages and sweeps) never passes
+	// Clock, whatever time a request, a replica or a log hands it. A node
+	// sets it to its clock; a test sets a clock it moves by hand. Default
+	// nil: every time in [0, MaxTime] is taken as given and the
+	// high-water mark is the newest of them, for tests and replays that
+	// drive the engine by explicit ticks alone.
+	Clock func() int64
+
+	// MaxFuture is how many ticks ahead of Clock a given time may be
+	// (the callers' clock skew). It is used only with Clock. Default 0;
+	// a node sets it from its MaxClockSkew (one minute).
+	MaxFuture int64
 }
 
 // DefaultConfig returns the production defaults.
@@ -138,6 +155,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SweepInterval <= 0 || c.SweepPass < c.SweepInterval {
 		errs = append(errs, fmt.Errorf("config: SweepInterval (%v) must be positive and no longer than SweepPass (%v)", c.SweepInterval, c.SweepPass))
+	}
+	if c.MaxFuture < 0 || c.MaxFuture > MaxTime {
+		errs = append(errs, fmt.Errorf("config: MaxFuture must be in [0, %d], got %d", int64(MaxTime), c.MaxFuture))
 	}
 	if c.SweepBatch < 1 {
 		errs = append(errs, fmt.Errorf("config: SweepBatch must be positive, got %d", c.SweepBatch))

@@ -5,13 +5,18 @@ package engine
 // aged out of its window, every remembered id and reservation has
 // expired. A log of exported states (node/wal) may drop a state once the
 // high-water mark reaches it. It is conservative: the newest time given
-// plus the viewer's longest window, or a later id or reservation expiry.
+// plus the viewer's longest window (and, with a Config.Clock, the
+// MaxFuture a given time may run ahead of it), or a later id or
+// reservation expiry.
 func (e *Engine) ExportUntil(key uint64, dst []byte) ([]byte, int64) {
 	s := e.stripeOf(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.lookup(key)
-	until := e.hw.Load()
+	// With a clock, impressions may lie up to MaxFuture ahead of the
+	// high-water mark, which stays at the clock: they matter that much
+	// longer.
+	until := e.hw.Load() + e.futureSlack()
 	if v != nil {
 		var longest int64
 		for i := range v.nkeys() {
@@ -28,4 +33,14 @@ func (e *Engine) ExportUntil(key uint64, dst []byte) ([]byte, int64) {
 		}
 	}
 	return exportViewer(dst, key, v), until
+}
+
+// futureSlack is how far ahead of the high-water mark the times the
+// engine accepted may lie: MaxFuture with a clock, 0 without (the mark is
+// then the newest time given).
+func (e *Engine) futureSlack() int64 {
+	if e.cfg.Clock == nil {
+		return 0
+	}
+	return e.cfg.MaxFuture
 }

@@ -2,11 +2,15 @@
 // exact sliding windows, approximate bucketed windows and fixed calendar
 // windows, checked and recorded atomically per viewer.
 //
-// The engine never reads a clock. Every operation takes its time as int64
-// ticks (Unix milliseconds in production, anything from 0 in tests), and
-// background work judges age by the newest time the engine has been given
-// (HighWater). An impression recorded at tick t counts at now iff
-// t > now-window.
+// Every operation takes its time as int64 ticks (Unix milliseconds in
+// production, anything from 0 in tests), and background work judges age
+// by the newest time the engine has been given (HighWater). An
+// impression recorded at tick t counts at now iff t > now-window. With a
+// Config.Clock the engine also bounds what it is given: a time more than
+// Config.MaxFuture ahead of the clock is refused, and the high-water mark
+// never passes the clock, so no caller, replica or log can age the
+// engine's state ahead of its own time. Without one (tests, replays) it
+// never reads a clock and takes every time as given.
 //
 // State is striped by viewer hash, each stripe behind its own lock, and
 // all counters of one viewer live together, so a check of a hundred
@@ -21,6 +25,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,8 +78,28 @@ func (e *Engine) Config() Config { return e.cfg }
 // or -1 if none has.
 func (e *Engine) HighWater() int64 { return e.hw.Load() }
 
-// observe advances the high-water mark to t.
+// checkTime validates a time an operation was given: in [0, MaxTime]
+// and, with a clock, no more than MaxFuture ahead of it.
+func (e *Engine) checkTime(t int64) error {
+	if !validTime(t) {
+		return ErrBadTime
+	}
+	if c := e.cfg.Clock; c != nil {
+		if ahead := t - c(); ahead > e.cfg.MaxFuture {
+			return fmt.Errorf("%w: %d ticks ahead, at most %d accepted", ErrFutureTime, ahead, e.cfg.MaxFuture)
+		}
+	}
+	return nil
+}
+
+// observe advances the high-water mark to t, or with a clock to the
+// earlier of t and the clock's time: a time the engine accepted within
+// the skew counts from when it says, but does not move the engine's
+// "now" past its own.
 func (e *Engine) observe(t int64) {
+	if c := e.cfg.Clock; c != nil {
+		t = min(t, c())
+	}
 	for {
 		cur := e.hw.Load()
 		if t <= cur || e.hw.CompareAndSwap(cur, t) {

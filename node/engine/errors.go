@@ -33,6 +33,12 @@ var (
 	ErrUnknownReservation = errors.New("unknown or expired reservation")
 )
 
+// ErrFutureTime refuses a time further ahead of the engine's Clock than
+// Config.MaxFuture: a caller's clock is trusted only within that skew.
+// It wraps ErrInvalid; the wire gives it a code of its own
+// (proto.ErrFutureTime).
+var ErrFutureTime = fmt.Errorf("%w: time too far ahead of the engine's clock", ErrInvalid)
+
 // Capacity errors: the request was well formed but the engine will not grow
 // to serve it. The client fails open (or closed, for strict caps) on them.
 var (

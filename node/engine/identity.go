@@ -220,8 +220,8 @@ func (e *Engine) LinkDevice(device, viewer string, at int64, dst []byte) ([]byte
 	if device == viewer {
 		return dst, ErrLinkSelf
 	}
-	if !validTime(at) {
-		return dst, ErrBadTime
+	if err := e.checkTime(at); err != nil {
+		return dst, err
 	}
 	e.observe(at)
 	h := viewerKey(device)
@@ -250,8 +250,8 @@ func (e *Engine) UnlinkDevice(device string, at int64) (string, error) {
 	if err := e.validateViewer(device); err != nil {
 		return "", err
 	}
-	if !validTime(at) {
-		return "", ErrBadTime
+	if err := e.checkTime(at); err != nil {
+		return "", err
 	}
 	e.observe(at)
 	h := viewerKey(device)
@@ -284,8 +284,8 @@ func (e *Engine) AddDevice(viewer, device string, at int64, deviceState []byte, 
 	if device == viewer {
 		return 0, ErrLinkSelf
 	}
-	if !validTime(at) {
-		return 0, ErrBadTime
+	if err := e.checkTime(at); err != nil {
+		return 0, err
 	}
 	var dev decodedState
 	if len(deviceState) > 0 {
@@ -348,8 +348,8 @@ func (e *Engine) RemoveDevice(viewer, device string, at int64) error {
 	if err := e.validateIDs(device, viewer); err != nil {
 		return err
 	}
-	if !validTime(at) {
-		return ErrBadTime
+	if err := e.checkTime(at); err != nil {
+		return err
 	}
 	e.observe(at)
 	h := viewerKey(viewer)

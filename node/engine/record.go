@@ -63,8 +63,8 @@ func (e *Engine) Record(viewer string, imp Impression) (RecordStatus, error) {
 	if len(imp.ID) > e.cfg.MaxIDLength {
 		return 0, ErrIDTooLong
 	}
-	if !validTime(imp.Time) {
-		return 0, ErrBadTime
+	if err := e.checkTime(imp.Time); err != nil {
+		return 0, err
 	}
 	if err := e.validateCaps(imp.Caps); err != nil {
 		return 0, err

@@ -29,11 +29,19 @@ const (
 )
 
 // Observe advances the high-water mark to t, as if an operation had been
-// given time t. Replicas use it to age state by the owner's clock.
-func (e *Engine) Observe(t int64) {
-	if validTime(t) {
-		e.observe(t)
+// given time t: replicas use it to age state by the owner's clock, a
+// restart to restore the mark from the log. With a Config.Clock the mark
+// never passes the clock; Observe reports true when t was further ahead
+// of it than Config.MaxFuture (a peer or a log claiming a time no clock
+// of the cluster should have reached), so the caller can count it. Such
+// a t is clamped, not refused: the state it came with is still applied.
+// A t outside [0, MaxTime] is ignored.
+func (e *Engine) Observe(t int64) (clamped bool) {
+	if !validTime(t) {
+		return false
 	}
+	e.observe(t)
+	return e.checkTime(t) != nil
 }
 
 // ViewerKey returns the key the engine stores a viewer under: the routing

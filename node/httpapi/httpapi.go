@@ -19,7 +19,8 @@
 //
 // A cap is {"scope", "id", "limit", "window", "algorithm"?, "mode"?}.
 // docs/openapi.yaml describes every body. Errors are
-// {"error": "message"} with 400 for an invalid request, 413 for a body
+// {"error": "message"} with 400 for an invalid request (a time further
+// ahead of the node's clock than it accepts among them), 413 for a body
 // over the limit, 415 for a body that is not JSON, 503 when a record
 // cannot be queued.
 package httpapi
@@ -56,6 +57,15 @@ type Options struct {
 	// ("Authorization: Bearer TOKEN"); a request without one of them is
 	// refused with 401 and changes nothing. nil: no authentication.
 	Tokens map[string]bool
+	// Clock, when not nil, is the node's time in Unix milliseconds: a
+	// record whose impression time is more than MaxClockSkew ahead of it
+	// is refused with 400 here, as its owner would refuse it (a record is
+	// queued, so the owner's refusal could only be counted as a drop).
+	// Check, allow and reserve's "now" is judged by the owner, which
+	// answers 400 too. nil: no such check here.
+	Clock func() int64
+	// MaxClockSkew is how far ahead of Clock an impression's time may be.
+	MaxClockSkew time.Duration
 }
 
 // API is the HTTP handler.
@@ -317,6 +327,12 @@ func (a *API) record(w http.ResponseWriter, r *http.Request) {
 	if err := validateImpression(id, imp); err != nil {
 		fail(w, err)
 		return
+	}
+	if c := a.opts.Clock; c != nil {
+		if ahead := imp.Time - c(); ahead > a.opts.MaxClockSkew.Milliseconds() {
+			fail(w, fmt.Errorf("%w: impression time %d is %d ms ahead of the node's clock, at most %d accepted", client.ErrFutureTime, imp.Time, ahead, a.opts.MaxClockSkew.Milliseconds()))
+			return
+		}
 	}
 	queued := false
 	if req.Device != "" {
