@@ -145,7 +145,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		}
 	}
 	var err error
-	if m.time, err = newTimeMetrics(reg); err != nil {
+	if m.time, err = newTimeMetrics(reg, n.engine); err != nil {
 		return nil, err
 	}
 	return m, nil

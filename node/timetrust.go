@@ -38,7 +38,7 @@ type timeMetrics struct {
 	clamped [numTimeSources]prometheus.Counter
 }
 
-func newTimeMetrics(reg prometheus.Registerer) (*timeMetrics, error) {
+func newTimeMetrics(reg prometheus.Registerer, eng *engine.Engine) (*timeMetrics, error) {
 	m := &timeMetrics{}
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fcap_time_refused_total",
@@ -54,7 +54,11 @@ func newTimeMetrics(reg prometheus.Registerer) (*timeMetrics, error) {
 	for src := range numTimeSources {
 		m.clamped[src] = clamped.WithLabelValues(timeSourceNames[src])
 	}
-	for _, c := range []prometheus.Collector{refused, clamped} {
+	highWater := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fcap_engine_high_water_seconds",
+		Help: "The engine's \"now\" (Unix seconds): the newest time it was given, never past the node's clock. Far behind time(): the node is idle; ahead of it: a bug, alert.",
+	}, func() float64 { return float64(eng.HighWater()) / 1000 })
+	for _, c := range []prometheus.Collector{refused, clamped, highWater} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
