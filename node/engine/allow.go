@@ -14,7 +14,8 @@ func (e *Engine) Allow(viewer string, now int64, caps ...Cap) (Verdict, error) {
 	if err := e.validateViewer(viewer); err != nil {
 		return Verdict{}, err
 	}
-	if err := e.checkTime(now); err != nil {
+	mark, err := e.checkTime(now)
+	if err != nil {
 		return Verdict{}, err
 	}
 	if err := e.validateCaps(caps); err != nil {
@@ -22,7 +23,7 @@ func (e *Engine) Allow(viewer string, now int64, caps ...Cap) (Verdict, error) {
 	}
 	var buf [16]uint64
 	khs := keyHashes(buf[:0], caps)
-	e.observe(now)
+	e.observe(mark)
 
 	h := viewerKey(viewer)
 	s := e.stripeOf(h)
@@ -33,7 +34,7 @@ func (e *Engine) Allow(viewer string, now int64, caps ...Cap) (Verdict, error) {
 	if !vd.Allowed {
 		return vd, nil
 	}
-	v, err := e.prepare(s, v, h, khs, true)
+	v, err = e.prepare(s, v, h, khs, true)
 	if err != nil {
 		return Verdict{}, err
 	}
@@ -52,7 +53,8 @@ func (e *Engine) Reserve(viewer string, c Candidate, now, ttl int64) (Verdict, u
 	if err := e.validateViewer(viewer); err != nil {
 		return Verdict{}, 0, err
 	}
-	if err := e.checkTime(now); err != nil {
+	mark, err := e.checkTime(now)
+	if err != nil {
 		return Verdict{}, 0, err
 	}
 	if ttl < 1 || ttl > MaxTime {
@@ -63,7 +65,7 @@ func (e *Engine) Reserve(viewer string, c Candidate, now, ttl int64) (Verdict, u
 	}
 	var buf [16]uint64
 	khs := keyHashes(buf[:0], c.Caps)
-	e.observe(now)
+	e.observe(mark)
 
 	h := viewerKey(viewer)
 	s := e.stripeOf(h)
@@ -82,7 +84,7 @@ func (e *Engine) Reserve(viewer string, c Candidate, now, ttl int64) (Verdict, u
 			return Verdict{}, 0, ErrTooManyReservations
 		}
 	}
-	v, err := e.prepare(s, v, h, khs, false)
+	v, err = e.prepare(s, v, h, khs, false)
 	if err != nil {
 		return Verdict{}, 0, err
 	}

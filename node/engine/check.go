@@ -118,13 +118,14 @@ func (e *Engine) check(viewer string, now int64, out []Verdict, sc *checkScratch
 	if err := e.validateViewer(viewer); err != nil {
 		return out, err
 	}
-	if err := e.checkTime(now); err != nil {
+	mark, err := e.checkTime(now)
+	if err != nil {
 		return out, err
 	}
 	for _, c := range sc.caps {
 		sc.khs = append(sc.khs, keyHash(c))
 	}
-	e.observe(now)
+	e.observe(mark)
 
 	h := viewerKey(viewer)
 	s := e.stripeOf(h)

@@ -79,27 +79,27 @@ func (e *Engine) Config() Config { return e.cfg }
 func (e *Engine) HighWater() int64 { return e.hw.Load() }
 
 // checkTime validates a time an operation was given: in [0, MaxTime]
-// and, with a clock, no more than MaxFuture ahead of it.
-func (e *Engine) checkTime(t int64) error {
+// and, with a clock, no more than MaxFuture ahead of it. It returns the
+// mark the operation may advance the high-water mark to (observe): t, or
+// with a clock the earlier of t and the clock's time, so that a time
+// accepted within the skew counts from when it says but does not move
+// the engine's "now" past its own.
+func (e *Engine) checkTime(t int64) (mark int64, err error) {
 	if !validTime(t) {
-		return ErrBadTime
+		return 0, ErrBadTime
 	}
 	if c := e.cfg.Clock; c != nil {
-		if ahead := t - c(); ahead > e.cfg.MaxFuture {
-			return fmt.Errorf("%w: %d ticks ahead, at most %d accepted", ErrFutureTime, ahead, e.cfg.MaxFuture)
+		now := c()
+		if ahead := t - now; ahead > e.cfg.MaxFuture {
+			return 0, fmt.Errorf("%w: %d ticks ahead, at most %d accepted", ErrFutureTime, ahead, e.cfg.MaxFuture)
 		}
+		return min(t, now), nil
 	}
-	return nil
+	return t, nil
 }
 
-// observe advances the high-water mark to t, or with a clock to the
-// earlier of t and the clock's time: a time the engine accepted within
-// the skew counts from when it says, but does not move the engine's
-// "now" past its own.
+// observe advances the high-water mark to t, a mark checkTime returned.
 func (e *Engine) observe(t int64) {
-	if c := e.cfg.Clock; c != nil {
-		t = min(t, c())
-	}
 	for {
 		cur := e.hw.Load()
 		if t <= cur || e.hw.CompareAndSwap(cur, t) {

@@ -220,10 +220,11 @@ func (e *Engine) LinkDevice(device, viewer string, at int64, dst []byte) ([]byte
 	if device == viewer {
 		return dst, ErrLinkSelf
 	}
-	if err := e.checkTime(at); err != nil {
+	mark, err := e.checkTime(at)
+	if err != nil {
 		return dst, err
 	}
-	e.observe(at)
+	e.observe(mark)
 	h := viewerKey(device)
 	s := e.stripeOf(h)
 	s.mu.Lock()
@@ -233,7 +234,7 @@ func (e *Engine) LinkDevice(device, viewer string, at int64, dst []byte) ([]byte
 		return dst, fmt.Errorf("%w: %q has devices linked to it, so it cannot be linked as a device", ErrLinkChain, device)
 	}
 	dst = exportViewer(dst, h, v) // its own impressions, before the link
-	v, err := e.prepare(s, v, h, nil, false)
+	v, err = e.prepare(s, v, h, nil, false)
 	if err != nil {
 		return dst, err
 	}
@@ -250,10 +251,11 @@ func (e *Engine) UnlinkDevice(device string, at int64) (string, error) {
 	if err := e.validateViewer(device); err != nil {
 		return "", err
 	}
-	if err := e.checkTime(at); err != nil {
+	mark, err := e.checkTime(at)
+	if err != nil {
 		return "", err
 	}
-	e.observe(at)
+	e.observe(mark)
 	h := viewerKey(device)
 	s := e.stripeOf(h)
 	s.mu.Lock()
@@ -284,7 +286,8 @@ func (e *Engine) AddDevice(viewer, device string, at int64, deviceState []byte, 
 	if device == viewer {
 		return 0, ErrLinkSelf
 	}
-	if err := e.checkTime(at); err != nil {
+	mark, err := e.checkTime(at)
+	if err != nil {
 		return 0, err
 	}
 	var dev decodedState
@@ -298,7 +301,7 @@ func (e *Engine) AddDevice(viewer, device string, at int64, deviceState []byte, 
 		}
 		dev = st
 	}
-	e.observe(at)
+	e.observe(mark)
 	h := viewerKey(viewer)
 	s := e.stripeOf(h)
 	s.mu.Lock()
@@ -348,10 +351,11 @@ func (e *Engine) RemoveDevice(viewer, device string, at int64) error {
 	if err := e.validateIDs(device, viewer); err != nil {
 		return err
 	}
-	if err := e.checkTime(at); err != nil {
+	mark, err := e.checkTime(at)
+	if err != nil {
 		return err
 	}
-	e.observe(at)
+	e.observe(mark)
 	h := viewerKey(viewer)
 	s := e.stripeOf(h)
 	s.mu.Lock()

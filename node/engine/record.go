@@ -63,7 +63,8 @@ func (e *Engine) Record(viewer string, imp Impression) (RecordStatus, error) {
 	if len(imp.ID) > e.cfg.MaxIDLength {
 		return 0, ErrIDTooLong
 	}
-	if err := e.checkTime(imp.Time); err != nil {
+	mark, err := e.checkTime(imp.Time)
+	if err != nil {
 		return 0, err
 	}
 	if err := e.validateCaps(imp.Caps); err != nil {
@@ -76,7 +77,7 @@ func (e *Engine) Record(viewer string, imp Impression) (RecordStatus, error) {
 		longest = max(longest, imp.Caps[i].Window)
 	}
 	idh := xxhash.Sum64String(imp.ID)
-	e.observe(imp.Time)
+	e.observe(mark)
 
 	h := viewerKey(viewer)
 	s := e.stripeOf(h)
@@ -97,7 +98,7 @@ func (e *Engine) Record(viewer string, imp Impression) (RecordStatus, error) {
 			return Duplicate, nil
 		}
 	}
-	v, err := e.prepare(s, v, h, khs, true)
+	v, err = e.prepare(s, v, h, khs, true)
 	if err != nil {
 		return 0, err
 	}

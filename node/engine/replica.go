@@ -40,8 +40,13 @@ func (e *Engine) Observe(t int64) (clamped bool) {
 	if !validTime(t) {
 		return false
 	}
-	e.observe(t)
-	return e.checkTime(t) != nil
+	mark, err := e.checkTime(t)
+	if err != nil {
+		// Beyond the bound: clamp to the clock, which is not past t.
+		mark = e.cfg.Clock()
+	}
+	e.observe(mark)
+	return err != nil
 }
 
 // ViewerKey returns the key the engine stores a viewer under: the routing
