@@ -152,7 +152,13 @@ func (s *syncBuffer) String() string {
 // acknowledged meanwhile (they do not wait behind the transfer).
 func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 	const rate = 256 << 10
-	slow := func(c *node.Config) { c.TransferRate = rate }
+	// A strict write gets far longer than the production second to sync,
+	// so a machine busy with other work cannot fail one closed. What the
+	// test asserts is not its speed but that it does not wait behind the
+	// transfer: if it did, the first write would be answered only once
+	// the move was over, and far fewer than minWrites would be counted.
+	const strictTimeout, minWrites = 30 * time.Second, 5
+	slow := func(c *node.Config) { c.TransferRate, c.StrictTimeout = rate, strictTimeout }
 	nodes := startCluster(t, 2, slow)
 	// Load state straight into the engines of the viewers' owners.
 	load := engine.Cap{Scope: "campaign", ID: "load", Limit: 8, Window: 1 << 40}
@@ -173,7 +179,7 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 
 	cfg := node.DefaultLocalConfig("node-new")
 	cfg.Logger = quiet
-	cfg.TransferRate = rate
+	cfg.TransferRate, cfg.StrictTimeout = rate, strictTimeout
 	cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
 	start := time.Now()
 	late, err := node.Start(cfg)
@@ -211,6 +217,9 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 	}
 	if viaNew == 0 {
 		t.Errorf("none of %d strict writes went to a partition the new node owns", writes)
+	}
+	if writes < minWrites {
+		t.Errorf("only %d strict writes acknowledged during a %v transfer: they waited behind it", writes, took)
 	}
 	t.Logf("join took %v at %d KiB/s; %d strict writes acknowledged meanwhile (%d replicated to the new node)", took, rate>>10, writes, viaNew)
 }
