@@ -53,6 +53,27 @@ type Config struct {
 	// told ErrOverloaded and closed. Default 4096.
 	MaxConns int
 
+	// MaxPendingConns bounds the connections that have not yet
+	// authenticated: with Tokens, those that have not said a valid
+	// Hello; without, those that have not sent a complete first request.
+	// When a new connection finds this many waiting, or MaxConns full
+	// with some of them waiting, the oldest waiting one is told
+	// ErrOverloaded and closed to make room: idle or half-open
+	// connections cannot lock a new client out, and at least MaxConns -
+	// MaxPendingConns places are always left for connections that have
+	// authenticated. 0 means a quarter of MaxConns. Default 0.
+	MaxPendingConns int
+
+	// HandshakeTimeout is how long a connection that has not
+	// authenticated has to do so. With Tokens: from its accept (and TLS
+	// handshake) to a valid Hello. Without: from its first byte to the
+	// header of its first request (before the first byte, a connection
+	// is idle and IdleTimeout applies, as a client's spare connections
+	// are; the body, up to MaxFrame, is read as any request's). Until it
+	// has authenticated, its frames are limited to 4 KiB with Tokens (a
+	// Hello is a token) and its read buffer to 1 KiB. Default 2s.
+	HandshakeTimeout time.Duration
+
 	// IdleTimeout closes a connection that sends nothing for this long.
 	// Default 5m.
 	IdleTimeout time.Duration
@@ -218,6 +239,7 @@ func DefaultConfig() Config {
 		IdleTimeout:  5 * time.Minute,
 		WriteTimeout: 10 * time.Second,
 
+		HandshakeTimeout:    2 * time.Second,
 		MaxClockSkew:        time.Minute,
 		ReplicationTimeout:  10 * time.Second,
 		StrictTimeout:       time.Second,
@@ -293,6 +315,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConns < 1 {
 		errs = append(errs, fmt.Errorf("node config: MaxConns must be positive, got %d", c.MaxConns))
+	}
+	if c.MaxPendingConns < 0 || c.MaxPendingConns > c.MaxConns {
+		errs = append(errs, fmt.Errorf("node config: MaxPendingConns must be in [0, MaxConns %d], got %d", c.MaxConns, c.MaxPendingConns))
+	}
+	if c.HandshakeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("node config: HandshakeTimeout must be positive, got %v", c.HandshakeTimeout))
 	}
 	if c.IdleTimeout <= 0 || c.WriteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("node config: IdleTimeout (%v) and WriteTimeout (%v) must be positive", c.IdleTimeout, c.WriteTimeout))

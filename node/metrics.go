@@ -76,18 +76,21 @@ func outcomeOf(c proto.Code) outcome {
 // Config names. Counters are resolved once, so a request costs an atomic
 // add and a histogram observation, not a label lookup.
 type metrics struct {
-	requests     [numOps][numOutcomes]prometheus.Counter
-	latency      [numOps]prometheus.Observer
-	conns        prometheus.Gauge
-	refusedConns prometheus.Counter
-	badFrames    prometheus.Counter
-	tlsFailures  prometheus.Counter
-	authFailures prometheus.Counter
-	writeErrors  prometheus.Counter
-	idleClosed   prometheus.Counter
-	notOwner     prometheus.Counter
-	backupReads  prometheus.Counter
-	ringChanges  prometheus.Counter
+	requests        [numOps][numOutcomes]prometheus.Counter
+	latency         [numOps]prometheus.Observer
+	conns           prometheus.Gauge
+	pendingConns    prometheus.Gauge
+	refusedConns    prometheus.Counter
+	evictedConns    prometheus.Counter
+	handshakeClosed prometheus.Counter
+	badFrames       prometheus.Counter
+	tlsFailures     prometheus.Counter
+	authFailures    prometheus.Counter
+	writeErrors     prometheus.Counter
+	idleClosed      prometheus.Counter
+	notOwner        prometheus.Counter
+	backupReads     prometheus.Counter
+	ringChanges     prometheus.Counter
 
 	transfers          prometheus.Counter
 	replicatedBytes    prometheus.Counter
@@ -119,7 +122,10 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 			m.requests[op][oc] = requests.WithLabelValues(opNames[op], outcomeNames[oc])
 		}
 	}
-	m.conns = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_node_connections", Help: "Open data-plane connections."})
+	m.conns = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_node_connections", Help: "Open data-plane connections holding a place under MaxConns (authenticated or not)."})
+	m.pendingConns = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_node_connections_pending", Help: "Data-plane connections that have not authenticated yet (no Hello with tokens, no complete first request without), at most MaxPendingConns."})
+	m.evictedConns = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_connections_evicted_total", Help: "Connections that had not authenticated, closed (told overloaded) to make room for a newer one at MaxPendingConns or MaxConns."})
+	m.handshakeClosed = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_handshake_closed_total", Help: "Connections closed because they did not authenticate within HandshakeTimeout (no Hello with tokens; a first request begun and its header not completed without)."})
 	m.refusedConns = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_connections_refused_total", Help: "Connections closed at accept because of MaxConns or shutdown."})
 	m.tlsFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_tls_handshake_failures_total", Help: "Data-plane connections closed because their TLS handshake failed (plaintext, no or a bad client certificate)."})
 	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_auth_failures_total", Help: "Requests refused for an unknown token, no token, or a role that may not send them."})
@@ -138,7 +144,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m.claimed = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_partitions_claimed_total", Help: "Partitions served without their hand-over after SyncTimeout (a sender failed mid-way; counts may miss its last writes)."})
 	m.lateRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_deadline_refusals_total", Help: "Requests not started because the budget the client gave them ran out before their turn (they waited behind others)."})
 	m.strictRevoked = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_strict_revoked_total", Help: "Strict grants (Allow, Reserve) taken back because the backups did not acknowledge them in time or the answer would have reached the client after its deadline."})
-	for _, c := range []prometheus.Collector{m.lateRefusals, m.strictRevoked, m.claimed, requests, latency, m.conns, m.refusedConns, m.badFrames, m.tlsFailures, m.authFailures, m.writeErrors, m.idleClosed, m.notOwner, m.backupReads, m.ringChanges,
+	for _, c := range []prometheus.Collector{m.lateRefusals, m.strictRevoked, m.claimed, requests, latency, m.conns, m.pendingConns, m.refusedConns, m.evictedConns, m.handshakeClosed, m.badFrames, m.tlsFailures, m.authFailures, m.writeErrors, m.idleClosed, m.notOwner, m.backupReads, m.ringChanges,
 		m.transfers, m.replicatedBytes, m.replicationErrors, m.replicationRefused, m.strictFailures, m.syncingRefusals, &stateCollector{n: n}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -4,6 +4,7 @@
 package node
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -63,8 +64,15 @@ type Node struct {
 	drainErr  error
 
 	connMu sync.Mutex
-	// conns holds the open data-plane connections; guarded by connMu.
-	conns map[net.Conn]struct{}
+	// The fields below are guarded by connMu.
+	// conns holds the open data-plane connections, evicted ones
+	// included until they close.
+	conns map[net.Conn]*connState
+	// pending holds the connections that have not authenticated, oldest
+	// first (*connState); authed counts those that have. Together they
+	// are the places taken under MaxConns.
+	pending *list.List
+	authed  int
 
 	stopSweep context.CancelFunc
 	wg        sync.WaitGroup // every goroutine the node starts
@@ -123,7 +131,8 @@ func Start(cfg Config) (*Node, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.Name),
 		clock:    cfg.Clock,
-		conns:    map[net.Conn]struct{}{},
+		conns:    map[net.Conn]*connState{},
+		pending:  list.New(),
 		activate: make(chan struct{}, 1),
 		replans:  make(chan struct{}, 1),
 	}

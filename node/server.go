@@ -36,49 +36,16 @@ func (n *Node) acceptLoop() {
 			continue
 		}
 		backoff = 0
-		if !n.track(c) {
+		st := n.track(c)
+		if st == nil {
 			n.metrics.refusedConns.Inc()
 			n.goFunc(func() { n.refuse(c) })
 			continue
 		}
 		n.goFunc(func() {
-			defer n.untrack(c)
-			n.serveConn(c)
+			defer n.untrack(st)
+			n.serveConn(st)
 		})
-	}
-}
-
-// track registers a connection unless the node is draining or at
-// MaxConns.
-func (n *Node) track(c net.Conn) bool {
-	n.connMu.Lock()
-	defer n.connMu.Unlock()
-	if n.draining.Load() || len(n.conns) >= n.cfg.MaxConns {
-		return false
-	}
-	n.conns[c] = struct{}{}
-	n.metrics.conns.Inc()
-	return true
-}
-
-func (n *Node) untrack(c net.Conn) {
-	n.connMu.Lock()
-	delete(n.conns, c)
-	n.connMu.Unlock()
-	n.metrics.conns.Dec()
-	c.Close()
-}
-
-// refuse tells a connection past the limit why it is closed.
-func (n *Node) refuse(c net.Conn) {
-	defer c.Close()
-	c.SetWriteDeadline(time.Now().Add(time.Second))
-	msg := &proto.Error{Code: proto.CodeOverloaded, Message: "too many connections", Epoch: n.view.Load().ring.Epoch()}
-	if n.draining.Load() {
-		msg.Code, msg.Message = proto.CodeShuttingDown, "node is shutting down"
-	}
-	if b, err := proto.AppendFrame(nil, 0, msg); err == nil {
-		c.Write(b)
 	}
 }
 
@@ -119,32 +86,80 @@ func (n *Node) closeConns() {
 	}
 }
 
+// Read buffers of a data-plane connection: small until it has
+// authenticated, so thousands of connections that never do hold little;
+// then the 64 KiB that lets a pipelining client's requests arrive in
+// few reads.
+const (
+	pendingReadBuffer = 1 << 10
+	authedReadBuffer  = 64 << 10
+)
+
+// helloMaxFrame bounds the frames of a connection that has not said its
+// Hello on a node with tokens: a Hello holds one token.
+const helloMaxFrame = 4 << 10
+
 // serveConn reads and answers requests until the peer closes, a frame is
-// malformed beyond recovery, the connection idles out, or the node
+// malformed beyond recovery, the connection idles out or does not
+// authenticate in time, loses its place to a newer one, or the node
 // drains.
-func (n *Node) serveConn(c net.Conn) {
+func (n *Node) serveConn(st *connState) {
+	c := st.c
 	if !n.handshake(c) {
 		return
 	}
+	tokens := len(n.tokens) > 0
 	// A connection that sends nothing costs no buffers: they are made
-	// when its first byte arrives, so MaxConns idle connections (a flood,
-	// or clients' spare pools) hold a goroutine each and little else.
-	c.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
-	if n.draining.Load() {
+	// when its first byte arrives, so idle connections (a flood, or
+	// clients' spare pools) hold a goroutine each and little else. With
+	// tokens, the Hello is due HandshakeTimeout after the connect.
+	// Without, an idle connection is idle (IdleTimeout), and the header
+	// of its first request is due HandshakeTimeout after its first byte;
+	// the body, which may be a megabyte, is read as any request's.
+	if tokens {
+		c.SetReadDeadline(time.Now().Add(n.cfg.HandshakeTimeout))
+	} else {
+		c.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
+	}
+	if n.draining.Load() || n.evicted(st) {
 		return
 	}
-	var first [1]byte
-	if _, err := io.ReadFull(c, first[:]); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) && !n.draining.Load() {
-			n.metrics.idleClosed.Inc()
+	var first [proto.HeaderSize]byte
+	held := 1
+	if _, err := io.ReadFull(c, first[:1]); err != nil {
+		if !n.evicted(st) {
+			n.readFailed(c, err, tokens)
 		}
 		return
 	}
-	r := proto.NewReader(io.MultiReader(bytes.NewReader(first[:]), c), n.cfg.MaxFrame)
+	if !tokens {
+		c.SetReadDeadline(time.Now().Add(n.cfg.HandshakeTimeout))
+		if n.draining.Load() || n.evicted(st) {
+			return
+		}
+		k, err := io.ReadFull(c, first[1:])
+		held += k
+		if err != nil {
+			if !n.evicted(st) && errors.Is(err, os.ErrDeadlineExceeded) {
+				n.readFailed(c, err, true)
+			}
+			return
+		}
+		c.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
+		if n.draining.Load() || n.evicted(st) {
+			return
+		}
+	}
+	maxFrame := n.cfg.MaxFrame
+	if tokens {
+		maxFrame = min(maxFrame, helloMaxFrame)
+	}
+	r := proto.NewReaderSize(io.MultiReader(bytes.NewReader(first[:held]), c), maxFrame, pendingReadBuffer)
 	w := newConnWriter(n, c)
 	defer w.wait() // answers still pending go out before the connection closes
 	h := newHandler(n)
 	h.conn = w
+	authed := false
 	var out []byte
 	flush := func() bool {
 		if len(out) == 0 {
@@ -159,8 +174,11 @@ func (n *Node) serveConn(c net.Conn) {
 			if !flush() {
 				return
 			}
-			c.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
-			if n.draining.Load() {
+			// Until it authenticates, the handshake deadline stands.
+			if authed {
+				c.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
+			}
+			if n.draining.Load() || n.evicted(st) {
 				return
 			}
 		}
@@ -179,27 +197,63 @@ func (n *Node) serveConn(c net.Conn) {
 				flush()
 				return
 			}
+			if !authed && (!tokens || h.role != 0) {
+				// Authenticated: a Hello with a token, or, on a node
+				// without tokens, a first complete request.
+				if !n.promote(st) {
+					// It lost its place meanwhile; its answer may be
+					// pending apart, so the notice goes through w too.
+					out = h.fail(out, proto.Header{}, proto.CodeOverloaded, evictedMessage)
+					flush()
+					return
+				}
+				authed = true
+				r.SetMaxFrame(n.cfg.MaxFrame)
+				r.GrowBuffer(authedReadBuffer)
+			}
 		case errors.Is(err, proto.ErrUnsupportedVersion):
 			out = h.fail(out, hdr, proto.CodeUnsupported, "unsupported protocol version")
 		case errors.Is(err, proto.ErrFrameTooLarge), errors.Is(err, proto.ErrFrameTooShort):
 			// The stream cannot be trusted past a bad length: say why, close.
 			n.metrics.badFrames.Inc()
 			n.log.Debug("connection closed: bad frame", "remote", c.RemoteAddr().String(), "err", err)
-			out = h.fail(out, proto.Header{}, proto.CodeBadRequest, err.Error())
+			msg := err.Error()
+			if tokens && !authed && errors.Is(err, proto.ErrFrameTooLarge) {
+				msg += ": a connection says Hello before anything larger"
+			}
+			out = h.fail(out, proto.Header{}, proto.CodeBadRequest, msg)
 			flush()
 			return
 		default:
-			if errors.Is(err, os.ErrDeadlineExceeded) && !n.draining.Load() {
-				n.metrics.idleClosed.Inc()
-			}
-			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed) {
-				n.log.Debug("connection read", "remote", c.RemoteAddr().String(), "err", err)
-			}
 			flush()
+			if !n.evicted(st) {
+				// Without tokens, the handshake ended with the header.
+				n.readFailed(c, err, tokens && !authed)
+			}
 			return
 		}
 		if len(out) >= 256<<10 && !flush() {
 			return
 		}
+	}
+}
+
+// readFailed counts and logs why a connection's read ended: a deadline
+// (idle, or the handshake's while it had not authenticated), the peer's
+// close, or an error.
+func (n *Node) readFailed(c net.Conn, err error, handshaking bool) {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		if n.draining.Load() {
+			return
+		}
+		if handshaking {
+			n.metrics.handshakeClosed.Inc()
+		} else {
+			n.metrics.idleClosed.Inc()
+		}
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+	default:
+		n.log.Debug("connection read", "remote", c.RemoteAddr().String(), "err", err)
 	}
 }

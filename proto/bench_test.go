@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
@@ -77,4 +78,27 @@ func BenchmarkRecord(b *testing.B) {
 		}
 	}
 	benchMessage(b, m)
+}
+
+// BenchmarkReaderNext: frames read from a stream, as a connection's
+// requests are; the body buffer is reused, so nothing is allocated.
+func BenchmarkReaderNext(b *testing.B) {
+	t := benchTable()
+	frame, err := AppendFrame(nil, 1, &Allow{Viewer: "viewer-1234567890", Now: 1_700_000_000_000, HasNow: true, Caps: []engine.Cap{t.Caps[0], t.Caps[100], t.Caps[150]}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	stream := bytes.Repeat(frame, 1024)
+	src := bytes.NewReader(stream)
+	r := NewReader(src, 0)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(frame)))
+	for i := 0; b.Loop(); i++ {
+		if i%1024 == 0 {
+			src.Reset(stream)
+		}
+		if _, _, err := r.Next(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -247,3 +247,72 @@ func TestNewReaderKeepsBufio(t *testing.T) {
 		t.Fatalf("bufio.Reader of %d bytes, want %d", r.br.Size(), readBufferSize)
 	}
 }
+
+// TestReaderBodyGrowsWithArrival checks that a claimed length allocates
+// nothing ahead of the bytes that arrive: a frame announcing a megabyte
+// and cut off after a hundred bytes leaves a buffer of 512 bytes, and a
+// large body that arrives a few bytes at a time is read whole.
+func TestReaderBodyGrowsWithArrival(t *testing.T) {
+	cut := rawFrame(DefaultMaxFrame, Version, byte(TypeCheck), 0, 1, make([]byte, 100))
+	r := NewReader(bytes.NewReader(cut), 0)
+	if _, _, err := r.Next(); err != io.ErrUnexpectedEOF {
+		t.Fatalf("a frame cut after 100 bytes of body: %v, want io.ErrUnexpectedEOF", err)
+	}
+	if c := cap(r.buf); c > 512 {
+		t.Fatalf("100 bytes of a 1 MiB frame arrived and the Reader holds a %d-byte buffer", c)
+	}
+
+	body := make([]byte, 300_000)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	stream := rawFrame(uint32(headerLen+len(body)), Version, byte(TypePing), 0, 2, body)
+	r = NewReader(iotest.HalfReader(bytes.NewReader(stream)), 0)
+	h, got, err := r.Next()
+	if err != nil || h.ID != 2 || !bytes.Equal(got, body) {
+		t.Fatalf("a 300 KB body read in pieces: %+v, %d bytes, %v", h, len(got), err)
+	}
+	if c := cap(r.buf); c != 512<<10 {
+		t.Fatalf("buffer of %d bytes for a 300 KB body, want the next power of two", c)
+	}
+}
+
+// TestReaderLimits checks what a server does with a connection that
+// authenticates: it starts with a small buffer and frame limit and lifts
+// both without losing a byte it had buffered.
+func TestReaderLimits(t *testing.T) {
+	small, _ := AppendFrame(nil, 1, &Ping{})
+	big, _ := AppendFrame(nil, 2, &Pong{Name: string(make([]byte, 5000))})
+	stream := append(append(append([]byte{}, small...), big...), small...)
+	r := NewReaderSize(bytes.NewReader(stream), 1024, 64)
+	if r.br.Size() != 64 {
+		t.Fatalf("read buffer of %d bytes, want 64", r.br.Size())
+	}
+	if h, _, err := r.Next(); err != nil || h.ID != 1 {
+		t.Fatalf("first frame: %+v %v", h, err)
+	}
+	held := r.Buffered()
+	r.SetMaxFrame(0)
+	r.GrowBuffer(4096)
+	if r.br.Size() != 4096 || r.Buffered() != held {
+		t.Fatalf("after GrowBuffer: buffer of %d bytes holding %d, want 4096 holding %d", r.br.Size(), r.Buffered(), held)
+	}
+	var m Pong
+	if h, body, err := r.Next(); err != nil || h.ID != 2 || Decode(body, &m) != nil || len(m.Name) != 5000 {
+		t.Fatalf("frame over the first limit, after SetMaxFrame: %+v %v", h, err)
+	}
+	if h, _, err := r.Next(); err != nil || h.ID != 1 {
+		t.Fatalf("last frame: %+v %v", h, err)
+	}
+
+	r = NewReaderSize(bytes.NewReader(big), 1024, 64)
+	if _, _, err := r.Next(); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("a 5 KB frame under a 1 KiB limit: %v, want ErrFrameTooLarge", err)
+	}
+	br := bufio.NewReaderSize(bytes.NewReader(nil), 32)
+	r = NewReaderSize(br, 0, 64)
+	r.GrowBuffer(4096)
+	if r.br != br {
+		t.Fatal("GrowBuffer replaced a *bufio.Reader the caller gave")
+	}
+}

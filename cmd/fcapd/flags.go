@@ -37,6 +37,8 @@ type options struct {
 
 	// Limits on what one client connection may hold (see node.Config).
 	maxConns, maxFrame                  int
+	maxPendingConns                     int
+	handshakeTimeout                    time.Duration
 	maxDevices                          int
 	idleTimeout, writeTimeout           time.Duration
 	gossipKey, gossipKeyFile            string
@@ -127,6 +129,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if err := intFlag(&o.maxConns, "max-conns", "FCAP_MAX_CONNS", def.MaxConns, "data-plane connections served at once; past it new ones are told overloaded and closed"); err != nil {
 		return nil, err
 	}
+	if err := intFlag(&o.maxPendingConns, "max-pending-conns", "FCAP_MAX_PENDING_CONNS", def.MaxPendingConns, "data-plane connections that have not authenticated (said Hello, or without tokens sent a first request) held at once; past it the oldest is closed to make room (0: a quarter of --max-conns)"); err != nil {
+		return nil, err
+	}
+	if err := durFlag(&o.handshakeTimeout, "handshake-timeout", "FCAP_HANDSHAKE_TIMEOUT", def.HandshakeTimeout, "close a data-plane connection that has not authenticated within this long (with tokens: from connect to Hello; without: from its first byte to its first request's header)"); err != nil {
+		return nil, err
+	}
 	if err := intFlag(&o.maxDevices, "max-devices", "FCAP_MAX_DEVICES", def.MaxDevicesPerViewer, "devices that may be linked to one viewer (identity); a link past it is refused"); err != nil {
 		return nil, err
 	}
@@ -189,6 +197,7 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.Engine.MemoryLimit = o.memoryLimit
 	cfg.TransferRate = o.transferRate
 	cfg.MaxConns, cfg.MaxFrame = o.maxConns, o.maxFrame
+	cfg.MaxPendingConns, cfg.HandshakeTimeout = o.maxPendingConns, o.handshakeTimeout
 	cfg.MaxDevicesPerViewer = o.maxDevices
 	cfg.IdleTimeout, cfg.WriteTimeout = o.idleTimeout, o.writeTimeout
 	if err := o.durable.apply(&cfg); err != nil {

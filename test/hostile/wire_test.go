@@ -3,6 +3,7 @@ package hostile_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -20,6 +21,8 @@ type rawConn struct {
 	t *testing.T
 	net.Conn
 	r *proto.Reader
+	// last is when the connection was dialed or last read a frame.
+	last time.Time
 }
 
 func dial(t *testing.T, addr string) *rawConn {
@@ -29,7 +32,7 @@ func dial(t *testing.T, addr string) *rawConn {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return &rawConn{t: t, Conn: c, r: proto.NewReader(c, 64<<20)}
+	return &rawConn{t: t, Conn: c, r: proto.NewReader(c, 64<<20), last: time.Now()}
 }
 
 // send writes b, failing the test if the node does not take it in time.
@@ -44,7 +47,11 @@ func (c *rawConn) send(b []byte) {
 // next reads the next frame within the deadline.
 func (c *rawConn) next(within time.Duration) (proto.Header, []byte, error) {
 	c.SetReadDeadline(time.Now().Add(within))
-	return c.r.Next()
+	h, body, err := c.r.Next()
+	if err == nil {
+		c.last = time.Now()
+	}
+	return h, body, err
 }
 
 // expectError reads the next frame and fails unless it is an Error of
@@ -114,11 +121,29 @@ func (c *rawConn) expectRefused(within time.Duration) {
 // ping checks the connection still works: a Ping is answered by a Pong.
 func (c *rawConn) ping(id uint64) {
 	c.t.Helper()
-	c.send(frame(c.t, id, &proto.Ping{}))
+	if err := c.pingErr(id); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// pingErr is ping for a goroutine other than the test's: it returns what
+// went wrong, saying how long after the last exchange the ping was sent
+// (a node closes a connection idle for its idle timeout).
+func (c *rawConn) pingErr(id uint64) error {
+	b, err := proto.AppendFrame(nil, id, &proto.Ping{})
+	if err != nil {
+		return err
+	}
+	quiet := time.Since(c.last)
+	c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write(b); err != nil {
+		return fmt.Errorf("ping %d after the attack, %v after the last exchange: write: %w", id, quiet.Round(time.Millisecond), err)
+	}
 	h, _, err := c.next(10 * time.Second)
 	if err != nil || h.Type != proto.TypePong || h.ID != id {
-		c.t.Fatalf("ping %d after the attack: %v frame for %d, %v", id, h.Type, h.ID, err)
+		return fmt.Errorf("ping %d after the attack, %v after the last exchange: %v frame for %d, %v", id, quiet.Round(time.Millisecond), h.Type, h.ID, err)
 	}
+	return nil
 }
 
 func isReset(err error) bool {

@@ -1,0 +1,232 @@
+package hostile_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/test/cluster"
+)
+
+// TestMemoryBeforeAuthentication: waves of 2,000 connections, each
+// announcing a 1 MiB frame as its first and sending 100 bytes of it,
+// then nothing. A node that allocated a body as its length claimed grew
+// its heap by 2.1 GiB a wave and stalled; the body buffer must grow only
+// with what arrives: under 50 MiB a wave. The node is set to hold every
+// one of them (max-pending-conns, a long handshake timeout): this
+// measures what a connection costs, not the eviction that bounds how many
+// there are. A well-behaved client with a generous deadline is served
+// throughout. One with the client's default 5 ms deadline counts its
+// fail-opens before the attack (the floor: the machine's own noise) and
+// during it, and logs both: a speed figure (BENCHMARKS.md), not asserted.
+func TestMemoryBeforeAuthentication(t *testing.T) {
+	const (
+		attackConns = 2000
+		waves       = 2
+		growthBound = 50 << 20
+	)
+	raiseFileLimit(t, 2*attackConns+1000)
+	n := cluster.Start(t, "m1", cluster.Options{Args: []string{
+		"--max-conns", "4096",
+		"--max-pending-conns", "4096",
+		"--handshake-timeout", "2m",
+		"--log-level", "info",
+	}})
+	cluster.WaitActive(t, []*cluster.Node{n}, 1)
+	probe := newProber(t, newClient(t, n.Data))
+	fast := newFastCaller(t, n.Data)
+	const floorCalls = 2000
+	cluster.Eventually(t, time.Minute, func() bool { return fast.calls.Load() >= floorCalls },
+		"the 5 ms client made %d calls in a minute", fast.calls.Load())
+	floorCalls0, floorFailed := fast.calls.Load(), fast.failed.Load()
+	base := n.Metric("go_memstats_heap_inuse_bytes")
+
+	// 100 bytes: the header of a 1 MiB Check and 84 bytes of its body.
+	head := rawFrame(proto.DefaultMaxFrame, proto.Version, proto.TypeCheck, 1, make([]byte, 100-proto.HeaderSize))
+	for wave := range waves {
+		conns := make([]net.Conn, 0, attackConns)
+		for range attackConns {
+			c, err := net.DialTimeout("tcp", n.Data, 10*time.Second)
+			if err != nil {
+				t.Fatalf("wave %d: dial after %d connections: %v", wave, len(conns), err)
+			}
+			conns = append(conns, c)
+			c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			if _, err := c.Write(head); err != nil {
+				t.Fatalf("wave %d: write: %v", wave, err)
+			}
+		}
+		cluster.Eventually(t, 30*time.Second, func() bool { return n.Metric("fcap_node_connections_pending") >= attackConns },
+			"wave %d: the node holds %v of the %d connections", wave, n.Metric("fcap_node_connections_pending"), attackConns)
+		// Each connection's reader has read its 100 bytes within a few
+		// scheduling rounds of its accept; the peak over 2 s covers them.
+		peak := base
+		for range 20 {
+			peak = max(peak, n.Metric("go_memstats_heap_inuse_bytes"))
+			time.Sleep(100 * time.Millisecond)
+		}
+		growth := peak - base
+		t.Logf("wave %d: %d connections announcing 1 MiB, 100 bytes each: heap in use %.1f MiB before the attack, peak %.1f MiB (+%.1f MiB)",
+			wave, attackConns, base/(1<<20), peak/(1<<20), growth/(1<<20))
+		if growth > growthBound {
+			t.Errorf("wave %d: the heap grew by %.0f MiB for %d connections, bound %d MiB", wave, growth/(1<<20), attackConns, growthBound>>20)
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+		cluster.Eventually(t, 30*time.Second, func() bool { return n.Metric("fcap_node_connections_pending") <= 10 },
+			"wave %d: %v connections still pending after the attackers closed theirs", wave, n.Metric("fcap_node_connections_pending"))
+		probe.once(t)
+	}
+	probe.stop()
+	calls, failed := fast.stop()
+	calls, failed = calls-floorCalls0, failed-floorFailed
+	if f := probe.failures(); len(f) > 0 {
+		t.Errorf("%d calls of the well-behaved client failed during the attack, first: %s", len(f), f[0])
+	}
+	floor := 100 * float64(floorFailed) / float64(floorCalls0)
+	rate := 100 * float64(failed) / float64(max(calls, 1))
+	t.Logf("client with the default 5 ms deadline: %d of %d calls failed open during the attack (%.3f%%), %d of %d before it (%.3f%%, the floor); race-built: %v",
+		failed, calls, rate, floorFailed, floorCalls0, floor, raceEnabled || os.Getenv("FCAP_TEST_NORACE") == "")
+	if calls == 0 {
+		t.Error("the 5 ms client made no call during the attack")
+	}
+}
+
+// fastCaller is an ad server with the client's default deadline, calling
+// Allow every 2 ms and counting the calls that failed open.
+type fastCaller struct {
+	calls, failed atomic.Int64
+	done          chan struct{}
+	wg            sync.WaitGroup
+}
+
+func newFastCaller(t *testing.T, addr string) *fastCaller {
+	t.Helper()
+	cfg := client.DefaultConfig(addr)
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f := &fastCaller{done: make(chan struct{})}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-f.done:
+				return
+			case <-tick.C:
+			}
+			v, err := c.Allow(context.Background(), "fast-viewer", []engine.Cap{probeCap})
+			f.calls.Add(1)
+			if err != nil || v.Failed() {
+				f.failed.Add(1)
+			}
+		}
+	}()
+	t.Cleanup(func() { f.stop() })
+	return f
+}
+
+func (f *fastCaller) stop() (calls, failed int64) {
+	select {
+	case <-f.done:
+	default:
+		close(f.done)
+	}
+	f.wg.Wait()
+	return f.calls.Load(), f.failed.Load()
+}
+
+// TestNewClientDuringIdleFlood: 5,000 connections that connect and say
+// nothing, more than the node's default MaxConns of 4096, must not lock a
+// new client out, with tokens or without. (They did until their idle
+// timeout, 5 minutes by default: 4,092 of them left every new client
+// "too many connections".) The node keeps its defaults but for the
+// tokens.
+func TestNewClientDuringIdleFlood(t *testing.T) {
+	const idle = 5000
+	raiseFileLimit(t, 2*idle+2000)
+	const adToken, peerToken = "adserver-0123456789abcdef", "peer-0123456789abcdef"
+	for _, tokens := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no-tokens", true: "tokens"}[tokens], func(t *testing.T) {
+			args := []string{"--log-level", "info"}
+			if tokens {
+				file := filepath.Join(t.TempDir(), "tokens")
+				if err := os.WriteFile(file, []byte("adserver "+adToken+"\npeer "+peerToken+"\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--tokens-file", file)
+			}
+			n := cluster.Start(t, "f1", cluster.Options{Args: args})
+			cluster.WaitActive(t, []*cluster.Node{n}, 1)
+			conns := make([]net.Conn, 0, idle)
+			defer func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}()
+			for range idle {
+				c, err := net.DialTimeout("tcp", n.Data, 10*time.Second)
+				if err != nil {
+					t.Fatalf("dial after %d connections: %v", len(conns), err)
+				}
+				conns = append(conns, c)
+			}
+			// The node has taken them all in (it may have closed some).
+			cluster.Eventually(t, 30*time.Second, func() bool {
+				m, err := n.Metrics()
+				return err == nil && m["fcap_node_connections_refused_total"]+m["fcap_node_connections_evicted_total"]+m["fcap_node_connections_pending"]+m["fcap_node_handshake_closed_total"] >= idle
+			}, "the node did not accept the %d connections", idle)
+
+			cfg := client.DefaultConfig(n.Data)
+			cfg.Timeout = 3 * time.Second // about getting in, not speed
+			if tokens {
+				cfg.Token = adToken
+			}
+			c, err := client.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := c.WaitReady(ctx); err != nil {
+				m, _ := n.Metrics()
+				t.Fatalf("a new client could not connect with %d idle connections open: %v (node: %v connections, %v refused)", idle, err,
+					m["fcap_node_connections"], m["fcap_node_connections_refused_total"])
+			}
+			v, err := c.Allow(ctx, "new-client", []engine.Cap{probeCap})
+			if err != nil || v.Failed() {
+				t.Fatalf("a new client's Allow with %d idle connections open: %+v %v", idle, v, err)
+			}
+			m, err := n.Metrics()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d idle connections: %v held (%v pending), %v told overloaded at accept, %v displaced, %v closed by the handshake timeout",
+				idle, m["fcap_node_connections"], m["fcap_node_connections_pending"], m["fcap_node_connections_refused_total"],
+				m["fcap_node_connections_evicted_total"], m["fcap_node_handshake_closed_total"])
+			if m["fcap_node_connections"] > 4096 {
+				t.Errorf("the node holds %v connections, MaxConns 4096", m["fcap_node_connections"])
+			}
+		})
+	}
+}
