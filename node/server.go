@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -137,8 +138,14 @@ func (n *Node) serveConn(st *connState) {
 		if n.draining.Load() || n.evicted(st) {
 			return
 		}
-		k, err := io.ReadFull(c, first[1:])
+		// The length first: one the Reader refuses is refused now, not
+		// after a header that may never come.
+		k, err := io.ReadFull(c, first[1:4])
 		held += k
+		if length := binary.BigEndian.Uint32(first[:4]); err == nil && length >= proto.HeaderSize-4 && uint64(length) <= uint64(n.cfg.MaxFrame) {
+			k, err = io.ReadFull(c, first[4:])
+			held += k
+		}
 		if err != nil {
 			if !n.evicted(st) && errors.Is(err, os.ErrDeadlineExceeded) {
 				n.readFailed(c, err, true)
