@@ -333,7 +333,7 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err := proto.Decode(body, &m); err != nil {
 			return h.failErr(out, hdr, err, epoch, opReplicate)
 		}
-		return h.reply(out, hdr.ID, &proto.SyncResult{Pushing: h.n.repl.serveSync(m.From, m.Partitions)}, opReplicate)
+		return h.reply(out, hdr.ID, &proto.SyncResult{Pushing: h.n.repl.serveSync(m.From, m.Partitions, m.Handoffs)}, opReplicate)
 
 	case proto.TypeStatusRequest:
 		return h.reply(out, hdr.ID, h.n.status(), opStatus)

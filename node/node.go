@@ -400,10 +400,14 @@ func (n *Node) janitor(ctx context.Context) {
 
 // Drain hands this node's partitions to their next owners and leaves the
 // gossip pool: it turns Leaving (others compute the ring without it and
-// it keeps serving), sends what it alone must send, then leaves and
-// answers NotOwner for Linger so clients move without a failed call. It
-// returns the number of partition transfers it sent. Calling it again
-// returns the first call's result.
+// it keeps serving), sends what it alone must send, then leaves, and
+// returns once every member it left behind has a ring without it and
+// waits for no partition (drain.go); it then answers NotOwner for Linger
+// so clients move without a failed call. It returns the number of
+// partition transfers it sent, and an error saying what was not handed
+// over if the hand-over did not finish within ctx and DrainTimeout (the
+// node leaves all the same). Calling it again returns the first call's
+// result.
 func (n *Node) Drain(ctx context.Context) (int, error) {
 	var sent int
 	n.drainOnce.Do(func() { sent, n.drainErr = n.drain(ctx) })
@@ -420,6 +424,7 @@ func (n *Node) drain(ctx context.Context) (int, error) {
 			others = true
 		}
 	}
+	var errs []error
 	if others && n.members.Self().State == ring.Active {
 		n.log.Info("draining: handing partitions over")
 		if err := n.members.SetState(ring.Leaving); err != nil {
@@ -438,6 +443,7 @@ func (n *Node) drain(ctx context.Context) (int, error) {
 			select {
 			case <-ctx.Done():
 				n.log.Warn("drain: hand-over unfinished, leaving anyway", "handing", n.repl.handing(), "queued", q)
+				errs = append(errs, fmt.Errorf("%d partition transfers unsent and %d changes unreplicated when the drain's time ran out", n.repl.handing(), q))
 				goto leave
 			case <-tick.C:
 			}
@@ -453,8 +459,23 @@ leave:
 		}
 	}
 	sent := int(n.metrics.transfersDone() - before)
+	last := n.view.Load().ring
 	if err := n.members.Leave(2 * time.Second); err != nil {
 		n.log.Warn("leave gossip", "err", err)
+	}
+	if others {
+		// The members left behind drop this node from their rings and
+		// take its partitions; a new owner that waits for a hand-over
+		// from this node asks for it (sync.go), and this node, which
+		// writes nothing now, sends it.
+		if err := n.handedOver(ctx, last); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		err := fmt.Errorf("drain: %w", errors.Join(errs...))
+		n.log.Error("left the cluster without a complete hand-over", "partitions_sent", sent, "err", err)
+		return sent, err
 	}
 	n.log.Info("left the cluster", "partitions_sent", sent)
 	select {

@@ -108,6 +108,18 @@ func (rep *replica) handoff(p int, leaving *plan) {
 	rep.poke()
 }
 
+// handingOff reports whether a hand-over of p is queued and not sent.
+func (rep *replica) handingOff(p int) bool {
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	for _, x := range rep.handoffs {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}
+
 // transfer queues partition p to be sent whole.
 func (rep *replica) transfer(p int) {
 	rep.mu.Lock()

@@ -576,7 +576,7 @@ func (r *replicator) claimStale(ctx context.Context, timeout time.Duration) {
 		}
 	}
 	for addr, ps := range asks {
-		if err := r.ask(ctx, addr, ps); err != nil {
+		if err := r.ask(ctx, addr, ps, nil); err != nil {
 			r.n.log.Debug("partition: asking for copies of claimed partitions", "from", addr, "partitions", len(ps), "err", err)
 		}
 	}

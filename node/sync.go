@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"time"
 
@@ -24,8 +23,9 @@ import (
 const pullAfter = time.Second
 
 // serveSync queues a full transfer to the asking node of every requested
-// partition this node holds.
-func (r *replicator) serveSync(from string, ps []uint32) []uint32 {
+// partition this node holds, and, once this node has left (a drain), the
+// hand-over of every partition in handoffs.
+func (r *replicator) serveSync(from string, ps, handoffs []uint32) []uint32 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pl := r.plan.Load()
@@ -33,6 +33,33 @@ func (r *replicator) serveSync(from string, ps []uint32) []uint32 {
 		return nil
 	}
 	var pushing []uint32
+	for _, p := range handoffs {
+		if int(p) >= len(r.parts) {
+			continue
+		}
+		// Only a node that left answers: it writes nothing any more, and
+		// once the writes in flight under its plans end, everything it
+		// acknowledged goes before the marker. A member still in the
+		// ring sends its hand-over when its own ring moves; one whose
+		// ring went another way may not be the partition's last writer,
+		// and a marker from it would end the wait (any hand-over does)
+		// before the real writer's last changes came.
+		if !r.n.left.Load() {
+			continue
+		}
+		leaving := pl
+		rep := r.replicaLocked(pl.ring, pl.future, from)
+		if rep == nil {
+			continue
+		}
+		if rep.handingOff(int(p)) {
+			pushing = append(pushing, p) // on its way: the asker waits behind a transfer
+			continue
+		}
+		rep.handoff(int(p), leaving)
+		pushing = append(pushing, p)
+		r.n.log.Debug("partition: handing over again on request", "partition", p, "to", from)
+	}
 	for _, p := range ps {
 		if int(p) >= len(r.parts) {
 			continue
@@ -55,8 +82,11 @@ func (r *replicator) serveSync(from string, ps []uint32) []uint32 {
 	return pushing
 }
 
-// pull asks likely holders for the partitions this node has waited for
-// (not hand-overs: those come from the writer that stops).
+// pull asks likely holders for the partitions this node has waited for,
+// and the expected sender for hand-overs that have not come: a sender
+// that finished (its marker came too early and expired, or it left the
+// ring's way before this node's ring moved) sends it again, so the wait
+// ends in about pullAfter rather than at SyncTimeout.
 func (r *replicator) pull(ctx context.Context) {
 	pl := r.plan.Load()
 	if pl == nil {
@@ -68,10 +98,18 @@ func (r *replicator) pull(ctx context.Context) {
 	self := r.n.cfg.Name
 	now := time.Now().UnixNano()
 	asks := map[string][]uint32{}
+	handoffs := map[string][]uint32{}
 	for p := range r.parts {
 		part := &r.parts[p]
 		since := part.waitSince.Load()
-		if since == 0 || part.handoffFrom() != "" || now-since < int64(pullAfter) {
+		if since == 0 || now-since < int64(pullAfter) {
+			continue
+		}
+		if from := part.handoffFrom(); from != "" {
+			if i, ok := pl.ring.Find(from); ok {
+				addr := pl.ring.Member(i).Addr
+				handoffs[addr] = append(handoffs[addr], uint32(p))
+			}
 			continue
 		}
 		cands := holders(prev, pl.ring, p, self)
@@ -83,8 +121,13 @@ func (r *replicator) pull(ctx context.Context) {
 		asks[who.Addr] = append(asks[who.Addr], uint32(p))
 	}
 	for addr, ps := range asks {
-		if err := r.ask(ctx, addr, ps); err != nil {
+		if err := r.ask(ctx, addr, ps, nil); err != nil {
 			r.n.log.Debug("partition: pull", "from", addr, "partitions", len(ps), "err", err)
+		}
+	}
+	for addr, ps := range handoffs {
+		if err := r.ask(ctx, addr, nil, ps); err != nil {
+			r.n.log.Debug("partition: asking for a hand-over", "from", addr, "partitions", len(ps), "err", err)
 		}
 	}
 }
@@ -118,27 +161,7 @@ func holders(prev, cur *ring.Ring, p int, self string) []ring.Member {
 }
 
 // ask sends one SyncRequest and waits for its answer.
-func (r *replicator) ask(ctx context.Context, addr string, ps []uint32) error {
-	c, err := r.n.dialPeer(ctx, addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	b, err := proto.AppendFrame(nil, 1, &proto.SyncRequest{From: r.n.cfg.Name, Partitions: ps})
-	if err != nil {
-		return err
-	}
-	if _, err := c.Write(b); err != nil {
-		return err
-	}
-	hdr, body, err := proto.NewReader(c, r.n.cfg.MaxFrame).Next()
-	if err != nil {
-		return err
-	}
-	if hdr.Type != proto.TypeSyncResult {
-		return fmt.Errorf("answered %v", hdr.Type)
-	}
+func (r *replicator) ask(ctx context.Context, addr string, ps, handoffs []uint32) error {
 	var res proto.SyncResult
-	return proto.Decode(body, &res)
+	return r.n.callPeer(ctx, addr, &proto.SyncRequest{From: r.n.cfg.Name, Partitions: ps, Handoffs: handoffs}, &res)
 }

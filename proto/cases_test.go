@@ -171,7 +171,8 @@ func testCases() []testCase {
 		{name: "status", msg: &Status{Name: "n1", Epoch: 9, State: 2, Viewers: 1, Keys: 2, Bytes: 3, Primaries: 4, Backups: 5, Syncing: 6, Handing: 7, ReplicationQueue: 8, UnderReplicated: 9, Members: 10, Requests: 11, LagMillis: 12}},
 		{name: "drain", msg: &Drain{TimeoutMillis: 30000}},
 		{name: "drain-result", msg: &DrainResult{Partitions: 90}},
-		{name: "sync-request", msg: &SyncRequest{From: "n2", Partitions: []uint32{1, 2, 270}}},
+		{name: "sync-request", msg: &SyncRequest{From: "n2", Partitions: []uint32{1, 2, 270}, Handoffs: []uint32{5}}},
+		{name: "sync-request/no-handoffs", msg: &SyncRequest{From: "n2", Partitions: []uint32{1}}},
 		{name: "sync-result", msg: &SyncResult{Pushing: []uint32{2}}},
 		{name: "inspect", msg: &Inspect{Viewer: "viewer-1"}},
 		{name: "viewer-state", msg: &ViewerState{Found: true, Primary: true, Reservations: 1, RememberedIDs: 3, Keys: []KeyInfo{
@@ -379,7 +380,7 @@ func wireForm(m Message) []any {
 	case *DrainResult:
 		return []any{u(m.Partitions)}
 	case *SyncRequest:
-		return []any{m.From, le32(m.Partitions)}
+		return []any{m.From, le32(m.Partitions), le32(m.Handoffs)}
 	case *SyncResult:
 		return []any{le32(m.Pushing)}
 	case *Record:

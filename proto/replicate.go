@@ -225,29 +225,44 @@ func (m *DrainResult) decode(d *decoder) {
 
 // SyncRequest is sent by a node that owns partitions it does not hold
 // and whose transfer has not come: the receiver pushes every one of them
-// it holds (a Replicate stream ending with Done), and says which.
+// it holds (a Replicate stream ending with Done), and says which. It is
+// also sent by a new primary whose hand-over has not come, to the node it
+// expects it from: that node, if it has left the cluster (a drain), sends
+// its last changes and the Handoff marker again (a marker that reached
+// the asker before its ring showed the move, and expired, or one never
+// sent because the sender's ring went another way).
 //
-// Wire: [from str, partitions bin], partitions little-endian uint32.
+// Wire: [from str, partitions bin, handoffs bin], partitions and
+// handoffs little-endian uint32; handoffs was appended later and is
+// optional.
 type SyncRequest struct {
 	// From is the asking node's name: where to push.
 	From string
 	// Partitions are the partitions it waits for.
 	Partitions []uint32
+	// Handoffs are partitions whose hand-over it waits for.
+	Handoffs []uint32
 }
 
 // Type returns TypeSyncRequest.
 func (*SyncRequest) Type() Type { return TypeSyncRequest }
 
 func (m *SyncRequest) encode(e *encoder) {
-	e.array(2)
+	e.array(3)
 	e.str(m.From)
 	e.uint32s(m.Partitions)
+	e.uint32s(m.Handoffs)
 }
 
 func (m *SyncRequest) decode(d *decoder) {
 	extra := d.array(2)
 	m.From = d.str()
 	m.Partitions = d.uint32s(m.Partitions, 1<<16)
+	m.Handoffs = m.Handoffs[:0]
+	if extra > 0 {
+		m.Handoffs = d.uint32s(m.Handoffs, 1<<16)
+		extra--
+	}
 	d.end(extra)
 }
 

@@ -102,7 +102,9 @@ func runDrain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: fcapctl drain [flags] NODE")
 		fmt.Fprintln(stderr, "       fcapctl drain --self [--addr ADDR]")
 		fmt.Fprintln(stderr, "\nHands NODE's partitions to their next owners (it keeps serving meanwhile),")
-		fmt.Fprintln(stderr, "then makes it leave the cluster. The process stays up; stop it afterwards.")
+		fmt.Fprintln(stderr, "then makes it leave the cluster. It returns once every other member serves")
+		fmt.Fprintln(stderr, "them; otherwise it exits 1 saying which member waits for what. The process")
+		fmt.Fprintln(stderr, "stays up; stop it afterwards.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -1,0 +1,113 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
+)
+
+// A drain is over only when the new owners serve what the draining node
+// owned: after it leaves the gossip pool, it asks every member it leaves
+// behind until each one's ring is without it and none waits for a
+// partition (a transfer or a hand-over). Until then clients may still be
+// refused, so "fcapctl drain" must not report success; if the drain's
+// deadline passes first, the drain fails and says which node still
+// waits for what.
+
+// handedOver polls the members of ring r other than this node until
+// every one of them has a ring without this node and no partition it
+// waits for, or ctx ends; then it returns an error naming those that
+// have not.
+func (n *Node) handedOver(ctx context.Context, r *ring.Ring) error {
+	var peers []ring.Member
+	for _, m := range r.Members() {
+		if m.Name != n.cfg.Name && m.State.Owns() {
+			peers = append(peers, m)
+		}
+	}
+	sort.Slice(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var waiting []string
+		for _, m := range peers {
+			if why := n.peerWaits(ctx, m); why != "" {
+				waiting = append(waiting, m.Name+": "+why)
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("hand-over not confirmed: %s", strings.Join(waiting, "; "))
+		case <-tick.C:
+		}
+	}
+}
+
+// peerWaits asks a member whether it is done with this node's drain: ""
+// when its ring no longer holds this node and it waits for no partition,
+// otherwise why not.
+func (n *Node) peerWaits(ctx context.Context, m ring.Member) string {
+	var topo proto.Topology
+	if err := n.callPeer(ctx, m.Addr, &proto.TopologyRequest{}, &topo); err != nil {
+		return fmt.Sprintf("unreachable (%v)", err)
+	}
+	for _, x := range topo.Members {
+		if x.Name == n.cfg.Name {
+			return "its ring still holds " + n.cfg.Name
+		}
+	}
+	var st proto.Status
+	if err := n.callPeer(ctx, m.Addr, &proto.StatusRequest{}, &st); err != nil {
+		return fmt.Sprintf("unreachable (%v)", err)
+	}
+	if st.Syncing > 0 {
+		return fmt.Sprintf("waits for %d partitions", st.Syncing)
+	}
+	return ""
+}
+
+// callPeer sends one request to a peer's data plane (with the peer TLS
+// and token, dialPeer) and decodes its answer into resp, within ctx and
+// at most 2 s.
+func (n *Node) callPeer(ctx context.Context, addr string, req, resp proto.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := n.dialPeer(ctx, addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if d, ok := ctx.Deadline(); ok {
+		c.SetDeadline(d)
+	}
+	b, err := proto.AppendFrame(nil, 1, req)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Write(b); err != nil {
+		return err
+	}
+	hdr, body, err := proto.NewReader(c, n.cfg.MaxFrame).Next()
+	if err != nil {
+		return err
+	}
+	switch hdr.Type {
+	case resp.Type():
+		return proto.Decode(body, resp)
+	case proto.TypeError:
+		var e proto.Error
+		if proto.Decode(body, &e) == nil {
+			return &e
+		}
+	}
+	return errors.New("answered " + hdr.Type.String())
+}
