@@ -54,6 +54,7 @@ type metrics struct {
 	failClosed        prometheus.Counter
 	notOwnerRefreshes prometheus.Counter
 	backupReads       prometheus.Counter
+	backupWrites      prometheus.Counter
 	topologyChanges   prometheus.Counter
 	refreshErrors     prometheus.Counter
 	dialErrors        prometheus.Counter
@@ -92,6 +93,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.failClosed = verdicts.WithLabelValues("fail_closed")
 	m.notOwnerRefreshes = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_not_owner_refreshes_total", Help: "Topology refreshes forced by a NotOwner answer."})
 	m.backupReads = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_backup_reads_total", Help: "Checks answered by a backup owner because the owner did not answer in time (soft caps)."})
+	m.backupWrites = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_backup_writes_total", Help: "Soft Allows and impressions taken by a backup owner because the owner could not be reached; the owner merges them in when it can."})
 	m.topologyChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_topology_changes_total", Help: "New topologies installed."})
 	m.refreshErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_topology_refresh_errors_total", Help: "Topology refreshes where no node answered."})
 	m.dialErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_dial_errors_total", Help: "Failed connection attempts."})
@@ -109,7 +111,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.recordDropped.WithLabelValues(reason)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{calls, latency, verdicts, m.notOwnerRefreshes, m.backupReads, m.topologyChanges, m.refreshErrors, m.dialErrors,
+		for _, c := range []prometheus.Collector{calls, latency, verdicts, m.notOwnerRefreshes, m.backupReads, m.backupWrites, m.topologyChanges, m.refreshErrors, m.dialErrors,
 			m.recordQueued, m.recordSent, m.recordRetries, m.recordDropped, m.recordQueue, m.resolveMisses, m.resolveFailures, m.lateGrants} {
 			if err := reg.Register(c); err != nil {
 				return nil, err

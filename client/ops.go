@@ -20,7 +20,9 @@ type Verdict struct {
 	// was denied by policy (a strict cap, Config.StrictFailOpen false).
 	FailClosed bool
 	// Stale: a backup owner answered because the owner did not in time
-	// (soft caps only); its counts may lag by the replication delay.
+	// (soft caps only); its counts may lag by the replication delay. An
+	// Allow a backup granted is recorded there and merged into the
+	// owner's copy when the owner is back.
 	Stale bool
 }
 
@@ -159,7 +161,8 @@ func (c *Client) check(ctx context.Context, viewer string, res *CheckResult, sta
 		return err
 	}
 	if err != nil && soft {
-		if cl, err = c.fromBackup(ctx, viewer, &req, deadline); err == nil {
+		req.Backup = true
+		if cl, err = c.fromBackup(ctx, viewer, &req, proto.TypeCheckResult, deadline); err == nil {
 			c.m.backupReads.Inc()
 		}
 	}
@@ -214,8 +217,10 @@ func (r *CheckResult) anySoft() bool {
 	return false
 }
 
-// fromBackup asks the viewer's first reachable backup owner.
-func (c *Client) fromBackup(ctx context.Context, viewer string, req *proto.Check, deadline time.Time) (*call, error) {
+// fromBackup asks the viewer's backup owners in turn, until one answers
+// or the deadline passes. m must say that a backup's answer is accepted
+// (its Backup field).
+func (c *Client) fromBackup(ctx context.Context, viewer string, m proto.Message, want proto.Type, deadline time.Time) (*call, error) {
 	t, owners := c.route(viewer)
 	err := errNoOwner
 	for _, o := range owners[min(1, len(owners)):] {
@@ -223,9 +228,8 @@ func (c *Client) fromBackup(ctx context.Context, viewer string, req *proto.Check
 		if p == nil || time.Until(deadline) <= 0 {
 			continue
 		}
-		req.Backup = true
 		var cl *call
-		if cl, err = c.roundTrip(ctx, p, req, proto.TypeCheckResult, deadline, false); err == nil {
+		if cl, err = c.roundTrip(ctx, p, m, want, deadline, false); err == nil {
 			return cl, nil
 		}
 	}
@@ -285,9 +289,13 @@ func epochOf(cl *call) uint64 {
 }
 
 // Allow atomically checks the caps and, if all have room, records an
-// impression at the call's time (check-and-record in one hop). When the
-// cluster cannot answer, the verdict follows the failure policy (strict
-// if any cap is strict) and records nothing.
+// impression at the call's time (check-and-record in one hop). When every
+// cap is soft and the owner cannot be reached (no live connection, a
+// connection that died, a partition still arriving), a backup owner
+// answers in its place and records the impression (the verdict is marked
+// Stale); the owner merges it in when it is back. When the cluster
+// cannot answer, the verdict follows the failure policy (strict if any
+// cap is strict) and records nothing.
 func (c *Client) Allow(ctx context.Context, viewer string, caps []engine.Cap, opts ...CallOption) (Verdict, error) {
 	start := time.Now()
 	o := applyOptions(opts)
@@ -295,9 +303,23 @@ func (c *Client) Allow(ctx context.Context, viewer string, caps []engine.Cap, op
 	viewer = c.canonical(ctx, viewer, &o, deadline)
 	req := proto.Allow{Viewer: viewer, Now: o.now, HasNow: o.hasNow, Caps: caps}
 	cl, err := c.owned(ctx, viewer, &req, proto.TypeAllowResult, deadline)
+	stale := false
+	if err != nil && !errors.Is(err, proto.ErrBadRequest) && !anyStrict(caps) {
+		// The owner gets the whole budget: an Allow it timed out on may
+		// have counted, and a second count on a backup would deny more
+		// than the cap says. What fails early is evidence that it is
+		// gone, and leaves the rest of the budget to a backup.
+		req.Backup = true
+		if cl, err = c.fromBackup(ctx, viewer, &req, proto.TypeAllowResult, deadline); err == nil {
+			stale = true
+			if cl.allow.Verdict.Allowed {
+				c.m.backupWrites.Inc()
+			}
+		}
+	}
 	switch {
 	case err == nil:
-		v := Verdict{Verdict: cl.allow.Verdict}
+		v := Verdict{Verdict: cl.allow.Verdict, Stale: stale}
 		putCall(cl)
 		c.m.observe(opAllow, outcomeOK, start)
 		return v, nil

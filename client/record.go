@@ -47,6 +47,17 @@ type recItem struct {
 	imp      engine.Impression
 	attempts int
 	due      time.Time // when a retry may go
+	// ownerFailed: the last attempt at the viewer's owner failed on the
+	// way (no connection, no answer), so the next goes to a backup owner
+	// if the impression may (standInOK).
+	ownerFailed bool
+}
+
+// standInOK reports whether a backup owner may take the impression while
+// its owner is unreachable: soft caps only, and no reservation (those
+// live on the owner alone).
+func (it *recItem) standInOK() bool {
+	return it.imp.Reservation == 0 && !anyStrict(it.imp.Caps)
 }
 
 // recorder is the asynchronous Record path: a bounded queue drained by
@@ -171,11 +182,23 @@ func (r *recorder) dropQueued() {
 	}
 }
 
-// send delivers a batch, one request per owner.
+// dest is where a group of impressions goes: the viewers' owner, or a
+// backup owner standing in for it.
+type dest struct {
+	p      *peer
+	backup bool
+}
+
+// send delivers a batch, one request per destination. An impression goes
+// to its viewer's owner, or, when the owner cannot be reached (no live
+// connection, or the last attempt at it failed on the way) and its caps
+// are soft, to a backup owner, which replicates it to the owner: the
+// owner merges it in when it is back, and the impression id keeps a copy
+// that arrives twice from counting twice.
 func (r *recorder) send(batch []recItem) {
 	c := r.c
 	t := c.topo.Load()
-	groups := map[*peer][]recItem{}
+	groups := map[dest][]recItem{}
 	for _, it := range batch {
 		var owners []uint16
 		if t.ring != nil {
@@ -186,24 +209,32 @@ func (r *recorder) send(batch []recItem) {
 			r.retry(it, errNoOwner)
 			continue
 		}
-		p := t.peers[owners[0]]
-		groups[p] = append(groups[p], it)
+		d := dest{p: t.peers[owners[0]]}
+		if it.standInOK() && (it.ownerFailed || !reachable(d.p)) {
+			if b := reachableBackup(t, owners); b != nil {
+				d = dest{p: b, backup: true}
+			}
+		}
+		groups[d] = append(groups[d], it)
 	}
-	for p, items := range groups {
-		req := proto.Record{Items: make([]proto.RecordItem, len(items))}
+	for d, items := range groups {
+		req := proto.Record{Items: make([]proto.RecordItem, len(items)), Backup: d.backup}
 		for i, it := range items {
 			req.Items[i] = proto.RecordItem{Viewer: it.viewer, Impression: it.imp, HasTime: true}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RecordTimeout)
-		cl, err := c.roundTrip(ctx, p, &req, proto.TypeRecordResult, time.Now().Add(c.cfg.RecordTimeout), true)
+		cl, err := c.roundTrip(ctx, d.p, &req, proto.TypeRecordResult, time.Now().Add(c.cfg.RecordTimeout), true)
 		cancel()
 		if err != nil {
 			for _, it := range items {
+				// A failed backup sends the next attempt back to the
+				// owner, if it is reachable again.
+				it.ownerFailed = !d.backup
 				r.retry(it, err)
 			}
 			continue
 		}
-		c.noteEpoch(cl.record.Epoch, p)
+		c.noteEpoch(cl.record.Epoch, d.p)
 		results := cl.record.Results
 		for i, it := range items {
 			if i >= len(results) {
@@ -213,6 +244,9 @@ func (r *recorder) send(batch []recItem) {
 			switch code := results[i].Code; code {
 			case 0:
 				c.m.recordSent.Inc()
+				if d.backup {
+					c.m.backupWrites.Inc()
+				}
 				r.done(1)
 			case proto.CodeBadRequest:
 				r.drop(&it, "invalid")
@@ -221,7 +255,8 @@ func (r *recorder) send(batch []recItem) {
 				// more than it accepts: a retry would be refused too.
 				r.drop(&it, "future_time")
 			case proto.CodeNotOwner:
-				c.noteEpoch(0, p) // our topology is stale: refresh it
+				c.noteEpoch(0, d.p) // our topology is stale: refresh it
+				it.ownerFailed = false
 				r.retry(it, proto.ErrNotOwner)
 			default:
 				r.retry(it, fmt.Errorf("owner answered code %d", code))
@@ -229,6 +264,23 @@ func (r *recorder) send(batch []recItem) {
 		}
 		putCall(cl)
 	}
+}
+
+// reachable reports whether a call to p can be sent now: it has a live
+// connection, or its first dial is still running. A node that refused
+// its connection, or whose connection died, is not.
+func reachable(p *peer) bool {
+	return p.pick() != nil || p.firstDial()
+}
+
+// reachableBackup returns the first reachable backup owner, or nil.
+func reachableBackup(t *topology, owners []uint16) *peer {
+	for _, o := range owners[min(1, len(owners)):] {
+		if p := t.peers[o]; p != nil && reachable(p) {
+			return p
+		}
+	}
+	return nil
 }
 
 // retry schedules another attempt after exponential backoff, or drops

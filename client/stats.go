@@ -15,6 +15,7 @@ type Stats struct {
 	BadRequests       int64
 	NotOwnerRefreshes int64
 	BackupReads       int64 // checks answered by a backup owner
+	BackupWrites      int64 // soft Allows and impressions taken by a backup owner
 	RecordsQueued     int64
 	RecordsAcked      int64
 	RecordRetries     int64
@@ -38,6 +39,7 @@ func (c *Client) Stats() Stats {
 	s.FailClosed = value(m.failClosed)
 	s.NotOwnerRefreshes = value(m.notOwnerRefreshes)
 	s.BackupReads = value(m.backupReads)
+	s.BackupWrites = value(m.backupWrites)
 	s.RecordsQueued = value(m.recordQueued)
 	s.RecordsAcked = value(m.recordSent)
 	s.RecordRetries = value(m.recordRetries)

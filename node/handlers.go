@@ -157,16 +157,25 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 			return h.tooLate(out, hdr, epoch, opAllow)
 		}
 		wv := h.enter()
+		standIn := false
 		if code := h.serves(wv, m.Viewer); code != 0 {
-			h.leave(wv)
-			return h.refuse(out, hdr, code, epoch, opAllow)
+			if !m.Backup || !h.standsIn(wv, code, m.Viewer, m.Caps) {
+				h.leave(wv)
+				return h.refuse(out, hdr, code, epoch, opAllow)
+			}
+			standIn = true
 		}
 		now := h.now(m.Now, m.HasNow)
 		vd, err := h.n.engine.Allow(m.Viewer, now, m.Caps...)
 		var seq uint64
 		if err == nil && vd.Allowed {
 			key := engine.ViewerKey(m.Viewer)
-			wv.plan.mark(key)
+			if standIn {
+				wv.plan.markStandIn(key)
+				h.n.metrics.standInWrites.Inc()
+			} else {
+				wv.plan.mark(key)
+			}
 			seq = h.n.logChange(key)
 		}
 		h.leave(wv)
@@ -209,7 +218,7 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		wv := h.enter()
 		h.logged = 0
 		for i := range m.Items {
-			res.Results = append(res.Results, h.recordItem(wv, &m.Items[i]))
+			res.Results = append(res.Results, h.recordItem(wv, &m.Items[i], m.Backup))
 		}
 		h.leave(wv)
 		var syncs []strictItem // items to wait for their backups
@@ -513,13 +522,18 @@ func (h *handler) syncKey(v *view, key uint64, p int, deadline time.Time) error 
 	return nil
 }
 
-// recordItem applies one impression of a batch.
-func (h *handler) recordItem(v *view, it *proto.RecordItem) proto.ItemResult {
+// recordItem applies one impression of a batch; backup says the client
+// could not reach the owner and accepts this node standing in for it.
+func (h *handler) recordItem(v *view, it *proto.RecordItem, backup bool) proto.ItemResult {
+	standIn := false
 	if code := h.serves(v, it.Viewer); code != 0 {
-		if code == proto.CodeNotOwner {
-			h.n.metrics.notOwner.Inc()
+		if !backup || it.Impression.Reservation != 0 || !h.standsIn(v, code, it.Viewer, it.Impression.Caps) {
+			if code == proto.CodeNotOwner {
+				h.n.metrics.notOwner.Inc()
+			}
+			return proto.ItemResult{Code: code}
 		}
-		return proto.ItemResult{Code: code}
+		standIn = true
 	}
 	imp := it.Impression
 	if !it.HasTime {
@@ -532,12 +546,28 @@ func (h *handler) recordItem(v *view, it *proto.RecordItem) proto.ItemResult {
 	}
 	if st == engine.Recorded || imp.Reservation != 0 {
 		key := engine.ViewerKey(it.Viewer)
-		v.plan.mark(key)
+		if standIn {
+			v.plan.markStandIn(key)
+			h.n.metrics.standInWrites.Inc()
+		} else {
+			v.plan.mark(key)
+		}
 		if seq := h.n.logChange(key); seq != 0 {
 			h.logged = seq
 		}
 	}
 	return proto.ItemResult{Status: st}
+}
+
+// standsIn reports whether this node takes a write for a viewer it does
+// not serve (code) in place of its owner, which the client could not
+// reach: only as one of the viewer's backup owners holding its partition,
+// and only for soft caps. The write is replicated to the other owners
+// (plan.markStandIn), whose copies merge it in; strict caps stay with the
+// owner alone and fail closed without it.
+func (h *handler) standsIn(v *view, code proto.Code, viewer string, caps []engine.Cap) bool {
+	return code == proto.CodeNotOwner && !h.n.left.Load() && !strict(caps) &&
+		v.backs(viewer) && !h.n.repl.syncing(partitionOf(v, viewer))
 }
 
 // owns reports whether this node is the primary owner of the viewer.

@@ -90,7 +90,10 @@ type metrics struct {
 	idleClosed      prometheus.Counter
 	notOwner        prometheus.Counter
 	backupReads     prometheus.Counter
-	ringChanges     prometheus.Counter
+	// standInWrites counts soft writes taken as a backup owner for an
+	// owner the client could not reach (handlers.go standsIn).
+	standInWrites prometheus.Counter
+	ringChanges   prometheus.Counter
 
 	transfers          prometheus.Counter
 	replicatedBytes    prometheus.Counter
@@ -133,6 +136,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m.writeErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_write_errors_total", Help: "Connections closed because a response could not be written (peer gone or not reading)."})
 	m.idleClosed = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_idle_closed_total", Help: "Connections closed because no complete request arrived within IdleTimeout (idle clients and slowloris writers)."})
 	m.notOwner = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_not_owner_total", Help: "Requests and record items refused because this node is not the viewer's owner."})
+	m.standInWrites = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_standin_writes_total", Help: "Soft impressions taken as a backup owner because the client could not reach the owner; replicated to the owner, whose copy merges them in."})
 	m.backupReads = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_node_backup_reads_total", Help: "Checks answered as a backup owner because the client could not reach the owner (answers marked stale)."})
 	m.ringChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_ring_changes_total", Help: "Ring changes applied (a new epoch)."})
 	m.transfers = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_partition_transfers_total", Help: "Whole partitions sent to a new owner (join, drain, re-replication)."})
@@ -144,7 +148,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m.claimed = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_partitions_claimed_total", Help: "Partitions served without their hand-over after SyncTimeout (a sender failed mid-way; counts may miss its last writes)."})
 	m.lateRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_deadline_refusals_total", Help: "Requests not started because the budget the client gave them ran out before their turn (they waited behind others)."})
 	m.strictRevoked = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_strict_revoked_total", Help: "Strict grants (Allow, Reserve) taken back because the backups did not acknowledge them in time or the answer would have reached the client after its deadline."})
-	for _, c := range []prometheus.Collector{m.lateRefusals, m.strictRevoked, m.claimed, requests, latency, m.conns, m.pendingConns, m.refusedConns, m.evictedConns, m.handshakeClosed, m.badFrames, m.tlsFailures, m.authFailures, m.writeErrors, m.idleClosed, m.notOwner, m.backupReads, m.ringChanges,
+	for _, c := range []prometheus.Collector{m.lateRefusals, m.strictRevoked, m.claimed, requests, latency, m.conns, m.pendingConns, m.refusedConns, m.evictedConns, m.handshakeClosed, m.badFrames, m.tlsFailures, m.authFailures, m.writeErrors, m.idleClosed, m.notOwner, m.backupReads, m.standInWrites, m.ringChanges,
 		m.transfers, m.replicatedBytes, m.replicationErrors, m.replicationRefused, m.strictFailures, m.syncingRefusals, &stateCollector{n: n}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -110,6 +110,10 @@ type plan struct {
 	ring    *ring.Ring
 	future  *ring.Ring
 	targets [][]*replica // per partition: who receives this node's changes of it
+	// standIn, per partition this node backs: the partition's other
+	// owners, who receive the soft writes it takes while the client
+	// cannot reach the owner (handlers.go standsIn).
+	standIn [][]*replica
 
 	inflight [8]struct {
 		n atomic.Int64
@@ -138,6 +142,17 @@ func (pl *plan) drain(deadline time.Time) {
 func (pl *plan) mark(key uint64) {
 	p := ring.PartitionOf(key, len(pl.targets))
 	for _, rep := range pl.targets[p] {
+		rep.markDirty(key, p)
+	}
+}
+
+// markStandIn queues a viewer this node changed as a stand-in for its
+// owner for the partition's other owners: the owner merges the write in
+// when it can be reached again, and if it never can, this node, already
+// holding the write, becomes the primary.
+func (pl *plan) markStandIn(key uint64) {
+	p := ring.PartitionOf(key, len(pl.standIn))
+	for _, rep := range pl.standIn[p] {
 		rep.markDirty(key, p)
 	}
 }
@@ -292,7 +307,7 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 	prev := r.prev
 	old := r.plan.Load()
 	fut := r.future(cur)
-	pl := &plan{ring: cur, future: fut, targets: make([][]*replica, len(r.parts))}
+	pl := &plan{ring: cur, future: fut, targets: make([][]*replica, len(r.parts)), standIn: make([][]*replica, len(r.parts))}
 	if old != nil {
 		pl.before.Store(old)
 	}
@@ -400,6 +415,19 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 				pl.targets[p] = append(pl.targets[p], rep)
 				wanted[name] = true
 				r.heldBy(prev, cur, name, p) // notes a backup that already held p
+			}
+		}
+		// Stand-in writes: a backup sends the writes it takes for an
+		// unreachable owner to every other current and future owner.
+		if len(curOwners) > 1 && curOwners[0] != self && contains(curOwners, self) {
+			for _, name := range append(append([]string(nil), curOwners...), futOwners...) {
+				if name == self || contains(namesOf(pl.standIn[p]), name) {
+					continue
+				}
+				if rep := r.replicaLocked(cur, fut, name); rep != nil {
+					pl.standIn[p] = append(pl.standIn[p], rep)
+					wanted[name] = true
+				}
 			}
 		}
 		// Full transfers: if this node is p's pusher and holds p, it

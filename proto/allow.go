@@ -10,9 +10,9 @@ import (
 // records an impression on each (engine.Engine.Allow). It is answered
 // with an AllowResult, or an Error.
 //
-// Wire: [viewer str, now int|nil, caps [cap...], budget uint]. budget
-// was added after the first three fields: a body without it decodes with
-// Budget 0 (no deadline).
+// Wire: [viewer str, now int|nil, caps [cap...], budget uint, backup
+// bool]. budget and backup were added after the first three fields: a
+// body without them decodes with Budget 0 (no deadline) and Backup false.
 type Allow struct {
 	// Viewer is the canonical viewer id: the routing key.
 	Viewer string
@@ -28,17 +28,24 @@ type Allow struct {
 	// from when it sent the request (see the budget field in doc.go).
 	// 0: the sender set no deadline.
 	Budget time.Duration
+	// Backup says the client could not reach the viewer's owner and
+	// accepts a backup owner in its place. A backup owner then applies
+	// the Allow if every cap is soft, and replicates the impression to
+	// the other owners, whose copies merge it in; a strict cap, or a
+	// node that is neither owner nor backup, still gets NotOwner.
+	Backup bool
 }
 
 // Type returns TypeAllow.
 func (*Allow) Type() Type { return TypeAllow }
 
 func (m *Allow) encode(e *encoder) {
-	e.array(4)
+	e.array(5)
 	e.str(m.Viewer)
 	e.time(m.Now, m.HasNow)
 	e.caps(m.Caps, MaxCapsPerMessage)
 	e.budget(m.Budget)
+	e.bool(m.Backup)
 }
 
 func (m *Allow) decode(d *decoder) {
@@ -47,6 +54,11 @@ func (m *Allow) decode(d *decoder) {
 	m.Now, m.HasNow = d.time()
 	m.Caps = d.caps(m.Caps, MaxCapsPerMessage)
 	m.Budget, extra = d.budget(extra) // optional: added after the first three fields
+	m.Backup = false
+	if extra > 0 { // optional: added after budget
+		m.Backup = d.bool()
+		extra--
+	}
 	d.end(extra)
 }
 

@@ -138,6 +138,7 @@ func testCases() []testCase {
 		{name: "allow/no-now", msg: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}}},
 		{name: "allow/now-ignored", msg: &Allow{Viewer: "v", Now: -5, Caps: []engine.Cap{capCreative}}, want: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}}},
 		{name: "allow/empty", msg: &Allow{}},
+		{name: "allow/backup", msg: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}, Backup: true}},
 		{name: "allow/budget", msg: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}, Budget: 5 * time.Millisecond}},
 		{name: "allow/max-budget", msg: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}, Budget: MaxBudget}},
 		{name: "allow/budget-clamped", msg: &Allow{Viewer: "v", Budget: time.Hour}, want: &Allow{Viewer: "v", Budget: MaxBudget}},
@@ -152,6 +153,7 @@ func testCases() []testCase {
 			msg:  &Record{Items: []RecordItem{{Viewer: "v", Impression: engine.Impression{ID: "imp", Time: 99, Caps: []engine.Cap{capCreative}}}}},
 			want: &Record{Items: []RecordItem{{Viewer: "v", Impression: engine.Impression{ID: "imp", Caps: []engine.Cap{capCreative}}}}}},
 		{name: "record/empty", msg: &Record{}},
+		{name: "record/backup", msg: &Record{Items: []RecordItem{{Viewer: "v", Impression: engine.Impression{ID: "imp", Caps: []engine.Cap{capCreative}}}}, Backup: true}},
 		{name: "record/empty-item", msg: &Record{Items: []RecordItem{{}}}},
 		{name: "record-result", msg: &RecordResult{Epoch: 4, Results: []ItemResult{{Status: engine.Recorded}, {Status: engine.Duplicate}, {Status: engine.Stale}, {Code: CodeNotOwner}, {Code: 0xFFFF}}}},
 		{name: "record-result/empty", msg: &RecordResult{}},
@@ -292,7 +294,7 @@ func wireForm(m Message) []any {
 		}
 		return []any{u(m.Epoch), m.Now, packed, le16(m.Left), m.Stale}
 	case *Allow:
-		return []any{m.Viewer, optTime(m.Now, m.HasNow), capsForm(m.Caps), budgetForm(m.Budget)}
+		return []any{m.Viewer, optTime(m.Now, m.HasNow), capsForm(m.Caps), budgetForm(m.Budget), m.Backup}
 	case *AllowResult:
 		return []any{u(m.Epoch), m.Now, verdictForm(m.Verdict)}
 	case *Reserve:
@@ -389,7 +391,7 @@ func wireForm(m Message) []any {
 			imp := it.Impression
 			items = append(items, []any{it.Viewer, imp.ID, optTime(imp.Time, it.HasTime), capsForm(imp.Caps), u(imp.Reservation)})
 		}
-		return []any{items}
+		return []any{items, m.Backup}
 	case *RecordResult:
 		results := []any{}
 		for _, r := range m.Results {

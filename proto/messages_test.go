@@ -149,7 +149,7 @@ func TestDecodeSkipsAppendedFields(t *testing.T) {
 	}
 	const nExtras = 11
 	body := rawBody(t, func(e *msgpack.Encoder) {
-		e.EncodeArrayLen(4 + nExtras)
+		e.EncodeArrayLen(5 + nExtras)
 		e.EncodeString("viewer")
 		e.EncodeInt(77)
 		e.EncodeArrayLen(1)
@@ -162,19 +162,20 @@ func TestDecodeSkipsAppendedFields(t *testing.T) {
 		e.EncodeUint(0)
 		extras(e)
 		e.EncodeUint(2500) // budget
+		e.EncodeBool(true) // backup
 		extras(e)
 	})
 	var m Allow
 	if err := Decode(body, &m); err != nil {
 		t.Fatal(err)
 	}
-	want := Allow{Viewer: "viewer", Now: 77, HasNow: true, Caps: []engine.Cap{capCreative}, Budget: 2500 * time.Microsecond}
+	want := Allow{Viewer: "viewer", Now: 77, HasNow: true, Caps: []engine.Cap{capCreative}, Budget: 2500 * time.Microsecond, Backup: true}
 	if !sameValue(&m, &want) {
 		t.Fatalf("decoded %+v, want %+v", m, want)
 	}
 	// The same with an ext value, which the encoder cannot write by hand.
 	for _, ext := range [][]byte{{0xd4, 1, 0}, {0xd5, 1, 0, 0}, {0xd6, 1, 0, 0, 0, 0}, {0xd7, 1, 0, 0, 0, 0, 0, 0, 0, 0}, {0xc7, 2, 1, 0, 0}, {0xc8, 0, 1, 1, 0}, {0xc9, 0, 0, 0, 0, 1}} {
-		body := append([]byte{0x93 + 2, 0xa1, 'v', 0xc0, 0x90, 0x00}, ext...) // budget 0, then the ext
+		body := append([]byte{0x93 + 3, 0xa1, 'v', 0xc0, 0x90, 0x00, 0xc2}, ext...) // budget 0, backup false, then the ext
 		if err := Decode(body, &m); err != nil {
 			t.Fatalf("ext % x: %v", ext, err)
 		}
@@ -223,7 +224,7 @@ func TestDecodeWithoutBudget(t *testing.T) {
 		m    Message
 		want Message
 	}{
-		{&Allow{Viewer: "v", Caps: []engine.Cap{capCreative}}, &Allow{Budget: time.Second}},
+		{&Allow{Viewer: "v", Caps: []engine.Cap{capCreative}}, &Allow{Budget: time.Second, Backup: true}},
 		{&Reserve{Viewer: "v", TTL: 5, Caps: []engine.Cap{capCreative}}, &Reserve{Budget: time.Second}},
 		{&Check{Viewer: "v", Backup: true}, &Check{Budget: time.Second}},
 	}
@@ -232,8 +233,12 @@ func TestDecodeWithoutBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body := append([]byte(nil), full[HeaderSize:len(full)-1]...) // drop the budget, 0
-		body[0]--                                                    // one field fewer (a fixarray)
+		drop := 1 // the budget, 0
+		if _, ok := c.m.(*Allow); ok {
+			drop = 2 // and the backup flag after it
+		}
+		body := append([]byte(nil), full[HeaderSize:len(full)-drop]...)
+		body[0] -= byte(drop) // fewer fields (a fixarray)
 		if err := Decode(body, c.want); err != nil {
 			t.Fatalf("%T: %v", c.m, err)
 		}
@@ -256,6 +261,33 @@ func TestDecodeRefusesLongBudget(t *testing.T) {
 		})
 		if err := Decode(body, &Allow{}); !errors.Is(err, ErrBadRequest) {
 			t.Fatalf("budget of %dus: %v, want ErrBadRequest", us, err)
+		}
+	}
+}
+
+// TestDecodeWritesWithoutBackup decodes an Allow and a Record from an
+// older client, which sends no backup field, into values that held one:
+// Backup comes out false, so a backup owner never takes their writes.
+func TestDecodeWritesWithoutBackup(t *testing.T) {
+	caps := []engine.Cap{{Scope: "s", ID: "i", Limit: 1, Window: 2}}
+	for _, tc := range []struct {
+		want, into Message
+		fixarray   byte
+	}{
+		{&Allow{Viewer: "v", Now: 3, HasNow: true, Caps: caps}, &Allow{Backup: true}, 0x94},
+		{&Record{Items: []RecordItem{{Viewer: "v", Impression: engine.Impression{ID: "x", Time: 3, Caps: caps}, HasTime: true}}}, &Record{Backup: true}, 0x91},
+	} {
+		full, err := AppendFrame(nil, 1, tc.want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := append([]byte(nil), full[HeaderSize:len(full)-1]...) // drop the trailing bool
+		body[0] = tc.fixarray
+		if err := Decode(body, tc.into); err != nil {
+			t.Fatalf("%T: %v", tc.want, err)
+		}
+		if !sameValue(tc.into, tc.want) {
+			t.Errorf("decoded %+v, want %+v", tc.into, tc.want)
 		}
 	}
 }

@@ -23,17 +23,24 @@ type RecordItem struct {
 // own. It is answered with a RecordResult (an Error only when the whole
 // request fails: malformed, not owner of any, overloaded).
 //
-// Wire: [items [item...]].
+// Wire: [items [item...], backup bool]. backup was added after the
+// first field: a body without it decodes with Backup false.
 type Record struct {
 	// Items are the impressions, at most MaxRecordItems.
 	Items []RecordItem
+	// Backup says the client could not reach the items' owners and
+	// accepts a backup owner in their place: a backup owner applies an
+	// item whose caps are all soft and replicates it to the other
+	// owners (the impression id keeps a copy that reaches the owner
+	// twice from counting twice); other items get CodeNotOwner.
+	Backup bool
 }
 
 // Type returns TypeRecord.
 func (*Record) Type() Type { return TypeRecord }
 
 func (m *Record) encode(e *encoder) {
-	e.array(1)
+	e.array(2)
 	e.list("items", len(m.Items), MaxRecordItems)
 	for i := range m.Items {
 		it := &m.Items[i]
@@ -44,6 +51,7 @@ func (m *Record) encode(e *encoder) {
 		e.caps(it.Impression.Caps, MaxCapsPerMessage)
 		e.uint(it.Impression.Reservation)
 	}
+	e.bool(m.Backup)
 }
 
 func (m *Record) decode(d *decoder) {
@@ -58,6 +66,11 @@ func (m *Record) decode(d *decoder) {
 		it.Impression.Caps = d.caps(it.Impression.Caps, MaxCapsPerMessage)
 		it.Impression.Reservation = d.uint()
 		d.end(fields)
+	}
+	m.Backup = false
+	if extra > 0 { // optional: added after the first field
+		m.Backup = d.bool()
+		extra--
 	}
 	d.end(extra)
 }
