@@ -9,13 +9,16 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // blackHole accepts TCP connections and never answers on them: a node
 // stuck hard, or a middlebox that swallows its traffic. It returns the
 // address; everything is closed when the test ends.
-func blackHole(t *testing.T) string {
+func blackHole(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +56,7 @@ func blackHole(t *testing.T) string {
 
 // refused returns an address nothing listens on: connections to it are
 // refused, as to a node killed and not restarted.
-func refused(t *testing.T) string {
+func refused(t testing.TB) string {
 	return fmt.Sprintf("127.0.0.1:%d", cluster.FreePort(t))
 }
 
@@ -86,4 +89,136 @@ func TestDeadSeedsFirst(t *testing.T) {
 		}
 		c.Close(context.Background())
 	}
+}
+
+// ownedBy returns n viewers whose owner, in r, is the named node.
+func ownedBy(r *ring.Ring, name, prefix string, n int) []string {
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		v := fmt.Sprintf("%s-%d", prefix, i)
+		if _, owners := r.Lookup(v); r.Member(owners[0]).Name == name {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// backupCount asks a viewer's backup owner, in r, how many impressions
+// it holds under a cap (a Check that accepts a backup's answer).
+func backupCount(r *ring.Ring, viewer string, c engine.Cap) (int64, error) {
+	_, owners := r.Lookup(viewer)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var res proto.CheckResult
+	req := &proto.Check{Viewer: viewer, Backup: true, Table: engine.CheckTable{Caps: []engine.Cap{c}, Refs: []uint16{0}, Ends: []uint32{1}}}
+	if err := client.Call(ctx, r.Member(owners[1]).Addr, req, &res); err != nil {
+		return 0, err
+	}
+	if len(res.Verdicts) != 1 {
+		return 0, fmt.Errorf("%d verdicts", len(res.Verdicts))
+	}
+	return c.Limit - res.Verdicts[0].Remaining, nil
+}
+
+// TestKilledOwnerSoftWritesGoToABackup kills -9 the owner of viewers
+// whose soft cap is used up and at once sends them soft Allows, strict
+// Allows and Records. Before the client's topology changes (gossip has
+// not removed the node yet, or the client has not heard), a backup answers
+// the soft Allows (stale, denied: the cap holds) instead of the failure
+// policy, strict Allows fail closed, and the Records are taken by the
+// backup; after the failover every Record is counted once.
+func TestKilledOwnerSoftWritesGoToABackup(t *testing.T) {
+	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
+	cfg := client.DefaultConfig(seeds(nodes...)...)
+	cfg.Timeout = 2 * time.Second
+	cfg.RefreshInterval = time.Hour // the topology changes only when a node says so
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	victim := nodes[0]
+	r := c.Ring()
+	const limit = 3
+	soft := engine.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: 3_600_000}
+	strict := engine.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: 3_600_000, Mode: engine.Strict}
+	tally := engine.Cap{Scope: "campaign", ID: "tally", Limit: engine.MaxLimit, Window: 3_600_000}
+	viewers := ownedBy(r, victim.Name, "killed-owner", 20)
+	granted := map[string]int{}
+	for _, v := range viewers {
+		for range limit {
+			vd, err := c.Allow(context.Background(), v, []engine.Cap{soft})
+			if err != nil || !vd.Allowed || vd.Failed() {
+				t.Fatalf("Allow %s before the kill: %+v, %v", v, vd, err)
+			}
+			granted[v]++
+		}
+	}
+	cluster.Eventually(t, 30*time.Second, func() bool {
+		for _, v := range viewers {
+			if n, err := backupCount(r, v, soft); err != nil || n != limit {
+				return false
+			}
+		}
+		return true
+	}, "the owner's grants did not reach the backups")
+
+	victim.Kill()
+	byBackup, failedOpen := 0, 0
+	for _, v := range viewers {
+		vd, err := c.Allow(context.Background(), v, []engine.Cap{soft})
+		before := c.Ring().Epoch() == r.Epoch()
+		switch {
+		case err != nil:
+			t.Fatalf("soft Allow %s: %v", v, err)
+		case vd.Failed():
+			failedOpen++
+		case vd.Stale && before:
+			byBackup++
+		}
+		if vd.Allowed {
+			granted[v]++
+		}
+		vd, err = c.Allow(context.Background(), v, []engine.Cap{strict})
+		if err != nil {
+			t.Fatalf("strict Allow %s: %v", v, err)
+		}
+		if c.Ring().Epoch() == r.Epoch() && (vd.Allowed || !vd.FailClosed) {
+			t.Errorf("strict Allow %s with its owner dead: %+v, want fail-closed", v, vd)
+		}
+		c.Record(v, engine.Impression{ID: "imp-" + v, Time: time.Now().UnixMilli(), Caps: []engine.Cap{tally}})
+	}
+	if failedOpen > 0 {
+		t.Errorf("%d of %d soft Allows for a killed owner's viewers were decided by the failure policy, want a backup's answer", failedOpen, len(viewers))
+	}
+	if byBackup == 0 {
+		t.Errorf("no soft Allow was answered by a backup before the client's topology changed")
+	}
+	for v, n := range granted {
+		if n > limit {
+			t.Errorf("%s: %d grants on a cap of %d", v, n, limit)
+		}
+	}
+	fctx, fcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer fcancel()
+	if err := c.Flush(fctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.RecordsDropped != 0 {
+		t.Errorf("client stats %+v: Records dropped", st)
+	}
+
+	// After the failover each impression is counted once.
+	waitStable(t, nodes)
+	for v, n := range counted(t, c, viewers, tally) {
+		if n != 1 {
+			t.Errorf("%s: %d impressions counted, want 1", v, n)
+		}
+	}
+	t.Logf("%d of %d soft Allows answered by a backup before the client's topology changed; client stats %+v", byBackup, len(viewers), c.Stats())
 }
