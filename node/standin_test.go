@@ -74,7 +74,7 @@ func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
 	cut := &cutter{addr: owner.DataAddr()}
 	c := newClient(t, nodes, func(cfg *client.Config) {
 		cfg.Dial = cut.dial
-		cfg.Timeout = 10 * time.Second // a busy, race-built machine: correctness here, speed in benchmarks
+		cfg.Timeout = 10 * time.Second  // a busy, race-built machine: correctness here, speed in benchmarks
 		cfg.RefreshInterval = time.Hour // the ring does not change: keep routing as it says
 	})
 	r := c.Ring()
