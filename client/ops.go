@@ -290,8 +290,8 @@ func epochOf(cl *call) uint64 {
 
 // Allow atomically checks the caps and, if all have room, records an
 // impression at the call's time (check-and-record in one hop). When every
-// cap is soft and the owner cannot be reached (no live connection, a
-// connection that died, a partition still arriving), a backup owner
+// cap is soft and the owner cannot be reached (no live connection, or a
+// connection that died under the call), a backup owner
 // answers in its place and records the impression (the verdict is marked
 // Stale); the owner merges it in when it is back. When the cluster
 // cannot answer, the verdict follows the failure policy (strict if any
@@ -304,11 +304,12 @@ func (c *Client) Allow(ctx context.Context, viewer string, caps []engine.Cap, op
 	req := proto.Allow{Viewer: viewer, Now: o.now, HasNow: o.hasNow, Caps: caps}
 	cl, err := c.owned(ctx, viewer, &req, proto.TypeAllowResult, deadline)
 	stale := false
-	if err != nil && !errors.Is(err, proto.ErrBadRequest) && !anyStrict(caps) {
-		// The owner gets the whole budget: an Allow it timed out on may
-		// have counted, and a second count on a backup would deny more
-		// than the cap says. What fails early is evidence that it is
-		// gone, and leaves the rest of the budget to a backup.
+	if unreachable(err) && !anyStrict(caps) {
+		// Only evidence that the owner is gone sends the Allow to a
+		// backup: an owner that answered (busy, still receiving the
+		// partition) is alive and keeps its writes, and one that timed
+		// out may have counted the Allow already. The owner gets the
+		// whole budget; what fails early leaves the rest to a backup.
 		req.Backup = true
 		if cl, err = c.fromBackup(ctx, viewer, &req, proto.TypeAllowResult, deadline); err == nil {
 			stale = true
@@ -331,6 +332,21 @@ func (c *Client) Allow(ctx context.Context, viewer string, caps []engine.Cap, op
 	c.m.failVerdicts([]Verdict{v})
 	c.m.observe(opAllow, outcomeFailed, start)
 	return v, nil
+}
+
+// unreachable reports whether a call failed because its node could not
+// be reached: no live connection, or one that died under the call. Not
+// when the node answered (an Error), the call timed out (the node may
+// have acted on it), no node is known, or the client is closed.
+func unreachable(err error) bool {
+	var answered *proto.Error
+	switch {
+	case err == nil, errors.As(err, &answered), errors.Is(err, errTimeout), errors.Is(err, errNoOwner),
+		errors.Is(err, ErrClosed), errors.Is(err, ErrProtocol), errors.Is(err, ErrBadRequest),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return false
+	}
+	return true
 }
 
 func anyStrict(caps []engine.Cap) bool {

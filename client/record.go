@@ -47,8 +47,8 @@ type recItem struct {
 	imp      engine.Impression
 	attempts int
 	due      time.Time // when a retry may go
-	// ownerFailed: the last attempt at the viewer's owner failed on the
-	// way (no connection, no answer), so the next goes to a backup owner
+	// ownerFailed: the last attempt at the viewer's owner found it
+	// unreachable (see unreachable), so the next goes to a backup owner
 	// if the impression may (standInOK).
 	ownerFailed bool
 }
@@ -191,7 +191,7 @@ type dest struct {
 
 // send delivers a batch, one request per destination. An impression goes
 // to its viewer's owner, or, when the owner cannot be reached (no live
-// connection, or the last attempt at it failed on the way) and its caps
+// connection, or the last attempt found it unreachable) and its caps
 // are soft, to a backup owner, which replicates it to the owner: the
 // owner merges it in when it is back, and the impression id keeps a copy
 // that arrives twice from counting twice.
@@ -227,9 +227,9 @@ func (r *recorder) send(batch []recItem) {
 		cancel()
 		if err != nil {
 			for _, it := range items {
-				// A failed backup sends the next attempt back to the
-				// owner, if it is reachable again.
-				it.ownerFailed = !d.backup
+				// An owner found unreachable sends the next attempt to a
+				// backup; a failed backup sends it back to the owner.
+				it.ownerFailed = !d.backup && unreachable(err)
 				r.retry(it, err)
 			}
 			continue
