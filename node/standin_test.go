@@ -106,7 +106,7 @@ func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
 			t.Fatalf("Allow %s at the owner: %+v, %v", v, vd, err)
 		}
 	}
-	eventually(t, 10*time.Second, func() bool {
+	eventually(t, 60*time.Second, func() bool {
 		for _, v := range viewers {
 			if count(backupOf(v), v, soft) != 1 {
 				return false
@@ -143,7 +143,7 @@ func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
 	}
 
 	// The stand-in writes reach the owner.
-	eventually(t, 10*time.Second, func() bool {
+	eventually(t, 60*time.Second, func() bool {
 		for _, v := range viewers {
 			if count(owner, v, soft) != 2 || count(owner, v, tally) != 1 {
 				return false
