@@ -21,6 +21,9 @@ type call struct {
 	want proto.Type
 	done chan struct{} // capacity 1
 	sent int64         // when the request was queued (monotonic, see monoNow)
+	// strictViewer is the viewer of a strict Allow or Reserve: a grant
+	// that arrives after the call gave up is given back to it (undo.go).
+	strictViewer string
 
 	// Written by deliver or failWith before done is signalled.
 	err      error
@@ -34,13 +37,14 @@ type call struct {
 	link     proto.LinkResult
 	unlink   proto.UnlinkResult
 	resolve  proto.ResolveResult
+	undo     proto.UndoResult
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
 func getCall(want proto.Type) *call {
 	cl := callPool.Get().(*call)
-	cl.want, cl.err, cl.conn = want, nil, nil
+	cl.want, cl.err, cl.conn, cl.strictViewer = want, nil, nil, ""
 	return cl
 }
 
@@ -87,6 +91,8 @@ func (cl *call) deliver(hdr proto.Header, body []byte) {
 			}
 			cl.resolve.Viewers = vs
 		}
+	case hdr.Type == proto.TypeUndoResult:
+		err = proto.Decode(body, &cl.undo)
 	case hdr.Type == proto.TypePong:
 		if err = proto.Decode(body, &cl.pong); err == nil {
 			cl.pong.Name = strings.Clone(cl.pong.Name)
@@ -141,6 +147,7 @@ func (c *Client) roundTripOn(ctx context.Context, cn *conn, m proto.Message, wan
 	}
 	setBudget(m, time.Until(deadline))
 	cl := getCall(want)
+	cl.strictViewer = strictViewer(m)
 	if err := cn.send(cl, m, deadline); err != nil {
 		putCall(cl)
 		return nil, err

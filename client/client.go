@@ -41,6 +41,7 @@ type Client struct {
 	refreshMu   sync.Mutex    // one topology fetch at a time
 	refreshHint chan string   // addresses whose responses carried another epoch
 	rec         *recorder     // the asynchronous Record path
+	undos       chan giveBack // late strict grants to give back (undo.go)
 	resolved    *resolveCache // device resolutions (identity.go)
 	stop        chan struct{} // closed by Close
 	wg          sync.WaitGroup
@@ -81,6 +82,7 @@ func New(cfg Config) (*Client, error) {
 		peers:       map[string]*peer{},
 		refreshHint: make(chan string, 1),
 		stop:        make(chan struct{}),
+		undos:       make(chan giveBack, undoQueue),
 	}
 	var err error
 	if c.m, err = newMetrics(cfg.Registerer); err != nil {
@@ -95,6 +97,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	cancel()
 	c.goFunc(c.refreshLoop)
+	c.goFunc(c.undoLoop)
 	c.rec.start()
 	return c, nil
 }

@@ -197,11 +197,15 @@ type conn struct {
 	mu sync.Mutex
 	// The fields below are guarded by mu.
 	pending map[uint64]*call
-	out     []byte // frames waiting to be written
-	spare   []byte // a written buffer for reuse; never one being written
-	writing bool   // someone (a caller, or the writer goroutine) owns writing
-	handed  bool   // the writer goroutine owns writing
-	err     error  // why the connection closed
+	// abandoned holds the viewers of strict calls that gave up before
+	// their answer came, by request id, until it comes (at most
+	// maxAbandoned; the connection's close drops them).
+	abandoned map[uint64]string
+	out       []byte // frames waiting to be written
+	spare     []byte // a written buffer for reuse; never one being written
+	writing   bool   // someone (a caller, or the writer goroutine) owns writing
+	handed    bool   // the writer goroutine owns writing
+	err       error  // why the connection closed
 
 	nextID atomic.Uint64 // request ids; frames may reach the wire out of id order
 
@@ -386,6 +390,12 @@ func (c *conn) forget(cl *call) bool {
 		return false
 	}
 	delete(c.pending, cl.id)
+	if cl.strictViewer != "" && len(c.abandoned) < maxAbandoned {
+		if c.abandoned == nil {
+			c.abandoned = make(map[uint64]string)
+		}
+		c.abandoned[cl.id] = cl.strictViewer // its grant, if one comes, goes back
+	}
 	return true
 }
 
@@ -439,11 +449,17 @@ func (c *conn) readLoop() {
 		c.mu.Lock()
 		cl := c.pending[hdr.ID]
 		delete(c.pending, hdr.ID)
+		viewer, strict := "", false
+		if cl == nil {
+			viewer, strict = c.abandoned[hdr.ID]
+			delete(c.abandoned, hdr.ID)
+		}
 		c.mu.Unlock()
 		if cl != nil {
 			cl.deliver(hdr, body)
-		} else {
-			c.p.cl.m.late(hdr, body) // its caller gave up: count what it missed
+		} else if g, ok := c.p.cl.m.late(hdr, body); ok && strict { // its caller gave up: count what it missed
+			g.viewer = viewer
+			c.p.cl.giveBack(g) // and give a strict slot back
 		}
 	}
 }
@@ -459,7 +475,7 @@ func (c *conn) close(err error) {
 	c.err = err
 	c.closedFlag.Store(true)
 	pending := c.pending
-	c.pending = nil
+	c.pending, c.abandoned = nil, nil
 	c.mu.Unlock()
 	c.nc.Close()
 	for _, cl := range pending {

@@ -66,6 +66,7 @@ type metrics struct {
 	resolveMisses     prometheus.Counter
 	resolveFailures   prometheus.Counter
 	lateGrants        prometheus.Counter
+	undos             *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -104,6 +105,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.resolveMisses = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_resolve_misses_total", Help: "Device-keyed calls whose device was not in the resolution cache (one more round trip)."})
 	m.resolveFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_resolve_failures_total", Help: "Devices that could not be resolved (their owners unreachable): counted as their own viewer."})
 	m.lateGrants = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_late_grants_total", Help: "Allow and Reserve answers that granted but arrived after the call had given up and decided by policy: slots the cluster counts for ads the caller never showed (a strict grant the node could see would be late is taken back before it answers)."})
+	m.undos = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_client_undos_total", Help: "Late strict grants the client tried to give back to their owner, by result: returned (the slot is free again), gone (the owner held nothing to take back: forgotten, or the ring changed), failed (no answer within the attempts), dropped (the give-back queue was full)."}, []string{"result"})
+	for _, r := range undoResults {
+		m.undos.WithLabelValues(r)
+	}
 	m.recordQueue = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_client_record_queue", Help: "Impressions queued or in flight."})
 	// Every reason exported from the start at 0, so rates and alerts see
 	// a series before the first drop.
@@ -112,7 +117,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{calls, latency, verdicts, m.notOwnerRefreshes, m.backupReads, m.backupWrites, m.topologyChanges, m.refreshErrors, m.dialErrors,
-			m.recordQueued, m.recordSent, m.recordRetries, m.recordDropped, m.recordQueue, m.resolveMisses, m.resolveFailures, m.lateGrants} {
+			m.recordQueued, m.recordSent, m.recordRetries, m.recordDropped, m.recordQueue, m.resolveMisses, m.resolveFailures, m.lateGrants, m.undos} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -127,20 +132,25 @@ func (m *metrics) observe(op opKind, oc outcome, start time.Time) {
 }
 
 // late counts an answer that arrived for a call which had already given
-// up, when it granted something.
-func (m *metrics) late(hdr proto.Header, body []byte) {
+// up, when it granted something, and returns what the owner needs to
+// take a strict grant back (see giveBack): ok false when there is
+// nothing to give back.
+func (m *metrics) late(hdr proto.Header, body []byte) (g giveBack, ok bool) {
 	var granted bool
 	switch hdr.Type {
 	case proto.TypeAllowResult:
 		var r proto.AllowResult
 		granted = proto.Decode(body, &r) == nil && r.Verdict.Allowed
+		g.grant = r.Grant
 	case proto.TypeReserveResult:
 		var r proto.ReserveResult
 		granted = proto.Decode(body, &r) == nil && r.Verdict.Allowed
+		g.reservation = r.ID
 	}
 	if granted {
 		m.lateGrants.Inc()
 	}
+	return g, granted && (g.grant != 0 || g.reservation != 0)
 }
 
 func (m *metrics) failVerdicts(vs []Verdict) {

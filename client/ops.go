@@ -276,6 +276,8 @@ func epochOf(cl *call) uint64 {
 		return cl.reserve.Epoch
 	case proto.TypeReleaseResult:
 		return cl.release.Epoch
+	case proto.TypeUndoResult:
+		return cl.undo.Epoch
 	case proto.TypeRecordResult:
 		return cl.record.Epoch
 	case proto.TypeLinkResult:

@@ -24,6 +24,7 @@ type Stats struct {
 	ResolveMisses     int64 // device-keyed calls that missed the resolution cache
 	ResolveFailures   int64 // devices that could not be resolved (counted as themselves)
 	LateGrants        int64 // Allow and Reserve grants that arrived after their call gave up
+	ReturnedGrants    int64 // late strict grants given back to their owner (the slot is free again)
 }
 
 // Stats returns the totals since the client started.
@@ -50,6 +51,7 @@ func (c *Client) Stats() Stats {
 	s.ResolveMisses = value(m.resolveMisses)
 	s.ResolveFailures = value(m.resolveFailures)
 	s.LateGrants = value(m.lateGrants)
+	s.ReturnedGrants = value(m.undos.WithLabelValues("returned"))
 	return s
 }
 

@@ -58,7 +58,7 @@ const allPerms = ^perms(0)
 
 var rolePerms = map[Role]perms{
 	RoleAdServer: permsOf(proto.TypePing, proto.TypeTopologyRequest, proto.TypeCheck, proto.TypeAllow,
-		proto.TypeRecord, proto.TypeReserve, proto.TypeRelease, proto.TypeLink, proto.TypeUnlink, proto.TypeResolve),
+		proto.TypeRecord, proto.TypeReserve, proto.TypeRelease, proto.TypeLink, proto.TypeUnlink, proto.TypeResolve, proto.TypeUndo),
 	RoleOperator: allPerms,
 	RolePeer:     permsOf(proto.TypePing, proto.TypeTopologyRequest, proto.TypeReplicate, proto.TypeSyncRequest, proto.TypeLinkDevice),
 }

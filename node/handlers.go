@@ -204,7 +204,13 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 					return h.failErr(out, hdr, lateErr(err, deadline), epoch, opAllow)
 				}
 			}
-			return h.reply(out, hdr.ID, &proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd}, opAllow)
+			var grant uint64
+			if sync {
+				// Its answer may still reach the client after it gave up:
+				// it can give the slot back with an Undo (undo.go).
+				grant = h.n.grants.put(viewer, now, caps)
+			}
+			return h.reply(out, hdr.ID, &proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd, Grant: grant}, opAllow)
 		})
 
 	case proto.TypeRecord:
@@ -294,6 +300,9 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 			}
 			return h.reply(out, hdr.ID, &proto.ReserveResult{Epoch: epoch, Now: now, Verdict: vd, ID: id}, opReserve)
 		})
+
+	case proto.TypeUndo:
+		return h.undo(out, hdr, body, epoch)
 
 	case proto.TypeRelease:
 		m := &h.release

@@ -31,10 +31,11 @@ const (
 	opDenied
 	opVerify
 	opIdentity
+	opUndo
 	numOps
 )
 
-var opNames = [numOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown", "gossip_key", "hello", "denied", "verify", "identity"}
+var opNames = [numOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown", "gossip_key", "hello", "denied", "verify", "identity", "undo"}
 
 // outcome classifies a response in metrics.
 type outcome uint8
@@ -104,6 +105,7 @@ type metrics struct {
 	claimed            prometheus.Counter
 	lateRefusals       prometheus.Counter
 	strictRevoked      prometheus.Counter
+	undos              *prometheus.CounterVec
 
 	time *timeMetrics // times refused and clamped (timetrust.go)
 }
@@ -148,7 +150,8 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m.claimed = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_partitions_claimed_total", Help: "Partitions served without their hand-over after SyncTimeout (a sender failed mid-way; counts may miss its last writes)."})
 	m.lateRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_deadline_refusals_total", Help: "Requests not started because the budget the client gave them ran out before their turn (they waited behind others)."})
 	m.strictRevoked = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_strict_revoked_total", Help: "Strict grants (Allow, Reserve) taken back because the backups did not acknowledge them in time or the answer would have reached the client after its deadline."})
-	for _, c := range []prometheus.Collector{m.lateRefusals, m.strictRevoked, m.claimed, requests, latency, m.conns, m.pendingConns, m.refusedConns, m.evictedConns, m.handshakeClosed, m.badFrames, m.tlsFailures, m.authFailures, m.writeErrors, m.idleClosed, m.notOwner, m.backupReads, m.standInWrites, m.ringChanges,
+	m.undos = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_strict_undos_total", Help: "Undo requests by result: undone (a strict grant whose answer reached the client after it gave up was taken back) or unknown (nothing to take back: already undone, soft, forgotten, or not this node's)."}, []string{"result"})
+	for _, c := range []prometheus.Collector{m.lateRefusals, m.strictRevoked, m.undos, m.claimed, requests, latency, m.conns, m.pendingConns, m.refusedConns, m.evictedConns, m.handshakeClosed, m.badFrames, m.tlsFailures, m.authFailures, m.writeErrors, m.idleClosed, m.notOwner, m.backupReads, m.standInWrites, m.ringChanges,
 		m.transfers, m.replicatedBytes, m.replicationErrors, m.replicationRefused, m.strictFailures, m.syncingRefusals, &stateCollector{n: n}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

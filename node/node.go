@@ -57,6 +57,8 @@ type Node struct {
 
 	tokens tokenTable // Config.Tokens; empty: no authentication
 
+	grants grantMemory // strict grants a client may give back (undo.go)
+
 	// keyMu orders changes of the gossip keyring (GossipKey requests).
 	keyMu sync.Mutex
 

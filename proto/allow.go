@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"errors"
 	"time"
 
 	"github.com/fcap-io/fcap/node/engine"
@@ -65,7 +66,8 @@ func (m *Allow) decode(d *decoder) {
 // AllowResult answers an Allow.
 //
 // Wire: [epoch uint, now int, verdict [allowed bool, remaining int,
-// blocking int]].
+// blocking int], grant uint]. grant was added after the first three
+// fields: a body without it decodes with Grant 0.
 type AllowResult struct {
 	// Epoch is the epoch of the ring the node used.
 	Epoch uint64
@@ -74,16 +76,28 @@ type AllowResult struct {
 	// Verdict says whether the impression was allowed (and recorded),
 	// what remains after it, and which cap blocked.
 	Verdict engine.Verdict
+	// Grant names a strict grant the node will take back on an Undo
+	// (see Undo), for a short while after it answers; 0 when there is
+	// nothing to undo (refused, soft caps only, or a node that does not
+	// remember grants). Sent only when not 0.
+	Grant uint64
 }
 
 // Type returns TypeAllowResult.
 func (*AllowResult) Type() Type { return TypeAllowResult }
 
 func (m *AllowResult) encode(e *encoder) {
-	e.array(3)
+	if m.Grant == 0 {
+		e.array(3) // the common answer stays as short as it was
+	} else {
+		e.array(4)
+	}
 	e.uint(m.Epoch)
 	e.int(m.Now)
 	e.verdict(&m.Verdict)
+	if m.Grant != 0 {
+		e.uint(m.Grant)
+	}
 }
 
 func (m *AllowResult) decode(d *decoder) {
@@ -91,6 +105,11 @@ func (m *AllowResult) decode(d *decoder) {
 	m.Epoch = d.uint()
 	m.Now = d.int()
 	d.verdict(&m.Verdict)
+	m.Grant = 0
+	if extra > 0 { // optional: added after the first three fields
+		m.Grant = d.uint()
+		extra--
+	}
 	d.end(extra)
 }
 
@@ -229,5 +248,71 @@ func (m *ReleaseResult) encode(e *encoder) {
 func (m *ReleaseResult) decode(d *decoder) {
 	extra := d.array(1)
 	m.Epoch = d.uint()
+	d.end(extra)
+}
+
+// Undo gives back a strict Allow grant whose answer reached the caller
+// after it had given up (it decided by policy, failed closed, and showed
+// no ad): the owner takes the impression back exactly as it does a
+// strict grant it could not answer in time, so the slot is free again.
+// The node remembers each strict grant it answers, by AllowResult.Grant,
+// for a short while; an Undo for a grant it does not remember (unknown,
+// soft, already undone, forgotten, or for another viewer) changes
+// nothing and answers Undone false, so an Undo may be sent again safely.
+// A strict Reserve is given back with Release. It is answered with an
+// UndoResult, or an Error.
+//
+// Wire: [viewer str, grant uint].
+type Undo struct {
+	// Viewer is the canonical viewer id the grant was for: the routing
+	// key. It must be the grant's own viewer.
+	Viewer string
+	// Grant is AllowResult.Grant of the grant to give back; never 0.
+	Grant uint64
+}
+
+// Type returns TypeUndo.
+func (*Undo) Type() Type { return TypeUndo }
+
+func (m *Undo) encode(e *encoder) {
+	e.array(2)
+	e.str(m.Viewer)
+	e.uint(m.Grant)
+}
+
+func (m *Undo) decode(d *decoder) {
+	extra := d.array(2)
+	m.Viewer = d.str()
+	m.Grant = d.uint()
+	if d.err == nil && m.Grant == 0 {
+		d.fail(errors.New("undo of grant 0"))
+	}
+	d.end(extra)
+}
+
+// UndoResult answers an Undo.
+//
+// Wire: [epoch uint, undone bool].
+type UndoResult struct {
+	// Epoch is the epoch of the ring the node used.
+	Epoch uint64
+	// Undone says this Undo took the grant back; false when there was
+	// nothing to take back (already undone, unknown, or forgotten).
+	Undone bool
+}
+
+// Type returns TypeUndoResult.
+func (*UndoResult) Type() Type { return TypeUndoResult }
+
+func (m *UndoResult) encode(e *encoder) {
+	e.array(2)
+	e.uint(m.Epoch)
+	e.bool(m.Undone)
+}
+
+func (m *UndoResult) decode(d *decoder) {
+	extra := d.array(2)
+	m.Epoch = d.uint()
+	m.Undone = d.bool()
 	d.end(extra)
 }

@@ -146,6 +146,7 @@ func testCases() []testCase {
 		{name: "allow/max-caps", msg: &Allow{Viewer: "v", Now: math.MaxInt64, HasNow: true, Caps: manyCaps(MaxCapsPerMessage)}},
 		{name: "allow-result", msg: &AllowResult{Epoch: 3, Now: 1000, Verdict: engine.Verdict{Allowed: true, Remaining: 2, Blocking: -1}}},
 		{name: "allow-result/denied", msg: &AllowResult{Epoch: math.MaxUint64, Now: 0, Verdict: engine.Verdict{Blocking: 2}}},
+		{name: "allow-result/grant", msg: &AllowResult{Epoch: 3, Now: 1000, Verdict: engine.Verdict{Allowed: true, Remaining: 2, Blocking: -1}, Grant: math.MaxUint64}},
 		{name: "allow-result/odd", msg: &AllowResult{Now: math.MinInt64, Verdict: engine.Verdict{Allowed: true, Remaining: math.MaxInt64, Blocking: math.MinInt64}}},
 		{name: "record", msg: &Record{Items: items}},
 		{name: "record/one", msg: &Record{Items: []RecordItem{{Viewer: "v", Impression: engine.Impression{ID: "imp", Time: 0, Caps: []engine.Cap{capCreative}, Reservation: math.MaxUint64}, HasTime: true}}}},
@@ -166,6 +167,9 @@ func testCases() []testCase {
 		{name: "release", msg: &Release{Viewer: "viewer-1", ID: 0xDEADBEEFCAFE}},
 		{name: "release/zero", msg: &Release{}},
 		{name: "release-result", msg: &ReleaseResult{Epoch: 12}},
+		{name: "undo", msg: &Undo{Viewer: "viewer-1", Grant: 0x9e3779b97f4a7c15}},
+		{name: "undo-result", msg: &UndoResult{Epoch: 12, Undone: true}},
+		{name: "undo-result/nothing", msg: &UndoResult{Epoch: 12}},
 		{name: "replicate", msg: &Replicate{From: "node-1", Epoch: 7, HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}, Done: []uint32{0, 270}, Handoff: []uint32{3}}},
 		{name: "replicate/empty", msg: &Replicate{}},
 		{name: "replicate-result", msg: &ReplicateResult{Epoch: 7, Applied: 31, Refused: 2}},
@@ -296,7 +300,14 @@ func wireForm(m Message) []any {
 	case *Allow:
 		return []any{m.Viewer, optTime(m.Now, m.HasNow), capsForm(m.Caps), budgetForm(m.Budget), m.Backup}
 	case *AllowResult:
+		if m.Grant != 0 {
+			return []any{u(m.Epoch), m.Now, verdictForm(m.Verdict), u(m.Grant)}
+		}
 		return []any{u(m.Epoch), m.Now, verdictForm(m.Verdict)}
+	case *Undo:
+		return []any{m.Viewer, u(m.Grant)}
+	case *UndoResult:
+		return []any{u(m.Epoch), m.Undone}
 	case *Reserve:
 		return []any{m.Viewer, optTime(m.Now, m.HasNow), m.TTL, capsForm(m.Caps), budgetForm(m.Budget)}
 	case *ReserveResult:

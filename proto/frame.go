@@ -105,6 +105,8 @@ const (
 	TypeResolveResult    Type = 49 // ResolveResult: answers Resolve
 	TypeLinkDevice       Type = 50 // LinkDevice: one side of a link or unlink, node to node
 	TypeLinkDeviceResult Type = 51 // LinkDeviceResult: answers LinkDevice
+	TypeUndo             Type = 52 // Undo: give back a strict grant the caller gave up on
+	TypeUndoResult       Type = 53 // UndoResult: answers Undo
 )
 
 // lastType is the newest message type: tests check every type up to it.
@@ -150,6 +152,8 @@ var typeNames = [...]string{
 	TypeResolveResult:    "resolve_result",
 	TypeLinkDevice:       "link_device",
 	TypeLinkDeviceResult: "link_device_result",
+	TypeUndo:             "undo",
+	TypeUndoResult:       "undo_result",
 }
 
 // String returns the type's name in snake case ("check_result"), fit for
@@ -268,6 +272,10 @@ func NewMessage(t Type) Message {
 		return new(LinkDevice)
 	case TypeLinkDeviceResult:
 		return new(LinkDeviceResult)
+	case TypeUndo:
+		return new(Undo)
+	case TypeUndoResult:
+		return new(UndoResult)
 	}
 	return nil
 }

@@ -97,3 +97,8 @@ func (v *viewer) bucketsRemove(h *header, t int64) bool {
 	v.arena[p]--
 	return true
 }
+
+// ValidateViewer reports why viewer is not a viewer id this engine
+// accepts (empty, too long), or nil: for requests that name a viewer
+// without going through an engine call that checks it first.
+func (e *Engine) ValidateViewer(viewer string) error { return e.validateViewer(viewer) }
