@@ -32,6 +32,12 @@ type Client struct {
 	m      *metrics
 	margin time.Duration // Config.Margin resolved
 
+	// hedgeShare is Config.HedgeBudget resolved, in thousandths of a
+	// hedge per check that could hedge; hedgeTokens is the budget saved
+	// up, in thousandths (see earnHedge).
+	hedgeShare  int64
+	hedgeTokens atomic.Int64
+
 	topo atomic.Pointer[topology]
 
 	peersMu sync.Mutex
@@ -78,12 +84,14 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		cfg:         cfg,
 		margin:      margin(cfg),
+		hedgeShare:  hedgeShare(cfg),
 		log:         cfg.Logger.With("component", "fcap-client"),
 		peers:       map[string]*peer{},
 		refreshHint: make(chan string, 1),
 		stop:        make(chan struct{}),
 		undos:       make(chan giveBack, undoQueue),
 	}
+	c.hedgeTokens.Store(min(c.hedgeShare, 1) * hedgeBurst) // a client starts with the budget saved up
 	var err error
 	if c.m, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err

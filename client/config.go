@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"time"
 
@@ -38,6 +39,16 @@ type Config struct {
 	// default Timeout). Negative: no
 	// margin (wait for the deadline itself).
 	Margin time.Duration
+
+	// HedgeBudget bounds hedged reads: a soft check whose owner has not
+	// answered after the hedge delay (the 95th percentile of that owner's
+	// recent latencies, 1ms until it has enough, between 200µs and half
+	// the call's budget) is also sent to a backup owner, and the first
+	// answer wins. At most this share of the checks that could hedge
+	// do, over the long run (up to 10 saved up), so a sick cluster is
+	// not sent twice its load. Default 0: 0.05 (5%). Negative: never
+	// hedge (the owner keeps the whole deadline). At most 1.
+	HedgeBudget float64
 
 	// DialTimeout bounds connecting to a node. Default 250ms. A call
 	// waits, within its own deadline, only for a node's first dial (the
@@ -182,6 +193,9 @@ func (c *Config) Validate() error {
 	if c.RecordQueue < 1 || c.RecordBatch < 1 || c.RecordBatch > proto.MaxRecordItems || c.RecordAttempts < 1 || c.RecordSenders < 1 {
 		errs = append(errs, fmt.Errorf("client config: RecordQueue (%d), RecordAttempts (%d) and RecordSenders (%d) must be positive and RecordBatch (%d) in [1, %d]",
 			c.RecordQueue, c.RecordAttempts, c.RecordSenders, c.RecordBatch, proto.MaxRecordItems))
+	}
+	if math.IsNaN(c.HedgeBudget) || c.HedgeBudget > 1 {
+		errs = append(errs, fmt.Errorf("client config: HedgeBudget must be at most 1, got %v", c.HedgeBudget))
 	}
 	if c.MaxFrame < 1024 {
 		errs = append(errs, fmt.Errorf("client config: MaxFrame must be at least 1024, got %d", c.MaxFrame))

@@ -23,6 +23,7 @@ type peer struct {
 	cl   *Client
 	addr string
 	rr   atomic.Uint32 // round robin over conns
+	lat  latencies     // recent check latencies: the hedge delay
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.

@@ -55,6 +55,10 @@ type metrics struct {
 	notOwnerRefreshes prometheus.Counter
 	backupReads       prometheus.Counter
 	backupWrites      prometheus.Counter
+	hedgesSent        prometheus.Counter
+	hedgesWon         prometheus.Counter
+	hedgesCancelled   prometheus.Counter
+	hedgeDelay        prometheus.Gauge
 	topologyChanges   prometheus.Counter
 	refreshErrors     prometheus.Counter
 	dialErrors        prometheus.Counter
@@ -95,6 +99,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.notOwnerRefreshes = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_not_owner_refreshes_total", Help: "Topology refreshes forced by a NotOwner answer."})
 	m.backupReads = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_backup_reads_total", Help: "Checks answered by a backup owner because the owner did not answer in time (soft caps)."})
 	m.backupWrites = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_backup_writes_total", Help: "Soft Allows and impressions taken by a backup owner because the owner could not be reached; the owner merges them in when it can."})
+	m.hedgesSent = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_hedges_sent_total", Help: "Soft checks also sent to a backup owner because the owner had not answered after the hedge delay (within the hedge budget)."})
+	m.hedgesWon = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_hedges_won_total", Help: "Hedged checks the backup owner answered first (their verdicts are marked stale)."})
+	m.hedgesCancelled = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_hedges_cancelled_total", Help: "Hedged checks the owner answered first: the backup's request was wasted."})
+	m.hedgeDelay = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_client_hedge_delay_seconds", Help: "The hedge delay last learnt (the 95th percentile of an owner's recent check latencies, bounded)."})
 	m.topologyChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_topology_changes_total", Help: "New topologies installed."})
 	m.refreshErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_topology_refresh_errors_total", Help: "Topology refreshes where no node answered."})
 	m.dialErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_dial_errors_total", Help: "Failed connection attempts."})
@@ -116,7 +124,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.recordDropped.WithLabelValues(reason)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{calls, latency, verdicts, m.notOwnerRefreshes, m.backupReads, m.backupWrites, m.topologyChanges, m.refreshErrors, m.dialErrors,
+		for _, c := range []prometheus.Collector{calls, latency, verdicts, m.notOwnerRefreshes, m.backupReads, m.backupWrites, m.hedgesSent, m.hedgesWon, m.hedgesCancelled, m.hedgeDelay, m.topologyChanges, m.refreshErrors, m.dialErrors,
 			m.recordQueued, m.recordSent, m.recordRetries, m.recordDropped, m.recordQueue, m.resolveMisses, m.resolveFailures, m.lateGrants, m.undos} {
 			if err := reg.Register(c); err != nil {
 				return nil, err

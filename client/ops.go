@@ -148,23 +148,23 @@ func (c *Client) check(ctx context.Context, viewer string, res *CheckResult, sta
 	deadline := c.deadline(ctx, start)
 	viewer = c.canonical(ctx, viewer, &o, deadline)
 	req := proto.Check{Viewer: viewer, Now: o.now, HasNow: o.hasNow, Table: res.table}
-	// When a backup may answer for soft candidates, the owner gets three
-	// fifths of the budget and the backup the rest.
-	soft := res.anySoft()
-	ownerDeadline := deadline
-	if soft {
-		ownerDeadline = start.Add(deadline.Sub(start) * 3 / 5)
+	// Strict candidates read only from the owner; a soft check's owner
+	// keeps its request in flight until the deadline, hedged by a
+	// backup when it is slow (see hedgedCheck).
+	var cl *call
+	var err error
+	if res.anySoft() {
+		var stale bool
+		if cl, stale, err = c.hedgedCheck(ctx, viewer, &req, deadline); err == nil && stale {
+			c.m.backupReads.Inc()
+			cl.check.Stale = true // a backup's answer, whatever it says
+		}
+	} else {
+		cl, err = c.owned(ctx, viewer, &req, proto.TypeCheckResult, deadline)
 	}
-	cl, err := c.owned(ctx, viewer, &req, proto.TypeCheckResult, ownerDeadline)
 	if errors.Is(err, proto.ErrBadRequest) {
 		c.m.observe(opCheck, outcomeBadRequest, start)
 		return err
-	}
-	if err != nil && soft {
-		req.Backup = true
-		if cl, err = c.fromBackup(ctx, viewer, &req, proto.TypeCheckResult, deadline); err == nil {
-			c.m.backupReads.Inc()
-		}
 	}
 	if err == nil && res.fill(&cl.check) {
 		putCall(cl)

@@ -16,6 +16,9 @@ type Stats struct {
 	NotOwnerRefreshes int64
 	BackupReads       int64 // checks answered by a backup owner
 	BackupWrites      int64 // soft Allows and impressions taken by a backup owner
+	HedgesSent        int64 // soft checks also sent to a backup because the owner was slow
+	HedgesWon         int64 // hedged checks the backup answered first
+	HedgesCancelled   int64 // hedged checks the owner answered first
 	RecordsQueued     int64
 	RecordsAcked      int64
 	RecordRetries     int64
@@ -41,6 +44,9 @@ func (c *Client) Stats() Stats {
 	s.NotOwnerRefreshes = value(m.notOwnerRefreshes)
 	s.BackupReads = value(m.backupReads)
 	s.BackupWrites = value(m.backupWrites)
+	s.HedgesSent = value(m.hedgesSent)
+	s.HedgesWon = value(m.hedgesWon)
+	s.HedgesCancelled = value(m.hedgesCancelled)
 	s.RecordsQueued = value(m.recordQueued)
 	s.RecordsAcked = value(m.recordSent)
 	s.RecordRetries = value(m.recordRetries)

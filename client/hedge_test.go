@@ -1,0 +1,236 @@
+package client_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// pairFakes starts an owner and a backup owner of every viewer (two
+// fake nodes serving the same topology, R=2), each answering checks with
+// its own handler, and counts the checks each receives.
+type pairFakes struct {
+	owner, backup             *fakeNode
+	ownerChecks, backupChecks atomic.Int64
+}
+
+func startPair(t *testing.T, owner, backup func(*proto.Check) *proto.CheckResult) *pairFakes {
+	t.Helper()
+	pf := &pairFakes{}
+	handler := func(n *atomic.Int64, h func(*proto.Check) *proto.CheckResult) func(proto.Header, []byte) proto.Message {
+		return func(hdr proto.Header, body []byte) proto.Message {
+			if hdr.Type != proto.TypeCheck {
+				return nil
+			}
+			var m proto.Check
+			if err := proto.Decode(body, &m); err != nil {
+				t.Errorf("decode: %v", err)
+				return nil
+			}
+			n.Add(1)
+			if r := h(&m); r != nil {
+				return r
+			}
+			return nil
+		}
+	}
+	pf.owner = startFake(t, handler(&pf.ownerChecks, owner))
+	pf.backup = startFake(t, handler(&pf.backupChecks, backup))
+	const partitions = 7
+	owners := make([]uint16, 0, 2*partitions)
+	for range partitions {
+		owners = append(owners, 0, 1)
+	}
+	topo := func() *proto.Topology {
+		return &proto.Topology{Epoch: 3, Partitions: partitions, Replicas: 2, Owners: owners,
+			Members: []proto.Member{
+				{Name: "a-owner", Addr: pf.owner.addr(), State: 2, Incarnation: 1},
+				{Name: "b-backup", Addr: pf.backup.addr(), State: 2, Incarnation: 1},
+			}}
+	}
+	for _, f := range []*fakeNode{pf.owner, pf.backup} {
+		f.mu.Lock()
+		f.topo = topo
+		f.mu.Unlock()
+	}
+	return pf
+}
+
+// answer is a check answer of one allowed verdict per candidate.
+func answer(m *proto.Check, stale bool) *proto.CheckResult {
+	r := &proto.CheckResult{Epoch: 3, Stale: stale}
+	for range m.Table.Ends {
+		r.Verdicts = append(r.Verdicts, engine.Verdict{Allowed: true, Remaining: 5, Blocking: -1})
+	}
+	return r
+}
+
+// readyPair waits until the client holds connections to both nodes.
+func readyPair(t *testing.T, c *client.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for c.Ring() == nil || c.Ring().Replicas() < 2 {
+		if ctx.Err() != nil {
+			t.Fatal("the client never learnt the two-node topology")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+var (
+	softCand   = engine.Candidate{Caps: []engine.Cap{{Scope: "campaign", ID: "c1", Limit: 10, Window: 60_000}}}
+	strictCand = engine.Candidate{Caps: []engine.Cap{{Scope: "campaign", ID: "c2", Limit: 10, Window: 60_000, Mode: engine.Strict}}}
+)
+
+// TestHedgeBackupAnswersForSlowOwner: an owner that does not answer
+// leaves a soft check to the backup owner's answer, marked stale (even
+// when the backup does not say so), long before the deadline.
+func TestHedgeBackupAnswersForSlowOwner(t *testing.T) {
+	release := make(chan struct{})
+	pf := startPair(t, func(m *proto.Check) *proto.CheckResult {
+		<-release // until the test ends
+		return nil
+	}, func(m *proto.Check) *proto.CheckResult {
+		if !m.Backup {
+			t.Error("the backup was asked without Backup set")
+		}
+		return answer(m, false)
+	})
+	defer close(release)
+	c := newClient(t, nil, pf.owner.addr())
+	readyPair(t, c)
+	res, err := c.Check(context.Background(), "viewer-1", []engine.Candidate{softCand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := res.Verdicts[0]
+	if v.Failed() || !v.Allowed || !v.Stale {
+		t.Fatalf("verdict %+v, want the backup's allowed verdict marked stale", v)
+	}
+	if s := c.Stats(); s.HedgesSent != 1 || s.HedgesWon != 1 || s.BackupReads != 1 {
+		t.Errorf("hedges sent %d, won %d, backup reads %d; want 1, 1, 1", s.HedgesSent, s.HedgesWon, s.BackupReads)
+	}
+}
+
+// TestHedgeOwnerStillWins: after the hedge went to a backup that is
+// silent, the owner's request is still in flight, and its answer at 80%
+// of the budget is taken (the old client abandoned it at three fifths).
+func TestHedgeOwnerStillWins(t *testing.T) {
+	release := make(chan struct{})
+	pf := startPair(t, func(m *proto.Check) *proto.CheckResult {
+		time.Sleep(1600 * time.Millisecond)
+		return answer(m, false)
+	}, func(m *proto.Check) *proto.CheckResult {
+		<-release
+		return nil
+	})
+	defer close(release)
+	c := newClient(t, func(cfg *client.Config) { cfg.Timeout = 2 * time.Second }, pf.owner.addr())
+	readyPair(t, c)
+	res, err := c.Check(context.Background(), "viewer-1", []engine.Candidate{softCand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := res.Verdicts[0]; v.Failed() || v.Stale || !v.Allowed {
+		t.Fatalf("verdict %+v, want the owner's", v)
+	}
+	if s := c.Stats(); s.HedgesSent != 1 || s.HedgesCancelled != 1 {
+		t.Errorf("hedges sent %d, cancelled %d; want 1, 1", s.HedgesSent, s.HedgesCancelled)
+	}
+}
+
+// TestSlowOwnerWithoutBackupAnswers: a one-node cluster's slow answer, at
+// 80% of the budget, is the verdict: nobody else could answer, so the
+// client waits for the owner until the deadline.
+func TestSlowOwnerWithoutBackupAnswers(t *testing.T) {
+	f := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
+		if hdr.Type != proto.TypeCheck {
+			return nil
+		}
+		var m proto.Check
+		if err := proto.Decode(body, &m); err != nil {
+			t.Errorf("decode: %v", err)
+			return nil
+		}
+		time.Sleep(1600 * time.Millisecond)
+		return answer(&m, false)
+	})
+	c := newClient(t, func(cfg *client.Config) { cfg.Timeout = 2 * time.Second }, f.addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Check(context.Background(), "viewer-1", []engine.Candidate{softCand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := res.Verdicts[0]; v.Failed() || v.Stale || !v.Allowed {
+		t.Fatalf("verdict %+v, want the owner's", v)
+	}
+}
+
+// TestHedgeBudgetCapsExtraRequests: with an owner always slower than the
+// hedge delay, the backup receives no more checks than the budget allows
+// (the 10 a client starts with, then 5% of the checks), where the old
+// client sent every one of them.
+func TestHedgeBudgetCapsExtraRequests(t *testing.T) {
+	pf := startPair(t, func(m *proto.Check) *proto.CheckResult {
+		time.Sleep(30 * time.Millisecond)
+		return answer(m, false)
+	}, func(m *proto.Check) *proto.CheckResult {
+		return answer(m, true)
+	})
+	// A deadline the owner's 30ms answers mostly miss: the bound is on
+	// the requests the backup receives, whatever the verdicts.
+	c := newClient(t, func(cfg *client.Config) { cfg.Timeout = 40 * time.Millisecond }, pf.owner.addr())
+	readyPair(t, c)
+	const checks = 60
+	for i := range checks {
+		if _, err := c.Check(context.Background(), "viewer-1", []engine.Candidate{softCand}); err != nil {
+			t.Fatalf("check %d: %v", i, err)
+		}
+	}
+	allowed := int64(10 + checks*5/100)
+	got := pf.backupChecks.Load()
+	if got < 1 || got > allowed {
+		t.Errorf("the backup received %d checks of %d, want 1 to %d", got, checks, allowed)
+	}
+	if s := c.Stats(); s.HedgesSent > allowed {
+		t.Errorf("%d hedges sent, want at most %d", s.HedgesSent, allowed)
+	}
+}
+
+// TestStrictCandidateNeverReadsBackup: a check of strict candidates goes
+// to the owner alone, however slow it is.
+func TestStrictCandidateNeverReadsBackup(t *testing.T) {
+	pf := startPair(t, func(m *proto.Check) *proto.CheckResult {
+		time.Sleep(1600 * time.Millisecond)
+		return answer(m, false)
+	}, func(m *proto.Check) *proto.CheckResult {
+		return answer(m, true)
+	})
+	c := newClient(t, func(cfg *client.Config) { cfg.Timeout = 2 * time.Second }, pf.owner.addr())
+	readyPair(t, c)
+	res, err := c.Check(context.Background(), "viewer-1", []engine.Candidate{strictCand, strictCand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range res.Verdicts {
+		if v.Failed() || v.Stale || !v.Allowed {
+			t.Errorf("verdict %d: %+v, want the owner's", i, v)
+		}
+	}
+	if n := pf.backupChecks.Load(); n != 0 {
+		t.Errorf("the backup received %d checks, want none", n)
+	}
+}
