@@ -41,9 +41,9 @@ type Config struct {
 	Margin time.Duration
 
 	// HedgeBudget bounds hedged reads: a soft check whose owner has not
-	// answered after the hedge delay (the 95th percentile of that owner's
-	// recent latencies, 1ms until it has enough, between 200µs and half
-	// the call's budget) is also sent to a backup owner, and the first
+	// answered after the hedge delay (the 99th percentile of that owner's
+	// recent latencies, a quarter of the call's budget until it has
+	// enough, between 200µs and half the call's budget) is also sent to a backup owner, and the first
 	// answer wins. At most this share of the checks that could hedge
 	// do, over the long run (up to 10 saved up), so a sick cluster is
 	// not sent twice its load. Default 0: 0.05 (5%). Negative: never

@@ -21,12 +21,10 @@ import (
 const (
 	// hedgeSamples is how many of a peer's recent latencies the hedge
 	// delay is learnt from; hedgeLearnt is how many it needs first.
-	hedgeSamples = 128
-	hedgeLearnt  = 32
+	hedgeSamples = 256
+	hedgeLearnt  = 64
 	// hedgeEvery: the delay is recomputed after this many new samples.
 	hedgeEvery = 16
-	// hedgeDefault is the delay until a peer has hedgeLearnt samples.
-	hedgeDefault = time.Millisecond
 	// hedgeMin and hedgeMax bound the learnt delay; a call also hedges
 	// by half its budget at the latest, so the backup has the other half.
 	hedgeMin = 200 * time.Microsecond
@@ -40,7 +38,9 @@ const (
 )
 
 // latencies keeps a peer's recent answer latencies and the hedge delay
-// learnt from them (their 95th percentile, bounded).
+// learnt from them: their 99th percentile, bounded. Not the 95th: that
+// would hedge 5% of the checks in steady state and spend the whole
+// budget on ordinary noise, leaving none for an owner that turns slow.
 type latencies struct {
 	delay atomic.Int64 // nanoseconds; 0 until learnt
 
@@ -69,10 +69,10 @@ func (l *latencies) add(d time.Duration) time.Duration {
 	s := sorted[:l.n]
 	copy(s, l.ring[:l.n])
 	slices.Sort(s)
-	p95 := time.Duration(s[(len(s)*95)/100])
-	p95 = min(max(p95, hedgeMin), hedgeMax)
-	l.delay.Store(int64(p95))
-	return p95
+	p99 := time.Duration(s[(len(s)*99)/100])
+	p99 = min(max(p99, hedgeMin), hedgeMax)
+	l.delay.Store(int64(p99))
+	return p99
 }
 
 // noteLatency records how long p took to answer (or at least took).
@@ -82,11 +82,13 @@ func (c *Client) noteLatency(p *peer, d time.Duration) {
 	}
 }
 
-// hedgeDelay is how long a call waits for p before asking a backup.
+// hedgeDelay is how long a call waits for p before asking a backup: the
+// learnt delay, or a quarter of the budget until one is learnt, and at
+// most half the budget, so the backup has the other half.
 func (c *Client) hedgeDelay(p *peer, budget time.Duration) time.Duration {
 	d := time.Duration(p.lat.delay.Load())
 	if d == 0 {
-		d = hedgeDefault
+		d = max(budget/4, hedgeMin)
 	}
 	return min(d, budget/2)
 }
@@ -173,14 +175,37 @@ func (c *Client) hedgedCheck(ctx context.Context, viewer string, req *proto.Chec
 	case <-tm.C:
 	}
 	var second *call
+	hedged := false
 	if c.spendHedge() {
 		req.Backup = true
 		if second, err = c.start(backup, req, proto.TypeCheckResult, deadline); err == nil {
 			c.m.hedgesSent.Inc()
+			hedged = true
 		}
 	}
 	if second == nil {
-		tm.Reset(time.Until(deadline)) // it fired: its channel is drained
+		// No hedge: the owner keeps the deadline, but one that has sent
+		// nothing at all on that connection by three fifths of the
+		// budget, nor for as long before the request went out, is taken
+		// for stalled (paused, black-holed) rather than slow, and a
+		// backup is asked: a failover on evidence, outside the budget.
+		// A slow owner still answering on the connection is waited for.
+		silent := budget * 3 / 5
+		tm.Reset(time.Until(sentAt.Add(silent))) // it fired: its channel is drained
+		select {
+		case <-first.done:
+			return c.ownerAnswered(ctx, viewer, req, owner, first, sentAt, deadline)
+		case <-ctx.Done():
+			return nil, false, c.abandon(first, ctx.Err())
+		case <-tm.C:
+		}
+		if first.conn.lastRead.Load() < first.sent-int64(silent) {
+			req.Backup = true
+			second, _ = c.start(backup, req, proto.TypeCheckResult, deadline)
+		}
+	}
+	if second == nil {
+		tm.Reset(time.Until(deadline))
 		select {
 		case <-first.done:
 			return c.ownerAnswered(ctx, viewer, req, owner, first, sentAt, deadline)
@@ -204,7 +229,9 @@ func (c *Client) hedgedCheck(ctx context.Context, viewer string, req *proto.Chec
 			c.noteLatency(owner, time.Since(sentAt))
 			if first.err == nil {
 				if second != nil {
-					c.m.hedgesCancelled.Inc()
+					if hedged {
+						c.m.hedgesCancelled.Inc()
+					}
 					c.abandon(second, nil)
 				}
 				c.noteEpoch(first.check.Epoch, owner)
@@ -220,7 +247,9 @@ func (c *Client) hedgedCheck(ctx context.Context, viewer string, req *proto.Chec
 					c.noteLatency(owner, time.Since(sentAt))
 					c.abandon(first, nil)
 				}
-				c.m.hedgesWon.Inc()
+				if hedged {
+					c.m.hedgesWon.Inc()
+				}
 				return second, true, nil
 			}
 			err = second.err

@@ -102,7 +102,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.hedgesSent = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_hedges_sent_total", Help: "Soft checks also sent to a backup owner because the owner had not answered after the hedge delay (within the hedge budget)."})
 	m.hedgesWon = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_hedges_won_total", Help: "Hedged checks the backup owner answered first (their verdicts are marked stale)."})
 	m.hedgesCancelled = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_hedges_cancelled_total", Help: "Hedged checks the owner answered first: the backup's request was wasted."})
-	m.hedgeDelay = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_client_hedge_delay_seconds", Help: "The hedge delay last learnt (the 95th percentile of an owner's recent check latencies, bounded)."})
+	m.hedgeDelay = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_client_hedge_delay_seconds", Help: "The hedge delay last learnt (the 99th percentile of an owner's recent check latencies, bounded)."})
 	m.topologyChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_topology_changes_total", Help: "New topologies installed."})
 	m.refreshErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_topology_refresh_errors_total", Help: "Topology refreshes where no node answered."})
 	m.dialErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_client_dial_errors_total", Help: "Failed connection attempts."})
