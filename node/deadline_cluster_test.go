@@ -24,7 +24,7 @@ import (
 // timeout is far longer, so on code that ignores the deadline the grant
 // would stand once the proxy lets go.
 func TestLateStrictGrantIsTakenBack(t *testing.T) {
-	px := newStallProxy(t)
+	px := newStallProxy(t, false)
 	reg := prometheus.NewRegistry()
 	var nodes []*node.Node
 	for i := range 2 {
@@ -154,9 +154,10 @@ func allowsAnswered(reg *prometheus.Registry) int {
 // (the node behind it learns the proxy's address first), and can hold
 // every byte it has not forwarded yet until released.
 type stallProxy struct {
-	ln     net.Listener
-	ready  chan struct{}
-	target string
+	ln          net.Listener
+	ready       chan struct{}
+	target      string
+	answersOnly bool // a stall holds only the target's answers
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
@@ -164,13 +165,15 @@ type stallProxy struct {
 	conns []net.Conn
 }
 
-func newStallProxy(t *testing.T) *stallProxy {
+// newStallProxy starts a proxy; with answersOnly, a stall holds only what
+// the target sends back and requests keep flowing.
+func newStallProxy(t *testing.T, answersOnly bool) *stallProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &stallProxy{ln: ln, ready: make(chan struct{}), gate: make(chan struct{})}
+	p := &stallProxy{ln: ln, ready: make(chan struct{}), gate: make(chan struct{}), answersOnly: answersOnly}
 	close(p.gate)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -246,22 +249,25 @@ func (p *stallProxy) accept(wg *sync.WaitGroup) {
 			p.mu.Unlock()
 			var pumps sync.WaitGroup
 			pumps.Add(2)
-			go func() { defer pumps.Done(); p.pump(back, front) }()
-			go func() { defer pumps.Done(); p.pump(front, back) }()
+			go func() { defer pumps.Done(); p.pump(back, front, !p.answersOnly) }()
+			go func() { defer pumps.Done(); p.pump(front, back, true) }()
 			pumps.Wait()
 		}()
 	}
 }
 
-// pump copies src to dst, each chunk only once the gate is open.
-func (p *stallProxy) pump(dst, src net.Conn) {
+// pump copies src to dst; when gated, each chunk only once the gate is
+// open.
+func (p *stallProxy) pump(dst, src net.Conn, gated bool) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			<-p.open()
+			if gated {
+				<-p.open()
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +22,7 @@ import (
 // answered, and the proxy lets the answer through only after the call
 // returned, so the grant is late whatever the machine's speed.
 func TestLateStrictGrantIsGivenBack(t *testing.T) {
-	px := newAnswerGate(t)
+	px := newStallProxy(t, true)
 	reg := prometheus.NewRegistry()
 	cfg := node.DefaultLocalConfig("node-0")
 	cfg.Logger = quiet
@@ -46,7 +45,7 @@ func TestLateStrictGrantIsGivenBack(t *testing.T) {
 	strictCap := engine.Cap{Scope: "campaign", ID: "contract", Limit: 2, Window: 1 << 40, Mode: engine.Strict}
 	caps := []engine.Cap{strictCap}
 
-	px.hold()
+	px.stall()
 	ctx, cancel := context.WithCancel(context.Background())
 	type result struct {
 		vd  client.Verdict
@@ -63,7 +62,7 @@ func TestLateStrictGrantIsGivenBack(t *testing.T) {
 	if r.vd.Allowed {
 		t.Fatalf("Allow = %+v, %v: the answer was held, the call cannot have seen it", r.vd, r.err)
 	}
-	px.open()
+	px.release()
 
 	eventually(t, 20*time.Second, func() bool { return c.Stats().ReturnedGrants == 1 },
 		"late grants %d, returned %d, want 1 returned", c.Stats().LateGrants, c.Stats().ReturnedGrants)
@@ -194,127 +193,4 @@ func (c *rawConn) call(m, res proto.Message) error {
 		return &e
 	}
 	return proto.Decode(body, res)
-}
-
-// answerGate forwards TCP connections to a target, and can hold what
-// the target sends back (its answers) while letting requests through.
-type answerGate struct {
-	ln     net.Listener
-	ready  chan struct{}
-	target string
-
-	mu    sync.Mutex
-	gate  chan struct{} // closed while answers flow; guarded by mu
-	conns []net.Conn    // guarded by mu
-}
-
-func newAnswerGate(t *testing.T) *answerGate {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &answerGate{ln: ln, ready: make(chan struct{}), gate: make(chan struct{})}
-	close(p.gate)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		p.accept(&wg)
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		p.open()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		wg.Wait()
-	})
-	return p
-}
-
-func (p *answerGate) addr() string { return p.ln.Addr().String() }
-
-func (p *answerGate) setTarget(addr string) {
-	p.target = addr
-	close(p.ready)
-}
-
-// hold keeps every answer from now on.
-func (p *answerGate) hold() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.gate:
-		p.gate = make(chan struct{})
-	default:
-	}
-}
-
-// open lets the held answers through.
-func (p *answerGate) open() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.gate:
-	default:
-		close(p.gate)
-	}
-}
-
-func (p *answerGate) gated() <-chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.gate
-}
-
-func (p *answerGate) accept(wg *sync.WaitGroup) {
-	for {
-		front, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-p.ready
-			back, err := net.Dial("tcp", p.target)
-			if err != nil {
-				front.Close()
-				return
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, front, back)
-			p.mu.Unlock()
-			var pumps sync.WaitGroup
-			pumps.Add(2)
-			go func() { defer pumps.Done(); p.pump(front, back, true) }()
-			go func() { defer pumps.Done(); p.pump(back, front, false) }()
-			pumps.Wait()
-		}()
-	}
-}
-
-// pump copies src to dst; when gated, each chunk only once the gate is
-// open.
-func (p *answerGate) pump(dst, src net.Conn, gated bool) {
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if gated {
-				<-p.gated()
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil { // io.EOF or a closed connection: done either way
-			return
-		}
-	}
 }
