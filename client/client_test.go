@@ -15,9 +15,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -167,8 +167,8 @@ func newClient(t testing.TB, mutate func(*client.Config), seeds ...string) *clie
 }
 
 var (
-	soft   = engine.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 1000}
-	strict = engine.Cap{Scope: "campaign", ID: "strict", Limit: 3, Window: 1000, Mode: engine.Strict}
+	soft   = fcap.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 1000}
+	strict = fcap.Cap{Scope: "campaign", ID: "strict", Limit: 3, Window: 1000, Mode: fcap.Strict}
 )
 
 // deadCluster returns an address nothing listens on.
@@ -188,7 +188,7 @@ func shortDial(c *client.Config) { c.DialTimeout = 10 * time.Millisecond }
 
 func TestDeadClusterFailsOpenForSoftAndClosedForStrict(t *testing.T) {
 	c := newClient(t, shortDial, deadCluster(t))
-	res, err := c.Check(context.Background(), "v", []engine.Candidate{{Caps: []engine.Cap{soft}}, {Caps: []engine.Cap{soft, strict}}})
+	res, err := c.Check(context.Background(), "v", []fcap.Candidate{{Caps: []fcap.Cap{soft}}, {Caps: []fcap.Cap{soft, strict}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestDeadClusterFailsOpenForSoftAndClosedForStrict(t *testing.T) {
 	if v := res.Verdicts[1]; v.Allowed || !v.FailClosed {
 		t.Errorf("strict candidate: %+v, want denied and marked fail-closed", v)
 	}
-	v, err := c.Allow(context.Background(), "v", []engine.Cap{soft})
+	v, err := c.Allow(context.Background(), "v", []fcap.Cap{soft})
 	if err != nil || !v.FailOpen || !v.Allowed {
 		t.Errorf("Allow = %+v, %v; want fail-open", v, err)
 	}
@@ -217,7 +217,7 @@ func TestSlowNodeFailsOpenAtTheDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	res, err := c.Check(context.Background(), "v", []engine.Candidate{{Caps: []engine.Cap{soft}}})
+	res, err := c.Check(context.Background(), "v", []fcap.Candidate{{Caps: []fcap.Cap{soft}}})
 	took := time.Since(start)
 	if err != nil || !res.Verdicts[0].FailOpen {
 		t.Fatalf("Check = %+v, %v; want fail-open", res.Verdicts, err)
@@ -232,7 +232,7 @@ func TestSlowNodeFailsOpenAtTheDeadline(t *testing.T) {
 	// The caller's context bounds it too.
 	short, cancel2 := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel2()
-	if res, err := c.Check(short, "v", []engine.Candidate{{Caps: []engine.Cap{soft}}}); err != nil || !res.Verdicts[0].FailOpen {
+	if res, err := c.Check(short, "v", []fcap.Candidate{{Caps: []fcap.Cap{soft}}}); err != nil || !res.Verdicts[0].FailOpen {
 		t.Fatalf("Check with a 1ms context = %+v, %v", res, err)
 	}
 }
@@ -247,7 +247,7 @@ func TestBadRequestIsAnErrorNotAVerdict(t *testing.T) {
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err := c.Allow(context.Background(), "v", []engine.Cap{soft})
+	_, err := c.Allow(context.Background(), "v", []fcap.Cap{soft})
 	if !errors.Is(err, client.ErrBadRequest) {
 		t.Fatalf("err = %v, want ErrBadRequest", err)
 	}
@@ -273,7 +273,7 @@ func TestRecordRetriesWithBackoff(t *testing.T) {
 				continue
 			}
 			got.Store(it.Impression.ID, true)
-			res.Results = append(res.Results, proto.ItemResult{Status: engine.Recorded})
+			res.Results = append(res.Results, proto.ItemResult{Status: fcap.Recorded})
 		}
 		return res
 	})
@@ -285,7 +285,7 @@ func TestRecordRetriesWithBackoff(t *testing.T) {
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !c.Record("v", engine.Impression{ID: "imp-1", Time: 5, Caps: []engine.Cap{soft}}) {
+	if !c.Record("v", fcap.Impression{ID: "imp-1", Time: 5, Caps: []fcap.Cap{soft}}) {
 		t.Fatal("Record refused")
 	}
 	if err := c.Flush(ctx); err != nil {
@@ -309,7 +309,7 @@ func TestRecordDropsAndCountsWhenFull(t *testing.T) {
 	}, deadCluster(t))
 	accepted := 0
 	for i := range 10 {
-		if c.Record("v", engine.Impression{ID: fmt.Sprint(i), Time: 1, Caps: []engine.Cap{soft}}) {
+		if c.Record("v", fcap.Impression{ID: fmt.Sprint(i), Time: 1, Caps: []fcap.Cap{soft}}) {
 			accepted++
 		}
 	}
@@ -345,7 +345,7 @@ func TestClientAgainstANode(t *testing.T) {
 
 	// Records go through the queue and count.
 	for i := range 2 {
-		c.Record("pod-viewer", engine.Impression{ID: fmt.Sprint("r", i), Time: 10, Caps: []engine.Cap{soft}})
+		c.Record("pod-viewer", fcap.Impression{ID: fmt.Sprint("r", i), Time: 10, Caps: []fcap.Cap{soft}})
 	}
 	if err := c.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -353,11 +353,11 @@ func TestClientAgainstANode(t *testing.T) {
 
 	// A pod: two creatives share the soft campaign cap (1 left after the
 	// 2 records) and an advertiser cap with 5 left.
-	adv := engine.Cap{Scope: "advertiser", ID: "a", Limit: 5, Window: 1000}
-	cands := []engine.Candidate{
-		{Caps: []engine.Cap{{Scope: "creative", ID: "x", Limit: 2, Window: 1000}, soft, adv}},
-		{Caps: []engine.Cap{{Scope: "creative", ID: "y", Limit: 2, Window: 1000}, soft, adv}},
-		{Caps: []engine.Cap{{Scope: "creative", ID: "z", Limit: 2, Window: 1000}, adv}},
+	adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: 5, Window: 1000}
+	cands := []fcap.Candidate{
+		{Caps: []fcap.Cap{{Scope: "creative", ID: "x", Limit: 2, Window: 1000}, soft, adv}},
+		{Caps: []fcap.Cap{{Scope: "creative", ID: "y", Limit: 2, Window: 1000}, soft, adv}},
+		{Caps: []fcap.Cap{{Scope: "creative", ID: "z", Limit: 2, Window: 1000}, adv}},
 	}
 	res, err := c.Check(ctx, "pod-viewer", cands, client.At(20))
 	if err != nil {
@@ -385,7 +385,7 @@ func TestClientAgainstANode(t *testing.T) {
 	}
 
 	// Reserve / Release round trip.
-	_, r, err := c.Reserve(ctx, "res-viewer", engine.Candidate{Caps: []engine.Cap{{Scope: "campaign", ID: "s", Limit: 1, Window: 1000, Mode: engine.Strict}}}, time.Minute, client.At(1))
+	_, r, err := c.Reserve(ctx, "res-viewer", fcap.Candidate{Caps: []fcap.Cap{{Scope: "campaign", ID: "s", Limit: 1, Window: 1000, Mode: fcap.Strict}}}, time.Minute, client.At(1))
 	if err != nil || r.ID == 0 {
 		t.Fatalf("Reserve = %+v, %v", r, err)
 	}
@@ -408,10 +408,10 @@ func TestCloseIsIdempotentAndDropsLateRecords(t *testing.T) {
 	defer cancel()
 	c.Close(ctx)
 	c.Close(ctx)
-	if c.Record("v", engine.Impression{ID: "late", Time: 1, Caps: []engine.Cap{soft}}) {
+	if c.Record("v", fcap.Impression{ID: "late", Time: 1, Caps: []fcap.Cap{soft}}) {
 		t.Error("Record after Close was accepted")
 	}
-	res, err := c.Check(context.Background(), "v", []engine.Candidate{{Caps: []engine.Cap{soft}}})
+	res, err := c.Check(context.Background(), "v", []fcap.Candidate{{Caps: []fcap.Cap{soft}}})
 	if err != nil || !res.Verdicts[0].FailOpen {
 		t.Errorf("Check after Close = %+v, %v; want fail-open", res, err)
 	}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -44,7 +44,7 @@ func TestDialHookCarriesEveryConnection(t *testing.T) {
 	}
 	// A lone node turns active a moment after it listens: poll.
 	for {
-		v, err := c.Allow(ctx, "dial-viewer", []engine.Cap{soft}, client.At(10))
+		v, err := c.Allow(ctx, "dial-viewer", []fcap.Cap{soft}, client.At(10))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestFirstDialIsWaitedFor(t *testing.T) {
 		if hdr.Type != proto.TypeAllow {
 			return nil
 		}
-		return &proto.AllowResult{Epoch: 7, Verdict: engine.Verdict{Allowed: true, Remaining: 41, Blocking: -1}}
+		return &proto.AllowResult{Epoch: 7, Verdict: fcap.Verdict{Allowed: true, Remaining: 41, Blocking: -1}}
 	})
 	seed := startFake(t, nil)
 	seed.mu.Lock()
@@ -107,7 +107,7 @@ func TestFirstDialIsWaitedFor(t *testing.T) {
 	// only after the call has had time to fail, were it not waiting.
 	timer := time.AfterFunc(100*time.Millisecond, func() { close(release) })
 	defer timer.Stop()
-	v, err := c.Allow(context.Background(), "v", []engine.Cap{soft})
+	v, err := c.Allow(context.Background(), "v", []fcap.Cap{soft})
 	if err != nil || v.Failed() || v.Remaining != 41 {
 		t.Fatalf("Allow while the owner's first dial runs = %+v, %v; want the owner's answer", v, err)
 	}
@@ -123,7 +123,7 @@ func TestUnroutableViewerRefreshesTheTopology(t *testing.T) {
 		if hdr.Type != proto.TypeAllow {
 			return nil
 		}
-		return &proto.AllowResult{Epoch: 2, Verdict: engine.Verdict{Allowed: true, Remaining: 9, Blocking: -1}}
+		return &proto.AllowResult{Epoch: 2, Verdict: fcap.Verdict{Allowed: true, Remaining: 9, Blocking: -1}}
 	})
 	f.mu.Lock()
 	f.topo = func() *proto.Topology {
@@ -145,12 +145,12 @@ func TestUnroutableViewerRefreshesTheTopology(t *testing.T) {
 			t.Fatal("the client never fetched the topology")
 		}
 	}
-	if v, _ := c.Allow(context.Background(), "v", []engine.Cap{soft}); !v.FailOpen {
+	if v, _ := c.Allow(context.Background(), "v", []fcap.Cap{soft}); !v.FailOpen {
 		t.Fatalf("Allow with no owner = %+v, want fail-open", v)
 	}
 	active.Store(true)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		v, err := c.Allow(context.Background(), "v", []engine.Cap{soft})
+		v, err := c.Allow(context.Background(), "v", []fcap.Cap{soft})
 		if err == nil && !v.Failed() && v.Remaining == 9 {
 			break
 		}
@@ -170,14 +170,14 @@ func connectedOnce(t *testing.T) (*fakeNode, *client.Client) {
 		if hdr.Type != proto.TypeAllow {
 			return nil
 		}
-		return &proto.AllowResult{Epoch: 42, Verdict: engine.Verdict{Allowed: true, Remaining: 9, Blocking: -1}}
+		return &proto.AllowResult{Epoch: 42, Verdict: fcap.Verdict{Allowed: true, Remaining: 9, Blocking: -1}}
 	})
 	c := newClient(t, func(c *client.Config) {
 		c.Timeout = 20 * time.Millisecond
 		c.ConnsPerNode = 1
 	}, f.addr())
 	for deadline := time.Now().Add(generous); ; {
-		v, err := c.Allow(context.Background(), "v", []engine.Cap{soft})
+		v, err := c.Allow(context.Background(), "v", []fcap.Cap{soft})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +202,7 @@ func TestSilentConnectionIsReplaced(t *testing.T) {
 	f.mu.Unlock()
 	failed := 0
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		v, err := c.Allow(context.Background(), "v", []engine.Cap{soft})
+		v, err := c.Allow(context.Background(), "v", []fcap.Cap{soft})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +234,7 @@ func TestRecordsOnANodeThatLeavesAreRetried(t *testing.T) {
 		}
 		res := &proto.RecordResult{Epoch: 2}
 		for range m.Items {
-			res.Results = append(res.Results, proto.ItemResult{Status: engine.Recorded})
+			res.Results = append(res.Results, proto.ItemResult{Status: fcap.Recorded})
 		}
 		got.Add(int64(len(m.Items)))
 		return res
@@ -273,7 +273,7 @@ func TestRecordsOnANodeThatLeavesAreRetried(t *testing.T) {
 			t.Fatal("the client never fetched the topology")
 		}
 	}
-	if !c.Record("v", engine.Impression{ID: "imp-1", Time: time.Now().UnixMilli(), Caps: []engine.Cap{soft}}) {
+	if !c.Record("v", fcap.Impression{ID: "imp-1", Time: time.Now().UnixMilli(), Caps: []fcap.Cap{soft}}) {
 		t.Fatal("Record refused the impression")
 	}
 	select {
@@ -306,7 +306,7 @@ func TestBriefStallKeepsTheConnection(t *testing.T) {
 	// as they take (about 120 ms), well under the second of silence that
 	// closes a connection.
 	for failed := 0; failed < 6; {
-		if v, _ := c.Allow(context.Background(), "v", []engine.Cap{soft}); v.Failed() {
+		if v, _ := c.Allow(context.Background(), "v", []fcap.Cap{soft}); v.Failed() {
 			failed++
 		}
 	}
@@ -315,7 +315,7 @@ func TestBriefStallKeepsTheConnection(t *testing.T) {
 	f.mu.Unlock()
 	stall := time.Since(stalled)
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if v, _ := c.Allow(context.Background(), "v", []engine.Cap{soft}); !v.Failed() {
+		if v, _ := c.Allow(context.Background(), "v", []fcap.Cap{soft}); !v.Failed() {
 			break
 		}
 		if time.Now().After(deadline) {

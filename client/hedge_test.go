@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -65,7 +65,7 @@ func startPair(t *testing.T, owner, backup func(*proto.Check) *proto.CheckResult
 func answer(m *proto.Check, stale bool) *proto.CheckResult {
 	r := &proto.CheckResult{Epoch: 3, Stale: stale}
 	for range m.Table.Ends {
-		r.Verdicts = append(r.Verdicts, engine.Verdict{Allowed: true, Remaining: 5, Blocking: -1})
+		r.Verdicts = append(r.Verdicts, fcap.Verdict{Allowed: true, Remaining: 5, Blocking: -1})
 	}
 	return r
 }
@@ -87,8 +87,8 @@ func readyPair(t *testing.T, c *client.Client) {
 }
 
 var (
-	softCand   = engine.Candidate{Caps: []engine.Cap{{Scope: "campaign", ID: "c1", Limit: 10, Window: 60_000}}}
-	strictCand = engine.Candidate{Caps: []engine.Cap{{Scope: "campaign", ID: "c2", Limit: 10, Window: 60_000, Mode: engine.Strict}}}
+	softCand   = fcap.Candidate{Caps: []fcap.Cap{{Scope: "campaign", ID: "c1", Limit: 10, Window: 60_000}}}
+	strictCand = fcap.Candidate{Caps: []fcap.Cap{{Scope: "campaign", ID: "c2", Limit: 10, Window: 60_000, Mode: fcap.Strict}}}
 )
 
 // TestHedgeBackupAnswersForSlowOwner: an owner that does not answer
@@ -108,7 +108,7 @@ func TestHedgeBackupAnswersForSlowOwner(t *testing.T) {
 	defer close(release)
 	c := newClient(t, nil, pf.owner.addr())
 	readyPair(t, c)
-	res, err := c.Check(context.Background(), "viewer-1", []engine.Candidate{softCand})
+	res, err := c.Check(context.Background(), "viewer-1", []fcap.Candidate{softCand})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestHedgeOwnerStillWins(t *testing.T) {
 	defer close(release)
 	c := newClient(t, func(cfg *client.Config) { cfg.Timeout = 2 * time.Second }, pf.owner.addr())
 	readyPair(t, c)
-	res, err := c.Check(context.Background(), "viewer-1", []engine.Candidate{softCand})
+	res, err := c.Check(context.Background(), "viewer-1", []fcap.Candidate{softCand})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestSlowOwnerWithoutBackupAnswers(t *testing.T) {
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Check(context.Background(), "viewer-1", []engine.Candidate{softCand})
+	res, err := c.Check(context.Background(), "viewer-1", []fcap.Candidate{softCand})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestHedgeBudgetCapsExtraRequests(t *testing.T) {
 	readyPair(t, c)
 	const checks = 60
 	for i := range checks {
-		if _, err := c.Check(context.Background(), "viewer-1", []engine.Candidate{softCand}); err != nil {
+		if _, err := c.Check(context.Background(), "viewer-1", []fcap.Candidate{softCand}); err != nil {
 			t.Fatalf("check %d: %v", i, err)
 		}
 	}
@@ -221,7 +221,7 @@ func TestStrictCandidateNeverReadsBackup(t *testing.T) {
 	})
 	c := newClient(t, func(cfg *client.Config) { cfg.Timeout = 2 * time.Second }, pf.owner.addr())
 	readyPair(t, c)
-	res, err := c.Check(context.Background(), "viewer-1", []engine.Candidate{strictCand, strictCand})
+	res, err := c.Check(context.Background(), "viewer-1", []fcap.Candidate{strictCand, strictCand})
 	if err != nil {
 		t.Fatal(err)
 	}

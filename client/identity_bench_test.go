@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/engine"
 )
 
 // BenchmarkIdentityCheck: what naming a device costs a 100-candidate
@@ -26,9 +26,9 @@ func BenchmarkIdentityCheck(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer nd.Shutdown(context.Background())
-	var cands []engine.Candidate
+	var cands []fcap.Candidate
 	for i := range 100 {
-		cands = append(cands, engine.Candidate{Caps: []engine.Cap{
+		cands = append(cands, fcap.Candidate{Caps: []fcap.Cap{
 			{Scope: "campaign", ID: fmt.Sprint("c", i), Limit: 5, Window: 86_400_000},
 			{Scope: "advertiser", ID: fmt.Sprint("a", i%10), Limit: 20, Window: 86_400_000},
 		}})

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -27,7 +27,7 @@ func TestLateGrantIsCounted(t *testing.T) {
 		}
 		budget.Store(int64(m.Budget))
 		<-answer // until the caller has given up
-		return &proto.AllowResult{Epoch: 42, Verdict: engine.Verdict{Allowed: true, Blocking: -1}}
+		return &proto.AllowResult{Epoch: 42, Verdict: fcap.Verdict{Allowed: true, Blocking: -1}}
 	})
 	c := newClient(t, nil, f.addr())
 	ready, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -35,9 +35,9 @@ func TestLateGrantIsCounted(t *testing.T) {
 	if err := c.WaitReady(ready); err != nil {
 		t.Fatal(err)
 	}
-	strictCap := engine.Cap{Scope: "campaign", ID: "contract", Limit: 3, Window: 1000, Mode: engine.Strict}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 3, Window: 1000, Mode: fcap.Strict}
 	ctx, cancelCall := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	vd, err := c.Allow(ctx, "v", []engine.Cap{strictCap})
+	vd, err := c.Allow(ctx, "v", []fcap.Cap{strictCap})
 	cancelCall()
 	close(answer)
 	if err != nil || !vd.FailClosed {

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
 )
 
 // Verdict is the answer for one candidate.
 type Verdict struct {
-	engine.Verdict
+	fcap.Verdict
 	// FailOpen: the cluster did not answer in time and the candidate
 	// (all soft caps) was allowed by policy (Config.SoftFailOpen).
 	FailOpen bool
@@ -64,15 +64,15 @@ type CheckResult struct {
 	// Now is the time the verdicts were judged at.
 	Now int64
 
-	table  engine.CheckTable // the request as sent: caps once, candidates as refs
-	strict []bool            // per candidate: it has a strict cap
-	left   []int64           // per table cap: impressions left (for Pod)
-	stale  bool              // a backup answered
+	table  fcap.CheckTable // the request as sent: caps once, candidates as refs
+	strict []bool          // per candidate: it has a strict cap
+	left   []int64         // per table cap: impressions left (for Pod)
+	stale  bool            // a backup answered
 }
 
 // reset builds the request table from candidates: a cap equal to the one
 // at the same position of the previous candidate is sent once.
-func (r *CheckResult) reset(cands []engine.Candidate) error {
+func (r *CheckResult) reset(cands []fcap.Candidate) error {
 	r.table.Reset()
 	r.strict = r.strict[:0]
 	r.Verdicts = r.Verdicts[:0]
@@ -81,14 +81,14 @@ func (r *CheckResult) reset(cands []engine.Candidate) error {
 	if len(cands) > proto.MaxCandidates {
 		return fmt.Errorf("%w: %d candidates, at most %d", ErrBadRequest, len(cands), proto.MaxCandidates)
 	}
-	var prev []engine.Cap
+	var prev []fcap.Cap
 	prevStart := 0 // where the previous candidate's refs begin
 	for _, cand := range cands {
 		start := len(r.table.Refs)
 		strict := false
 		for j := range cand.Caps {
 			c := &cand.Caps[j]
-			strict = strict || c.Mode == engine.Strict
+			strict = strict || c.Mode == fcap.Strict
 			if j < len(prev) && prev[j] == *c {
 				r.table.Refs = append(r.table.Refs, r.table.Refs[prevStart+j])
 				continue
@@ -120,22 +120,22 @@ func failVerdict(cfg *Config, strict bool) Verdict {
 		open = cfg.StrictFailOpen
 	}
 	if open {
-		return Verdict{Verdict: engine.Verdict{Allowed: true, Blocking: -1}, FailOpen: true}
+		return Verdict{Verdict: fcap.Verdict{Allowed: true, Blocking: -1}, FailOpen: true}
 	}
-	return Verdict{Verdict: engine.Verdict{Blocking: -1}, FailClosed: true}
+	return Verdict{Verdict: fcap.Verdict{Blocking: -1}, FailClosed: true}
 }
 
 // Check asks, in one request to the viewer's owner, which candidates may
 // be shown. It returns an error only for an invalid request; when the
 // cluster cannot answer in time every verdict is decided by the failure
 // policy and marked.
-func (c *Client) Check(ctx context.Context, viewer string, cands []engine.Candidate, opts ...CallOption) (*CheckResult, error) {
+func (c *Client) Check(ctx context.Context, viewer string, cands []fcap.Candidate, opts ...CallOption) (*CheckResult, error) {
 	res := &CheckResult{}
 	return res, c.CheckInto(ctx, viewer, cands, res, opts...)
 }
 
 // CheckInto is Check into a reused result.
-func (c *Client) CheckInto(ctx context.Context, viewer string, cands []engine.Candidate, res *CheckResult, opts ...CallOption) error {
+func (c *Client) CheckInto(ctx context.Context, viewer string, cands []fcap.Candidate, res *CheckResult, opts ...CallOption) error {
 	start := time.Now()
 	if err := res.reset(cands); err != nil {
 		c.m.observe(opCheck, outcomeBadRequest, start)
@@ -298,7 +298,7 @@ func epochOf(cl *call) uint64 {
 // Stale); the owner merges it in when it is back. When the cluster
 // cannot answer, the verdict follows the failure policy (strict if any
 // cap is strict) and records nothing.
-func (c *Client) Allow(ctx context.Context, viewer string, caps []engine.Cap, opts ...CallOption) (Verdict, error) {
+func (c *Client) Allow(ctx context.Context, viewer string, caps []fcap.Cap, opts ...CallOption) (Verdict, error) {
 	start := time.Now()
 	o := applyOptions(opts)
 	deadline := c.deadline(ctx, start)
@@ -351,9 +351,9 @@ func unreachable(err error) bool {
 	return true
 }
 
-func anyStrict(caps []engine.Cap) bool {
+func anyStrict(caps []fcap.Cap) bool {
 	for i := range caps {
-		if caps[i].Mode == engine.Strict {
+		if caps[i].Mode == fcap.Strict {
 			return true
 		}
 	}
@@ -373,7 +373,7 @@ type Reservation struct {
 // use it at decision time so in-flight impressions cannot overshoot. The
 // Reservation is zero unless the verdict is allowed by the cluster; a
 // failed call follows the failure policy and reserves nothing.
-func (c *Client) Reserve(ctx context.Context, viewer string, cand engine.Candidate, ttl time.Duration, opts ...CallOption) (Verdict, Reservation, error) {
+func (c *Client) Reserve(ctx context.Context, viewer string, cand fcap.Candidate, ttl time.Duration, opts ...CallOption) (Verdict, Reservation, error) {
 	start := time.Now()
 	o := applyOptions(opts)
 	deadline := c.deadline(ctx, start)

@@ -1,6 +1,6 @@
 package client
 
-import "github.com/fcap-io/fcap/node/engine"
+import "github.com/fcap-io/fcap"
 
 // Pod places several ads from one Check result (an ad pod, a carousel,
 // a page with several slots) without another round trip: Take(i)
@@ -22,13 +22,13 @@ type Pod struct {
 func NewPod(res *CheckResult) *Pod {
 	caps := res.table.Caps
 	p := &Pod{res: res, group: make([]int, len(caps)), taken: make([]bool, len(res.Verdicts))}
-	index := map[engine.Cap]int{}
+	index := map[fcap.Cap]int{}
 	for i, c := range caps {
 		g, ok := index[c]
 		if !ok {
 			g = len(p.left)
 			index[c] = g
-			p.left = append(p.left, engine.MaxLimit)
+			p.left = append(p.left, fcap.MaxLimit)
 		}
 		p.group[i] = g
 	}
@@ -116,7 +116,7 @@ func (p *Pod) Remaining(i int) int64 {
 		}
 		return 1
 	}
-	left := int64(engine.MaxLimit)
+	left := int64(fcap.MaxLimit)
 	for _, ref := range p.refs(i) {
 		left = min(left, p.left[p.group[ref]])
 	}

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -23,14 +23,14 @@ import (
 // milliseconds); set it. A time further ahead of the owner's clock than
 // it accepts (fcapd --max-clock-skew) is refused and dropped too. Record reports whether the impression was
 // queued.
-func (c *Client) Record(viewer string, imp engine.Impression) bool {
+func (c *Client) Record(viewer string, imp fcap.Impression) bool {
 	return c.rec.add(viewer, imp)
 }
 
 // RecordDevice is Record for an impression a device played: the device
 // is resolved to its viewer (cached; a miss waits up to Config.Timeout
 // for the device's owner, and an unresolved device counts as itself).
-func (c *Client) RecordDevice(device string, imp engine.Impression) bool {
+func (c *Client) RecordDevice(device string, imp fcap.Impression) bool {
 	o := callOptions{device: true}
 	ctx := context.Background()
 	return c.rec.add(c.canonical(ctx, device, &o, c.deadline(ctx, time.Now())), imp)
@@ -44,7 +44,7 @@ func (c *Client) Flush(ctx context.Context) error {
 
 type recItem struct {
 	viewer   string
-	imp      engine.Impression
+	imp      fcap.Impression
 	attempts int
 	due      time.Time // when a retry may go
 	// ownerFailed: the last attempt at the viewer's owner found it
@@ -89,7 +89,7 @@ func (r *recorder) start() {
 	r.c.goFunc(r.retryLoop)
 }
 
-func (r *recorder) add(viewer string, imp engine.Impression) bool {
+func (r *recorder) add(viewer string, imp fcap.Impression) bool {
 	m := r.c.m
 	if r.closed.Load() {
 		m.recordDropped.WithLabelValues("closed").Inc()
@@ -102,7 +102,7 @@ func (r *recorder) add(viewer string, imp engine.Impression) bool {
 		m.recordDropped.WithLabelValues("queue_full").Inc()
 		return false
 	}
-	imp.Caps = append([]engine.Cap(nil), imp.Caps...) // the caller may reuse its slice
+	imp.Caps = append([]fcap.Cap(nil), imp.Caps...) // the caller may reuse its slice
 	r.queue <- recItem{viewer: viewer, imp: imp}
 	m.recordQueued.Inc()
 	m.recordQueue.Inc()

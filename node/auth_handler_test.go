@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -66,7 +66,7 @@ func request(t testing.TB, m proto.Message) (proto.Header, []byte) {
 // a role's requests after it, a wrong token hangs up.
 func TestHandlerAuth(t *testing.T) {
 	n := authNode(t)
-	caps := []engine.Cap{{Scope: "campaign", ID: "c", Limit: 1, Window: 1000}}
+	caps := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 1, Window: 1000}}
 	allowHdr, allowBody := request(t, &proto.Allow{Viewer: "v", Now: 1, HasNow: true, Caps: caps})
 
 	h := newHandler(n)
@@ -103,7 +103,7 @@ func TestHandlerAuth(t *testing.T) {
 // the race detector, whose sync.Pool drops items, it checks only that
 // tokens add nothing.
 func TestAuthAddsNoAllocation(t *testing.T) {
-	caps := []engine.Cap{{Scope: "campaign", ID: "c", Limit: 5, Window: 1000}}
+	caps := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 5, Window: 1000}}
 	bodies := make([][]byte, 64)
 	var hdr proto.Header
 	for i := range bodies {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/ring"
 )
 
@@ -23,7 +23,7 @@ func TestClaimedPartitionGetsSurvivorsCopies(t *testing.T) {
 
 	a, b := nodes[0], nodes[1]
 	const viewer = "claimed-viewer"
-	capc := engine.Cap{Scope: "campaign", ID: "c", Limit: 10, Window: 1 << 40}
+	capc := fcap.Cap{Scope: "campaign", ID: "c", Limit: 10, Window: 1 << 40}
 	// A count only a holds: written to its engine directly, as if its
 	// replication to b had not run yet.
 	if _, err := a.engine.Allow(viewer, time.Now().UnixMilli(), capc); err != nil {

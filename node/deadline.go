@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 )
@@ -71,7 +72,7 @@ func (h *handler) strictTimeout(deadline time.Time) (time.Duration, bool) {
 // what they receive: a backup that already applied the grant keeps
 // counting it until it ages out there (it can deny, never over-grant; it
 // matters only once that backup serves the viewer).
-func (h *handler) revoke(viewer string, now int64, caps []engine.Cap) {
+func (h *handler) revoke(viewer string, now int64, caps []fcap.Cap) {
 	wv := h.enter()
 	removed, err := h.n.engine.Revoke(viewer, now, caps...)
 	if err == nil && removed {

@@ -11,9 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/engine"
 )
 
 // TestLateStrictGrantIsTakenBack: a strict Allow whose sync to the backup
@@ -60,11 +60,11 @@ func TestLateStrictGrantIsTakenBack(t *testing.T) {
 	// strict Allow on a busy machine, far shorter than StrictTimeout.
 	c := newClient(t, nodes, func(cfg *client.Config) { cfg.Timeout = 2 * time.Second })
 
-	strictCap := engine.Cap{Scope: "campaign", ID: "contract", Limit: 5, Window: 1 << 40, Mode: engine.Strict}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 5, Window: 1 << 40, Mode: fcap.Strict}
 	viewers := ownedBy(t, nodes[0], "node-0", 2)
 	left := func(viewer string) int64 {
 		t.Helper()
-		res, err := c.Check(context.Background(), viewer, []engine.Candidate{{Caps: []engine.Cap{strictCap}}})
+		res, err := c.Check(context.Background(), viewer, []fcap.Candidate{{Caps: []fcap.Cap{strictCap}}})
 		if err != nil || res.Verdicts[0].Failed() {
 			t.Fatalf("Check %s: %+v %v", viewer, res, err)
 		}
@@ -73,7 +73,7 @@ func TestLateStrictGrantIsTakenBack(t *testing.T) {
 
 	// Through the healthy proxy a strict Allow is granted and counted:
 	// the sync to the backup works.
-	vd, err := c.Allow(context.Background(), viewers[0], []engine.Cap{strictCap})
+	vd, err := c.Allow(context.Background(), viewers[0], []fcap.Cap{strictCap})
 	if err != nil || !vd.Allowed || vd.Failed() {
 		t.Fatalf("strict Allow with a healthy backup: %+v %v", vd, err)
 	}
@@ -84,7 +84,7 @@ func TestLateStrictGrantIsTakenBack(t *testing.T) {
 	// The backup stalls: the client gives up and fails closed.
 	px.stall()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	vd, err = c.Allow(ctx, viewers[1], []engine.Cap{strictCap})
+	vd, err = c.Allow(ctx, viewers[1], []fcap.Cap{strictCap})
 	cancel()
 	if err != nil || vd.Allowed || !vd.FailClosed {
 		px.release()

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -25,20 +25,20 @@ func TestNoWriteAfterDeadline(t *testing.T) {
 	}
 	t.Cleanup(func() { n.Shutdown(context.Background()) })
 
-	soft := engine.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 1 << 40}
-	strictCap := engine.Cap{Scope: "campaign", ID: "strict", Limit: 5, Window: 1 << 40, Mode: engine.Strict}
-	table := engine.CheckTable{Caps: []engine.Cap{soft}, Refs: []uint16{0}, Ends: []uint32{1}}
+	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 1 << 40}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "strict", Limit: 5, Window: 1 << 40, Mode: fcap.Strict}
+	table := fcap.CheckTable{Caps: []fcap.Cap{soft}, Refs: []uint16{0}, Ends: []uint32{1}}
 	requests := func(budget time.Duration) []proto.Message {
 		return []proto.Message{
-			&proto.Allow{Viewer: "v", Caps: []engine.Cap{soft}, Budget: budget},
-			&proto.Allow{Viewer: "v", Caps: []engine.Cap{strictCap}, Budget: budget},
-			&proto.Reserve{Viewer: "v", TTL: 60_000, Caps: []engine.Cap{strictCap}, Budget: budget},
+			&proto.Allow{Viewer: "v", Caps: []fcap.Cap{soft}, Budget: budget},
+			&proto.Allow{Viewer: "v", Caps: []fcap.Cap{strictCap}, Budget: budget},
+			&proto.Reserve{Viewer: "v", TTL: 60_000, Caps: []fcap.Cap{strictCap}, Budget: budget},
 			&proto.Check{Viewer: "v", Table: table, Budget: budget},
 		}
 	}
-	left := func(c engine.Cap) int64 {
+	left := func(c fcap.Cap) int64 {
 		t.Helper()
-		vd, err := n.engine.Check("v", []engine.Candidate{{Caps: []engine.Cap{c}}}, n.clock(), nil)
+		vd, err := n.engine.Check("v", []fcap.Candidate{{Caps: []fcap.Cap{c}}}, n.clock(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

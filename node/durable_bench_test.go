@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/wal"
 	"github.com/fcap-io/fcap/proto"
@@ -26,7 +27,7 @@ import (
 // data dir under each fsync policy. Under "always" the connections share
 // fsyncs (group commit); each waits for its own.
 func BenchmarkHandleAllowDurable(b *testing.B) {
-	caps := []engine.Cap{
+	caps := []fcap.Cap{
 		{Scope: "creative", ID: "cr-1", Limit: 5, Window: 1000},
 		{Scope: "campaign", ID: "cmp-1", Limit: 5, Window: 1000},
 		{Scope: "advertiser", ID: "adv-1", Limit: 5, Window: 1000},
@@ -86,7 +87,7 @@ func TestRestartTime(t *testing.T) {
 	}
 	const perViewer = 10
 	viewers := total / perViewer
-	caps := []engine.Cap{
+	caps := []fcap.Cap{
 		{Scope: "campaign", ID: "cmp-1", Limit: 20, Window: 1 << 40},
 		{Scope: "advertiser", ID: "adv-1", Limit: 50, Window: 1 << 40},
 	}
@@ -127,7 +128,7 @@ func TestRestartTime(t *testing.T) {
 				}
 				for v := range viewers {
 					viewer := "viewer-" + strconv.Itoa(v)
-					imp := engine.Impression{ID: strconv.Itoa(k), Time: int64(k), Caps: caps}
+					imp := fcap.Impression{ID: strconv.Itoa(k), Time: int64(k), Caps: caps}
 					if _, err := eng.Record(viewer, imp); err != nil {
 						t.Fatal(err)
 					}

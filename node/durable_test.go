@@ -11,9 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/wal"
 )
 
@@ -52,22 +52,22 @@ func TestDataDirRestoresWrites(t *testing.T) {
 	dir := t.TempDir()
 	n := startDurable(t, dir)
 	c := newClient(t, []*node.Node{n})
-	capA := engine.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: 1 << 40}
+	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: 1 << 40}
 	ctx := context.Background()
 	const viewers = 50
 	for i := range viewers {
 		viewer := fmt.Sprint("viewer-", i)
 		for k := range i % 5 {
-			if v, err := c.Allow(ctx, viewer, []engine.Cap{capA}, client.At(int64(k))); err != nil || !v.Allowed {
+			if v, err := c.Allow(ctx, viewer, []fcap.Cap{capA}, client.At(int64(k))); err != nil || !v.Allowed {
 				t.Fatalf("allow: %+v %v", v, err)
 			}
 		}
-		c.Record(viewer, engine.Impression{ID: fmt.Sprint("imp-", i), Time: 10, Caps: []engine.Cap{capA}})
+		c.Record(viewer, fcap.Impression{ID: fmt.Sprint("imp-", i), Time: 10, Caps: []fcap.Cap{capA}})
 	}
 	if err := c.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.Reserve(ctx, "viewer-0", engine.Candidate{Caps: []engine.Cap{capA}}, time.Hour, client.At(20)); err != nil {
+	if _, _, err := c.Reserve(ctx, "viewer-0", fcap.Candidate{Caps: []fcap.Cap{capA}}, time.Hour, client.At(20)); err != nil {
 		t.Fatal(err)
 	}
 	want := states(n, viewers)
@@ -98,12 +98,12 @@ func TestSnapshotPlusLogTail(t *testing.T) {
 	dir := t.TempDir()
 	n := startDurable(t, dir)
 	c := newClient(t, []*node.Node{n})
-	capA := engine.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: 1 << 40}
+	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: 1 << 40}
 	ctx := context.Background()
 	const viewers = 40
 	write := func(round int) {
 		for i := range viewers {
-			if v, err := c.Allow(ctx, fmt.Sprint("viewer-", i), []engine.Cap{capA}, client.At(int64(round))); err != nil || !v.Allowed {
+			if v, err := c.Allow(ctx, fmt.Sprint("viewer-", i), []fcap.Cap{capA}, client.At(int64(round))); err != nil || !v.Allowed {
 				t.Fatalf("allow: %+v %v", v, err)
 			}
 		}
@@ -145,7 +145,7 @@ func TestSnapshotDuringWrites(t *testing.T) {
 	dir := t.TempDir()
 	n := startDurable(t, dir, func(c *node.Config) { c.Fsync = wal.Interval })
 	c := newClient(t, []*node.Node{n})
-	capA := engine.Cap{Scope: "campaign", ID: "a", Limit: 1000, Window: 1 << 40}
+	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 1000, Window: 1 << 40}
 	const viewers, writers = 30, 4
 	done := make(chan struct{})
 	errs := make(chan error, writers)
@@ -158,7 +158,7 @@ func TestSnapshotDuringWrites(t *testing.T) {
 					return
 				default:
 				}
-				v, err := c.Allow(context.Background(), fmt.Sprint("viewer-", (i*writers+w)%viewers), []engine.Cap{capA}, client.At(int64(i)))
+				v, err := c.Allow(context.Background(), fmt.Sprint("viewer-", (i*writers+w)%viewers), []fcap.Cap{capA}, client.At(int64(i)))
 				if err != nil || !v.Allowed {
 					errs <- fmt.Errorf("allow: %+v %v", v, err)
 					return
@@ -201,7 +201,7 @@ func TestDiskFullKeepsServing(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	n := startDurable(t, dir, func(c *node.Config) { c.Registerer, c.Gatherer = reg, reg })
 	c := newClient(t, []*node.Node{n})
-	capA := engine.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: 1 << 40}
+	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: 1 << 40}
 	metric := func(name string) float64 {
 		mfs, _ := reg.Gather()
 		for _, mf := range mfs {
@@ -215,14 +215,14 @@ func TestDiskFullKeepsServing(t *testing.T) {
 		}
 		return -1
 	}
-	if v, err := c.Allow(context.Background(), "viewer-0", []engine.Cap{capA}, client.At(1)); err != nil || !v.Allowed || v.FailOpen {
+	if v, err := c.Allow(context.Background(), "viewer-0", []fcap.Cap{capA}, client.At(1)); err != nil || !v.Allowed || v.FailOpen {
 		t.Fatalf("allow on a full disk: %+v %v", v, err)
 	}
 	if metric("fcap_log_write_errors_total") < 1 {
 		t.Fatalf("write errors %v, want at least 1", metric("fcap_log_write_errors_total"))
 	}
 	for i := 1; i < 20; i++ {
-		if v, err := c.Allow(context.Background(), fmt.Sprint("viewer-", i), []engine.Cap{capA}, client.At(1)); err != nil || !v.Allowed || v.FailOpen {
+		if v, err := c.Allow(context.Background(), fmt.Sprint("viewer-", i), []fcap.Cap{capA}, client.At(1)); err != nil || !v.Allowed || v.FailOpen {
 			t.Fatalf("allow: %+v %v", v, err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -39,15 +39,15 @@ func frameBody(b *testing.B, m proto.Message) (proto.Header, []byte) {
 // the node's hot-path figure.
 func BenchmarkHandleCheck100x3(b *testing.B) {
 	n := benchNode(b)
-	var t engine.CheckTable
-	index := map[engine.Cap]uint16{}
+	var t fcap.CheckTable
+	index := map[fcap.Cap]uint16{}
 	for i := range 100 {
-		caps := []engine.Cap{
+		caps := []fcap.Cap{
 			{Scope: "creative", ID: fmt.Sprintf("cr-%d", i), Limit: 3, Window: 3_600_000},
 			{Scope: "campaign", ID: fmt.Sprintf("cmp-%d", i/2), Limit: 5, Window: 86_400_000},
 			{Scope: "advertiser", ID: fmt.Sprintf("adv-%d", i/10), Limit: 20, Window: 7 * 86_400_000},
 		}
-		n.engine.Record("viewer-1", engine.Impression{ID: fmt.Sprint(i), Time: int64(i), Caps: caps})
+		n.engine.Record("viewer-1", fcap.Impression{ID: fmt.Sprint(i), Time: int64(i), Caps: caps})
 		for _, c := range caps {
 			ref, ok := index[c]
 			if !ok {
@@ -73,7 +73,7 @@ func BenchmarkHandleCheck100x3(b *testing.B) {
 // advertiser cap on an existing viewer.
 func BenchmarkHandleAllow(b *testing.B) {
 	n := benchNode(b)
-	caps := []engine.Cap{
+	caps := []fcap.Cap{
 		{Scope: "creative", ID: "cr-1", Limit: 5, Window: 1000},
 		{Scope: "campaign", ID: "cmp-1", Limit: 5, Window: 1000},
 		{Scope: "advertiser", ID: "adv-1", Limit: 5, Window: 1000},
@@ -95,7 +95,7 @@ func BenchmarkHandleAllow(b *testing.B) {
 // BenchmarkHandleRecord32: a batch of 32 impressions for one viewer.
 func BenchmarkHandleRecord32(b *testing.B) {
 	n := benchNode(b)
-	caps := []engine.Cap{{Scope: "campaign", ID: "cmp-1", Limit: 50, Window: 1000}}
+	caps := []fcap.Cap{{Scope: "campaign", ID: "cmp-1", Limit: 50, Window: 1000}}
 	h := newHandler(n)
 	out := make([]byte, 0, 64<<10)
 	bodies := make([][]byte, 256)
@@ -104,7 +104,7 @@ func BenchmarkHandleRecord32(b *testing.B) {
 		var m proto.Record
 		for j := range 32 {
 			m.Items = append(m.Items, proto.RecordItem{Viewer: fmt.Sprint("viewer-", j), HasTime: true,
-				Impression: engine.Impression{ID: fmt.Sprintf("imp-%d-%d", i, j), Time: int64(i * 100), Caps: caps}})
+				Impression: fcap.Impression{ID: fmt.Sprintf("imp-%d-%d", i, j), Time: int64(i * 100), Caps: caps}})
 		}
 		hdr, bodies[i] = frameBody(b, &m)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
@@ -229,7 +230,7 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		h.leave(wv)
 		var syncs []strictItem // items to wait for their backups
 		for i := range m.Items {
-			if res.Results[i].Code == 0 && res.Results[i].Status == engine.Recorded && strict(m.Items[i].Impression.Caps) {
+			if res.Results[i].Code == 0 && res.Results[i].Status == fcap.Recorded && strict(m.Items[i].Impression.Caps) {
 				syncs = append(syncs, strictItem{i, engine.ViewerKey(m.Items[i].Viewer), partitionOf(wv, m.Items[i].Viewer)})
 			}
 		}
@@ -267,7 +268,7 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 			return h.refuse(out, hdr, code, epoch, opReserve)
 		}
 		now := h.now(m.Now, m.HasNow)
-		vd, id, err := h.n.engine.Reserve(m.Viewer, engine.Candidate{Caps: m.Caps}, now, m.TTL)
+		vd, id, err := h.n.engine.Reserve(m.Viewer, fcap.Candidate{Caps: m.Caps}, now, m.TTL)
 		var seq uint64
 		if err == nil && vd.Allowed {
 			key := engine.ViewerKey(m.Viewer)
@@ -484,9 +485,9 @@ func (h *handler) refuse(out []byte, hdr proto.Header, code proto.Code, epoch ui
 
 // strict reports whether any cap is strict: its writes are acknowledged
 // only once every backup applied them.
-func strict(caps []engine.Cap) bool {
+func strict(caps []fcap.Cap) bool {
 	for i := range caps {
-		if caps[i].Mode == engine.Strict {
+		if caps[i].Mode == fcap.Strict {
 			return true
 		}
 	}
@@ -510,7 +511,7 @@ type strictItem struct {
 
 // cloneCaps copies caps and their strings, which alias the reader's
 // buffer, for a request that outlives it.
-func cloneCaps(caps []engine.Cap) []engine.Cap {
+func cloneCaps(caps []fcap.Cap) []fcap.Cap {
 	out := slices.Clone(caps)
 	for i := range out {
 		out[i].Scope, out[i].ID = strings.Clone(out[i].Scope), strings.Clone(out[i].ID)
@@ -553,7 +554,7 @@ func (h *handler) recordItem(v *view, it *proto.RecordItem, backup bool) proto.I
 		h.n.metrics.time.refusedTime(opRecord, err)
 		return proto.ItemResult{Code: proto.CodeOf(err)}
 	}
-	if st == engine.Recorded || imp.Reservation != 0 {
+	if st == fcap.Recorded || imp.Reservation != 0 {
 		key := engine.ViewerKey(it.Viewer)
 		if standIn {
 			v.plan.markStandIn(key)
@@ -574,7 +575,7 @@ func (h *handler) recordItem(v *view, it *proto.RecordItem, backup bool) proto.I
 // and only for soft caps. The write is replicated to the other owners
 // (plan.markStandIn), whose copies merge it in; strict caps stay with the
 // owner alone and fail closed without it.
-func (h *handler) standsIn(v *view, code proto.Code, viewer string, caps []engine.Cap) bool {
+func (h *handler) standsIn(v *view, code proto.Code, viewer string, caps []fcap.Cap) bool {
 	return code == proto.CodeNotOwner && !h.n.left.Load() && !strict(caps) &&
 		v.backs(viewer) && !h.n.repl.syncing(partitionOf(v, viewer))
 }

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/engine"
@@ -108,7 +109,7 @@ func TestViewerKeyMatchesEngine(t *testing.T) {
 	// its own copy of the same function; they must agree.
 	e, _ := engine.New(engine.DefaultLocalConfig())
 	for _, v := range []string{"a", "viewer-1", "ünïcode", string(make([]byte, 200))} {
-		if _, err := e.Allow(v, 0, engine.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 10}); err != nil {
+		if _, err := e.Allow(v, 0, fcap.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 10}); err != nil {
 			t.Fatal(err)
 		}
 		st, ok := e.Viewer(v)
@@ -124,11 +125,11 @@ func TestViewerKeyMatchesEngine(t *testing.T) {
 func TestClusterRoutesEveryViewerToItsOwner(t *testing.T) {
 	nodes := startCluster(t, 3)
 	c := newClient(t, nodes)
-	cap1 := engine.Cap{Scope: "campaign", ID: "c", Limit: 2, Window: 1000}
+	cap1 := fcap.Cap{Scope: "campaign", ID: "c", Limit: 2, Window: 1000}
 	for i := range 200 {
 		viewer := fmt.Sprint("viewer-", i)
 		for k, want := range []bool{true, true, false} {
-			v, err := c.Allow(context.Background(), viewer, []engine.Cap{cap1}, client.At(int64(k)))
+			v, err := c.Allow(context.Background(), viewer, []fcap.Cap{cap1}, client.At(int64(k)))
 			if err != nil || v.Failed() || v.Allowed != want {
 				t.Fatalf("%s allow %d = %+v, %v; want allowed=%v from the cluster", viewer, k, v, err, want)
 			}
@@ -227,8 +228,8 @@ func TestNotOwnerRefreshesAndRetries(t *testing.T) {
 	if viewer == "" {
 		t.Fatal("the new node owns no viewer")
 	}
-	cap1 := engine.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 1000}
-	v, err := c.Allow(context.Background(), viewer, []engine.Cap{cap1}, client.At(0))
+	cap1 := fcap.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 1000}
+	v, err := c.Allow(context.Background(), viewer, []fcap.Cap{cap1}, client.At(0))
 	if err != nil || v.Failed() || !v.Allowed {
 		t.Fatalf("Allow = %+v, %v; want an answer from the new owner", v, err)
 	}
@@ -299,7 +300,7 @@ func TestBadFramesGetClearErrors(t *testing.T) {
 
 	// An invalid cap: bad request from the engine, nothing stored.
 	c, r = dial()
-	b, _ := proto.AppendFrame(nil, 8, &proto.Allow{Viewer: "v", Caps: []engine.Cap{{Scope: "campaign", ID: "c", Limit: 0, Window: 10}}})
+	b, _ := proto.AppendFrame(nil, 8, &proto.Allow{Viewer: "v", Caps: []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 0, Window: 10}}})
 	c.Write(b)
 	expectError(r, proto.CodeBadRequest)
 	if st := nd.Engine().Stats(); st.Viewers != 0 {
@@ -386,7 +387,7 @@ func TestShutdownAnswersWhatItRead(t *testing.T) {
 	var batch []byte
 	for i := range 50 {
 		batch, _ = proto.AppendFrame(batch, uint64(i), &proto.Allow{Viewer: fmt.Sprint("v", i), Now: 1, HasNow: true,
-			Caps: []engine.Cap{{Scope: "campaign", ID: "c", Limit: 1, Window: 10}}})
+			Caps: []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 1, Window: 10}}})
 	}
 	if _, err := c.Write(batch); err != nil {
 		t.Fatal(err)

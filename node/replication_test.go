@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/ring"
 )
 
@@ -26,7 +26,7 @@ func TestJoinUnderTrafficLosesNothing(t *testing.T) {
 	debug := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	nodes := startCluster(t, 3, func(c *node.Config) { c.Logger = debug })
 	c := newClient(t, nodes)
-	capc := engine.Cap{Scope: "campaign", ID: "join", Limit: engine.MaxLimit, Window: 1 << 40}
+	capc := fcap.Cap{Scope: "campaign", ID: "join", Limit: fcap.MaxLimit, Window: 1 << 40}
 	viewers := make([]string, 200)
 	for i := range viewers {
 		viewers[i] = fmt.Sprint("jv-", i)
@@ -42,7 +42,7 @@ func TestJoinUnderTrafficLosesNothing(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
 			for ctx.Err() == nil {
 				v := viewers[rng.IntN(len(viewers))]
-				vd, err := c.Allow(context.Background(), v, []engine.Cap{capc})
+				vd, err := c.Allow(context.Background(), v, []fcap.Cap{capc})
 				mu.Lock()
 				switch {
 				case err != nil:
@@ -84,7 +84,7 @@ func TestJoinUnderTrafficLosesNothing(t *testing.T) {
 	for _, v := range viewers {
 		var res *client.CheckResult
 		eventually(t, 10*time.Second, func() bool {
-			res, _ = c.Check(context.Background(), v, []engine.Candidate{{Caps: []engine.Cap{capc}}})
+			res, _ = c.Check(context.Background(), v, []fcap.Candidate{{Caps: []fcap.Cap{capc}}})
 			return res != nil && !res.Verdicts[0].Failed()
 		}, "no answer for %s", v)
 		got := int(capc.Limit - res.Verdicts[0].Remaining)
@@ -161,13 +161,13 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 	slow := func(c *node.Config) { c.TransferRate, c.StrictTimeout = rate, strictTimeout }
 	nodes := startCluster(t, 2, slow)
 	// Load state straight into the engines of the viewers' owners.
-	load := engine.Cap{Scope: "campaign", ID: "load", Limit: 8, Window: 1 << 40}
+	load := fcap.Cap{Scope: "campaign", ID: "load", Limit: 8, Window: 1 << 40}
 	for i := range 20000 {
 		v := fmt.Sprint("tv-", i)
 		for _, nd := range nodes {
 			if p, _ := nd.Ring().Lookup(v); nd.Ring().Rank(p, nd.Name()) >= 0 {
 				for k := range 4 {
-					if _, err := nd.Engine().Record(v, engine.Impression{ID: fmt.Sprint(v, "-", k), Time: int64(1000 + k), Caps: []engine.Cap{load}}); err != nil {
+					if _, err := nd.Engine().Record(v, fcap.Impression{ID: fmt.Sprint(v, "-", k), Time: int64(1000 + k), Caps: []fcap.Cap{load}}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -175,7 +175,7 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 		}
 	}
 	c := newClient(t, nodes)
-	strict := engine.Cap{Scope: "campaign", ID: "strict", Limit: engine.MaxLimit, Window: 1 << 40, Mode: engine.Strict}
+	strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: fcap.MaxLimit, Window: 1 << 40, Mode: fcap.Strict}
 
 	cfg := node.DefaultLocalConfig("node-new")
 	cfg.Logger = quiet
@@ -197,7 +197,7 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 			t.Fatal("the new node did not turn active within 60s")
 		}
 		v := fmt.Sprint("sv-", i)
-		vd, err := c.Allow(context.Background(), v, []engine.Cap{strict})
+		vd, err := c.Allow(context.Background(), v, []fcap.Cap{strict})
 		if err != nil || !vd.Allowed || vd.Failed() {
 			t.Fatalf("strict Allow during the transfer: %+v, %v", vd, err)
 		}

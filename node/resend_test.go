@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/ring"
 )
 
@@ -57,7 +57,7 @@ func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
 	if p < 0 {
 		t.Fatal("a is primary of nothing")
 	}
-	capc := engine.Cap{Scope: "campaign", ID: "resend", Limit: 200, Window: 1 << 40}
+	capc := fcap.Cap{Scope: "campaign", ID: "resend", Limit: 200, Window: 1 << 40}
 	loaded := 0
 	for i := 0; loaded < 1000; i++ {
 		v := fmt.Sprint("resend-viewer-", i)
@@ -65,7 +65,7 @@ func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
 			continue
 		}
 		for k := range 60 {
-			if _, err := a.engine.Record(v, engine.Impression{ID: fmt.Sprint(v, "-", k), Time: int64(1000 + k), Caps: []engine.Cap{capc}}); err != nil {
+			if _, err := a.engine.Record(v, fcap.Impression{ID: fmt.Sprint(v, "-", k), Time: int64(1000 + k), Caps: []fcap.Cap{capc}}); err != nil {
 				t.Fatal(err)
 			}
 		}

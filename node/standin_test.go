@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/engine"
 )
 
 // cutter is a client Dial hook that can cut the client off one address:
@@ -53,8 +53,8 @@ func (c *cutter) cutOff() {
 
 // count is how many impressions a node's engine holds for a viewer under
 // a cap.
-func count(nd *node.Node, viewer string, c engine.Cap) int64 {
-	vs, err := nd.Engine().Check(viewer, []engine.Candidate{{Caps: []engine.Cap{c}}}, time.Now().UnixMilli(), nil)
+func count(nd *node.Node, viewer string, c fcap.Cap) int64 {
+	vs, err := nd.Engine().Check(viewer, []fcap.Candidate{{Caps: []fcap.Cap{c}}}, time.Now().UnixMilli(), nil)
 	if err != nil || len(vs) != 1 {
 		return -1
 	}
@@ -95,14 +95,14 @@ func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
 		t.Fatalf("no backup for %s", v)
 		return nil
 	}
-	soft := engine.Cap{Scope: "campaign", ID: "soft", Limit: 2, Window: 3_600_000}
-	strict := engine.Cap{Scope: "campaign", ID: "strict", Limit: 2, Window: 3_600_000, Mode: engine.Strict}
-	tally := engine.Cap{Scope: "campaign", ID: "tally", Limit: engine.MaxLimit, Window: 3_600_000}
+	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 2, Window: 3_600_000}
+	strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: 2, Window: 3_600_000, Mode: fcap.Strict}
+	tally := fcap.Cap{Scope: "campaign", ID: "tally", Limit: fcap.MaxLimit, Window: 3_600_000}
 	ctx := context.Background()
 
 	// One grant each at the owner, replicated to the backup before the cut.
 	for _, v := range viewers {
-		if vd, err := c.Allow(ctx, v, []engine.Cap{soft}); err != nil || !vd.Allowed || vd.Failed() || vd.Stale {
+		if vd, err := c.Allow(ctx, v, []fcap.Cap{soft}); err != nil || !vd.Allowed || vd.Failed() || vd.Stale {
 			t.Fatalf("Allow %s at the owner: %+v, %v", v, vd, err)
 		}
 	}
@@ -117,19 +117,19 @@ func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
 
 	cut.cutOff()
 	for _, v := range viewers {
-		vd, err := c.Allow(ctx, v, []engine.Cap{soft})
+		vd, err := c.Allow(ctx, v, []fcap.Cap{soft})
 		if err != nil || !vd.Allowed || vd.Failed() || !vd.Stale {
 			t.Errorf("soft Allow %s, owner unreachable: %+v, %v; want granted by a backup", v, vd, err)
 		}
-		vd, err = c.Allow(ctx, v, []engine.Cap{soft})
+		vd, err = c.Allow(ctx, v, []fcap.Cap{soft})
 		if err != nil || vd.Allowed || vd.Failed() || !vd.Stale {
 			t.Errorf("soft Allow %s over its cap, owner unreachable: %+v, %v; want denied by a backup", v, vd, err)
 		}
-		vd, err = c.Allow(ctx, v, []engine.Cap{strict})
+		vd, err = c.Allow(ctx, v, []fcap.Cap{strict})
 		if err != nil || vd.Allowed || !vd.FailClosed {
 			t.Errorf("strict Allow %s, owner unreachable: %+v, %v; want fail-closed", v, vd, err)
 		}
-		if !c.Record(v, engine.Impression{ID: "imp-" + v, Time: time.Now().UnixMilli(), Caps: []engine.Cap{tally}}) {
+		if !c.Record(v, fcap.Impression{ID: "imp-" + v, Time: time.Now().UnixMilli(), Caps: []fcap.Cap{tally}}) {
 			t.Fatalf("Record %s not queued", v)
 		}
 	}
@@ -161,18 +161,18 @@ func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range viewers {
-		c.Record(v, engine.Impression{ID: "imp-" + v, Time: time.Now().UnixMilli(), Caps: []engine.Cap{tally}})
+		c.Record(v, fcap.Impression{ID: "imp-" + v, Time: time.Now().UnixMilli(), Caps: []fcap.Cap{tally}})
 	}
 	if err := c.Flush(flush); err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range viewers {
-		res, err := c.Check(ctx, v, []engine.Candidate{{Caps: []engine.Cap{soft}}, {Caps: []engine.Cap{tally}}})
+		res, err := c.Check(ctx, v, []fcap.Candidate{{Caps: []fcap.Cap{soft}}, {Caps: []fcap.Cap{tally}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		s, n := res.Verdicts[0], res.Verdicts[1]
-		if s.Failed() || s.Stale || s.Allowed || n.Remaining != engine.MaxLimit-1 {
+		if s.Failed() || s.Stale || s.Allowed || n.Remaining != fcap.MaxLimit-1 {
 			t.Errorf("%s after the owner is back: soft %+v, tally %+v; want the owner's answer, cap used, one impression", v, s, n)
 		}
 	}

@@ -3,7 +3,7 @@ package node
 import (
 	"fmt"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -105,7 +105,7 @@ func (n *Node) inspect(v *view, viewer string) *proto.ViewerState {
 		}
 		ki := proto.KeyInfo{Hash: k.Hash, Algorithm: uint8(k.Algorithm), Window: k.Window, Limit: int64(k.Limit), Bucket: k.Bucket}
 		switch k.Algorithm {
-		case engine.Sliding:
+		case fcap.Sliding:
 			ki.Values = k.Times
 		default:
 			ki.Values = k.Counts

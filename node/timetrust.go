@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 )
 
@@ -12,7 +13,7 @@ import (
 //
 // The node's clock (Config.Clock) is the authority on what "now" is. The
 // engine runs on it: a caller's time more than Config.MaxClockSkew ahead
-// of it is refused (engine.ErrFutureTime, proto.CodeFutureTime) and the
+// of it is refused (fcap.ErrFutureTime, proto.CodeFutureTime) and the
 // engine's high-water mark, by which it ages, sweeps and judges an
 // impression stale, never passes it. Times that arrive without a caller
 // (a peer's Replicate, a log record, a snapshot) carry a high-water mark
@@ -68,7 +69,7 @@ func newTimeMetrics(reg prometheus.Registerer, eng *engine.Engine) (*timeMetrics
 
 // refusedTime counts err if it refused a time ahead of the clock.
 func (m *timeMetrics) refusedTime(op opKind, err error) {
-	if errors.Is(err, engine.ErrFutureTime) {
+	if errors.Is(err, fcap.ErrFutureTime) {
 		m.refused[op].Inc()
 	}
 }

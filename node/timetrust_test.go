@@ -12,9 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/engine"
 )
 
 const tenYears = int64(10 * 365 * 24 * time.Hour / time.Millisecond)
@@ -59,22 +59,22 @@ func TestFutureTimeIsRefusedOnEveryPath(t *testing.T) {
 	ctx := context.Background()
 	now := clock.Load()
 	future := now + tenYears
-	day := engine.Cap{Scope: "campaign", ID: "day", Limit: 1, Window: 24 * 3600 * 1000}
-	if v, err := c.Allow(ctx, "capped", []engine.Cap{day}, client.At(now)); err != nil || !v.Allowed {
+	day := fcap.Cap{Scope: "campaign", ID: "day", Limit: 1, Window: 24 * 3600 * 1000}
+	if v, err := c.Allow(ctx, "capped", []fcap.Cap{day}, client.At(now)); err != nil || !v.Allowed {
 		t.Fatalf("first allow: %+v %v", v, err)
 	}
 	hw := n.Engine().HighWater()
 
-	if _, err := c.Allow(ctx, "attacker", []engine.Cap{day}, client.At(future)); !errors.Is(err, client.ErrFutureTime) || !errors.Is(err, client.ErrBadRequest) {
+	if _, err := c.Allow(ctx, "attacker", []fcap.Cap{day}, client.At(future)); !errors.Is(err, client.ErrFutureTime) || !errors.Is(err, client.ErrBadRequest) {
 		t.Fatalf("allow ten years ahead: err = %v, want ErrFutureTime (a bad request)", err)
 	}
-	if _, err := c.Check(ctx, "attacker", []engine.Candidate{{Caps: []engine.Cap{day}}}, client.At(future)); !errors.Is(err, client.ErrFutureTime) {
+	if _, err := c.Check(ctx, "attacker", []fcap.Candidate{{Caps: []fcap.Cap{day}}}, client.At(future)); !errors.Is(err, client.ErrFutureTime) {
 		t.Fatalf("check ten years ahead: err = %v, want ErrFutureTime", err)
 	}
-	if _, _, err := c.Reserve(ctx, "attacker", engine.Candidate{Caps: []engine.Cap{day}}, time.Minute, client.At(future)); !errors.Is(err, client.ErrFutureTime) {
+	if _, _, err := c.Reserve(ctx, "attacker", fcap.Candidate{Caps: []fcap.Cap{day}}, time.Minute, client.At(future)); !errors.Is(err, client.ErrFutureTime) {
 		t.Fatalf("reserve ten years ahead: err = %v, want ErrFutureTime", err)
 	}
-	c.Record("attacker", engine.Impression{ID: "imp-future", Time: future, Caps: []engine.Cap{day}})
+	c.Record("attacker", fcap.Impression{ID: "imp-future", Time: future, Caps: []fcap.Cap{day}})
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := c.Flush(fctx); err != nil {
@@ -109,11 +109,11 @@ func TestFutureTimeIsRefusedOnEveryPath(t *testing.T) {
 			t.Errorf("fcap_time_refused_total{op=%q} = %v, want %v", op, got, want)
 		}
 	}
-	if v, err := c.Allow(ctx, "capped", []engine.Cap{day}, client.At(now+1)); err != nil || v.Allowed {
+	if v, err := c.Allow(ctx, "capped", []fcap.Cap{day}, client.At(now+1)); err != nil || v.Allowed {
 		t.Fatalf("a capped viewer after the attack: %+v %v, want denied", v, err)
 	}
 	// Within the skew is accepted.
-	if v, err := c.Allow(ctx, "skewed", []engine.Cap{day}, client.At(clock.Load()+30_000)); err != nil || !v.Allowed {
+	if v, err := c.Allow(ctx, "skewed", []fcap.Cap{day}, client.At(clock.Load()+30_000)); err != nil || !v.Allowed {
 		t.Fatalf("allow 30 s ahead: %+v %v, want granted", v, err)
 	}
 }
@@ -136,11 +136,11 @@ func TestReplicatedHighWaterIsClamped(t *testing.T) {
 	honest, rogue := nodes[0], nodes[1]
 	c := newClient(t, nodes)
 	ctx := context.Background()
-	day := engine.Cap{Scope: "campaign", ID: "day", Limit: 1, Window: 24 * 3600 * 1000}
+	day := fcap.Cap{Scope: "campaign", ID: "day", Limit: 1, Window: 24 * 3600 * 1000}
 	var mine []string // viewers the honest node owns
 	for i := range 40 {
 		v := fmt.Sprint("viewer-", i)
-		if vd, err := c.Allow(ctx, v, []engine.Cap{day}); err != nil || !vd.Allowed {
+		if vd, err := c.Allow(ctx, v, []fcap.Cap{day}); err != nil || !vd.Allowed {
 			t.Fatalf("allow %s: %+v %v", v, vd, err)
 		}
 		if _, owners := honest.Ring().Lookup(v); honest.Ring().Members()[owners[0]].Name == honest.Name() {
@@ -161,7 +161,7 @@ func TestReplicatedHighWaterIsClamped(t *testing.T) {
 	}
 	honest.Engine().Sweep(1 << 30)
 	for _, v := range mine {
-		if vd, err := c.Allow(ctx, v, []engine.Cap{day}); err != nil || vd.Allowed {
+		if vd, err := c.Allow(ctx, v, []fcap.Cap{day}); err != nil || vd.Allowed {
 			t.Fatalf("%s, capped on the honest node, after the rogue replication: %+v %v, want denied", v, vd, err)
 		}
 	}
@@ -178,14 +178,14 @@ func TestLoggedHighWaterIsClamped(t *testing.T) {
 	n := startDurable(t, dir, func(c *node.Config) { c.Clock = func() int64 { return time.Now().UnixMilli() + tenYears } })
 	c := newClient(t, []*node.Node{n})
 	ctx := context.Background()
-	day := engine.Cap{Scope: "campaign", ID: "day", Limit: 1, Window: 24 * 3600 * 1000}
-	if _, err := c.Allow(ctx, "before-snapshot", []engine.Cap{day}); err != nil { // at the node's clock, ten years ahead
+	day := fcap.Cap{Scope: "campaign", ID: "day", Limit: 1, Window: 24 * 3600 * 1000}
+	if _, err := c.Allow(ctx, "before-snapshot", []fcap.Cap{day}); err != nil { // at the node's clock, ten years ahead
 		t.Fatal(err)
 	}
 	if err := n.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Allow(ctx, "after-snapshot", []engine.Cap{day}); err != nil {
+	if _, err := c.Allow(ctx, "after-snapshot", []fcap.Cap{day}); err != nil {
 		t.Fatal(err)
 	}
 	stop(t, n)
@@ -201,13 +201,13 @@ func TestLoggedHighWaterIsClamped(t *testing.T) {
 		}
 	}
 	now := time.Now().UnixMilli()
-	st, err := n.Engine().Record("viewer", engine.Impression{ID: "real-time", Time: now, Caps: []engine.Cap{day}})
-	if err != nil || st != engine.Recorded {
+	st, err := n.Engine().Record("viewer", fcap.Impression{ID: "real-time", Time: now, Caps: []fcap.Cap{day}})
+	if err != nil || st != fcap.Recorded {
 		t.Fatalf("a real-time impression after the restart: %v %v, want recorded", st, err)
 	}
 	n.Engine().Sweep(1 << 30)
 	c = newClient(t, []*node.Node{n})
-	if vd, err := c.Allow(ctx, "viewer", []engine.Cap{day}); err != nil || vd.Allowed {
+	if vd, err := c.Allow(ctx, "viewer", []fcap.Cap{day}); err != nil || vd.Allowed {
 		t.Fatalf("the capped viewer after the restart and a sweep: %+v %v, want denied", vd, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 )
@@ -39,7 +40,7 @@ const (
 type grantEntry struct {
 	viewer string
 	now    int64
-	caps   []engine.Cap
+	caps   []fcap.Cap
 	at     time.Time // when it was answered
 }
 
@@ -53,7 +54,7 @@ type grantMemory struct {
 
 // put remembers a strict grant (the caller's own copies of viewer and
 // caps) and returns its id, never 0.
-func (g *grantMemory) put(viewer string, now int64, caps []engine.Cap) uint64 {
+func (g *grantMemory) put(viewer string, now int64, caps []fcap.Cap) uint64 {
 	at := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -9,9 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -42,8 +42,8 @@ func TestLateStrictGrantIsGivenBack(t *testing.T) {
 	eventually(t, 20*time.Second, nd.Ready, "the node is not ready")
 	c := newClient(t, []*node.Node{nd}, func(cfg *client.Config) { cfg.Timeout = 10 * time.Second })
 
-	strictCap := engine.Cap{Scope: "campaign", ID: "contract", Limit: 2, Window: 1 << 40, Mode: engine.Strict}
-	caps := []engine.Cap{strictCap}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 2, Window: 1 << 40, Mode: fcap.Strict}
+	caps := []fcap.Cap{strictCap}
 
 	px.stall()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -84,13 +84,13 @@ func TestLateStrictGrantIsGivenBack(t *testing.T) {
 func TestUndo(t *testing.T) {
 	nd := startCluster(t, 1)[0]
 	rc := dialRaw(t, nd.DataAddr())
-	strictCap := engine.Cap{Scope: "campaign", ID: "contract", Limit: 2, Window: 1 << 40, Mode: engine.Strict}
-	softCap := engine.Cap{Scope: "campaign", ID: "soft", Limit: 2, Window: 1 << 40}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 2, Window: 1 << 40, Mode: fcap.Strict}
+	softCap := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 2, Window: 1 << 40}
 
-	allow := func(viewer string, c engine.Cap) proto.AllowResult {
+	allow := func(viewer string, c fcap.Cap) proto.AllowResult {
 		t.Helper()
 		var res proto.AllowResult
-		if err := rc.call(&proto.Allow{Viewer: viewer, Caps: []engine.Cap{c}}, &res); err != nil {
+		if err := rc.call(&proto.Allow{Viewer: viewer, Caps: []fcap.Cap{c}}, &res); err != nil {
 			t.Fatalf("Allow: %v", err)
 		}
 		return res

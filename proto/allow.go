@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 )
 
 // Allow atomically checks a viewer's caps and, if every one has room,
@@ -24,7 +24,7 @@ type Allow struct {
 	HasNow bool
 	// Caps are the caps to check and count against. At most
 	// MaxCapsPerMessage.
-	Caps []engine.Cap
+	Caps []fcap.Cap
 	// Budget is how long the sender will wait for the answer, counted
 	// from when it sent the request (see the budget field in doc.go).
 	// 0: the sender set no deadline.
@@ -75,7 +75,7 @@ type AllowResult struct {
 	Now int64
 	// Verdict says whether the impression was allowed (and recorded),
 	// what remains after it, and which cap blocked.
-	Verdict engine.Verdict
+	Verdict fcap.Verdict
 	// Grant names a strict grant the node will take back on an Undo
 	// (see Undo), for a short while after it answers; 0 when there is
 	// nothing to undo (refused, soft caps only, or a node that does not
@@ -134,7 +134,7 @@ type Reserve struct {
 	TTL int64
 	// Caps are the caps of the candidate to reserve. At most
 	// MaxCapsPerMessage.
-	Caps []engine.Cap
+	Caps []fcap.Cap
 	// Budget is how long the sender will wait for the answer, counted
 	// from when it sent the request (see the budget field in doc.go).
 	// 0: the sender set no deadline.
@@ -174,9 +174,9 @@ type ReserveResult struct {
 	Now int64
 	// Verdict says whether the reservation was taken, what remains
 	// after it, and which cap blocked.
-	Verdict engine.Verdict
+	Verdict fcap.Verdict
 	// ID names the reservation when Verdict.Allowed (never 0 then), for
-	// Release and engine.Impression.Reservation; 0 otherwise.
+	// Release and fcap.Impression.Reservation; 0 otherwise.
 	ID uint64
 }
 

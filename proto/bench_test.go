@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 )
 
 // benchMessage measures encoding m into a reused buffer, decoding its
@@ -63,7 +63,7 @@ func BenchmarkCheckResult(b *testing.B) {
 // advertiser cap.
 func BenchmarkAllow(b *testing.B) {
 	t := benchTable()
-	benchMessage(b, &Allow{Viewer: "viewer-1234567890", Now: 1_700_000_000_000, HasNow: true, Caps: []engine.Cap{t.Caps[0], t.Caps[100], t.Caps[150]}})
+	benchMessage(b, &Allow{Viewer: "viewer-1234567890", Now: 1_700_000_000_000, HasNow: true, Caps: []fcap.Cap{t.Caps[0], t.Caps[100], t.Caps[150]}})
 }
 
 // BenchmarkRecord: a batch of 32 impressions of 3 caps each.
@@ -73,7 +73,7 @@ func BenchmarkRecord(b *testing.B) {
 	for i := range m.Items {
 		m.Items[i] = RecordItem{
 			Viewer:     fmt.Sprintf("viewer-%010d", i),
-			Impression: engine.Impression{ID: fmt.Sprintf("imp-%016x", i), Time: 1_700_000_000_000 + int64(i), Caps: []engine.Cap{t.Caps[i], t.Caps[100+i/2], t.Caps[150+i/10]}},
+			Impression: fcap.Impression{ID: fmt.Sprintf("imp-%016x", i), Time: 1_700_000_000_000 + int64(i), Caps: []fcap.Cap{t.Caps[i], t.Caps[100+i/2], t.Caps[150+i/10]}},
 			HasTime:    true,
 		}
 	}
@@ -84,7 +84,7 @@ func BenchmarkRecord(b *testing.B) {
 // requests are; the body buffer is reused, so nothing is allocated.
 func BenchmarkReaderNext(b *testing.B) {
 	t := benchTable()
-	frame, err := AppendFrame(nil, 1, &Allow{Viewer: "viewer-1234567890", Now: 1_700_000_000_000, HasNow: true, Caps: []engine.Cap{t.Caps[0], t.Caps[100], t.Caps[150]}})
+	frame, err := AppendFrame(nil, 1, &Allow{Viewer: "viewer-1234567890", Now: 1_700_000_000_000, HasNow: true, Caps: []fcap.Cap{t.Caps[0], t.Caps[100], t.Caps[150]}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 )
 
 // A case is a message that must survive a round trip. want is what
@@ -28,19 +28,19 @@ func (c testCase) expected() Message {
 }
 
 var (
-	capCreative = engine.Cap{Scope: "creative", ID: "cr-1", Limit: 3, Window: 3_600_000}
-	capCampaign = engine.Cap{Scope: "campaign", ID: "кампания-42", Limit: 10, Window: 86_400_000, Algorithm: engine.Buckets, Mode: engine.Strict}
-	capAdv      = engine.Cap{Scope: "advertiser", ID: "adv-🎯", Limit: engine.MaxLimit, Window: engine.MaxTime, Algorithm: engine.Fixed}
-	capZero     = engine.Cap{}
-	capOdd      = engine.Cap{Scope: strings.Repeat("s", 32), ID: strings.Repeat("i", 256), Limit: -1, Window: math.MinInt64, Algorithm: 255, Mode: 255}
-	capMaxStr   = engine.Cap{Scope: "creative", ID: strings.Repeat("m", MaxStringLen), Limit: math.MaxInt64, Window: math.MaxInt64}
+	capCreative = fcap.Cap{Scope: "creative", ID: "cr-1", Limit: 3, Window: 3_600_000}
+	capCampaign = fcap.Cap{Scope: "campaign", ID: "кампания-42", Limit: 10, Window: 86_400_000, Algorithm: fcap.Buckets, Mode: fcap.Strict}
+	capAdv      = fcap.Cap{Scope: "advertiser", ID: "adv-🎯", Limit: fcap.MaxLimit, Window: fcap.MaxTime, Algorithm: fcap.Fixed}
+	capZero     = fcap.Cap{}
+	capOdd      = fcap.Cap{Scope: strings.Repeat("s", 32), ID: strings.Repeat("i", 256), Limit: -1, Window: math.MinInt64, Algorithm: 255, Mode: 255}
+	capMaxStr   = fcap.Cap{Scope: "creative", ID: strings.Repeat("m", MaxStringLen), Limit: math.MaxInt64, Window: math.MaxInt64}
 )
 
 // manyCaps returns n distinct caps.
-func manyCaps(n int) []engine.Cap {
-	caps := make([]engine.Cap, n)
+func manyCaps(n int) []fcap.Cap {
+	caps := make([]fcap.Cap, n)
 	for i := range caps {
-		caps[i] = engine.Cap{Scope: "creative", ID: fmt.Sprintf("creative-%d", i), Limit: int64(1 + i%100), Window: int64(1000 * (i + 1)), Algorithm: engine.Algorithm(i % 3), Mode: engine.Mode(i % 2)}
+		caps[i] = fcap.Cap{Scope: "creative", ID: fmt.Sprintf("creative-%d", i), Limit: int64(1 + i%100), Window: int64(1000 * (i + 1)), Algorithm: fcap.Algorithm(i % 3), Mode: fcap.Mode(i % 2)}
 	}
 	return caps
 }
@@ -48,16 +48,16 @@ func manyCaps(n int) []engine.Cap {
 // benchTable returns the check of an ad request: 100 candidates, each
 // with its creative, campaign and advertiser cap: 100 creatives, 50
 // campaigns, 10 advertisers, 160 distinct caps.
-func benchTable() engine.CheckTable {
-	var t engine.CheckTable
+func benchTable() fcap.CheckTable {
+	var t fcap.CheckTable
 	for i := range 100 {
-		t.Caps = append(t.Caps, engine.Cap{Scope: "creative", ID: fmt.Sprintf("creative-%06d", i), Limit: 3, Window: 3_600_000})
+		t.Caps = append(t.Caps, fcap.Cap{Scope: "creative", ID: fmt.Sprintf("creative-%06d", i), Limit: 3, Window: 3_600_000})
 	}
 	for i := range 50 {
-		t.Caps = append(t.Caps, engine.Cap{Scope: "campaign", ID: fmt.Sprintf("campaign-%05d", i), Limit: 10, Window: 86_400_000, Algorithm: engine.Buckets})
+		t.Caps = append(t.Caps, fcap.Cap{Scope: "campaign", ID: fmt.Sprintf("campaign-%05d", i), Limit: 10, Window: 86_400_000, Algorithm: fcap.Buckets})
 	}
 	for i := range 10 {
-		t.Caps = append(t.Caps, engine.Cap{Scope: "advertiser", ID: fmt.Sprintf("advertiser-%04d", i), Limit: 50, Window: 7 * 86_400_000, Mode: engine.Strict})
+		t.Caps = append(t.Caps, fcap.Cap{Scope: "advertiser", ID: fmt.Sprintf("advertiser-%04d", i), Limit: 50, Window: 7 * 86_400_000, Mode: fcap.Strict})
 	}
 	for i := range 100 {
 		t.Refs = append(t.Refs, uint16(i), uint16(100+i/2), uint16(150+i/10))
@@ -67,12 +67,12 @@ func benchTable() engine.CheckTable {
 }
 
 func testCases() []testCase {
-	table := engine.CheckTable{
-		Caps: []engine.Cap{capCreative, capCampaign, capAdv},
+	table := fcap.CheckTable{
+		Caps: []fcap.Cap{capCreative, capCampaign, capAdv},
 		Refs: []uint16{0, 1, 2, 1, 2, 2},
 		Ends: []uint32{3, 5, 6},
 	}
-	wide := engine.CheckTable{Caps: manyCaps(40)}
+	wide := fcap.CheckTable{Caps: manyCaps(40)}
 	for i := range 40 {
 		wide.Refs = append(wide.Refs, uint16(i), uint16(39-i))
 		wide.Ends = append(wide.Ends, uint32(len(wide.Refs)))
@@ -86,7 +86,7 @@ func testCases() []testCase {
 	for i := range items {
 		items[i] = RecordItem{
 			Viewer:     fmt.Sprintf("viewer-%d", i%5),
-			Impression: engine.Impression{ID: fmt.Sprintf("imp-%d", i), Time: int64(i) * 1000, Caps: []engine.Cap{capCreative, capCampaign, capAdv}[:1+i%3], Reservation: uint64(i % 2)},
+			Impression: fcap.Impression{ID: fmt.Sprintf("imp-%d", i), Time: int64(i) * 1000, Caps: []fcap.Cap{capCreative, capCampaign, capAdv}[:1+i%3], Reservation: uint64(i % 2)},
 			HasTime:    i%4 != 0,
 		}
 		if !items[i].HasTime {
@@ -110,60 +110,60 @@ func testCases() []testCase {
 		{name: "check/max-int64", msg: &Check{Viewer: "v", Now: math.MaxInt64, HasNow: true, Table: table}},
 		{name: "check/negative-now", msg: &Check{Viewer: "v", Now: math.MinInt64, HasNow: true, Table: table}},
 		{name: "check/empty", msg: &Check{}},
-		{name: "check/unicode", msg: &Check{Viewer: "зритель-日本-🎯", HasNow: true, Now: 1, Table: engine.CheckTable{Caps: []engine.Cap{capAdv}, Refs: []uint16{0}, Ends: []uint32{1}}}},
+		{name: "check/unicode", msg: &Check{Viewer: "зритель-日本-🎯", HasNow: true, Now: 1, Table: fcap.CheckTable{Caps: []fcap.Cap{capAdv}, Refs: []uint16{0}, Ends: []uint32{1}}}},
 		{name: "check/wide", msg: &Check{Viewer: "v", HasNow: true, Now: 5, Table: wide}},
 		{name: "check/budget", msg: &Check{Viewer: "v", Table: table, Backup: true, Budget: 4500 * time.Microsecond}},
 		{name: "check/budget-rounds-up", msg: &Check{Viewer: "v", Table: table, Budget: 1}, want: &Check{Viewer: "v", Table: table, Budget: time.Microsecond}},
-		{name: "check/odd-caps", msg: &Check{Viewer: "v", Table: engine.CheckTable{Caps: []engine.Cap{capZero, capOdd, capMaxStr}, Refs: []uint16{0, 65535}, Ends: []uint32{1, math.MaxUint32}}}},
+		{name: "check/odd-caps", msg: &Check{Viewer: "v", Table: fcap.CheckTable{Caps: []fcap.Cap{capZero, capOdd, capMaxStr}, Refs: []uint16{0, 65535}, Ends: []uint32{1, math.MaxUint32}}}},
 		{name: "check/backup", msg: &Check{Viewer: "v", Table: table, Backup: true}},
 		{name: "check/bench", msg: &Check{Viewer: "viewer-1234567890", Now: 1_700_000_000_000, HasNow: true, Table: benchTable()}},
-		{name: "check-result", msg: &CheckResult{Epoch: 9, Now: 1_700_000_000_000, Verdicts: []engine.Verdict{
+		{name: "check-result", msg: &CheckResult{Epoch: 9, Now: 1_700_000_000_000, Verdicts: []fcap.Verdict{
 			{Allowed: true, Remaining: 2, Blocking: -1},
 			{Allowed: false, Remaining: 0, Blocking: 0},
-			{Allowed: true, Remaining: engine.MaxLimit, Blocking: -1},
+			{Allowed: true, Remaining: fcap.MaxLimit, Blocking: -1},
 			{Remaining: 0, Blocking: 254},
 			{Remaining: 0, Blocking: 255},
 			{Remaining: 1, Blocking: 256},
 			{Remaining: 0, Blocking: maxBlocking},
 		}}},
 		{name: "check-result/empty", msg: &CheckResult{}},
-		{name: "check-result/stale", msg: &CheckResult{Epoch: 3, Now: 7, Verdicts: []engine.Verdict{{Allowed: true, Remaining: 1, Blocking: -1}}, Left: []uint16{1}, Stale: true}},
-		{name: "check-result/left", msg: &CheckResult{Epoch: 2, Now: 7, Verdicts: []engine.Verdict{{Allowed: true, Remaining: 2, Blocking: -1}}, Left: []uint16{2, 0, engine.MaxLimit}}},
+		{name: "check-result/stale", msg: &CheckResult{Epoch: 3, Now: 7, Verdicts: []fcap.Verdict{{Allowed: true, Remaining: 1, Blocking: -1}}, Left: []uint16{1}, Stale: true}},
+		{name: "check-result/left", msg: &CheckResult{Epoch: 2, Now: 7, Verdicts: []fcap.Verdict{{Allowed: true, Remaining: 2, Blocking: -1}}, Left: []uint16{2, 0, fcap.MaxLimit}}},
 		{name: "check-result/clamped",
-			msg:  &CheckResult{Now: 0, Verdicts: []engine.Verdict{{Allowed: true, Remaining: 70000, Blocking: -1}, {Remaining: -3, Blocking: 1}}},
-			want: &CheckResult{Now: 0, Verdicts: []engine.Verdict{{Allowed: true, Remaining: 65535, Blocking: -1}, {Remaining: 0, Blocking: 1}}}},
+			msg:  &CheckResult{Now: 0, Verdicts: []fcap.Verdict{{Allowed: true, Remaining: 70000, Blocking: -1}, {Remaining: -3, Blocking: 1}}},
+			want: &CheckResult{Now: 0, Verdicts: []fcap.Verdict{{Allowed: true, Remaining: 65535, Blocking: -1}, {Remaining: 0, Blocking: 1}}}},
 		{name: "check-result/many", msg: &CheckResult{Epoch: 1, Now: 5, Verdicts: manyVerdicts(100)}},
-		{name: "allow", msg: &Allow{Viewer: "viewer-1", Now: 1000, HasNow: true, Caps: []engine.Cap{capCreative, capCampaign, capAdv}}},
-		{name: "allow/tick-0", msg: &Allow{Viewer: "v", Now: 0, HasNow: true, Caps: []engine.Cap{capCreative}}},
-		{name: "allow/no-now", msg: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}}},
-		{name: "allow/now-ignored", msg: &Allow{Viewer: "v", Now: -5, Caps: []engine.Cap{capCreative}}, want: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}}},
+		{name: "allow", msg: &Allow{Viewer: "viewer-1", Now: 1000, HasNow: true, Caps: []fcap.Cap{capCreative, capCampaign, capAdv}}},
+		{name: "allow/tick-0", msg: &Allow{Viewer: "v", Now: 0, HasNow: true, Caps: []fcap.Cap{capCreative}}},
+		{name: "allow/no-now", msg: &Allow{Viewer: "v", Caps: []fcap.Cap{capCreative}}},
+		{name: "allow/now-ignored", msg: &Allow{Viewer: "v", Now: -5, Caps: []fcap.Cap{capCreative}}, want: &Allow{Viewer: "v", Caps: []fcap.Cap{capCreative}}},
 		{name: "allow/empty", msg: &Allow{}},
-		{name: "allow/backup", msg: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}, Backup: true}},
-		{name: "allow/budget", msg: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}, Budget: 5 * time.Millisecond}},
-		{name: "allow/max-budget", msg: &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}, Budget: MaxBudget}},
+		{name: "allow/backup", msg: &Allow{Viewer: "v", Caps: []fcap.Cap{capCreative}, Backup: true}},
+		{name: "allow/budget", msg: &Allow{Viewer: "v", Caps: []fcap.Cap{capCreative}, Budget: 5 * time.Millisecond}},
+		{name: "allow/max-budget", msg: &Allow{Viewer: "v", Caps: []fcap.Cap{capCreative}, Budget: MaxBudget}},
 		{name: "allow/budget-clamped", msg: &Allow{Viewer: "v", Budget: time.Hour}, want: &Allow{Viewer: "v", Budget: MaxBudget}},
 		{name: "allow/negative-budget", msg: &Allow{Viewer: "v", Budget: -time.Second}, want: &Allow{Viewer: "v"}},
 		{name: "allow/max-caps", msg: &Allow{Viewer: "v", Now: math.MaxInt64, HasNow: true, Caps: manyCaps(MaxCapsPerMessage)}},
-		{name: "allow-result", msg: &AllowResult{Epoch: 3, Now: 1000, Verdict: engine.Verdict{Allowed: true, Remaining: 2, Blocking: -1}}},
-		{name: "allow-result/denied", msg: &AllowResult{Epoch: math.MaxUint64, Now: 0, Verdict: engine.Verdict{Blocking: 2}}},
-		{name: "allow-result/grant", msg: &AllowResult{Epoch: 3, Now: 1000, Verdict: engine.Verdict{Allowed: true, Remaining: 2, Blocking: -1}, Grant: math.MaxUint64}},
-		{name: "allow-result/odd", msg: &AllowResult{Now: math.MinInt64, Verdict: engine.Verdict{Allowed: true, Remaining: math.MaxInt64, Blocking: math.MinInt64}}},
+		{name: "allow-result", msg: &AllowResult{Epoch: 3, Now: 1000, Verdict: fcap.Verdict{Allowed: true, Remaining: 2, Blocking: -1}}},
+		{name: "allow-result/denied", msg: &AllowResult{Epoch: math.MaxUint64, Now: 0, Verdict: fcap.Verdict{Blocking: 2}}},
+		{name: "allow-result/grant", msg: &AllowResult{Epoch: 3, Now: 1000, Verdict: fcap.Verdict{Allowed: true, Remaining: 2, Blocking: -1}, Grant: math.MaxUint64}},
+		{name: "allow-result/odd", msg: &AllowResult{Now: math.MinInt64, Verdict: fcap.Verdict{Allowed: true, Remaining: math.MaxInt64, Blocking: math.MinInt64}}},
 		{name: "record", msg: &Record{Items: items}},
-		{name: "record/one", msg: &Record{Items: []RecordItem{{Viewer: "v", Impression: engine.Impression{ID: "imp", Time: 0, Caps: []engine.Cap{capCreative}, Reservation: math.MaxUint64}, HasTime: true}}}},
+		{name: "record/one", msg: &Record{Items: []RecordItem{{Viewer: "v", Impression: fcap.Impression{ID: "imp", Time: 0, Caps: []fcap.Cap{capCreative}, Reservation: math.MaxUint64}, HasTime: true}}}},
 		{name: "record/time-ignored",
-			msg:  &Record{Items: []RecordItem{{Viewer: "v", Impression: engine.Impression{ID: "imp", Time: 99, Caps: []engine.Cap{capCreative}}}}},
-			want: &Record{Items: []RecordItem{{Viewer: "v", Impression: engine.Impression{ID: "imp", Caps: []engine.Cap{capCreative}}}}}},
+			msg:  &Record{Items: []RecordItem{{Viewer: "v", Impression: fcap.Impression{ID: "imp", Time: 99, Caps: []fcap.Cap{capCreative}}}}},
+			want: &Record{Items: []RecordItem{{Viewer: "v", Impression: fcap.Impression{ID: "imp", Caps: []fcap.Cap{capCreative}}}}}},
 		{name: "record/empty", msg: &Record{}},
-		{name: "record/backup", msg: &Record{Items: []RecordItem{{Viewer: "v", Impression: engine.Impression{ID: "imp", Caps: []engine.Cap{capCreative}}}}, Backup: true}},
+		{name: "record/backup", msg: &Record{Items: []RecordItem{{Viewer: "v", Impression: fcap.Impression{ID: "imp", Caps: []fcap.Cap{capCreative}}}}, Backup: true}},
 		{name: "record/empty-item", msg: &Record{Items: []RecordItem{{}}}},
-		{name: "record-result", msg: &RecordResult{Epoch: 4, Results: []ItemResult{{Status: engine.Recorded}, {Status: engine.Duplicate}, {Status: engine.Stale}, {Code: CodeNotOwner}, {Code: 0xFFFF}}}},
+		{name: "record-result", msg: &RecordResult{Epoch: 4, Results: []ItemResult{{Status: fcap.Recorded}, {Status: fcap.Duplicate}, {Status: fcap.Stale}, {Code: CodeNotOwner}, {Code: 0xFFFF}}}},
 		{name: "record-result/empty", msg: &RecordResult{}},
-		{name: "reserve", msg: &Reserve{Viewer: "viewer-1", Now: 1000, HasNow: true, TTL: 30_000, Caps: []engine.Cap{capCreative, capAdv}}},
-		{name: "reserve/no-now", msg: &Reserve{Viewer: "v", TTL: 1, Caps: []engine.Cap{capCreative}}},
-		{name: "reserve/budget", msg: &Reserve{Viewer: "v", TTL: 1, Caps: []engine.Cap{capCreative}, Budget: 1234567 * time.Microsecond}},
-		{name: "reserve/tick-0", msg: &Reserve{Viewer: "v", HasNow: true, TTL: math.MaxInt64, Caps: []engine.Cap{capCreative}}},
-		{name: "reserve-result", msg: &ReserveResult{Epoch: 5, Now: 1000, Verdict: engine.Verdict{Allowed: true, Remaining: 0, Blocking: -1}, ID: math.MaxUint64}},
-		{name: "reserve-result/denied", msg: &ReserveResult{Epoch: 5, Now: 1000, Verdict: engine.Verdict{Blocking: 1}}},
+		{name: "reserve", msg: &Reserve{Viewer: "viewer-1", Now: 1000, HasNow: true, TTL: 30_000, Caps: []fcap.Cap{capCreative, capAdv}}},
+		{name: "reserve/no-now", msg: &Reserve{Viewer: "v", TTL: 1, Caps: []fcap.Cap{capCreative}}},
+		{name: "reserve/budget", msg: &Reserve{Viewer: "v", TTL: 1, Caps: []fcap.Cap{capCreative}, Budget: 1234567 * time.Microsecond}},
+		{name: "reserve/tick-0", msg: &Reserve{Viewer: "v", HasNow: true, TTL: math.MaxInt64, Caps: []fcap.Cap{capCreative}}},
+		{name: "reserve-result", msg: &ReserveResult{Epoch: 5, Now: 1000, Verdict: fcap.Verdict{Allowed: true, Remaining: 0, Blocking: -1}, ID: math.MaxUint64}},
+		{name: "reserve-result/denied", msg: &ReserveResult{Epoch: 5, Now: 1000, Verdict: fcap.Verdict{Blocking: 1}}},
 		{name: "release", msg: &Release{Viewer: "viewer-1", ID: 0xDEADBEEFCAFE}},
 		{name: "release/zero", msg: &Release{}},
 		{name: "release-result", msg: &ReleaseResult{Epoch: 12}},
@@ -215,13 +215,13 @@ func repeat16(v uint16, n int) []uint16 {
 	return s
 }
 
-func manyVerdicts(n int) []engine.Verdict {
-	vs := make([]engine.Verdict, n)
+func manyVerdicts(n int) []fcap.Verdict {
+	vs := make([]fcap.Verdict, n)
 	for i := range vs {
 		if i%3 == 0 {
-			vs[i] = engine.Verdict{Allowed: true, Remaining: int64(i), Blocking: -1}
+			vs[i] = fcap.Verdict{Allowed: true, Remaining: int64(i), Blocking: -1}
 		} else {
-			vs[i] = engine.Verdict{Blocking: i % 3}
+			vs[i] = fcap.Verdict{Blocking: i % 3}
 		}
 	}
 	return vs
@@ -434,7 +434,7 @@ func optTime(t int64, ok bool) any {
 	return t
 }
 
-func capsForm(caps []engine.Cap) []any {
+func capsForm(caps []fcap.Cap) []any {
 	out := []any{}
 	for _, c := range caps {
 		out = append(out, []any{c.Scope, c.ID, c.Limit, c.Window, int64(c.Algorithm), int64(c.Mode)})
@@ -442,7 +442,7 @@ func capsForm(caps []engine.Cap) []any {
 	return out
 }
 
-func verdictForm(v engine.Verdict) []any {
+func verdictForm(v fcap.Verdict) []any {
 	return []any{v.Allowed, v.Remaining, int64(v.Blocking)}
 }
 

@@ -3,14 +3,14 @@ package proto
 import (
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 )
 
 // Check asks for read-only verdicts on many candidates of one viewer at
 // once (an ad request checks about 100). It is answered with a
 // CheckResult, or an Error.
 //
-// The candidates travel as an engine.CheckTable: each distinct cap once,
+// The candidates travel as an fcap.CheckTable: each distinct cap once,
 // and each candidate as indexes into them, so the caps the candidates
 // share (one advertiser cap across ten creatives) are sent and counted
 // once. proto checks only the table's size; the engine checks that the
@@ -32,7 +32,7 @@ type Check struct {
 	HasNow bool
 	// Table holds the distinct caps (at most MaxCheckCaps) and the
 	// candidates (at most MaxCandidates) as indexes into them.
-	Table engine.CheckTable
+	Table fcap.CheckTable
 	// Backup says the client accepts an answer from a backup owner of
 	// the viewer (its owner did not answer in time). A backup answers
 	// with CheckResult.Stale set; a node that is neither owner nor
@@ -94,9 +94,9 @@ type CheckResult struct {
 	// node's clock when the request had none.
 	Now int64
 	// Verdicts holds one verdict per candidate, in the request's order.
-	// Remaining is clamped to [0, 65535] (engine.MaxLimit) and Blocking
+	// Remaining is clamped to [0, 65535] (fcap.MaxLimit) and Blocking
 	// must be in [-1, 510].
-	Verdicts []engine.Verdict
+	Verdicts []fcap.Verdict
 	// Left holds, for every cap of the request's table in order, how
 	// many impressions it has left (limit minus count, at least 0;
 	// engine.Engine.CheckTableCaps), so a client can place several ads

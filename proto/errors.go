@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 )
 
 // Code is an error code carried by an Error message. Codes map to the
@@ -31,7 +31,7 @@ const (
 	// CodeInternal: the node failed in a way the request did not cause.
 	CodeInternal Code = 5
 	// CodeCapacity: the memory limit or a per-viewer limit refused new
-	// state (engine.ErrMemoryLimit, ErrTooManyKeys,
+	// state (fcap.ErrMemoryLimit, ErrTooManyKeys,
 	// ErrTooManyReservations).
 	CodeCapacity Code = 6
 	// CodeUnknownReservation: Release named a reservation the viewer does
@@ -53,7 +53,7 @@ const (
 	CodeDeadlineExceeded Code = 11
 	// CodeFutureTime: the request's time (Check, Allow or Reserve's now,
 	// an impression's time) is further ahead of the node's clock than
-	// the node accepts (engine.ErrFutureTime, fcapd --max-clock-skew).
+	// the node accepts (fcap.ErrFutureTime, fcapd --max-clock-skew).
 	// Nothing was done. A kind of bad request: its sentinel wraps
 	// ErrBadRequest.
 	CodeFutureTime Code = 12
@@ -178,12 +178,12 @@ func (e *Error) Unwrap() error { return e.Code.Sentinel() }
 
 // CodeOf returns the code a server answers err with:
 //   - an *Error in err's chain: its code;
-//   - engine.ErrFutureTime or ErrFutureTime: CodeFutureTime;
-//   - anything wrapping engine.ErrInvalid or ErrBadRequest, or a framing
+//   - fcap.ErrFutureTime or ErrFutureTime: CodeFutureTime;
+//   - anything wrapping fcap.ErrInvalid or ErrBadRequest, or a framing
 //     error (ErrFrameTooLarge, ErrFrameTooShort): CodeBadRequest;
-//   - engine.ErrMemoryLimit, engine.ErrTooManyKeys,
-//     engine.ErrTooManyReservations or ErrCapacity: CodeCapacity;
-//   - engine.ErrUnknownReservation or ErrUnknownReservation:
+//   - fcap.ErrMemoryLimit, fcap.ErrTooManyKeys,
+//     fcap.ErrTooManyReservations or ErrCapacity: CodeCapacity;
+//   - fcap.ErrUnknownReservation or ErrUnknownReservation:
 //     CodeUnknownReservation;
 //   - ErrUnsupportedVersion: CodeUnsupported;
 //   - another sentinel of this package: its code;
@@ -197,13 +197,13 @@ func CodeOf(err error) Code {
 		return 0
 	case errors.As(err, &pe):
 		return pe.Code
-	case errors.Is(err, engine.ErrFutureTime), errors.Is(err, ErrFutureTime):
+	case errors.Is(err, fcap.ErrFutureTime), errors.Is(err, ErrFutureTime):
 		return CodeFutureTime
-	case errors.Is(err, engine.ErrInvalid), errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrFrameTooShort):
+	case errors.Is(err, fcap.ErrInvalid), errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrFrameTooShort):
 		return CodeBadRequest
-	case errors.Is(err, engine.ErrMemoryLimit), errors.Is(err, engine.ErrTooManyKeys), errors.Is(err, engine.ErrTooManyReservations):
+	case errors.Is(err, fcap.ErrMemoryLimit), errors.Is(err, fcap.ErrTooManyKeys), errors.Is(err, fcap.ErrTooManyReservations):
 		return CodeCapacity
-	case errors.Is(err, engine.ErrUnknownReservation):
+	case errors.Is(err, fcap.ErrUnknownReservation):
 		return CodeUnknownReservation
 	case errors.Is(err, ErrUnsupportedVersion):
 		return CodeUnsupported

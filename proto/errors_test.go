@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 )
 
 var sentinels = map[Code]error{
@@ -86,21 +86,21 @@ func TestCodeOf(t *testing.T) {
 		want Code
 	}{
 		{nil, 0},
-		{engine.ErrInvalid, CodeBadRequest},
-		{engine.ErrEmptyViewer, CodeBadRequest},
-		{engine.ErrBadLimit, CodeBadRequest},
-		{engine.ErrUnknownScope, CodeBadRequest},
-		{engine.ErrZeroReservationID, CodeBadRequest},
-		{fmt.Errorf("cap 3: %w", engine.ErrBadWindow), CodeBadRequest},
+		{fcap.ErrInvalid, CodeBadRequest},
+		{fcap.ErrEmptyViewer, CodeBadRequest},
+		{fcap.ErrBadLimit, CodeBadRequest},
+		{fcap.ErrUnknownScope, CodeBadRequest},
+		{fcap.ErrZeroReservationID, CodeBadRequest},
+		{fmt.Errorf("cap 3: %w", fcap.ErrBadWindow), CodeBadRequest},
 		{ErrBadRequest, CodeBadRequest},
 		{fmt.Errorf("decoding: %w", ErrBadRequest), CodeBadRequest},
 		{ErrFrameTooLarge, CodeBadRequest},
 		{ErrFrameTooShort, CodeBadRequest},
-		{engine.ErrMemoryLimit, CodeCapacity},
-		{engine.ErrTooManyKeys, CodeCapacity},
-		{fmt.Errorf("reserve: %w", engine.ErrTooManyReservations), CodeCapacity},
+		{fcap.ErrMemoryLimit, CodeCapacity},
+		{fcap.ErrTooManyKeys, CodeCapacity},
+		{fmt.Errorf("reserve: %w", fcap.ErrTooManyReservations), CodeCapacity},
 		{ErrCapacity, CodeCapacity},
-		{engine.ErrUnknownReservation, CodeUnknownReservation},
+		{fcap.ErrUnknownReservation, CodeUnknownReservation},
 		{ErrUnknownReservation, CodeUnknownReservation},
 		{ErrNotOwner, CodeNotOwner},
 		{fmt.Errorf("route: %w", ErrNotOwner), CodeNotOwner},
@@ -123,7 +123,7 @@ func TestCodeOf(t *testing.T) {
 }
 
 func TestNewError(t *testing.T) {
-	err := fmt.Errorf("candidate 3: %w", engine.ErrNoCaps)
+	err := fmt.Errorf("candidate 3: %w", fcap.ErrNoCaps)
 	if e := NewError(err, 5); e.Code != CodeBadRequest || e.Epoch != 5 || e.Message != err.Error() {
 		t.Fatalf("NewError(%v) = %+v", err, e)
 	}

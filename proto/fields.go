@@ -3,16 +3,16 @@ package proto
 import (
 	"fmt"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 )
 
 // The engine's types as they travel inside messages. proto does not
-// validate caps (the engine does, and answers engine.ErrInvalid, which
+// validate caps (the engine does, and answers fcap.ErrInvalid, which
 // travels as CodeBadRequest); it only makes sure that decoding them
 // cannot panic or allocate more than the body backs.
 
 // cap: [scope str, id str, limit int, window int, algorithm uint8, mode uint8]
-func (e *encoder) cap(c *engine.Cap) {
+func (e *encoder) cap(c *fcap.Cap) {
 	e.array(6)
 	e.str(c.Scope)
 	e.str(c.ID)
@@ -22,26 +22,26 @@ func (e *encoder) cap(c *engine.Cap) {
 	e.uint(uint64(c.Mode))
 }
 
-func (d *decoder) cap(c *engine.Cap) {
+func (d *decoder) cap(c *fcap.Cap) {
 	extra := d.array(6)
 	c.Scope = d.str()
 	c.ID = d.str()
 	c.Limit = d.int()
 	c.Window = d.int()
-	c.Algorithm = engine.Algorithm(d.uintN(0xFF))
-	c.Mode = engine.Mode(d.uintN(0xFF))
+	c.Algorithm = fcap.Algorithm(d.uintN(0xFF))
+	c.Mode = fcap.Mode(d.uintN(0xFF))
 	d.end(extra)
 }
 
 // caps: [cap...]
-func (e *encoder) caps(caps []engine.Cap, limit int) {
+func (e *encoder) caps(caps []fcap.Cap, limit int) {
 	e.list("caps", len(caps), limit)
 	for i := range caps {
 		e.cap(&caps[i])
 	}
 }
 
-func (d *decoder) caps(dst []engine.Cap, limit int) []engine.Cap {
+func (d *decoder) caps(dst []fcap.Cap, limit int) []fcap.Cap {
 	dst = resize(dst, d.list("caps", limit, minCapSize))
 	for i := range dst {
 		d.cap(&dst[i])
@@ -50,14 +50,14 @@ func (d *decoder) caps(dst []engine.Cap, limit int) []engine.Cap {
 }
 
 // verdict, one on its own: [allowed bool, remaining int, blocking int]
-func (e *encoder) verdict(v *engine.Verdict) {
+func (e *encoder) verdict(v *fcap.Verdict) {
 	e.array(3)
 	e.bool(v.Allowed)
 	e.int(v.Remaining)
 	e.int(int64(v.Blocking))
 }
 
-func (d *decoder) verdict(v *engine.Verdict) {
+func (d *decoder) verdict(v *fcap.Verdict) {
 	extra := d.array(3)
 	v.Allowed = d.bool()
 	v.Remaining = d.int()
@@ -71,7 +71,7 @@ func (d *decoder) verdict(v *engine.Verdict) {
 //	[2]   blocking+1, low 8 bits (0: no cap blocks)
 //	[3]   flags: bit 0 allowed; bit 1 bit 8 of blocking+1
 //
-// engine.MaxLimit is 65535, so the clamp loses nothing the engine can
+// fcap.MaxLimit is 65535, so the clamp loses nothing the engine can
 // say. A candidate may have up to 256 caps (engine.Config allows
 // MaxCapsPerCandidate 256), so blocking+1 reaches 256 and needs the 9th
 // bit that flags bit 1 carries: blocking is at most 510 on the wire. A
@@ -83,7 +83,7 @@ const (
 	maxBlocking   = 1<<9 - 2
 )
 
-func (e *encoder) verdicts(vs []engine.Verdict) {
+func (e *encoder) verdicts(vs []fcap.Verdict) {
 	if len(vs) > MaxCandidates {
 		e.fail(errTooMany("verdicts", len(vs), MaxCandidates))
 	}
@@ -103,7 +103,7 @@ func (e *encoder) verdicts(vs []engine.Verdict) {
 	}
 }
 
-func (d *decoder) verdicts(dst []engine.Verdict) []engine.Verdict {
+func (d *decoder) verdicts(dst []fcap.Verdict) []fcap.Verdict {
 	b := d.bytes(verdictSize * MaxCandidates)
 	if len(b)%verdictSize != 0 {
 		d.fail(fmt.Errorf("verdicts: bin of %d bytes is not a list of %d-byte verdicts", len(b), verdictSize))
@@ -113,7 +113,7 @@ func (d *decoder) verdicts(dst []engine.Verdict) []engine.Verdict {
 	for i := range dst {
 		p := b[verdictSize*i : verdictSize*i+verdictSize]
 		flags := p[3]
-		dst[i] = engine.Verdict{
+		dst[i] = fcap.Verdict{
 			Allowed:   flags&flagAllowed != 0,
 			Remaining: int64(p[0]) | int64(p[1])<<8,
 			Blocking:  (int(p[2]) | int(flags&flagBlocking8)<<7) - 1,

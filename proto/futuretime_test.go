@@ -5,16 +5,16 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 )
 
 // TestFutureTimeCrossesTheWire: the engine's refusal of a time ahead of
 // the node's clock reaches the client as ErrFutureTime, which is also a
 // bad request (the client returns it instead of failing open).
 func TestFutureTimeCrossesTheWire(t *testing.T) {
-	refusal := fmt.Errorf("check: %w: 315360000000 ticks ahead", engine.ErrFutureTime)
+	refusal := fmt.Errorf("check: %w: 315360000000 ticks ahead", fcap.ErrFutureTime)
 	if c := CodeOf(refusal); c != CodeFutureTime {
-		t.Fatalf("CodeOf(engine.ErrFutureTime) = %v, want future_time", c)
+		t.Fatalf("CodeOf(fcap.ErrFutureTime) = %v, want future_time", c)
 	}
 	if c := CodeOf(fmt.Errorf("api: %w", ErrFutureTime)); c != CodeFutureTime {
 		t.Fatalf("CodeOf(ErrFutureTime) = %v, want future_time", c)

@@ -29,7 +29,7 @@ const (
 	MaxInspectValues = 1 << 16
 )
 
-// KeyInfo is one counter of a viewer: its hash (engine.KeyHash of the
+// KeyInfo is one counter of a viewer: its hash (fcap.KeyHash of the
 // caps that read it), algorithm, window and limit, and its state.
 //
 // Wire: [hash uint, algorithm uint, window int, limit int, bucket int,

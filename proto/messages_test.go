@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -96,7 +96,7 @@ func TestWireForm(t *testing.T) {
 
 // TestDecodeZeroCopy checks that decoded strings alias the body.
 func TestDecodeZeroCopy(t *testing.T) {
-	_, body := frameOf(t, 1, &Allow{Viewer: "viewer-1", Caps: []engine.Cap{capCreative}})
+	_, body := frameOf(t, 1, &Allow{Viewer: "viewer-1", Caps: []fcap.Cap{capCreative}})
 	var m Allow
 	if err := Decode(body, &m); err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func rawBody(t testing.TB, f func(e *msgpack.Encoder)) []byte {
 	return buf.Bytes()
 }
 
-func encodeCap(e *msgpack.Encoder, c engine.Cap) {
+func encodeCap(e *msgpack.Encoder, c fcap.Cap) {
 	e.EncodeArrayLen(6)
 	e.EncodeString(c.Scope)
 	e.EncodeString(c.ID)
@@ -169,7 +169,7 @@ func TestDecodeSkipsAppendedFields(t *testing.T) {
 	if err := Decode(body, &m); err != nil {
 		t.Fatal(err)
 	}
-	want := Allow{Viewer: "viewer", Now: 77, HasNow: true, Caps: []engine.Cap{capCreative}, Budget: 2500 * time.Microsecond, Backup: true}
+	want := Allow{Viewer: "viewer", Now: 77, HasNow: true, Caps: []fcap.Cap{capCreative}, Budget: 2500 * time.Microsecond, Backup: true}
 	if !sameValue(&m, &want) {
 		t.Fatalf("decoded %+v, want %+v", m, want)
 	}
@@ -192,7 +192,7 @@ func TestDecodeOptionalField(t *testing.T) {
 	if err := Decode(body, &m); err != nil {
 		t.Fatal(err)
 	}
-	want := CheckResult{Epoch: 5, Now: 7, Verdicts: []engine.Verdict{{Allowed: true, Remaining: 2, Blocking: -1}}}
+	want := CheckResult{Epoch: 5, Now: 7, Verdicts: []fcap.Verdict{{Allowed: true, Remaining: 2, Blocking: -1}}}
 	if !sameValue(&m, &want) {
 		t.Fatalf("decoded %+v, want %+v", m, want)
 	}
@@ -200,7 +200,7 @@ func TestDecodeOptionalField(t *testing.T) {
 
 func TestDecodeCheckWithoutBackup(t *testing.T) {
 	// A five-field Check from an older client decodes with Backup false.
-	want := Check{Viewer: "v", Now: 3, HasNow: true, Table: engine.CheckTable{Caps: []engine.Cap{{Scope: "s", ID: "i", Limit: 1, Window: 2}}, Refs: []uint16{0}, Ends: []uint32{1}}}
+	want := Check{Viewer: "v", Now: 3, HasNow: true, Table: fcap.CheckTable{Caps: []fcap.Cap{{Scope: "s", ID: "i", Limit: 1, Window: 2}}, Refs: []uint16{0}, Ends: []uint32{1}}}
 	full, err := AppendFrame(nil, 1, &want)
 	if err != nil {
 		t.Fatal(err)
@@ -224,8 +224,8 @@ func TestDecodeWithoutBudget(t *testing.T) {
 		m    Message
 		want Message
 	}{
-		{&Allow{Viewer: "v", Caps: []engine.Cap{capCreative}}, &Allow{Budget: time.Second, Backup: true}},
-		{&Reserve{Viewer: "v", TTL: 5, Caps: []engine.Cap{capCreative}}, &Reserve{Budget: time.Second}},
+		{&Allow{Viewer: "v", Caps: []fcap.Cap{capCreative}}, &Allow{Budget: time.Second, Backup: true}},
+		{&Reserve{Viewer: "v", TTL: 5, Caps: []fcap.Cap{capCreative}}, &Reserve{Budget: time.Second}},
 		{&Check{Viewer: "v", Backup: true}, &Check{Budget: time.Second}},
 	}
 	for _, c := range cases {
@@ -269,13 +269,13 @@ func TestDecodeRefusesLongBudget(t *testing.T) {
 // older client, which sends no backup field, into values that held one:
 // Backup comes out false, so a backup owner never takes their writes.
 func TestDecodeWritesWithoutBackup(t *testing.T) {
-	caps := []engine.Cap{{Scope: "s", ID: "i", Limit: 1, Window: 2}}
+	caps := []fcap.Cap{{Scope: "s", ID: "i", Limit: 1, Window: 2}}
 	for _, tc := range []struct {
 		want, into Message
 		fixarray   byte
 	}{
 		{&Allow{Viewer: "v", Now: 3, HasNow: true, Caps: caps}, &Allow{Backup: true}, 0x94},
-		{&Record{Items: []RecordItem{{Viewer: "v", Impression: engine.Impression{ID: "x", Time: 3, Caps: caps}, HasTime: true}}}, &Record{Backup: true}, 0x91},
+		{&Record{Items: []RecordItem{{Viewer: "v", Impression: fcap.Impression{ID: "x", Time: 3, Caps: caps}, HasTime: true}}}, &Record{Backup: true}, 0x91},
 	} {
 		full, err := AppendFrame(nil, 1, tc.want)
 		if err != nil {
@@ -295,7 +295,7 @@ func TestDecodeWritesWithoutBackup(t *testing.T) {
 // TestDecodeRefuses checks bodies Decode must refuse, each with an error
 // wrapping ErrBadRequest.
 func TestDecodeRefuses(t *testing.T) {
-	_, allow := frameOf(t, 1, &Allow{Viewer: "v", Caps: []engine.Cap{capCreative}})
+	_, allow := frameOf(t, 1, &Allow{Viewer: "v", Caps: []fcap.Cap{capCreative}})
 	cases := []struct {
 		name string
 		msg  Message
@@ -455,17 +455,17 @@ func TestAppendFrameRefuses(t *testing.T) {
 		msg  Message
 	}{
 		{"long viewer", &Allow{Viewer: strings.Repeat("v", MaxStringLen+1)}},
-		{"long cap id", &Allow{Caps: []engine.Cap{{ID: strings.Repeat("v", MaxStringLen+1)}}}},
+		{"long cap id", &Allow{Caps: []fcap.Cap{{ID: strings.Repeat("v", MaxStringLen+1)}}}},
 		{"too many caps", &Allow{Caps: manyCaps(MaxCapsPerMessage + 1)}},
 		{"too many reserve caps", &Reserve{Caps: manyCaps(MaxCapsPerMessage + 1)}},
-		{"too many check caps", &Check{Table: engine.CheckTable{Caps: make([]engine.Cap, MaxCheckCaps+1)}}},
-		{"too many candidates", &Check{Table: engine.CheckTable{Ends: make([]uint32, MaxCandidates+1)}}},
-		{"too many verdicts", &CheckResult{Verdicts: make([]engine.Verdict, MaxCandidates+1)}},
+		{"too many check caps", &Check{Table: fcap.CheckTable{Caps: make([]fcap.Cap, MaxCheckCaps+1)}}},
+		{"too many candidates", &Check{Table: fcap.CheckTable{Ends: make([]uint32, MaxCandidates+1)}}},
+		{"too many verdicts", &CheckResult{Verdicts: make([]fcap.Verdict, MaxCandidates+1)}},
 		{"too many left", &CheckResult{Left: make([]uint16, MaxCheckCaps+1)}},
-		{"blocking out of range", &CheckResult{Verdicts: []engine.Verdict{{Blocking: maxBlocking + 1}}}},
-		{"blocking below -1", &CheckResult{Verdicts: []engine.Verdict{{Blocking: -2}}}},
+		{"blocking out of range", &CheckResult{Verdicts: []fcap.Verdict{{Blocking: maxBlocking + 1}}}},
+		{"blocking below -1", &CheckResult{Verdicts: []fcap.Verdict{{Blocking: -2}}}},
 		{"too many items", &Record{Items: make([]RecordItem, MaxRecordItems+1)}},
-		{"too many impression caps", &Record{Items: []RecordItem{{Impression: engine.Impression{Caps: manyCaps(MaxCapsPerMessage + 1)}}}}},
+		{"too many impression caps", &Record{Items: []RecordItem{{Impression: fcap.Impression{Caps: manyCaps(MaxCapsPerMessage + 1)}}}}},
 		{"too many results", &RecordResult{Results: make([]ItemResult, MaxRecordItems+1)}},
 		{"too many members", &Topology{Members: make([]Member, MaxMembers+1)}},
 		{"owners do not fit", &Topology{Partitions: 2, Replicas: 1, Members: make([]Member, 1), Owners: []uint16{0}}},

@@ -1,6 +1,6 @@
 package proto
 
-import "github.com/fcap-io/fcap/node/engine"
+import "github.com/fcap-io/fcap"
 
 // RecordItem is one impression that played, for one viewer.
 //
@@ -12,7 +12,7 @@ type RecordItem struct {
 	// Impression is what played: its ID (for idempotency), Time (when
 	// HasTime is set), Caps (at most MaxCapsPerMessage) and the
 	// Reservation it confirms (0 for none).
-	Impression engine.Impression
+	Impression fcap.Impression
 	// HasTime says Impression.Time is set. When false, the node uses
 	// its clock; Impression.Time is then ignored.
 	HasTime bool
@@ -81,7 +81,7 @@ func (m *Record) decode(d *decoder) {
 type ItemResult struct {
 	// Status says what the engine did with the impression (Recorded,
 	// Duplicate, Stale) when Code is 0.
-	Status engine.RecordStatus
+	Status fcap.RecordStatus
 	// Code is 0 when the item was applied as Status says. Otherwise the
 	// item failed with that code (CodeBadRequest, CodeNotOwner,
 	// CodeCapacity, ...) and changed nothing; Status is then 0.
@@ -121,7 +121,7 @@ func (m *RecordResult) decode(d *decoder) {
 	for i := range m.Results {
 		r := &m.Results[i]
 		fields := d.array(2)
-		r.Status = engine.RecordStatus(d.uintN(0xFF))
+		r.Status = fcap.RecordStatus(d.uintN(0xFF))
 		r.Code = Code(d.uintN(0xFFFF))
 		d.end(fields)
 	}

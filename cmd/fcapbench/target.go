@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 )
 
 // target is a system under test. Every method is safe for concurrent use
@@ -64,12 +64,12 @@ func newTarget(kind, addrs string, w *workload, x *ids, o targetOpts) (target, e
 // fcapTarget drives an fcap cluster through the client.
 type fcapTarget struct {
 	c         *client.Client
-	campaigns []engine.Cap // per campaign index
+	campaigns []fcap.Cap // per campaign index
 	pool      chan *checkBuf
 }
 
 type checkBuf struct {
-	cands []engine.Candidate
+	cands []fcap.Candidate
 	res   client.CheckResult
 }
 
@@ -89,12 +89,12 @@ func newFcapTarget(addrs string, w *workload, x *ids, o targetOpts) (*fcapTarget
 		return nil, fmt.Errorf("fcap cluster at %s: %w", addrs, err)
 	}
 	t := &fcapTarget{c: c, pool: make(chan *checkBuf, 4096)}
-	mode := engine.Soft
+	mode := fcap.Soft
 	if w.Mode == "strict" {
-		mode = engine.Strict
+		mode = fcap.Strict
 	}
 	for _, id := range x.campaigns {
-		t.campaigns = append(t.campaigns, engine.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: w.Window, Mode: mode})
+		t.campaigns = append(t.campaigns, fcap.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: w.Window, Mode: mode})
 	}
 	return t, nil
 }
@@ -129,7 +129,7 @@ func (t *fcapTarget) Check(ctx context.Context, viewer string, campaigns []int, 
 	}()
 	b.cands = b.cands[:0]
 	for _, c := range campaigns {
-		b.cands = append(b.cands, engine.Candidate{Caps: t.campaigns[c : c+1]})
+		b.cands = append(b.cands, fcap.Candidate{Caps: t.campaigns[c : c+1]})
 	}
 	if err := t.c.CheckInto(ctx, viewer, b.cands, &b.res, client.At(now)); err != nil {
 		return 0, err
@@ -148,7 +148,7 @@ func (t *fcapTarget) Check(ctx context.Context, viewer string, campaigns []int, 
 }
 
 func (t *fcapTarget) Record(_ context.Context, viewer string, campaign int, id string, now int64) error {
-	if !t.c.Record(viewer, engine.Impression{ID: id, Time: now, Caps: t.campaigns[campaign : campaign+1]}) {
+	if !t.c.Record(viewer, fcap.Impression{ID: id, Time: now, Caps: t.campaigns[campaign : campaign+1]}) {
 		return errors.New("record queue full")
 	}
 	return nil

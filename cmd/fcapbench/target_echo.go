@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -54,9 +54,9 @@ type echoSizes struct {
 // frames.
 func fcapFrameSizes(w *workload, x *ids) (echoSizes, error) {
 	viewer := x.viewers[len(x.viewers)-1]
-	mode := engine.Soft
+	mode := fcap.Soft
 	if w.Mode == "strict" {
-		mode = engine.Strict
+		mode = fcap.Strict
 	}
 	var chk proto.Check
 	chk.Viewer, chk.Now, chk.HasNow = viewer, time.Now().UnixMilli(), true
@@ -64,10 +64,10 @@ func fcapFrameSizes(w *workload, x *ids) (echoSizes, error) {
 	res.Epoch, res.Now = 1<<20, chk.Now
 	for i := range w.Candidates {
 		id := x.campaigns[len(x.campaigns)-1-i]
-		chk.Table.Caps = append(chk.Table.Caps, engine.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: w.Window, Mode: mode})
+		chk.Table.Caps = append(chk.Table.Caps, fcap.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: w.Window, Mode: mode})
 		chk.Table.Refs = append(chk.Table.Refs, uint16(i))
 		chk.Table.Ends = append(chk.Table.Ends, uint32(i+1))
-		res.Verdicts = append(res.Verdicts, engine.Verdict{Allowed: true, Remaining: w.Limit - 1, Blocking: -1})
+		res.Verdicts = append(res.Verdicts, fcap.Verdict{Allowed: true, Remaining: w.Limit - 1, Blocking: -1})
 		res.Left = append(res.Left, uint16(min(w.Limit, 0xFFFF)))
 	}
 	alw := proto.Allow{Viewer: viewer, Now: chk.Now, HasNow: true, Caps: chk.Table.Caps[:1]}

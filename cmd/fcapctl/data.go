@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -24,40 +24,40 @@ with a unit (1h, 24h), e.g. campaign:c42:3:24h or creative:x9:1:1h:sliding:stric
 Join caps with "+" to make one candidate subject to all of them.`
 
 // parseCap reads scope:id:limit:window[:algorithm[:mode]].
-func parseCap(s string) (engine.Cap, error) {
+func parseCap(s string) (fcap.Cap, error) {
 	f := strings.Split(s, ":")
 	if len(f) < 4 || len(f) > 6 {
-		return engine.Cap{}, fmt.Errorf("cap %q: want scope:id:limit:window[:algorithm[:mode]]", s)
+		return fcap.Cap{}, fmt.Errorf("cap %q: want scope:id:limit:window[:algorithm[:mode]]", s)
 	}
 	limit, err := strconv.ParseInt(f[2], 10, 64)
 	if err != nil {
-		return engine.Cap{}, fmt.Errorf("cap %q: limit: %w", s, err)
+		return fcap.Cap{}, fmt.Errorf("cap %q: limit: %w", s, err)
 	}
 	window, err := strconv.ParseInt(f[3], 10, 64)
 	if err != nil {
 		d, derr := time.ParseDuration(f[3])
 		if derr != nil {
-			return engine.Cap{}, fmt.Errorf("cap %q: window %q is neither milliseconds nor a duration", s, f[3])
+			return fcap.Cap{}, fmt.Errorf("cap %q: window %q is neither milliseconds nor a duration", s, f[3])
 		}
 		window = d.Milliseconds()
 	}
-	c := engine.Cap{Scope: f[0], ID: f[1], Limit: limit, Window: window}
+	c := fcap.Cap{Scope: f[0], ID: f[1], Limit: limit, Window: window}
 	if len(f) > 4 {
-		if c.Algorithm, err = engine.ParseAlgorithm(f[4]); err != nil {
-			return engine.Cap{}, fmt.Errorf("cap %q: %w", s, err)
+		if c.Algorithm, err = fcap.ParseAlgorithm(f[4]); err != nil {
+			return fcap.Cap{}, fmt.Errorf("cap %q: %w", s, err)
 		}
 	}
 	if len(f) > 5 {
-		if c.Mode, err = engine.ParseMode(f[5]); err != nil {
-			return engine.Cap{}, fmt.Errorf("cap %q: %w", s, err)
+		if c.Mode, err = fcap.ParseMode(f[5]); err != nil {
+			return fcap.Cap{}, fmt.Errorf("cap %q: %w", s, err)
 		}
 	}
 	return c, nil
 }
 
 // parseCandidate reads caps joined with "+".
-func parseCandidate(s string) (engine.Candidate, error) {
-	var cand engine.Candidate
+func parseCandidate(s string) (fcap.Candidate, error) {
+	var cand fcap.Candidate
 	for _, part := range strings.Split(s, "+") {
 		c, err := parseCap(part)
 		if err != nil {
@@ -126,7 +126,7 @@ func (d *dataFlags) connect() (*client.Client, error) {
 // arguments hold the fixed ones (n of them) and at least one CAP after
 // them, reads the CAPs as one candidate and connects. When c is nil the
 // command exits with code, having said why.
-func (d *dataFlags) start(name string, fs *flag.FlagSet, args []string, n int, stderr io.Writer) (c *client.Client, cand engine.Candidate, code int) {
+func (d *dataFlags) start(name string, fs *flag.FlagSet, args []string, n int, stderr io.Writer) (c *client.Client, cand fcap.Candidate, code int) {
 	if err := fs.Parse(args); err != nil {
 		return nil, cand, 2
 	}
@@ -212,7 +212,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	viewer := fs.Arg(0)
-	var cands []engine.Candidate
+	var cands []fcap.Candidate
 	for _, s := range fs.Args()[1:] {
 		cand, err := parseCandidate(s)
 		if err != nil {
@@ -270,7 +270,7 @@ func runRecord(args []string, stdout, stderr io.Writer) int {
 	if t == 0 {
 		t = time.Now().UnixMilli()
 	}
-	if !c.Record(fs.Arg(0), engine.Impression{ID: fs.Arg(1), Time: t, Caps: cand.Caps}) {
+	if !c.Record(fs.Arg(0), fcap.Impression{ID: fs.Arg(1), Time: t, Caps: cand.Caps}) {
 		fmt.Fprintln(stderr, "fcapctl record: the client's queue refused the impression")
 		return 1
 	}

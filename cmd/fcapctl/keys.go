@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -47,7 +47,7 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "fcapctl keys: %v\n", err)
 			return 2
 		}
-		labels[engine.KeyHash(c)] = c.Scope + ":" + c.ID
+		labels[fcap.KeyHash(c)] = c.Scope + ":" + c.ID
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -122,10 +122,10 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 			if name == "" {
 				name = fmt.Sprintf("%016x", k.Hash)
 			}
-			alg := engine.Algorithm(k.Algorithm)
+			alg := fcap.Algorithm(k.Algorithm)
 			state := ""
 			switch alg {
-			case engine.Sliding:
+			case fcap.Sliding:
 				var ts []string
 				for _, t := range k.Values {
 					ts = append(ts, time.UnixMilli(t).UTC().Format("2006-01-02T15:04:05.000Z"))

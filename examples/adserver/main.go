@@ -28,14 +28,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 )
 
 // ad is one candidate with the caps it is subject to.
 type ad struct {
 	Creative string
-	Caps     []engine.Cap
+	Caps     []fcap.Cap
 }
 
 var (
@@ -45,18 +45,18 @@ var (
 
 // inventory: a few creatives of two campaigns of two advertisers.
 func inventory() []ad {
-	campaign := func(id string, perDay int64) engine.Cap {
-		return engine.Cap{Scope: "campaign", ID: id, Limit: perDay, Window: day}
+	campaign := func(id string, perDay int64) fcap.Cap {
+		return fcap.Cap{Scope: "campaign", ID: id, Limit: perDay, Window: day}
 	}
-	creative := func(id string, perHour int64) engine.Cap {
-		return engine.Cap{Scope: "creative", ID: id, Limit: perHour, Window: hour}
+	creative := func(id string, perHour int64) fcap.Cap {
+		return fcap.Cap{Scope: "creative", ID: id, Limit: perHour, Window: hour}
 	}
-	premium := engine.Cap{Scope: "advertiser", ID: "premium", Limit: 2, Window: day, Mode: engine.Strict}
+	premium := fcap.Cap{Scope: "advertiser", ID: "premium", Limit: 2, Window: day, Mode: fcap.Strict}
 	return []ad{
-		{"premium-video", []engine.Cap{creative("premium-video", 1), campaign("premium-launch", 5), premium}},
-		{"premium-banner", []engine.Cap{creative("premium-banner", 2), campaign("premium-launch", 5), premium}},
-		{"shoes-banner", []engine.Cap{creative("shoes-banner", 3), campaign("shoes-sale", 10)}},
-		{"shoes-video", []engine.Cap{creative("shoes-video", 3), campaign("shoes-sale", 10)}},
+		{"premium-video", []fcap.Cap{creative("premium-video", 1), campaign("premium-launch", 5), premium}},
+		{"premium-banner", []fcap.Cap{creative("premium-banner", 2), campaign("premium-launch", 5), premium}},
+		{"shoes-banner", []fcap.Cap{creative("shoes-banner", 3), campaign("shoes-sale", 10)}},
+		{"shoes-video", []fcap.Cap{creative("shoes-video", 3), campaign("shoes-sale", 10)}},
 	}
 }
 
@@ -80,9 +80,9 @@ func main() {
 	cancel()
 
 	ads := inventory()
-	cands := make([]engine.Candidate, len(ads))
+	cands := make([]fcap.Candidate, len(ads))
 	for i, a := range ads {
-		cands[i] = engine.Candidate{Caps: a.Caps}
+		cands[i] = fcap.Candidate{Caps: a.Caps}
 	}
 	var impressions atomic.Int64
 
@@ -107,7 +107,7 @@ func main() {
 			// The ad plays: report the impression (queued, batched,
 			// retried; idempotent on its id).
 			id := viewer + "-" + strconv.FormatInt(impressions.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-			fc.Record(viewer, engine.Impression{ID: id, Time: time.Now().UnixMilli(), Caps: ads[i].Caps})
+			fc.Record(viewer, fcap.Impression{ID: id, Time: time.Now().UnixMilli(), Caps: ads[i].Caps})
 			w.Header().Set("Content-Type", "application/json")
 			json.NewEncoder(w).Encode(map[string]any{
 				"creative": ads[i].Creative, "remaining": v.Remaining,

@@ -1,6 +1,10 @@
 package engine
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	"github.com/fcap-io/fcap"
+)
 
 // Allow atomically checks the caps at now and, if every one has room,
 // records an impression at now on each of their counters. A denial
@@ -10,16 +14,16 @@ import "math/rand/v2"
 //
 // Live reservations count against the caps. The verdict's Remaining is
 // what is left after this impression.
-func (e *Engine) Allow(viewer string, now int64, caps ...Cap) (Verdict, error) {
+func (e *Engine) Allow(viewer string, now int64, caps ...fcap.Cap) (fcap.Verdict, error) {
 	if err := e.validateViewer(viewer); err != nil {
-		return Verdict{}, err
+		return fcap.Verdict{}, err
 	}
 	mark, err := e.checkTime(now)
 	if err != nil {
-		return Verdict{}, err
+		return fcap.Verdict{}, err
 	}
 	if err := e.validateCaps(caps); err != nil {
-		return Verdict{}, err
+		return fcap.Verdict{}, err
 	}
 	var buf [16]uint64
 	khs := keyHashes(buf[:0], caps)
@@ -36,7 +40,7 @@ func (e *Engine) Allow(viewer string, now int64, caps ...Cap) (Verdict, error) {
 	}
 	v, err = e.prepare(s, v, h, khs, true)
 	if err != nil {
-		return Verdict{}, err
+		return fcap.Verdict{}, err
 	}
 	before, keys := v.bytes(), v.nkeys()
 	e.record(v, caps, khs, now)
@@ -49,19 +53,19 @@ func (e *Engine) Allow(viewer string, now int64, caps ...Cap) (Verdict, error) {
 // has room, takes a reservation that counts against each of them until
 // now+ttl, until Release, or until an impression naming it is recorded.
 // It returns the reservation id (never 0) when allowed.
-func (e *Engine) Reserve(viewer string, c Candidate, now, ttl int64) (Verdict, uint64, error) {
+func (e *Engine) Reserve(viewer string, c fcap.Candidate, now, ttl int64) (fcap.Verdict, uint64, error) {
 	if err := e.validateViewer(viewer); err != nil {
-		return Verdict{}, 0, err
+		return fcap.Verdict{}, 0, err
 	}
 	mark, err := e.checkTime(now)
 	if err != nil {
-		return Verdict{}, 0, err
+		return fcap.Verdict{}, 0, err
 	}
-	if ttl < 1 || ttl > MaxTime {
-		return Verdict{}, 0, ErrBadTTL
+	if ttl < 1 || ttl > fcap.MaxTime {
+		return fcap.Verdict{}, 0, fcap.ErrBadTTL
 	}
 	if err := e.validateCaps(c.Caps); err != nil {
-		return Verdict{}, 0, err
+		return fcap.Verdict{}, 0, err
 	}
 	var buf [16]uint64
 	khs := keyHashes(buf[:0], c.Caps)
@@ -81,12 +85,12 @@ func (e *Engine) Reserve(viewer string, c Candidate, now, ttl int64) (Verdict, u
 		v.ext.pruneReservations(now)
 		e.charge(s, before, v.bytes())
 		if len(v.ext.res) >= e.cfg.MaxReservationsPerViewer {
-			return Verdict{}, 0, ErrTooManyReservations
+			return fcap.Verdict{}, 0, fcap.ErrTooManyReservations
 		}
 	}
 	v, err = e.prepare(s, v, h, khs, false)
 	if err != nil {
-		return Verdict{}, 0, err
+		return fcap.Verdict{}, 0, err
 	}
 	before, keys := v.bytes(), v.nkeys()
 	if v.ext == nil {
@@ -120,7 +124,7 @@ func (e *Engine) Release(viewer string, id uint64) error {
 		return err
 	}
 	if id == 0 {
-		return ErrZeroReservationID
+		return fcap.ErrZeroReservationID
 	}
 	h := viewerKey(viewer)
 	s := e.stripeOf(h)
@@ -128,13 +132,13 @@ func (e *Engine) Release(viewer string, id uint64) error {
 	defer s.mu.Unlock()
 	v := s.lookup(h)
 	if v == nil || v.ext == nil {
-		return ErrUnknownReservation
+		return fcap.ErrUnknownReservation
 	}
 	before := v.bytes()
 	ok := v.ext.dropReservation(id)
 	e.settle(s, v, before, v.nkeys())
 	if !ok {
-		return ErrUnknownReservation
+		return fcap.ErrUnknownReservation
 	}
 	return nil
 }
@@ -148,13 +152,13 @@ func (e *Engine) prepare(s *stripe, v *viewer, h uint64, khs []uint64, newKeys b
 		if miss := v.missing(khs); miss > 0 {
 			grows = true
 			if v != nil && v.nkeys()+miss > e.cfg.MaxKeysPerViewer {
-				return nil, ErrTooManyKeys
+				return nil, fcap.ErrTooManyKeys
 			}
 		}
 	}
 	if grows && e.overLimit() {
 		e.refused.Add(1)
-		return nil, ErrMemoryLimit
+		return nil, fcap.ErrMemoryLimit
 	}
 	if v == nil {
 		v = s.add(h)

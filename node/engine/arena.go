@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/fcap-io/fcap"
+
 // A viewer keeps all its counters in one []uint32, the arena, so that a
 // viewer costs one allocation and a counter holding five sliding-window
 // timestamps costs 44 bytes:
@@ -67,7 +69,7 @@ type header struct {
 	limit  int
 	off    int
 	window int64
-	algo   Algorithm
+	algo   fcap.Algorithm
 }
 
 func (v *viewer) nkeys() int {
@@ -103,7 +105,7 @@ func (v *viewer) header(i int) header {
 		limit:  int(a[hMeta] >> 16),
 		off:    int(a[hOff]),
 		window: int64(a[hWinHi]&(1<<30-1))<<32 | int64(a[hWinLo]),
-		algo:   Algorithm(a[hWinHi] >> 30),
+		algo:   fcap.Algorithm(a[hWinHi] >> 30),
 	}
 }
 
@@ -126,7 +128,7 @@ func (v *viewer) setN(i, n int) {
 
 // dataWords is the size of counter h's data.
 func (v *viewer) dataWords(h *header) int {
-	if h.algo == Sliding {
+	if h.algo == fcap.Sliding {
 		return h.n * v.width()
 	}
 	return h.n
@@ -218,7 +220,7 @@ func (v *viewer) insertKey(i int, h header, words int) header {
 	v.shiftOffsets(0, hdrWords)
 	h.off = off + hdrWords
 	h.n = 0
-	if h.algo != Sliding {
+	if h.algo != fcap.Sliding {
 		h.n = words
 	}
 	v.setHeader(i, h)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 )
 
@@ -25,7 +26,7 @@ func newBenchEngine(b *testing.B) *engine.Engine {
 // its limit of recent impressions, the steady state of a hot key.
 func BenchmarkAllowExisting(b *testing.B) {
 	e := newBenchEngine(b)
-	c := engine.Cap{Scope: "campaign", ID: "campaign-0042", Limit: 5, Window: 3_600_000}
+	c := fcap.Cap{Scope: "campaign", ID: "campaign-0042", Limit: 5, Window: 3_600_000}
 	for i := range 5 {
 		if _, err := e.Allow("viewer-000001", int64(i), c); err != nil {
 			b.Fatal(err)
@@ -51,7 +52,7 @@ func BenchmarkAllowParallel(b *testing.B) {
 	e := newBenchEngine(b)
 	const viewers = 1 << 18
 	ids := make([]string, viewers)
-	c := engine.Cap{Scope: "campaign", ID: "campaign-0042", Limit: 5, Window: 1 << 20}
+	c := fcap.Cap{Scope: "campaign", ID: "campaign-0042", Limit: 5, Window: 1 << 20}
 	for i := range ids {
 		ids[i] = "viewer-" + strconv.Itoa(i)
 		if _, err := e.Allow(ids[i], 0, c); err != nil {
@@ -82,18 +83,18 @@ func BenchmarkAllowParallel(b *testing.B) {
 // and advertiser caps, against a viewer holding those counters.
 func BenchmarkCheck100x3(b *testing.B) {
 	e := newBenchEngine(b)
-	cands := make([]engine.Candidate, 100)
+	cands := make([]fcap.Candidate, 100)
 	for i := range cands {
-		cands[i].Caps = []engine.Cap{
+		cands[i].Caps = []fcap.Cap{
 			{Scope: "creative", ID: fmt.Sprintf("cr-%d", i), Limit: 3, Window: 3_600_000},
 			{Scope: "campaign", ID: fmt.Sprintf("cmp-%d", i/2), Limit: 5, Window: 86_400_000},
 			{Scope: "advertiser", ID: fmt.Sprintf("adv-%d", i/10), Limit: 20, Window: 7 * 86_400_000},
 		}
-		if _, err := e.Record("viewer-1", engine.Impression{ID: strconv.Itoa(i), Time: int64(i), Caps: cands[i].Caps}); err != nil {
+		if _, err := e.Record("viewer-1", fcap.Impression{ID: strconv.Itoa(i), Time: int64(i), Caps: cands[i].Caps}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	out := make([]engine.Verdict, 0, len(cands))
+	out := make([]fcap.Verdict, 0, len(cands))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -115,9 +116,9 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
 		e := newBenchEngine(b)
-		caps := make([]engine.Cap, campaigns)
+		caps := make([]fcap.Cap, campaigns)
 		for c := range caps {
-			caps[c] = engine.Cap{Scope: "campaign", ID: "campaign-" + strconv.Itoa(c), Limit: 5, Window: 86_400_000}
+			caps[c] = fcap.Cap{Scope: "campaign", ID: "campaign-" + strconv.Itoa(c), Limit: 5, Window: 86_400_000}
 		}
 		ids := make([]string, viewers)
 		for v := range ids {
@@ -148,15 +149,15 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 // table form, as the wire carries it: the 160 distinct caps once.
 func BenchmarkCheckTable100x3(b *testing.B) {
 	e := newBenchEngine(b)
-	var t engine.CheckTable
-	index := map[engine.Cap]uint16{}
+	var t fcap.CheckTable
+	index := map[fcap.Cap]uint16{}
 	for i := range 100 {
-		caps := []engine.Cap{
+		caps := []fcap.Cap{
 			{Scope: "creative", ID: fmt.Sprintf("cr-%d", i), Limit: 3, Window: 3_600_000},
 			{Scope: "campaign", ID: fmt.Sprintf("cmp-%d", i/2), Limit: 5, Window: 86_400_000},
 			{Scope: "advertiser", ID: fmt.Sprintf("adv-%d", i/10), Limit: 20, Window: 7 * 86_400_000},
 		}
-		if _, err := e.Record("viewer-1", engine.Impression{ID: strconv.Itoa(i), Time: int64(i), Caps: caps}); err != nil {
+		if _, err := e.Record("viewer-1", fcap.Impression{ID: strconv.Itoa(i), Time: int64(i), Caps: caps}); err != nil {
 			b.Fatal(err)
 		}
 		for _, c := range caps {
@@ -170,7 +171,7 @@ func BenchmarkCheckTable100x3(b *testing.B) {
 		}
 		t.Ends = append(t.Ends, uint32(len(t.Refs)))
 	}
-	out := make([]engine.Verdict, 0, 100)
+	out := make([]fcap.Verdict, 0, 100)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -192,17 +193,17 @@ func BenchmarkMemoryPerKeyRecorded(b *testing.B) {
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
 		e := newBenchEngine(b)
-		caps := make([][]engine.Cap, campaigns)
+		caps := make([][]fcap.Cap, campaigns)
 		for c := range caps {
-			caps[c] = []engine.Cap{{Scope: "campaign", ID: "campaign-" + strconv.Itoa(c), Limit: 5, Window: 86_400_000}}
+			caps[c] = []fcap.Cap{{Scope: "campaign", ID: "campaign-" + strconv.Itoa(c), Limit: 5, Window: 86_400_000}}
 		}
 		now := int64(1_700_000_000_000)
 		for k := range imps {
 			for v := range viewers {
 				id := fmt.Sprintf("viewer-%07d", v)
 				for c := range caps {
-					imp := engine.Impression{ID: fmt.Sprintf("imp-%d-%d-%d", v, c, k), Time: now + int64(k*1000+c), Caps: caps[c]}
-					if st, err := e.Record(id, imp); err != nil || st != engine.Recorded {
+					imp := fcap.Impression{ID: fmt.Sprintf("imp-%d-%d-%d", v, c, k), Time: now + int64(k*1000+c), Caps: caps[c]}
+					if st, err := e.Record(id, imp); err != nil || st != fcap.Recorded {
 						b.Fatal(st, err)
 					}
 				}

@@ -3,30 +3,9 @@ package engine
 import (
 	"fmt"
 	"sync"
+
+	"github.com/fcap-io/fcap"
 )
-
-// CheckTable is a Check request in table form: every distinct cap once,
-// and each candidate as a list of indexes into Caps. An ad request's
-// candidates share most caps (one advertiser cap across ten creatives),
-// so the table is how the wire carries a check and how the engine counts
-// each counter once.
-type CheckTable struct {
-	Caps []Cap
-	// Refs holds every candidate's cap indexes, candidate after
-	// candidate.
-	Refs []uint16
-	// Ends[i] is where candidate i's indexes end in Refs; candidate i
-	// holds Refs[Ends[i-1]:Ends[i]] (from 0 for the first).
-	Ends []uint32
-}
-
-// Candidates returns the number of candidates.
-func (t *CheckTable) Candidates() int { return len(t.Ends) }
-
-// Reset empties the table, keeping its storage.
-func (t *CheckTable) Reset() {
-	t.Caps, t.Refs, t.Ends = t.Caps[:0], t.Refs[:0], t.Ends[:0]
-}
 
 // Check returns, for each candidate, whether every one of its caps has
 // room at now, how many impressions remain, and which cap blocks. Live
@@ -37,20 +16,20 @@ func (t *CheckTable) Reset() {
 // A cap equal to the one at the same position of the previous candidate
 // (the same advertiser on neighbouring candidates) is counted once; use
 // CheckTable to share caps in any order.
-func (e *Engine) Check(viewer string, cands []Candidate, now int64, out []Verdict) ([]Verdict, error) {
+func (e *Engine) Check(viewer string, cands []fcap.Candidate, now int64, out []fcap.Verdict) ([]fcap.Verdict, error) {
 	if len(cands) > e.cfg.MaxCandidates {
-		return out, ErrTooManyCandidates
+		return out, fcap.ErrTooManyCandidates
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	var prev []Cap
+	var prev []fcap.Cap
 	for i := range cands {
 		caps := cands[i].Caps
 		if len(caps) == 0 {
-			return out, candidateError(i, ErrNoCaps)
+			return out, candidateError(i, fcap.ErrNoCaps)
 		}
 		if len(caps) > e.cfg.MaxCapsPerCandidate {
-			return out, candidateError(i, ErrTooManyCaps)
+			return out, candidateError(i, fcap.ErrTooManyCaps)
 		}
 		for j := range caps {
 			if j < len(prev) && sameCap(&caps[j], &prev[j]) {
@@ -73,13 +52,13 @@ func (e *Engine) Check(viewer string, cands []Candidate, now int64, out []Verdic
 }
 
 // sameCap is caps equality, cheapest fields first.
-func sameCap(a, b *Cap) bool {
+func sameCap(a, b *fcap.Cap) bool {
 	return a.Limit == b.Limit && a.Window == b.Window && a.Algorithm == b.Algorithm &&
 		a.Mode == b.Mode && a.ID == b.ID && a.Scope == b.Scope
 }
 
 // CheckTable is Check for a request in table form.
-func (e *Engine) CheckTable(viewer string, t *CheckTable, now int64, out []Verdict) ([]Verdict, error) {
+func (e *Engine) CheckTable(viewer string, t *fcap.CheckTable, now int64, out []fcap.Verdict) ([]fcap.Verdict, error) {
 	out, _, err := e.checkTable(viewer, t, now, out, nil, false)
 	return out, err
 }
@@ -88,11 +67,11 @@ func (e *Engine) CheckTable(viewer string, t *CheckTable, now int64, out []Verdi
 // the table in order, how many impressions it has left (limit minus
 // count, at least 0): what a client needs to place several ads from one
 // answer without another round trip.
-func (e *Engine) CheckTableCaps(viewer string, t *CheckTable, now int64, out []Verdict, left []int64) ([]Verdict, []int64, error) {
+func (e *Engine) CheckTableCaps(viewer string, t *fcap.CheckTable, now int64, out []fcap.Verdict, left []int64) ([]fcap.Verdict, []int64, error) {
 	return e.checkTable(viewer, t, now, out, left, true)
 }
 
-func (e *Engine) checkTable(viewer string, t *CheckTable, now int64, out []Verdict, left []int64, wantLeft bool) ([]Verdict, []int64, error) {
+func (e *Engine) checkTable(viewer string, t *fcap.CheckTable, now int64, out []fcap.Verdict, left []int64, wantLeft bool) ([]fcap.Verdict, []int64, error) {
 	if err := e.validateTable(t); err != nil {
 		return out, left, err
 	}
@@ -114,7 +93,7 @@ func (e *Engine) checkTable(viewer string, t *CheckTable, now int64, out []Verdi
 
 // check counts every distinct cap of a validated request once, under the
 // viewer's lock, then combines the counts per candidate.
-func (e *Engine) check(viewer string, now int64, out []Verdict, sc *checkScratch) ([]Verdict, error) {
+func (e *Engine) check(viewer string, now int64, out []fcap.Verdict, sc *checkScratch) ([]fcap.Verdict, error) {
 	if err := e.validateViewer(viewer); err != nil {
 		return out, err
 	}
@@ -123,7 +102,7 @@ func (e *Engine) check(viewer string, now int64, out []Verdict, sc *checkScratch
 		return out, err
 	}
 	for _, c := range sc.caps {
-		sc.khs = append(sc.khs, keyHash(c))
+		sc.khs = append(sc.khs, c.Key())
 	}
 	e.observe(mark)
 
@@ -142,7 +121,7 @@ func (e *Engine) check(viewer string, now int64, out []Verdict, sc *checkScratch
 
 	start := uint32(0)
 	for _, end := range sc.ends {
-		vd := Verdict{Allowed: true, Remaining: MaxLimit, Blocking: -1}
+		vd := fcap.Verdict{Allowed: true, Remaining: fcap.MaxLimit, Blocking: -1}
 		for j, ref := range sc.refs[start:end] {
 			left := max(sc.caps[ref].Limit-sc.used[ref], 0)
 			if left == 0 && vd.Allowed {
@@ -157,32 +136,32 @@ func (e *Engine) check(viewer string, now int64, out []Verdict, sc *checkScratch
 }
 
 // validateTable checks a table's shape and every cap in it.
-func (e *Engine) validateTable(t *CheckTable) error {
+func (e *Engine) validateTable(t *fcap.CheckTable) error {
 	if len(t.Ends) > e.cfg.MaxCandidates {
-		return ErrTooManyCandidates
+		return fcap.ErrTooManyCandidates
 	}
 	if len(t.Caps) > e.cfg.MaxCandidates*e.cfg.MaxCapsPerCandidate || len(t.Caps) > 1<<16 {
-		return ErrTooManyCaps
+		return fcap.ErrTooManyCaps
 	}
 	start := uint32(0)
 	for i, end := range t.Ends {
 		switch {
 		case end < start || end > uint32(len(t.Refs)):
-			return candidateError(i, fmt.Errorf("%w: cap indexes end at %d, outside [%d, %d]", ErrInvalid, end, start, len(t.Refs)))
+			return candidateError(i, fmt.Errorf("%w: cap indexes end at %d, outside [%d, %d]", fcap.ErrInvalid, end, start, len(t.Refs)))
 		case end == start:
-			return candidateError(i, ErrNoCaps)
+			return candidateError(i, fcap.ErrNoCaps)
 		case end-start > uint32(e.cfg.MaxCapsPerCandidate):
-			return candidateError(i, ErrTooManyCaps)
+			return candidateError(i, fcap.ErrTooManyCaps)
 		}
 		for _, ref := range t.Refs[start:end] {
 			if int(ref) >= len(t.Caps) {
-				return candidateError(i, fmt.Errorf("%w: cap index %d of %d caps", ErrInvalid, ref, len(t.Caps)))
+				return candidateError(i, fmt.Errorf("%w: cap index %d of %d caps", fcap.ErrInvalid, ref, len(t.Caps)))
 			}
 		}
 		start = end
 	}
 	if start != uint32(len(t.Refs)) {
-		return fmt.Errorf("%w: %d cap indexes belong to no candidate", ErrInvalid, len(t.Refs)-int(start))
+		return fmt.Errorf("%w: %d cap indexes belong to no candidate", fcap.ErrInvalid, len(t.Refs)-int(start))
 	}
 	for i := range t.Caps {
 		if err := e.validateCap(&t.Caps[i]); err != nil {
@@ -195,7 +174,7 @@ func (e *Engine) validateTable(t *CheckTable) error {
 // checkScratch holds one Check's working state: the distinct caps, each
 // candidate as indexes into them, and per cap its key hash and count.
 type checkScratch struct {
-	caps []*Cap
+	caps []*fcap.Cap
 	refs []uint16
 	ends []uint32
 	khs  []uint64
@@ -218,9 +197,9 @@ func putScratch(sc *checkScratch) {
 }
 
 // keyHashesAppend appends the key hash of every cap to khs.
-func keyHashesAppend(khs []uint64, caps []Cap) []uint64 {
+func keyHashesAppend(khs []uint64, caps []fcap.Cap) []uint64 {
 	for i := range caps {
-		khs = append(khs, keyHash(&caps[i]))
+		khs = append(khs, caps[i].Key())
 	}
 	return khs
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 )
 
@@ -36,15 +37,15 @@ func TestFutureTimeIsRefusedAndChangesNothing(t *testing.T) {
 	ops := map[string]func(e *engine.Engine, at int64) error{
 		"allow": func(e *engine.Engine, at int64) error { _, err := e.Allow("v", at, c); return err },
 		"check": func(e *engine.Engine, at int64) error {
-			_, err := e.Check("v", []engine.Candidate{{Caps: []engine.Cap{c}}}, at, nil)
+			_, err := e.Check("v", []fcap.Candidate{{Caps: []fcap.Cap{c}}}, at, nil)
 			return err
 		},
 		"reserve": func(e *engine.Engine, at int64) error {
-			_, _, err := e.Reserve("v", engine.Candidate{Caps: []engine.Cap{c}}, at, 1000)
+			_, _, err := e.Reserve("v", fcap.Candidate{Caps: []fcap.Cap{c}}, at, 1000)
 			return err
 		},
 		"record": func(e *engine.Engine, at int64) error {
-			_, err := e.Record("v", engine.Impression{ID: "i", Time: at, Caps: []engine.Cap{c}})
+			_, err := e.Record("v", fcap.Impression{ID: "i", Time: at, Caps: []fcap.Cap{c}})
 			return err
 		},
 		"link device":   func(e *engine.Engine, at int64) error { _, err := e.LinkDevice("d", "v", at, nil); return err },
@@ -58,10 +59,10 @@ func TestFutureTimeIsRefusedAndChangesNothing(t *testing.T) {
 	for name, op := range ops {
 		t.Run(name, func(t *testing.T) {
 			e, _ := clockedEngine(t)
-			for _, at := range []int64{t0 + skew + 1, t0 + tenYears, engine.MaxTime} {
+			for _, at := range []int64{t0 + skew + 1, t0 + tenYears, fcap.MaxTime} {
 				err := op(e, at)
-				if !errors.Is(err, engine.ErrFutureTime) || !errors.Is(err, engine.ErrInvalid) {
-					t.Fatalf("at clock+%d: err = %v, want ErrFutureTime wrapping ErrInvalid", at-t0, err)
+				if !errors.Is(err, fcap.ErrFutureTime) || !errors.Is(err, fcap.ErrInvalid) {
+					t.Fatalf("at clock+%d: err = %v, want fcap.ErrFutureTime wrapping fcap.ErrInvalid", at-t0, err)
 				}
 			}
 			if st := e.Stats(); st.HighWater != -1 || st.Viewers != 0 {
@@ -90,7 +91,7 @@ func TestHighWaterNeverPassesTheClock(t *testing.T) {
 	if hw := e.HighWater(); hw != t0 {
 		t.Fatalf("high water %d, want the clock %d", hw, t0)
 	}
-	mustRecord(t, e, "v", engine.Impression{ID: "real-time", Time: t0, Caps: []engine.Cap{short}}, engine.Recorded)
+	mustRecord(t, e, "v", fcap.Impression{ID: "real-time", Time: t0, Caps: []fcap.Cap{short}}, fcap.Recorded)
 	e.Sweep(1 << 30)
 	mustAllow(t, e, "capped", t0+1, false, day)
 	clock.Store(t0 + dayMillis)
@@ -114,7 +115,7 @@ func TestObserveClampsToTheClock(t *testing.T) {
 		{"within the skew", t0 + skew, false},
 		{"past the skew", t0 + skew + 1, true},
 		{"ten years ahead", t0 + tenYears, true},
-		{"MaxTime", engine.MaxTime, true},
+		{"fcap.MaxTime", fcap.MaxTime, true},
 		{"out of range", -1, false},
 	}
 	for _, c := range cases {
@@ -127,7 +128,7 @@ func TestObserveClampsToTheClock(t *testing.T) {
 	}
 	e.Sweep(1 << 30)
 	mustAllow(t, e, "capped", t0+1, false, day)
-	mustRecord(t, e, "capped", engine.Impression{ID: "real-time", Time: t0 + 2, Caps: []engine.Cap{day}}, engine.Recorded)
+	mustRecord(t, e, "capped", fcap.Impression{ID: "real-time", Time: t0 + 2, Caps: []fcap.Cap{day}}, fcap.Recorded)
 	clock.Store(t0 + 1000)
 	if e.Observe(t0+500) || e.HighWater() != t0+500 {
 		t.Fatalf("an in-bound Observe after the clock moved: high water %d, want %d", e.HighWater(), t0+500)
@@ -155,7 +156,7 @@ func TestNoClockTakesTimesAsGiven(t *testing.T) {
 	if hw := e.HighWater(); hw != t0+tenYears {
 		t.Fatalf("high water %d, want %d", hw, t0+tenYears)
 	}
-	if e.Observe(engine.MaxTime) {
+	if e.Observe(fcap.MaxTime) {
 		t.Fatal("Observe reported a clamp without a clock")
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 )
 
@@ -17,11 +18,11 @@ import (
 // counter with limit L get exactly L grants, for every algorithm, while
 // other goroutines hammer neighbouring viewers of the same stripes.
 func TestConcurrentAllowGrantsExactlyLimit(t *testing.T) {
-	for _, algo := range []engine.Algorithm{engine.Sliding, engine.Buckets, engine.Fixed} {
+	for _, algo := range []fcap.Algorithm{fcap.Sliding, fcap.Buckets, fcap.Fixed} {
 		t.Run(algo.String(), func(t *testing.T) {
 			e := newEngine(t, func(c *engine.Config) { c.Stripes = 4 })
 			const limit, goroutines, attempts = 37, 16, 50
-			c := engine.Cap{Scope: "campaign", ID: "hot", Limit: limit, Window: 1 << 30, Algorithm: algo}
+			c := fcap.Cap{Scope: "campaign", ID: "hot", Limit: limit, Window: 1 << 30, Algorithm: algo}
 			var granted atomic.Int64
 			var wg sync.WaitGroup
 			for g := range goroutines {
@@ -56,7 +57,7 @@ func TestConcurrentReserveNeverOvershoots(t *testing.T) {
 	e := newEngine(t)
 	const limit = 20
 	c := campaign("strict", limit, 1<<30)
-	c.Mode = engine.Strict
+	c.Mode = fcap.Strict
 	var held atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -65,7 +66,7 @@ func TestConcurrentReserveNeverOvershoots(t *testing.T) {
 			defer wg.Done()
 			for i := range 40 {
 				if g%2 == 0 {
-					vd, _, err := e.Reserve("v", engine.Candidate{Caps: []engine.Cap{c}}, int64(i), 1<<40)
+					vd, _, err := e.Reserve("v", fcap.Candidate{Caps: []fcap.Cap{c}}, int64(i), 1<<40)
 					if err != nil {
 						t.Error(err)
 						return
@@ -91,8 +92,8 @@ func TestConcurrentReserveNeverOvershoots(t *testing.T) {
 func TestConcurrentRecordLosesNothing(t *testing.T) {
 	e := newEngine(t, func(c *engine.Config) { c.Stripes = 2 })
 	const goroutines, per, viewers = 8, 300, 3
-	c := campaign("c", engine.MaxLimit, 1<<40)
-	adv := engine.Cap{Scope: "advertiser", ID: "a", Limit: engine.MaxLimit, Window: 1 << 40, Algorithm: engine.Fixed}
+	c := campaign("c", fcap.MaxLimit, 1<<40)
+	adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: fcap.MaxLimit, Window: 1 << 40, Algorithm: fcap.Fixed}
 	var recorded atomic.Int64
 	var wg sync.WaitGroup
 	for g := range goroutines {
@@ -100,7 +101,7 @@ func TestConcurrentRecordLosesNothing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range per {
-				imp := engine.Impression{ID: fmt.Sprintf("%d-%d", g, i), Time: int64(i), Caps: []engine.Cap{c, adv}}
+				imp := fcap.Impression{ID: fmt.Sprintf("%d-%d", g, i), Time: int64(i), Caps: []fcap.Cap{c, adv}}
 				v := fmt.Sprint("viewer-", i%viewers)
 				for range 2 { // at-least-once delivery
 					st, err := e.Record(v, imp)
@@ -108,7 +109,7 @@ func TestConcurrentRecordLosesNothing(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					if st == engine.Recorded {
+					if st == fcap.Recorded {
 						recorded.Add(1)
 					}
 				}
@@ -117,13 +118,13 @@ func TestConcurrentRecordLosesNothing(t *testing.T) {
 	}
 	wg.Wait()
 	if got := recorded.Load(); got != goroutines*per {
-		t.Fatalf("Recorded %d times, want %d (one per distinct impression)", got, goroutines*per)
+		t.Fatalf("fcap.Recorded %d times, want %d (one per distinct impression)", got, goroutines*per)
 	}
 	var total int64
 	for v := range viewers {
 		id := fmt.Sprint("viewer-", v)
-		used := engine.MaxLimit - checkOne(t, e, id, per, c).Remaining
-		fixed := engine.MaxLimit - checkOne(t, e, id, per, adv).Remaining
+		used := fcap.MaxLimit - checkOne(t, e, id, per, c).Remaining
+		fixed := fcap.MaxLimit - checkOne(t, e, id, per, adv).Remaining
 		if used != fixed {
 			t.Errorf("%s: sliding counts %d, fixed counts %d", id, used, fixed)
 		}
@@ -159,7 +160,7 @@ func TestSweeperRunsBesideTraffic(t *testing.T) {
 				now := int64(i)
 				v := fmt.Sprintf("v-%d-%d", g, i%200)
 				e.Allow(v, now, c)
-				e.Check(v, []engine.Candidate{{Caps: []engine.Cap{c}}}, now, nil)
+				e.Check(v, []fcap.Candidate{{Caps: []fcap.Cap{c}}}, now, nil)
 			}
 		}()
 	}

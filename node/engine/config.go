@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fcap-io/fcap"
 )
 
 // DefaultScopes are the scopes a cap may name unless Config.Scopes says
@@ -122,7 +124,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("config: Stripes must be a power of two in [1, 65536], got %d", c.Stripes))
 	}
 	if c.Buckets < 1 || c.Buckets > 1024 {
-		errs = append(errs, fmt.Errorf("config: Buckets must be in [1, 1024], got %d", c.Buckets))
+		errs = append(errs, fmt.Errorf("config: fcap.Buckets must be in [1, 1024], got %d", c.Buckets))
 	}
 	if c.MaxIDLength < 1 || c.MaxIDLength > 1<<16 {
 		errs = append(errs, fmt.Errorf("config: MaxIDLength must be in [1, 65536], got %d", c.MaxIDLength))
@@ -156,8 +158,8 @@ func (c *Config) Validate() error {
 	if c.SweepInterval <= 0 || c.SweepPass < c.SweepInterval {
 		errs = append(errs, fmt.Errorf("config: SweepInterval (%v) must be positive and no longer than SweepPass (%v)", c.SweepInterval, c.SweepPass))
 	}
-	if c.MaxFuture < 0 || c.MaxFuture > MaxTime {
-		errs = append(errs, fmt.Errorf("config: MaxFuture must be in [0, %d], got %d", int64(MaxTime), c.MaxFuture))
+	if c.MaxFuture < 0 || c.MaxFuture > fcap.MaxTime {
+		errs = append(errs, fmt.Errorf("config: MaxFuture must be in [0, %d], got %d", int64(fcap.MaxTime), c.MaxFuture))
 	}
 	if c.SweepBatch < 1 {
 		errs = append(errs, fmt.Errorf("config: SweepBatch must be positive, got %d", c.SweepBatch))

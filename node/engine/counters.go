@@ -1,20 +1,22 @@
 package engine
 
+import "github.com/fcap-io/fcap"
+
 // Counting and recording across a viewer's counters, shared by every
 // operation. All of it runs under the viewer's stripe lock.
 
 // used is how many impressions cap c, whose counter hashes to kh, sees at
 // now: recorded impressions plus live reservations.
-func (v *viewer) used(c *Cap, kh uint64, now int64) int64 {
+func (v *viewer) used(c *fcap.Cap, kh uint64, now int64) int64 {
 	var n int64
 	if i, ok := v.find(kh); ok {
 		h := v.header(i)
 		switch h.algo {
-		case Sliding:
+		case fcap.Sliding:
 			n = v.slidingCount(&h, now, c.Window)
-		case Fixed:
+		case fcap.Fixed:
 			n = v.fixedCount(&h, now)
-		case Buckets:
+		case fcap.Buckets:
 			n = v.bucketsCount(&h, now)
 		}
 	}
@@ -26,8 +28,8 @@ func (v *viewer) used(c *Cap, kh uint64, now int64) int64 {
 
 // evaluate returns the verdict of caps at now; v may be nil (a viewer
 // with no state).
-func (v *viewer) evaluate(caps []Cap, khs []uint64, now int64) Verdict {
-	vd := Verdict{Allowed: true, Remaining: MaxLimit, Blocking: -1}
+func (v *viewer) evaluate(caps []fcap.Cap, khs []uint64, now int64) fcap.Verdict {
+	vd := fcap.Verdict{Allowed: true, Remaining: fcap.MaxLimit, Blocking: -1}
 	for i := range caps {
 		c := &caps[i]
 		left := c.Limit
@@ -75,7 +77,7 @@ func (v *viewer) missing(khs []uint64) int {
 // record writes one impression at t to every distinct counter of caps,
 // creating counters as needed. The caller has checked the limits on new
 // counters.
-func (e *Engine) record(v *viewer, caps []Cap, khs []uint64, t int64) {
+func (e *Engine) record(v *viewer, caps []fcap.Cap, khs []uint64, t int64) {
 	for i := range caps {
 		if !firstOf(khs, i) {
 			continue
@@ -88,7 +90,7 @@ func (e *Engine) record(v *viewer, caps []Cap, khs []uint64, t int64) {
 				limit, window = max(limit, caps[j].Limit), max(window, caps[j].Window)
 			}
 		}
-		if c.Algorithm == Sliding {
+		if c.Algorithm == fcap.Sliding {
 			v.makeRoom(t, e.hw.Load()) // may move every offset: before find
 		}
 		idx, ok := v.find(khs[i])
@@ -96,26 +98,26 @@ func (e *Engine) record(v *viewer, caps []Cap, khs []uint64, t int64) {
 		if !ok {
 			words := 0
 			switch c.Algorithm {
-			case Fixed:
+			case fcap.Fixed:
 				words = fixedWords
-			case Buckets:
+			case fcap.Buckets:
 				words = bucketWords(window, e.cfg.Buckets)
 			}
 			h = v.insertKey(idx, header{hash: khs[i], limit: int(limit), window: window, algo: c.Algorithm}, words)
 		} else {
 			h = v.header(idx)
-			if h.algo == Sliding && (int(limit) > h.limit || window > h.window) {
+			if h.algo == fcap.Sliding && (int(limit) > h.limit || window > h.window) {
 				h.limit, h.window = max(h.limit, int(limit)), max(h.window, window)
 				v.setHeader(idx, h)
 			}
 		}
 		switch h.algo {
-		case Sliding:
+		case fcap.Sliding:
 			v.slidingPrune(idx, &h, t-h.window)
 			v.slidingInsert(idx, &h, t)
-		case Fixed:
+		case fcap.Fixed:
 			v.fixedRecord(&h, t)
-		case Buckets:
+		case fcap.Buckets:
 			v.bucketsRecord(&h, t)
 		}
 	}

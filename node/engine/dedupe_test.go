@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 	"unsafe"
+
+	"github.com/fcap-io/fcap"
 )
 
 // TestSeenIDIsTwelveBytes: the layout is the point of seenID.
@@ -48,11 +50,11 @@ func TestDuplicateUntilTheHorizon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := Cap{Scope: "campaign", ID: "c", Limit: 100, Window: 3_600_000}
+	c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 100, Window: 3_600_000}
 	for _, at := range []int64{1_700_000_000_000, 1_700_000_000_001, 1_700_000_000_999} {
-		imp := Impression{ID: "imp", Time: at, Caps: []Cap{c}}
+		imp := fcap.Impression{ID: "imp", Time: at, Caps: []fcap.Cap{c}}
 		v := fmt.Sprint("viewer-", at)
-		if st, err := e.Record(v, imp); err != nil || st != Recorded {
+		if st, err := e.Record(v, imp); err != nil || st != fcap.Recorded {
 			t.Fatalf("first record at %d: %v, %v", at, st, err)
 		}
 		// A retry just before the horizon, after the engine's clock moved
@@ -60,7 +62,7 @@ func TestDuplicateUntilTheHorizon(t *testing.T) {
 		late := at + c.Window - 1
 		e.Check("clock", nil, late, nil)
 		e.Sweep(1 << 30)
-		if st, err := e.Record(v, imp); err != nil || st != Duplicate {
+		if st, err := e.Record(v, imp); err != nil || st != fcap.Duplicate {
 			t.Fatalf("retry of the id recorded at %d, clock at %d: %v, %v; want a duplicate", at, late, st, err)
 		}
 	}

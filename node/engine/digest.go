@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/fcap-io/fcap"
 )
 
 // Digests, for reconciliation (fcapctl verify): two copies of a viewer
@@ -45,11 +46,11 @@ func (v *viewer) digest(key uint64, now int64) (uint64, int) {
 		h := v.header(i)
 		var n int64
 		switch h.algo {
-		case Sliding:
+		case fcap.Sliding:
 			n = v.slidingCount(&h, now, h.window)
-		case Fixed:
+		case fcap.Fixed:
 			n = v.fixedCount(&h, now)
-		case Buckets:
+		case fcap.Buckets:
 			n = v.bucketsCount(&h, now)
 		}
 		if n > 0 {
@@ -86,14 +87,14 @@ func (v *viewer) digest(key uint64, now int64) (uint64, int) {
 		word(uint64(h.algo))
 		word(uint64(h.window))
 		switch h.algo {
-		case Sliding:
+		case fcap.Sliding:
 			for j := v.firstAfter(&h, now-h.window); j < h.n; j++ {
 				word(uint64(v.at(h.off, j)))
 			}
-		case Fixed:
+		case fcap.Fixed:
 			word(uint64(now / h.window))
 			word(uint64(v.fixedCount(&h, now)))
-		case Buckets:
+		case fcap.Buckets:
 			g := bucketWidth(&h)
 			ring := int64(h.n - 2)
 			head := get64(v.arena, h.off)

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"testing"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 )
 
@@ -12,14 +13,14 @@ import (
 // a copy missing one impression, or holding one more, does not.
 func TestDigestSeesCountsNotLayout(t *testing.T) {
 	sliding := campaign("s", 10, 1000)
-	fixed := engine.Cap{Scope: "campaign", ID: "f", Limit: 10, Window: 1000, Algorithm: engine.Fixed}
-	buckets := engine.Cap{Scope: "campaign", ID: "b", Limit: 10, Window: 1000, Algorithm: engine.Buckets}
+	fixed := fcap.Cap{Scope: "campaign", ID: "f", Limit: 10, Window: 1000, Algorithm: fcap.Fixed}
+	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 10, Window: 1000, Algorithm: fcap.Buckets}
 	short := campaign("short", 10, 50)
-	all := []engine.Cap{sliding, fixed, buckets, short}
+	all := []fcap.Cap{sliding, fixed, buckets, short}
 	key := engine.ViewerKey("v")
 	record := func(e *engine.Engine, id string, at int64) {
 		t.Helper()
-		if _, err := e.Record("v", engine.Impression{ID: id, Time: at, Caps: all}); err != nil {
+		if _, err := e.Record("v", fcap.Impression{ID: id, Time: at, Caps: all}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -96,8 +97,8 @@ func TestDigestSeesCountsNotLayout(t *testing.T) {
 func TestStatsCountImpressionsAndReservations(t *testing.T) {
 	e := newEngine(t)
 	sliding := campaign("s", 10, 100_000)
-	fixed := engine.Cap{Scope: "campaign", ID: "f", Limit: 10, Window: 100_000, Algorithm: engine.Fixed}
-	buckets := engine.Cap{Scope: "campaign", ID: "b", Limit: 10, Window: 100_000, Algorithm: engine.Buckets}
+	fixed := fcap.Cap{Scope: "campaign", ID: "f", Limit: 10, Window: 100_000, Algorithm: fcap.Fixed}
+	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 10, Window: 100_000, Algorithm: fcap.Buckets}
 	for i := range 5 {
 		mustAllow(t, e, "a", int64(1000+i), true, sliding)
 	}
@@ -105,7 +106,7 @@ func TestStatsCountImpressionsAndReservations(t *testing.T) {
 		mustAllow(t, e, "b", int64(1000+i), true, fixed, buckets)
 	}
 	for i := range 2 {
-		if _, _, err := e.Reserve("c", engine.Candidate{Caps: []engine.Cap{sliding}}, int64(1100+i), 60_000); err != nil {
+		if _, _, err := e.Reserve("c", fcap.Candidate{Caps: []fcap.Cap{sliding}}, int64(1100+i), 60_000); err != nil {
 			t.Fatal(err)
 		}
 	}

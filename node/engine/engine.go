@@ -19,8 +19,9 @@
 // already swept; the node bounds how far a request's time may stray from
 // its clock.
 //
-// The package imports nothing of fcap, so the node, the client's
-// in-process mode and tests all use it directly.
+// Of fcap it imports only the vocabulary (package fcap: Cap, Candidate,
+// Impression, Verdict and the errors), so the node and tests use it
+// directly.
 package engine
 
 import (
@@ -31,6 +32,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/fcap-io/fcap"
 )
 
 // Engine is the cap engine. It is safe for concurrent use.
@@ -86,12 +88,12 @@ func (e *Engine) HighWater() int64 { return e.hw.Load() }
 // the engine's "now" past its own.
 func (e *Engine) checkTime(t int64) (mark int64, err error) {
 	if !validTime(t) {
-		return 0, ErrBadTime
+		return 0, fcap.ErrBadTime
 	}
 	if c := e.cfg.Clock; c != nil {
 		now := c()
 		if ahead := t - now; ahead > e.cfg.MaxFuture {
-			return 0, fmt.Errorf("%w: %d ticks ahead, at most %d accepted", ErrFutureTime, ahead, e.cfg.MaxFuture)
+			return 0, fmt.Errorf("%w: %d ticks ahead, at most %d accepted", fcap.ErrFutureTime, ahead, e.cfg.MaxFuture)
 		}
 		return min(t, now), nil
 	}
@@ -161,6 +163,6 @@ func (e *Engine) overLimit() bool {
 
 // keyHashes returns the key hash of every cap, in buf's storage when it
 // is large enough.
-func keyHashes(buf []uint64, caps []Cap) []uint64 {
+func keyHashes(buf []uint64, caps []fcap.Cap) []uint64 {
 	return keyHashesAppend(buf[:0], caps)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 )
 
@@ -23,11 +24,11 @@ func newEngine(t testing.TB, mutate ...func(*engine.Config)) *engine.Engine {
 	return e
 }
 
-func campaign(id string, limit, window int64) engine.Cap {
-	return engine.Cap{Scope: "campaign", ID: id, Limit: limit, Window: window}
+func campaign(id string, limit, window int64) fcap.Cap {
+	return fcap.Cap{Scope: "campaign", ID: id, Limit: limit, Window: window}
 }
 
-func mustAllow(t *testing.T, e *engine.Engine, viewer string, now int64, want bool, caps ...engine.Cap) engine.Verdict {
+func mustAllow(t *testing.T, e *engine.Engine, viewer string, now int64, want bool, caps ...fcap.Cap) fcap.Verdict {
 	t.Helper()
 	vd, err := e.Allow(viewer, now, caps...)
 	if err != nil {
@@ -39,7 +40,7 @@ func mustAllow(t *testing.T, e *engine.Engine, viewer string, now int64, want bo
 	return vd
 }
 
-func mustRecord(t *testing.T, e *engine.Engine, viewer string, imp engine.Impression, want engine.RecordStatus) {
+func mustRecord(t *testing.T, e *engine.Engine, viewer string, imp fcap.Impression, want fcap.RecordStatus) {
 	t.Helper()
 	got, err := e.Record(viewer, imp)
 	if err != nil {
@@ -50,9 +51,9 @@ func mustRecord(t *testing.T, e *engine.Engine, viewer string, imp engine.Impres
 	}
 }
 
-func checkOne(t *testing.T, e *engine.Engine, viewer string, now int64, caps ...engine.Cap) engine.Verdict {
+func checkOne(t *testing.T, e *engine.Engine, viewer string, now int64, caps ...fcap.Cap) fcap.Verdict {
 	t.Helper()
-	out, err := e.Check(viewer, []engine.Candidate{{Caps: caps}}, now, nil)
+	out, err := e.Check(viewer, []fcap.Candidate{{Caps: caps}}, now, nil)
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
@@ -107,7 +108,7 @@ func TestSlidingKeepsOnlyNewestLimit(t *testing.T) {
 	e := newEngine(t)
 	c := campaign("c", 3, 1000)
 	for i := range 10 {
-		mustRecord(t, e, "u", engine.Impression{ID: fmt.Sprint(i), Time: int64(i * 10), Caps: []engine.Cap{c}}, engine.Recorded)
+		mustRecord(t, e, "u", fcap.Impression{ID: fmt.Sprint(i), Time: int64(i * 10), Caps: []fcap.Cap{c}}, fcap.Recorded)
 	}
 	st, _ := e.Viewer("u")
 	if got := st.Keys[0].Times; fmt.Sprint(got) != "[70 80 90]" {
@@ -120,22 +121,22 @@ func TestSlidingKeepsOnlyNewestLimit(t *testing.T) {
 
 func TestCheckReportsRemainingAndBlocking(t *testing.T) {
 	e := newEngine(t)
-	cr := engine.Cap{Scope: "creative", ID: "cr1", Limit: 2, Window: 100}
+	cr := fcap.Cap{Scope: "creative", ID: "cr1", Limit: 2, Window: 100}
 	cm := campaign("cm1", 5, 100)
-	adv := engine.Cap{Scope: "advertiser", ID: "a1", Limit: 3, Window: 100}
-	mustRecord(t, e, "u", engine.Impression{ID: "i1", Time: 1, Caps: []engine.Cap{cr, cm, adv}}, engine.Recorded)
-	mustRecord(t, e, "u", engine.Impression{ID: "i2", Time: 2, Caps: []engine.Cap{cr, cm, adv}}, engine.Recorded)
+	adv := fcap.Cap{Scope: "advertiser", ID: "a1", Limit: 3, Window: 100}
+	mustRecord(t, e, "u", fcap.Impression{ID: "i1", Time: 1, Caps: []fcap.Cap{cr, cm, adv}}, fcap.Recorded)
+	mustRecord(t, e, "u", fcap.Impression{ID: "i2", Time: 2, Caps: []fcap.Cap{cr, cm, adv}}, fcap.Recorded)
 
-	other := engine.Cap{Scope: "creative", ID: "cr2", Limit: 2, Window: 100}
-	out, err := e.Check("u", []engine.Candidate{
-		{Caps: []engine.Cap{cr, cm, adv}},
-		{Caps: []engine.Cap{other, cm, adv}},
-		{Caps: []engine.Cap{campaign("fresh", 4, 100)}},
+	other := fcap.Cap{Scope: "creative", ID: "cr2", Limit: 2, Window: 100}
+	out, err := e.Check("u", []fcap.Candidate{
+		{Caps: []fcap.Cap{cr, cm, adv}},
+		{Caps: []fcap.Cap{other, cm, adv}},
+		{Caps: []fcap.Cap{campaign("fresh", 4, 100)}},
 	}, 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []engine.Verdict{
+	want := []fcap.Verdict{
 		{Allowed: false, Remaining: 0, Blocking: 0},
 		{Allowed: true, Remaining: 1, Blocking: -1},
 		{Allowed: true, Remaining: 4, Blocking: -1},
@@ -154,8 +155,8 @@ func TestCheckTableMatchesCheck(t *testing.T) {
 	b := campaign("b", 1, 100)
 	mustAllow(t, e, "u", 0, true, a)
 	mustAllow(t, e, "u", 0, true, b)
-	tbl := engine.CheckTable{
-		Caps: []engine.Cap{a, b},
+	tbl := fcap.CheckTable{
+		Caps: []fcap.Cap{a, b},
 		Refs: []uint16{0, 1, 0, 1},
 		Ends: []uint32{1, 3, 4},
 	}
@@ -163,23 +164,23 @@ func TestCheckTableMatchesCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := e.Check("u", []engine.Candidate{{Caps: []engine.Cap{a}}, {Caps: []engine.Cap{b, a}}, {Caps: []engine.Cap{b}}}, 5, nil)
+	want, err := e.Check("u", []fcap.Candidate{{Caps: []fcap.Cap{a}}, {Caps: []fcap.Cap{b, a}}, {Caps: []fcap.Cap{b}}}, 5, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("CheckTable = %+v, Check = %+v", got, want)
+		t.Errorf("fcap.CheckTable = %+v, Check = %+v", got, want)
 	}
-	for name, bad := range map[string]engine.CheckTable{
-		"ref out of range": {Caps: []engine.Cap{a}, Refs: []uint16{1}, Ends: []uint32{1}},
-		"end past refs":    {Caps: []engine.Cap{a}, Refs: []uint16{0}, Ends: []uint32{2}},
-		"ends decrease":    {Caps: []engine.Cap{a}, Refs: []uint16{0, 0}, Ends: []uint32{2, 1}},
-		"empty candidate":  {Caps: []engine.Cap{a}, Refs: []uint16{0}, Ends: []uint32{0, 1}},
-		"orphan refs":      {Caps: []engine.Cap{a}, Refs: []uint16{0, 0}, Ends: []uint32{1}},
-		"invalid cap":      {Caps: []engine.Cap{campaign("x", 0, 1)}, Refs: []uint16{0}, Ends: []uint32{1}},
+	for name, bad := range map[string]fcap.CheckTable{
+		"ref out of range": {Caps: []fcap.Cap{a}, Refs: []uint16{1}, Ends: []uint32{1}},
+		"end past refs":    {Caps: []fcap.Cap{a}, Refs: []uint16{0}, Ends: []uint32{2}},
+		"ends decrease":    {Caps: []fcap.Cap{a}, Refs: []uint16{0, 0}, Ends: []uint32{2, 1}},
+		"empty candidate":  {Caps: []fcap.Cap{a}, Refs: []uint16{0}, Ends: []uint32{0, 1}},
+		"orphan refs":      {Caps: []fcap.Cap{a}, Refs: []uint16{0, 0}, Ends: []uint32{1}},
+		"invalid cap":      {Caps: []fcap.Cap{campaign("x", 0, 1)}, Refs: []uint16{0}, Ends: []uint32{1}},
 	} {
-		if _, err := e.CheckTable("u", &bad, 5, nil); !errors.Is(err, engine.ErrInvalid) {
-			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		if _, err := e.CheckTable("u", &bad, 5, nil); !errors.Is(err, fcap.ErrInvalid) {
+			t.Errorf("%s: err = %v, want fcap.ErrInvalid", name, err)
 		}
 	}
 }
@@ -187,13 +188,13 @@ func TestCheckTableMatchesCheck(t *testing.T) {
 func TestRecordIdempotentOutOfOrderAndStale(t *testing.T) {
 	e := newEngine(t)
 	c := campaign("c", 5, 100)
-	imp := func(id string, at int64) engine.Impression {
-		return engine.Impression{ID: id, Time: at, Caps: []engine.Cap{c}}
+	imp := func(id string, at int64) fcap.Impression {
+		return fcap.Impression{ID: id, Time: at, Caps: []fcap.Cap{c}}
 	}
-	mustRecord(t, e, "u", imp("a", 50), engine.Recorded)
-	mustRecord(t, e, "u", imp("a", 50), engine.Duplicate)
-	mustRecord(t, e, "u", imp("b", 20), engine.Recorded) // out of order
-	mustRecord(t, e, "u", imp("c", 35), engine.Recorded)
+	mustRecord(t, e, "u", imp("a", 50), fcap.Recorded)
+	mustRecord(t, e, "u", imp("a", 50), fcap.Duplicate)
+	mustRecord(t, e, "u", imp("b", 20), fcap.Recorded) // out of order
+	mustRecord(t, e, "u", imp("c", 35), fcap.Recorded)
 	st, _ := e.Viewer("u")
 	if got := fmt.Sprint(st.Keys[0].Times); got != "[20 35 50]" {
 		t.Errorf("times = %s, want [20 35 50] (in order)", got)
@@ -205,8 +206,8 @@ func TestRecordIdempotentOutOfOrderAndStale(t *testing.T) {
 		t.Errorf("at 120 Remaining = %d, want 3 (20 aged out)", vd.Remaining)
 	}
 	// The high-water mark is now 120; an impression at 20 is 100 old.
-	mustRecord(t, e, "u", imp("old", 20), engine.Stale)
-	mustRecord(t, e, "u", imp("edge", 21), engine.Recorded)
+	mustRecord(t, e, "u", imp("old", 20), fcap.Stale)
+	mustRecord(t, e, "u", imp("edge", 21), fcap.Recorded)
 	if vd := checkOne(t, e, "u", 120, c); vd.Remaining != 2 {
 		t.Errorf("Remaining = %d, want 2", vd.Remaining)
 	}
@@ -215,7 +216,7 @@ func TestRecordIdempotentOutOfOrderAndStale(t *testing.T) {
 func TestReservations(t *testing.T) {
 	e := newEngine(t)
 	c := campaign("c", 2, 1000)
-	cand := engine.Candidate{Caps: []engine.Cap{c}}
+	cand := fcap.Candidate{Caps: []fcap.Cap{c}}
 	vd, id1, err := e.Reserve("u", cand, 0, 50)
 	if err != nil || !vd.Allowed || id1 == 0 || vd.Remaining != 1 {
 		t.Fatalf("Reserve = %+v %d %v", vd, id1, err)
@@ -232,10 +233,10 @@ func TestReservations(t *testing.T) {
 	if err := e.Release("u", id1); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Release("u", id1); !errors.Is(err, engine.ErrUnknownReservation) {
-		t.Fatalf("second Release = %v, want ErrUnknownReservation", err)
+	if err := e.Release("u", id1); !errors.Is(err, fcap.ErrUnknownReservation) {
+		t.Fatalf("second Release = %v, want fcap.ErrUnknownReservation", err)
 	}
-	mustRecord(t, e, "u", engine.Impression{ID: "imp", Time: 4, Caps: []engine.Cap{c}, Reservation: id2}, engine.Recorded)
+	mustRecord(t, e, "u", fcap.Impression{ID: "imp", Time: 4, Caps: []fcap.Cap{c}, Reservation: id2}, fcap.Recorded)
 	if vd := checkOne(t, e, "u", 5, c); !vd.Allowed || vd.Remaining != 1 {
 		t.Fatalf("after release and confirm Check = %+v, want 1 left", vd)
 	}
@@ -251,7 +252,7 @@ func TestReservations(t *testing.T) {
 
 func TestFixedWindowBoundaryBurst(t *testing.T) {
 	e := newEngine(t)
-	c := engine.Cap{Scope: "campaign", ID: "c", Limit: 2, Window: 100, Algorithm: engine.Fixed}
+	c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 2, Window: 100, Algorithm: fcap.Fixed}
 	mustAllow(t, e, "u", 98, true, c)
 	mustAllow(t, e, "u", 99, true, c)
 	mustAllow(t, e, "u", 99, false, c)
@@ -261,7 +262,7 @@ func TestFixedWindowBoundaryBurst(t *testing.T) {
 	mustAllow(t, e, "u", 199, false, c)
 	mustAllow(t, e, "u", 200, true, c)
 	// A late impression for a past window does not count in this one.
-	mustRecord(t, e, "u", engine.Impression{ID: "late", Time: 150, Caps: []engine.Cap{c}}, engine.Recorded)
+	mustRecord(t, e, "u", fcap.Impression{ID: "late", Time: 150, Caps: []fcap.Cap{c}}, fcap.Recorded)
 	if vd := checkOne(t, e, "u", 201, c); vd.Remaining != 1 {
 		t.Errorf("Remaining = %d, want 1", vd.Remaining)
 	}
@@ -273,7 +274,7 @@ func TestBucketsErrorBound(t *testing.T) {
 	const window, buckets = 100, 10
 	g := int64(window / buckets)
 	e := newEngine(t, func(c *engine.Config) { c.Buckets = buckets })
-	c := engine.Cap{Scope: "campaign", ID: "c", Limit: engine.MaxLimit, Window: window, Algorithm: engine.Buckets}
+	c := fcap.Cap{Scope: "campaign", ID: "c", Limit: fcap.MaxLimit, Window: window, Algorithm: fcap.Buckets}
 	var times []int64
 	exact := func(now, w int64) int64 {
 		n := int64(0)
@@ -286,10 +287,10 @@ func TestBucketsErrorBound(t *testing.T) {
 	}
 	for now := int64(0); now < 2000; now++ {
 		if now%7 == 0 || now%13 == 0 || (now/300)%2 == 0 && now%3 == 0 {
-			mustRecord(t, e, "u", engine.Impression{ID: fmt.Sprint(now), Time: now, Caps: []engine.Cap{c}}, engine.Recorded)
+			mustRecord(t, e, "u", fcap.Impression{ID: fmt.Sprint(now), Time: now, Caps: []fcap.Cap{c}}, fcap.Recorded)
 			times = append(times, now)
 		}
-		got := engine.MaxLimit - checkOne(t, e, "u", now, c).Remaining
+		got := fcap.MaxLimit - checkOne(t, e, "u", now, c).Remaining
 		lo, hi := exact(now, window), exact(now, window+g-1)
 		if got < lo || got > hi {
 			t.Fatalf("at %d buckets counts %d, want within [%d, %d]", now, got, lo, hi)
@@ -308,7 +309,7 @@ func TestWideTimestamps(t *testing.T) {
 	c := campaign("c", 4, 1<<40)
 	times := []int64{5, 1 << 33, 1<<33 + 7, 3}
 	for i, at := range times {
-		mustRecord(t, e, "u", engine.Impression{ID: fmt.Sprint(i), Time: at, Caps: []engine.Cap{c}}, engine.Recorded)
+		mustRecord(t, e, "u", fcap.Impression{ID: fmt.Sprint(i), Time: at, Caps: []fcap.Cap{c}}, fcap.Recorded)
 	}
 	st, _ := e.Viewer("u")
 	if got := fmt.Sprint(st.Keys[0].Times); got != fmt.Sprint([]int64{3, 5, 1 << 33, 1<<33 + 7}) {
@@ -336,36 +337,36 @@ func TestInvalidInputChangesNothing(t *testing.T) {
 	cases := []struct {
 		name   string
 		viewer string
-		cap    engine.Cap
+		cap    fcap.Cap
 		now    int64
 		want   error
 	}{
-		{"empty viewer", "", good, 0, engine.ErrEmptyViewer},
-		{"long viewer", long, good, 0, engine.ErrIDTooLong},
-		{"empty id", "u", campaign("", 1, 10), 0, engine.ErrEmptyID},
-		{"long id", "u", campaign(long, 1, 10), 0, engine.ErrIDTooLong},
-		{"empty scope", "u", engine.Cap{ID: "c", Limit: 1, Window: 10}, 0, engine.ErrEmptyScope},
-		{"unknown scope", "u", engine.Cap{Scope: "planet", ID: "c", Limit: 1, Window: 10}, 0, engine.ErrUnknownScope},
-		{"zero limit", "u", campaign("c", 0, 10), 0, engine.ErrBadLimit},
-		{"negative limit", "u", campaign("c", -3, 10), 0, engine.ErrBadLimit},
-		{"huge limit", "u", campaign("c", engine.MaxLimit+1, 10), 0, engine.ErrBadLimit},
-		{"zero window", "u", campaign("c", 1, 0), 0, engine.ErrBadWindow},
-		{"negative window", "u", campaign("c", 1, -10), 0, engine.ErrBadWindow},
-		{"unknown algorithm", "u", engine.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 10, Algorithm: 9}, 0, engine.ErrUnknownAlgorithm},
-		{"unknown mode", "u", engine.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 10, Mode: 7}, 0, engine.ErrUnknownMode},
-		{"negative time", "u", good, -1, engine.ErrBadTime},
-		{"time past max", "u", good, engine.MaxTime + 1, engine.ErrBadTime},
+		{"empty viewer", "", good, 0, fcap.ErrEmptyViewer},
+		{"long viewer", long, good, 0, fcap.ErrIDTooLong},
+		{"empty id", "u", campaign("", 1, 10), 0, fcap.ErrEmptyID},
+		{"long id", "u", campaign(long, 1, 10), 0, fcap.ErrIDTooLong},
+		{"empty scope", "u", fcap.Cap{ID: "c", Limit: 1, Window: 10}, 0, fcap.ErrEmptyScope},
+		{"unknown scope", "u", fcap.Cap{Scope: "planet", ID: "c", Limit: 1, Window: 10}, 0, fcap.ErrUnknownScope},
+		{"zero limit", "u", campaign("c", 0, 10), 0, fcap.ErrBadLimit},
+		{"negative limit", "u", campaign("c", -3, 10), 0, fcap.ErrBadLimit},
+		{"huge limit", "u", campaign("c", fcap.MaxLimit+1, 10), 0, fcap.ErrBadLimit},
+		{"zero window", "u", campaign("c", 1, 0), 0, fcap.ErrBadWindow},
+		{"negative window", "u", campaign("c", 1, -10), 0, fcap.ErrBadWindow},
+		{"unknown algorithm", "u", fcap.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 10, Algorithm: 9}, 0, fcap.ErrUnknownAlgorithm},
+		{"unknown mode", "u", fcap.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 10, Mode: 7}, 0, fcap.ErrUnknownMode},
+		{"negative time", "u", good, -1, fcap.ErrBadTime},
+		{"time past max", "u", good, fcap.MaxTime + 1, fcap.ErrBadTime},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ops := map[string]error{}
 			_, ops["Allow"] = e.Allow(tc.viewer, tc.now, tc.cap)
-			_, ops["Check"] = e.Check(tc.viewer, []engine.Candidate{{Caps: []engine.Cap{tc.cap}}}, tc.now, nil)
-			_, ops["Record"] = e.Record(tc.viewer, engine.Impression{ID: "i", Time: tc.now, Caps: []engine.Cap{tc.cap}})
-			_, _, ops["Reserve"] = e.Reserve(tc.viewer, engine.Candidate{Caps: []engine.Cap{tc.cap}}, tc.now, 10)
+			_, ops["Check"] = e.Check(tc.viewer, []fcap.Candidate{{Caps: []fcap.Cap{tc.cap}}}, tc.now, nil)
+			_, ops["Record"] = e.Record(tc.viewer, fcap.Impression{ID: "i", Time: tc.now, Caps: []fcap.Cap{tc.cap}})
+			_, _, ops["Reserve"] = e.Reserve(tc.viewer, fcap.Candidate{Caps: []fcap.Cap{tc.cap}}, tc.now, 10)
 			for op, err := range ops {
-				if !errors.Is(err, tc.want) || !errors.Is(err, engine.ErrInvalid) {
-					t.Errorf("%s: err = %v, want %v (wrapping ErrInvalid)", op, err, tc.want)
+				if !errors.Is(err, tc.want) || !errors.Is(err, fcap.ErrInvalid) {
+					t.Errorf("%s: err = %v, want %v (wrapping fcap.ErrInvalid)", op, err, tc.want)
 				}
 			}
 		})
@@ -373,17 +374,17 @@ func TestInvalidInputChangesNothing(t *testing.T) {
 	for name, err := range map[string]error{
 		"no caps": func() error { _, err := e.Allow("u", 0); return err }(),
 		"empty imp id": func() error {
-			_, err := e.Record("u", engine.Impression{Time: 0, Caps: []engine.Cap{good}})
+			_, err := e.Record("u", fcap.Impression{Time: 0, Caps: []fcap.Cap{good}})
 			return err
 		}(),
 		"zero ttl": func() error {
-			_, _, err := e.Reserve("u", engine.Candidate{Caps: []engine.Cap{good}}, 0, 0)
+			_, _, err := e.Reserve("u", fcap.Candidate{Caps: []fcap.Cap{good}}, 0, 0)
 			return err
 		}(),
 		"release id 0":    e.Release("u", 0),
-		"empty candidate": func() error { _, err := e.Check("u", []engine.Candidate{{}}, 0, nil); return err }(),
+		"empty candidate": func() error { _, err := e.Check("u", []fcap.Candidate{{}}, 0, nil); return err }(),
 		"too many caps": func() error {
-			caps := make([]engine.Cap, engine.DefaultLocalConfig().MaxCapsPerCandidate+1)
+			caps := make([]fcap.Cap, engine.DefaultLocalConfig().MaxCapsPerCandidate+1)
 			for i := range caps {
 				caps[i] = campaign(fmt.Sprint(i), 1, 10)
 			}
@@ -391,16 +392,16 @@ func TestInvalidInputChangesNothing(t *testing.T) {
 			return err
 		}(),
 		"too many candidates": func() error {
-			cands := make([]engine.Candidate, engine.DefaultLocalConfig().MaxCandidates+1)
+			cands := make([]fcap.Candidate, engine.DefaultLocalConfig().MaxCandidates+1)
 			for i := range cands {
-				cands[i].Caps = []engine.Cap{good}
+				cands[i].Caps = []fcap.Cap{good}
 			}
 			_, err := e.Check("u", cands, 0, nil)
 			return err
 		}(),
 	} {
-		if !errors.Is(err, engine.ErrInvalid) {
-			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		if !errors.Is(err, fcap.ErrInvalid) {
+			t.Errorf("%s: err = %v, want fcap.ErrInvalid", name, err)
 		}
 	}
 	if st := e.Stats(); st.Viewers != 0 || st.Keys != 0 || st.Bytes != 0 {
@@ -433,7 +434,7 @@ func TestConfigValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustAllow(t, e, "u", 0, true, engine.Cap{Scope: "line_item", ID: "x", Limit: 1, Window: 5})
+	mustAllow(t, e, "u", 0, true, fcap.Cap{Scope: "line_item", ID: "x", Limit: 1, Window: 5})
 }
 
 func TestMemoryLimitRefusesNewCounters(t *testing.T) {
@@ -442,7 +443,7 @@ func TestMemoryLimitRefusesNewCounters(t *testing.T) {
 	var refusedAt int
 	for i := 0; ; i++ {
 		_, err := e.Allow(fmt.Sprintf("viewer-%d", i), 0, c)
-		if errors.Is(err, engine.ErrMemoryLimit) {
+		if errors.Is(err, fcap.ErrMemoryLimit) {
 			refusedAt = i
 			break
 		}
@@ -457,16 +458,16 @@ func TestMemoryLimitRefusesNewCounters(t *testing.T) {
 	if !st.OverLimit || st.Refused != 1 || st.Bytes < 64<<10 || st.Bytes > 66<<10 {
 		t.Errorf("stats = %+v, want over the limit by at most one viewer", st)
 	}
-	if errors.Is(engine.ErrMemoryLimit, engine.ErrInvalid) {
-		t.Error("ErrMemoryLimit must not read as an invalid request")
+	if errors.Is(fcap.ErrMemoryLimit, fcap.ErrInvalid) {
+		t.Error("fcap.ErrMemoryLimit must not read as an invalid request")
 	}
 	// Existing viewers keep counting; new counters are refused.
 	mustAllow(t, e, "viewer-0", 1, true, c)
-	if _, err := e.Allow("viewer-0", 2, campaign("other", 1, 10)); !errors.Is(err, engine.ErrMemoryLimit) {
-		t.Errorf("new counter on an existing viewer: err = %v, want ErrMemoryLimit", err)
+	if _, err := e.Allow("viewer-0", 2, campaign("other", 1, 10)); !errors.Is(err, fcap.ErrMemoryLimit) {
+		t.Errorf("new counter on an existing viewer: err = %v, want fcap.ErrMemoryLimit", err)
 	}
-	if _, err := e.Record("viewer-new", engine.Impression{ID: "i", Time: 3, Caps: []engine.Cap{c}}); !errors.Is(err, engine.ErrMemoryLimit) {
-		t.Errorf("Record for a new viewer: err = %v, want ErrMemoryLimit", err)
+	if _, err := e.Record("viewer-new", fcap.Impression{ID: "i", Time: 3, Caps: []fcap.Cap{c}}); !errors.Is(err, fcap.ErrMemoryLimit) {
+		t.Errorf("Record for a new viewer: err = %v, want fcap.ErrMemoryLimit", err)
 	}
 	if e.Stats().Viewers != int64(refusedAt) {
 		t.Errorf("a refused request created a viewer")
@@ -481,8 +482,8 @@ func TestTooManyKeysPerViewer(t *testing.T) {
 	for i := range 16 {
 		mustAllow(t, e, "u", 0, true, campaign(fmt.Sprint(i), 1, 10))
 	}
-	if _, err := e.Allow("u", 0, campaign("17th", 1, 10)); !errors.Is(err, engine.ErrTooManyKeys) {
-		t.Errorf("err = %v, want ErrTooManyKeys", err)
+	if _, err := e.Allow("u", 0, campaign("17th", 1, 10)); !errors.Is(err, fcap.ErrTooManyKeys) {
+		t.Errorf("err = %v, want fcap.ErrTooManyKeys", err)
 	}
 }
 
@@ -500,12 +501,12 @@ func sweepAll(e *engine.Engine, now int64) {
 func TestSweepFreesIdleState(t *testing.T) {
 	e := newEngine(t)
 	c := campaign("c", 5, 100)
-	f := engine.Cap{Scope: "creative", ID: "f", Limit: 5, Window: 100, Algorithm: engine.Fixed}
-	b := engine.Cap{Scope: "advertiser", ID: "b", Limit: 5, Window: 300, Algorithm: engine.Buckets}
+	f := fcap.Cap{Scope: "creative", ID: "f", Limit: 5, Window: 100, Algorithm: fcap.Fixed}
+	b := fcap.Cap{Scope: "advertiser", ID: "b", Limit: 5, Window: 300, Algorithm: fcap.Buckets}
 	for i := range 1000 {
 		v := fmt.Sprint("viewer-", i)
-		mustRecord(t, e, v, engine.Impression{ID: "x", Time: int64(i % 50), Caps: []engine.Cap{c, f, b}}, engine.Recorded)
-		e.Reserve(v, engine.Candidate{Caps: []engine.Cap{c}}, int64(i%50), 20)
+		mustRecord(t, e, v, fcap.Impression{ID: "x", Time: int64(i % 50), Caps: []fcap.Cap{c, f, b}}, fcap.Recorded)
+		e.Reserve(v, fcap.Candidate{Caps: []fcap.Cap{c}}, int64(i%50), 20)
 	}
 	full := e.Stats()
 	if full.Viewers != 1000 || full.Keys != 3000 {
@@ -553,22 +554,22 @@ func TestSweepIsBounded(t *testing.T) {
 }
 
 func TestAlgorithmAndModeNames(t *testing.T) {
-	for _, a := range []engine.Algorithm{engine.Sliding, engine.Buckets, engine.Fixed} {
-		got, err := engine.ParseAlgorithm(a.String())
+	for _, a := range []fcap.Algorithm{fcap.Sliding, fcap.Buckets, fcap.Fixed} {
+		got, err := fcap.ParseAlgorithm(a.String())
 		if err != nil || got != a {
-			t.Errorf("ParseAlgorithm(%q) = %v, %v", a, got, err)
+			t.Errorf("fcap.ParseAlgorithm(%q) = %v, %v", a, got, err)
 		}
 	}
-	for _, m := range []engine.Mode{engine.Soft, engine.Strict} {
-		got, err := engine.ParseMode(m.String())
+	for _, m := range []fcap.Mode{fcap.Soft, fcap.Strict} {
+		got, err := fcap.ParseMode(m.String())
 		if err != nil || got != m {
-			t.Errorf("ParseMode(%q) = %v, %v", m, got, err)
+			t.Errorf("fcap.ParseMode(%q) = %v, %v", m, got, err)
 		}
 	}
-	if _, err := engine.ParseAlgorithm("leaky"); !errors.Is(err, engine.ErrUnknownAlgorithm) {
-		t.Errorf("ParseAlgorithm(leaky) = %v", err)
+	if _, err := fcap.ParseAlgorithm("leaky"); !errors.Is(err, fcap.ErrUnknownAlgorithm) {
+		t.Errorf("fcap.ParseAlgorithm(leaky) = %v", err)
 	}
-	if a, _ := engine.ParseAlgorithm(""); a != engine.Sliding {
+	if a, _ := fcap.ParseAlgorithm(""); a != fcap.Sliding {
 		t.Error("the default algorithm is not sliding")
 	}
 }
@@ -586,11 +587,11 @@ func TestSweptMemoryReturnsToTheHeap(t *testing.T) {
 	}
 	e := newEngine(t)
 	base := heap()
-	caps := []engine.Cap{campaign("a", 5, 100), campaign("b", 5, 100), {Scope: "advertiser", ID: "x", Limit: 9, Window: 100, Algorithm: engine.Buckets}}
+	caps := []fcap.Cap{campaign("a", 5, 100), campaign("b", 5, 100), {Scope: "advertiser", ID: "x", Limit: 9, Window: 100, Algorithm: fcap.Buckets}}
 	for v := range 50_000 {
 		id := fmt.Sprint("viewer-", v)
 		for k := range 3 {
-			mustRecord(t, e, id, engine.Impression{ID: fmt.Sprint(k), Time: int64(k), Caps: caps}, engine.Recorded)
+			mustRecord(t, e, id, fcap.Impression{ID: fmt.Sprint(k), Time: int64(k), Caps: caps}, fcap.Recorded)
 		}
 	}
 	loaded := heap()
@@ -612,7 +613,7 @@ func TestCheckTableCapsReportsLeftPerCap(t *testing.T) {
 	a, b := campaign("a", 3, 100), campaign("b", 5, 100)
 	mustAllow(t, e, "u", 0, true, a, b)
 	mustAllow(t, e, "u", 1, true, a)
-	tbl := engine.CheckTable{Caps: []engine.Cap{a, b}, Refs: []uint16{0, 1, 1}, Ends: []uint32{2, 3}}
+	tbl := fcap.CheckTable{Caps: []fcap.Cap{a, b}, Refs: []uint16{0, 1, 1}, Ends: []uint32{2, 3}}
 	out, left, err := e.CheckTableCaps("u", &tbl, 2, nil, nil)
 	if err != nil {
 		t.Fatal(err)

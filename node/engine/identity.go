@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/fcap-io/fcap"
 )
 
 // Cross-device identity. A device links to a canonical viewer; checks
@@ -29,9 +31,9 @@ import (
 // Identity errors. All wrap ErrInvalid: the request is refused and
 // changes nothing.
 var (
-	ErrLinkSelf       = fmt.Errorf("%w: a device cannot be linked to itself", ErrInvalid)
-	ErrLinkChain      = fmt.Errorf("%w: links do not chain", ErrInvalid)
-	ErrTooManyDevices = fmt.Errorf("%w: the viewer has the maximum number of linked devices", ErrInvalid)
+	ErrLinkSelf       = fmt.Errorf("%w: a device cannot be linked to itself", fcap.ErrInvalid)
+	ErrLinkChain      = fmt.Errorf("%w: links do not chain", fcap.ErrInvalid)
+	ErrTooManyDevices = fmt.Errorf("%w: the viewer has the maximum number of linked devices", fcap.ErrInvalid)
 )
 
 // TombstoneRetention is how long an unlink is remembered (milliseconds):
@@ -379,21 +381,21 @@ func (e *Engine) addViewer(v, nv *viewer) int64 {
 	var added int64
 	for i := range nv.nkeys() {
 		nh := nv.header(i)
-		c := []Cap{{Limit: int64(nh.limit), Window: nh.window, Algorithm: nh.algo}}
+		c := []fcap.Cap{{Limit: int64(nh.limit), Window: nh.window, Algorithm: nh.algo}}
 		kh := []uint64{nh.hash}
 		switch nh.algo {
-		case Sliding:
+		case fcap.Sliding:
 			for j := range nh.n {
 				e.record(v, c, kh, nv.at(nh.off, j))
 				added++
 			}
-		case Fixed:
+		case fcap.Fixed:
 			k, n := get64(nv.arena, nh.off), int64(nv.arena[nh.off+2])
 			for range n {
 				e.record(v, c, kh, k*nh.window)
 			}
 			added += n
-		case Buckets:
+		case fcap.Buckets:
 			g := bucketWidth(&nh)
 			ring := int64(nh.n - 2)
 			head := get64(nv.arena, nh.off)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 )
 
@@ -29,13 +30,13 @@ func link(t *testing.T, e *engine.Engine, device, viewer string, at int64) int64
 func TestLinkMergesTheDevicesImpressionsOnce(t *testing.T) {
 	e := newEngine(t)
 	sliding := campaign("s", 10, 100_000)
-	fixed := engine.Cap{Scope: "campaign", ID: "f", Limit: 10, Window: 100_000, Algorithm: engine.Fixed}
-	buckets := engine.Cap{Scope: "campaign", ID: "b", Limit: 10, Window: 100_000, Algorithm: engine.Buckets}
-	all := []engine.Cap{sliding, fixed, buckets}
+	fixed := fcap.Cap{Scope: "campaign", ID: "f", Limit: 10, Window: 100_000, Algorithm: fcap.Fixed}
+	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 10, Window: 100_000, Algorithm: fcap.Buckets}
+	all := []fcap.Cap{sliding, fixed, buckets}
 	mustAllow(t, e, "phone", 1000, true, all...)
 	mustAllow(t, e, "phone", 1001, true, all...)
 	mustAllow(t, e, "tv", 1002, true, all...)
-	if _, err := e.Record("phone", engine.Impression{ID: "imp-1", Time: 1003, Caps: all}); err != nil {
+	if _, err := e.Record("phone", fcap.Impression{ID: "imp-1", Time: 1003, Caps: all}); err != nil {
 		t.Fatal(err)
 	}
 	if got := link(t, e, "phone", "person", 2000); got != 9 {
@@ -59,8 +60,8 @@ func TestLinkMergesTheDevicesImpressionsOnce(t *testing.T) {
 	}
 	// The phone's impression id came along: a retried Record through the
 	// viewer counts nothing.
-	if st, err := e.Record("person", engine.Impression{ID: "imp-1", Time: 1003, Caps: all}); err != nil || st != engine.Duplicate {
-		t.Errorf("retried Record through the viewer: %v %v, want Duplicate", st, err)
+	if st, err := e.Record("person", fcap.Impression{ID: "imp-1", Time: 1003, Caps: all}); err != nil || st != fcap.Duplicate {
+		t.Errorf("retried Record through the viewer: %v %v, want fcap.Duplicate", st, err)
 	}
 	if ds, _ := e.Devices("person"); len(ds) != 2 || ds[0] != "phone" || ds[1] != "tv" {
 		t.Errorf("Devices = %v", ds)
@@ -71,7 +72,7 @@ func TestLinkMergesTheDevicesImpressionsOnce(t *testing.T) {
 // are refused with errors wrapping ErrInvalid, changing nothing.
 func TestLinkRefusals(t *testing.T) {
 	e := newEngine(t)
-	if _, err := e.LinkDevice("a", "a", 1, nil); !errors.Is(err, engine.ErrLinkSelf) || !errors.Is(err, engine.ErrInvalid) {
+	if _, err := e.LinkDevice("a", "a", 1, nil); !errors.Is(err, engine.ErrLinkSelf) || !errors.Is(err, fcap.ErrInvalid) {
 		t.Errorf("self link: %v", err)
 	}
 	link(t, e, "phone", "person", 10)
@@ -84,7 +85,7 @@ func TestLinkRefusals(t *testing.T) {
 	if _, err := e.AddDevice("phone", "tablet", 12, st, 8); !errors.Is(err, engine.ErrLinkChain) {
 		t.Errorf("linking to a device: %v", err)
 	}
-	if _, err := e.LinkDevice("", "x", 1, nil); !errors.Is(err, engine.ErrInvalid) {
+	if _, err := e.LinkDevice("", "x", 1, nil); !errors.Is(err, fcap.ErrInvalid) {
 		t.Errorf("empty device: %v", err)
 	}
 	for i, d := range []string{"d1", "d2"} {

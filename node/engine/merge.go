@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/fcap-io/fcap"
+
 // Merging a replicated viewer state into the one held.
 //
 // A push from a node that was paused or cut off by a gossip partition
@@ -24,10 +26,10 @@ package engine
 func (e *Engine) mergeViewer(v, nv *viewer) {
 	for i := range nv.nkeys() {
 		nh := nv.header(i)
-		c := []Cap{{Limit: int64(nh.limit), Window: nh.window, Algorithm: nh.algo}}
+		c := []fcap.Cap{{Limit: int64(nh.limit), Window: nh.window, Algorithm: nh.algo}}
 		kh := []uint64{nh.hash}
 		switch nh.algo {
-		case Sliding:
+		case fcap.Sliding:
 			var have []int64
 			if j, ok := v.find(nh.hash); ok {
 				h := v.header(j)
@@ -52,7 +54,7 @@ func (e *Engine) mergeViewer(v, nv *viewer) {
 			for _, t := range add {
 				e.record(v, c, kh, t)
 			}
-		case Fixed:
+		case fcap.Fixed:
 			inBucket, inCount := get64(nv.arena, nh.off), int64(nv.arena[nh.off+2])
 			if inCount == 0 {
 				continue
@@ -71,7 +73,7 @@ func (e *Engine) mergeViewer(v, nv *viewer) {
 			for range inCount - held {
 				e.record(v, c, kh, inBucket*nh.window)
 			}
-		case Buckets:
+		case fcap.Buckets:
 			g := bucketWidth(&nh)
 			ring := int64(nh.n - 2)
 			head := get64(nv.arena, nh.off)

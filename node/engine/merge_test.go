@@ -3,6 +3,7 @@ package engine_test
 import (
 	"testing"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 )
 
@@ -16,9 +17,9 @@ import (
 // again changes nothing.
 func TestMergeKeepsWhatEitherCopyCounted(t *testing.T) {
 	sliding := campaign("s", 20, 1000)
-	fixed := engine.Cap{Scope: "campaign", ID: "f", Limit: 20, Window: 1000, Algorithm: engine.Fixed}
-	buckets := engine.Cap{Scope: "campaign", ID: "b", Limit: 20, Window: 1000, Algorithm: engine.Buckets}
-	all := []engine.Cap{sliding, fixed, buckets}
+	fixed := fcap.Cap{Scope: "campaign", ID: "f", Limit: 20, Window: 1000, Algorithm: fcap.Fixed}
+	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 20, Window: 1000, Algorithm: fcap.Buckets}
+	all := []fcap.Cap{sliding, fixed, buckets}
 	key := engine.ViewerKey("v")
 
 	a, b := newEngine(t), newEngine(t)
@@ -31,10 +32,10 @@ func TestMergeKeepsWhatEitherCopyCounted(t *testing.T) {
 	mustAllow(t, b, "v", 350, true, all...) // only b
 	mustAllow(t, b, "v", 200, true, all...) // only b: a third impression at 200
 	// a reservation and a remembered impression id only b holds
-	if _, _, err := b.Reserve("v", engine.Candidate{Caps: []engine.Cap{sliding}}, 450, 500); err != nil {
+	if _, _, err := b.Reserve("v", fcap.Candidate{Caps: []fcap.Cap{sliding}}, 450, 500); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := b.Record("v", engine.Impression{ID: "imp-b", Time: 460, Caps: []engine.Cap{campaign("r", 5, 1000)}}); err != nil || st != engine.Recorded {
+	if st, err := b.Record("v", fcap.Impression{ID: "imp-b", Time: 460, Caps: []fcap.Cap{campaign("r", 5, 1000)}}); err != nil || st != fcap.Recorded {
 		t.Fatalf("record: %v %v", st, err)
 	}
 
@@ -51,7 +52,7 @@ func TestMergeKeepsWhatEitherCopyCounted(t *testing.T) {
 	merge(a, b)
 	for name, e := range map[string]*engine.Engine{"a+b": a, "fresh+a+b": ba} {
 		for _, x := range []struct {
-			c    engine.Cap
+			c    fcap.Cap
 			want int64
 		}{
 			{sliding, want + 1}, // b's reservation holds one more
@@ -63,7 +64,7 @@ func TestMergeKeepsWhatEitherCopyCounted(t *testing.T) {
 			}
 		}
 		// b's impression id is remembered: recording it again is a duplicate.
-		if st, err := e.Record("v", engine.Impression{ID: "imp-b", Time: 470, Caps: []engine.Cap{campaign("r", 5, 1000)}}); err != nil || st != engine.Duplicate {
+		if st, err := e.Record("v", fcap.Impression{ID: "imp-b", Time: 470, Caps: []fcap.Cap{campaign("r", 5, 1000)}}); err != nil || st != fcap.Duplicate {
 			t.Errorf("%s: re-recording imp-b: %v %v, want duplicate", name, st, err)
 		}
 	}

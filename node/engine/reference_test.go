@@ -29,68 +29,69 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 )
 
 // ---------------------------------------------------------------------
 // The catalogue.
 
-func modelCap(scope, id string, limit, window int64, algo engine.Algorithm) engine.Cap {
-	return engine.Cap{Scope: scope, ID: id, Limit: limit, Window: window, Algorithm: algo}
+func modelCap(scope, id string, limit, window int64, algo fcap.Algorithm) fcap.Cap {
+	return fcap.Cap{Scope: scope, ID: id, Limit: limit, Window: window, Algorithm: algo}
 }
 
-func strict(c engine.Cap) engine.Cap {
-	c.Mode = engine.Strict
+func strict(c fcap.Cap) fcap.Cap {
+	c.Mode = fcap.Strict
 	return c
 }
 
 // Cap groups: every cap of one scope and id. A candidate that names a
 // group carries all of it, unchanged.
 var (
-	groupC1 = []engine.Cap{ // two sliding caps sharing one counter
-		modelCap("campaign", "c1", 3, 50, engine.Sliding),
-		modelCap("campaign", "c1", 5, 200, engine.Sliding),
+	groupC1 = []fcap.Cap{ // two sliding caps sharing one counter
+		modelCap("campaign", "c1", 3, 50, fcap.Sliding),
+		modelCap("campaign", "c1", 5, 200, fcap.Sliding),
 	}
-	groupC2 = []engine.Cap{modelCap("campaign", "c2", 2, 30, engine.Sliding)}
-	groupC3 = []engine.Cap{ // sliding and buckets on one scope and id: two counters
-		modelCap("campaign", "c3", 4, 80, engine.Sliding),
-		modelCap("campaign", "c3", 4, 80, engine.Buckets), // g = 8
+	groupC2 = []fcap.Cap{modelCap("campaign", "c2", 2, 30, fcap.Sliding)}
+	groupC3 = []fcap.Cap{ // sliding and buckets on one scope and id: two counters
+		modelCap("campaign", "c3", 4, 80, fcap.Sliding),
+		modelCap("campaign", "c3", 4, 80, fcap.Buckets), // g = 8
 	}
-	groupA1 = []engine.Cap{
-		strict(modelCap("advertiser", "a1", 6, 300, engine.Sliding)),
-		modelCap("advertiser", "a1", 4, 100, engine.Fixed),
+	groupA1 = []fcap.Cap{
+		strict(modelCap("advertiser", "a1", 6, 300, fcap.Sliding)),
+		modelCap("advertiser", "a1", 4, 100, fcap.Fixed),
 	}
-	groupA2 = []engine.Cap{
-		modelCap("advertiser", "a2", 5, 7, engine.Buckets),   // 7 buckets of 1: exact
-		modelCap("advertiser", "a2", 8, 250, engine.Buckets), // g = 25
+	groupA2 = []fcap.Cap{
+		modelCap("advertiser", "a2", 5, 7, fcap.Buckets),   // 7 buckets of 1: exact
+		modelCap("advertiser", "a2", 8, 250, fcap.Buckets), // g = 25
 	}
-	groupK1 = []engine.Cap{modelCap("creative", "k1", 2, 40, engine.Fixed)}
-	groupK2 = []engine.Cap{modelCap("creative", "k2", 1, 25, engine.Sliding)}
-	groupK3 = []engine.Cap{modelCap("creative", "k3", 3, 95, engine.Buckets)} // g = 10
-	groupK4 = []engine.Cap{                                                   // two fixed counters
-		modelCap("creative", "k4", 3, 60, engine.Fixed),
-		strict(modelCap("creative", "k4", 5, 120, engine.Fixed)),
+	groupK1 = []fcap.Cap{modelCap("creative", "k1", 2, 40, fcap.Fixed)}
+	groupK2 = []fcap.Cap{modelCap("creative", "k2", 1, 25, fcap.Sliding)}
+	groupK3 = []fcap.Cap{modelCap("creative", "k3", 3, 95, fcap.Buckets)} // g = 10
+	groupK4 = []fcap.Cap{                                                 // two fixed counters
+		modelCap("creative", "k4", 3, 60, fcap.Fixed),
+		strict(modelCap("creative", "k4", 5, 120, fcap.Fixed)),
 	}
-	groupK5 = []engine.Cap{strict(modelCap("creative", "k5", 2, 5, engine.Sliding))}
-	groupK6 = []engine.Cap{
-		modelCap("creative", "k6", 2, 300, engine.Buckets), // g = 30
-		modelCap("creative", "k6", 1, 13, engine.Buckets),  // g = 2, and 10 buckets cover 20 ticks
+	groupK5 = []fcap.Cap{strict(modelCap("creative", "k5", 2, 5, fcap.Sliding))}
+	groupK6 = []fcap.Cap{
+		modelCap("creative", "k6", 2, 300, fcap.Buckets), // g = 30
+		modelCap("creative", "k6", 1, 13, fcap.Buckets),  // g = 2, and 10 buckets cover 20 ticks
 	}
 	// A window longer than 2^32 ticks keeps timestamps across the clock's
 	// far jumps, so that a viewer's live timestamps span more than 2^32
 	// ticks and the engine widens them.
-	groupKW = []engine.Cap{modelCap("creative", "kw", 3, modelLongWindow, engine.Sliding)}
+	groupKW = []fcap.Cap{modelCap("creative", "kw", 3, modelLongWindow, fcap.Sliding)}
 
-	modelGroups = [][]engine.Cap{groupC1, groupC2, groupC3, groupA1, groupA2, groupK1, groupK2, groupK3, groupK4, groupK5, groupK6, groupKW}
+	modelGroups = [][]fcap.Cap{groupC1, groupC2, groupC3, groupA1, groupA2, groupK1, groupK2, groupK3, groupK4, groupK5, groupK6, groupKW}
 )
 
 type modelCandidate struct {
 	name   string
-	caps   []engine.Cap
+	caps   []fcap.Cap
 	viewer string // if set, the only viewer that writes the candidate
 }
 
-func candidateOf(name string, groups ...[]engine.Cap) modelCandidate {
+func candidateOf(name string, groups ...[]fcap.Cap) modelCandidate {
 	return modelCandidate{name: name, caps: slices.Concat(groups...)}
 }
 
@@ -123,7 +124,7 @@ var modelCheckPool = func() []modelCandidate {
 	pool := slices.Clone(modelCatalogue)
 	for _, g := range modelGroups {
 		for i, c := range g {
-			pool = append(pool, modelCandidate{name: fmt.Sprintf("%s:%s[%d]", c.Scope, c.ID, i), caps: []engine.Cap{c}})
+			pool = append(pool, modelCandidate{name: fmt.Sprintf("%s:%s[%d]", c.Scope, c.ID, i), caps: []fcap.Cap{c}})
 		}
 	}
 	return pool
@@ -138,20 +139,20 @@ var modelViewers = []string{"v0", "v1", "v2", "v3", "v4"}
 // algorithm and window for Buckets and Fixed.
 type refKey struct {
 	viewer, scope, id string
-	algo              engine.Algorithm
+	algo              fcap.Algorithm
 	window            int64 // 0 for Sliding
 }
 
-func refKeyOf(viewer string, c engine.Cap) refKey {
+func refKeyOf(viewer string, c fcap.Cap) refKey {
 	k := refKey{viewer: viewer, scope: c.Scope, id: c.ID, algo: c.Algorithm}
-	if c.Algorithm != engine.Sliding {
+	if c.Algorithm != fcap.Sliding {
 		k.window = c.Window
 	}
 	return k
 }
 
 // refKeysOf returns the distinct counters of caps, in order.
-func refKeysOf(viewer string, caps []engine.Cap) []refKey {
+func refKeysOf(viewer string, caps []fcap.Cap) []refKey {
 	var keys []refKey
 	for _, c := range caps {
 		if k := refKeyOf(viewer, c); !slices.Contains(keys, k) {
@@ -209,7 +210,7 @@ func (r *reference) reserved(k refKey, now int64) int64 {
 
 // used returns the range of what cap c counts at now, reservations
 // included. The range is one value but for Buckets caps.
-func (r *reference) used(viewer string, c engine.Cap, now int64) (lo, hi int64) {
+func (r *reference) used(viewer string, c fcap.Cap, now int64) (lo, hi int64) {
 	k := refKeyOf(viewer, c)
 	count := func(in func(t int64) bool) int64 {
 		var n int64
@@ -222,13 +223,13 @@ func (r *reference) used(viewer string, c engine.Cap, now int64) (lo, hi int64) 
 	}
 	w := c.Window
 	switch c.Algorithm {
-	case engine.Sliding:
+	case fcap.Sliding:
 		lo = count(func(t int64) bool { return t > now-w })
 		hi = lo
-	case engine.Fixed:
+	case fcap.Fixed:
 		lo = count(func(t int64) bool { return t/w == now/w })
 		hi = lo
-	case engine.Buckets:
+	case fcap.Buckets:
 		b := min(r.buckets, w)
 		g := (w + b - 1) / b
 		lo = count(func(t int64) bool { return t > now-w })
@@ -238,7 +239,7 @@ func (r *reference) used(viewer string, c engine.Cap, now int64) (lo, hi int64) 
 	return lo + res, hi + res
 }
 
-func (r *reference) verdictRange(viewer string, caps []engine.Cap, now int64) verdictRange {
+func (r *reference) verdictRange(viewer string, caps []fcap.Cap, now int64) verdictRange {
 	vr := verdictRange{caps: caps}
 	for _, c := range caps {
 		lo, hi := r.used(viewer, c, now)
@@ -249,14 +250,14 @@ func (r *reference) verdictRange(viewer string, caps []engine.Cap, now int64) ve
 }
 
 // write appends t to every distinct counter of caps.
-func (r *reference) write(viewer string, caps []engine.Cap, t int64) {
+func (r *reference) write(viewer string, caps []fcap.Cap, t int64) {
 	for _, k := range refKeysOf(viewer, caps) {
 		r.times[k] = append(r.times[k], t)
 	}
 }
 
 // record is Record on the reference.
-func (r *reference) record(viewer string, imp engine.Impression) engine.RecordStatus {
+func (r *reference) record(viewer string, imp fcap.Impression) fcap.RecordStatus {
 	r.observe(imp.Time)
 	if res := r.held(viewer, imp.Reservation); res != nil {
 		r.drop(res)
@@ -266,17 +267,17 @@ func (r *reference) record(viewer string, imp engine.Impression) engine.RecordSt
 		longest = max(longest, c.Window)
 	}
 	if imp.Time <= r.hw-longest {
-		return engine.Stale
+		return fcap.Stale
 	}
 	if r.seen[viewer][imp.ID] {
-		return engine.Duplicate
+		return fcap.Duplicate
 	}
 	r.write(viewer, imp.Caps, imp.Time)
 	if r.seen[viewer] == nil {
 		r.seen[viewer] = map[string]bool{}
 	}
 	r.seen[viewer][imp.ID] = true
-	return engine.Recorded
+	return fcap.Recorded
 }
 
 // take records a granted reservation.
@@ -346,7 +347,7 @@ func (r *reference) live(viewer string, now int64) int {
 // verdictRange is what the reference knows of a candidate's verdict: for
 // each cap, the range of its count (one value but for Buckets caps).
 type verdictRange struct {
-	caps   []engine.Cap
+	caps   []fcap.Cap
 	lo, hi []int64
 }
 
@@ -373,8 +374,8 @@ func (vr verdictRange) mustAllow() bool {
 }
 
 // want returns the verdict the exact counts lo give (took: one was taken).
-func (vr verdictRange) want(took bool) engine.Verdict {
-	v := engine.Verdict{Allowed: true, Remaining: engine.MaxLimit, Blocking: -1}
+func (vr verdictRange) want(took bool) fcap.Verdict {
+	v := fcap.Verdict{Allowed: true, Remaining: fcap.MaxLimit, Blocking: -1}
 	for i, c := range vr.caps {
 		left := max(c.Limit-vr.lo[i], 0)
 		if left == 0 && v.Allowed {
@@ -402,8 +403,8 @@ func (vr verdictRange) describe(took bool) string {
 // check reports whether got is a verdict some counts in the ranges give.
 // took says got is from a granted Allow or Reserve, whose Remaining is
 // after taking one.
-func (vr verdictRange) check(got engine.Verdict, took bool) error {
-	remLo, remHi := int64(engine.MaxLimit), int64(engine.MaxLimit)
+func (vr verdictRange) check(got fcap.Verdict, took bool) error {
+	remLo, remHi := int64(fcap.MaxLimit), int64(fcap.MaxLimit)
 	for i, c := range vr.caps {
 		remLo = min(remLo, max(0, c.Limit-vr.hi[i]))
 		remHi = min(remHi, max(0, c.Limit-vr.lo[i]))
@@ -514,7 +515,7 @@ func chance(src chooser, num, den int) bool { return src.intn(den) < num }
 
 type sentImpression struct {
 	viewer string
-	imp    engine.Impression
+	imp    fcap.Impression
 }
 
 type modelHarness struct {
@@ -530,7 +531,7 @@ type modelHarness struct {
 	curViewer string
 	nextImp   int
 	imps      []sentImpression // every impression sent, for redeliveries
-	table     engine.CheckTable
+	table     fcap.CheckTable
 	history   []string // the latest ops, for failure messages
 	tally     map[string]int
 }
@@ -647,7 +648,7 @@ var modelOps = []struct {
 }{
 	{"Allow", 22, (*modelHarness).doAllow},
 	{"Check", 10, (*modelHarness).doCheck},
-	{"CheckTable", 7, (*modelHarness).doCheckTable},
+	{"fcap.CheckTable", 7, (*modelHarness).doCheckTable},
 	{"Record", 14, (*modelHarness).doRecord},
 	{"Redeliver", 8, (*modelHarness).doRedeliver},
 	{"Reserve", 11, (*modelHarness).doReserve},
@@ -738,11 +739,11 @@ func (h *modelHarness) checkCandidates(src chooser) ([]modelCandidate, string) {
 	return cands, "[" + strings.Join(names, " ") + "]"
 }
 
-var sentinelVerdict = engine.Verdict{Allowed: true, Remaining: 12345, Blocking: 7}
+var sentinelVerdict = fcap.Verdict{Allowed: true, Remaining: 12345, Blocking: 7}
 
 // compareVerdicts checks the verdicts of a Check or CheckTable, appended
 // to out (which held prefix verdicts).
-func (h *modelHarness) compareVerdicts(desc func() string, v string, cands []modelCandidate, now int64, prefix int, got []engine.Verdict, err error) {
+func (h *modelHarness) compareVerdicts(desc func() string, v string, cands []modelCandidate, now int64, prefix int, got []fcap.Verdict, err error) {
 	wants := make([]verdictRange, len(cands))
 	for i, c := range cands {
 		wants[i] = h.ref.verdictRange(v, c.caps, now)
@@ -782,7 +783,7 @@ func describeOf(desc string) func() string { return func() string { return desc 
 
 // compactVerdicts writes verdicts as +remaining when allowed and
 // -blocking when denied.
-func compactVerdicts(vs []engine.Verdict) string {
+func compactVerdicts(vs []fcap.Verdict) string {
 	parts := make([]string, len(vs))
 	for i, v := range vs {
 		if v.Allowed {
@@ -798,13 +799,13 @@ func (h *modelHarness) doCheck(src chooser) {
 	v := h.viewer(src)
 	cands, names := h.checkCandidates(src)
 	now := h.now
-	var out []engine.Verdict
+	var out []fcap.Verdict
 	if chance(src, 1, 3) {
 		out = append(out, sentinelVerdict)
 	}
 	desc := fmt.Sprintf("Check(%s, now=%d, %s, out of len %d)", v, now, names, len(out))
 	h.ref.observe(now)
-	ecands := make([]engine.Candidate, len(cands))
+	ecands := make([]fcap.Candidate, len(cands))
 	for i, c := range cands {
 		ecands[i].Caps = slices.Clone(c.caps)
 	}
@@ -817,7 +818,7 @@ func (h *modelHarness) doCheck(src chooser) {
 
 // buildTable fills t with cands in table form: caps shared or repeated at
 // random, shuffled, maybe with an unused cap.
-func buildTable(src chooser, t *engine.CheckTable, cands []modelCandidate) {
+func buildTable(src chooser, t *fcap.CheckTable, cands []modelCandidate) {
 	t.Reset()
 	for _, c := range cands {
 		for _, cp := range c.caps {
@@ -847,7 +848,7 @@ func buildTable(src chooser, t *engine.CheckTable, cands []modelCandidate) {
 		j := src.intn(i + 1)
 		perm[i], perm[j] = perm[j], perm[i]
 	}
-	caps := make([]engine.Cap, n)
+	caps := make([]fcap.Cap, n)
 	for old, nw := range perm {
 		caps[nw] = t.Caps[old]
 	}
@@ -862,11 +863,11 @@ func (h *modelHarness) doCheckTable(src chooser) {
 	cands, names := h.checkCandidates(src)
 	now := h.now
 	buildTable(src, &h.table, cands)
-	var out []engine.Verdict
+	var out []fcap.Verdict
 	if chance(src, 1, 3) {
 		out = append(out, sentinelVerdict)
 	}
-	desc := fmt.Sprintf("CheckTable(%s, now=%d, %s as %d caps refs %v ends %v, out of len %d)",
+	desc := fmt.Sprintf("fcap.CheckTable(%s, now=%d, %s as %d caps refs %v ends %v, out of len %d)",
 		v, now, names, len(h.table.Caps), h.table.Refs, h.table.Ends, len(out))
 	h.ref.observe(now)
 	before := h.snap(v)
@@ -877,7 +878,7 @@ func (h *modelHarness) doCheckTable(src chooser) {
 }
 
 // sendRecord records imp on the engine and the reference and compares.
-func (h *modelHarness) sendRecord(kind, v string, imp engine.Impression, candName string) {
+func (h *modelHarness) sendRecord(kind, v string, imp fcap.Impression, candName string) {
 	desc := fmt.Sprintf("%s: Record(%s, {ID:%s Time:%d Caps:%s Reservation:%#x})", kind, v, imp.ID, imp.Time, candName, imp.Reservation)
 	held := h.ref.held(v, imp.Reservation) != nil
 	want := h.ref.record(v, imp)
@@ -888,7 +889,7 @@ func (h *modelHarness) sendRecord(kind, v string, imp engine.Impression, candNam
 	if err != nil || got != want {
 		h.failf(desc, fmt.Sprintf("%v, %s", got, errString(err)), want.String())
 	}
-	if got != engine.Recorded {
+	if got != fcap.Recorded {
 		h.unchanged(desc, v, before, true)
 	}
 	h.imps = append(h.imps, sentImpression{viewer: v, imp: imp})
@@ -901,7 +902,7 @@ func (h *modelHarness) sendRecord(kind, v string, imp engine.Impression, candNam
 
 // pastTime returns a time at most window+40 ticks before the clock,
 // often the clock itself.
-func (h *modelHarness) pastTime(src chooser, caps []engine.Cap) int64 {
+func (h *modelHarness) pastTime(src chooser, caps []fcap.Cap) int64 {
 	if chance(src, 1, 4) {
 		return h.now
 	}
@@ -915,7 +916,7 @@ func (h *modelHarness) pastTime(src chooser, caps []engine.Cap) int64 {
 func (h *modelHarness) doRecord(src chooser) {
 	v := h.viewer(src)
 	_, cand := h.candidate(src, v)
-	imp := engine.Impression{ID: h.newImpID(), Time: h.pastTime(src, cand.caps), Caps: cand.caps}
+	imp := fcap.Impression{ID: h.newImpID(), Time: h.pastTime(src, cand.caps), Caps: cand.caps}
 	if len(h.ref.res) > 0 && chance(src, 1, 8) {
 		// Name any reservation, maybe another viewer's or another
 		// candidate's.
@@ -925,7 +926,7 @@ func (h *modelHarness) doRecord(src chooser) {
 }
 
 // candName names the catalogue candidate whose caps are caps.
-func candName(caps []engine.Cap) string {
+func candName(caps []fcap.Cap) string {
 	for _, c := range modelCatalogue {
 		if slices.Equal(c.caps, caps) {
 			return c.name
@@ -966,8 +967,8 @@ func (h *modelHarness) doReserve(src chooser) {
 	want := h.ref.verdictRange(v, cand.caps, now)
 	live := h.ref.live(v, now)
 	before := h.snap(v)
-	got, id, err := h.e.Reserve(v, engine.Candidate{Caps: slices.Clone(cand.caps)}, now, ttl)
-	if errors.Is(err, engine.ErrTooManyReservations) {
+	got, id, err := h.e.Reserve(v, fcap.Candidate{Caps: slices.Clone(cand.caps)}, now, ttl)
+	if errors.Is(err, fcap.ErrTooManyReservations) {
 		if live < h.ref.maxRes || !want.mayAllow() {
 			h.failf(desc, errString(err), fmt.Sprintf("%s with %d live reservations", want.describe(true), live))
 		}
@@ -979,7 +980,7 @@ func (h *modelHarness) doReserve(src chooser) {
 		h.failf(desc, errString(err), want.describe(true))
 	}
 	if got.Allowed && live >= h.ref.maxRes {
-		h.failf(desc, fmt.Sprintf("%+v id %#x", got, id), fmt.Sprintf("ErrTooManyReservations (%d live)", live))
+		h.failf(desc, fmt.Sprintf("%+v id %#x", got, id), fmt.Sprintf("fcap.ErrTooManyReservations (%d live)", live))
 	}
 	if err := want.check(got, true); err != nil {
 		h.failf(desc, fmt.Sprintf("%+v id %#x", got, id), want.describe(true)+": "+err.Error())
@@ -1037,7 +1038,7 @@ func (h *modelHarness) doConfirm(src chooser) {
 	}
 	cand := modelCatalogue[res.cand]
 	t := max(res.at, h.now-int64(src.intn(60)))
-	imp := engine.Impression{ID: h.newImpID(), Time: t, Caps: cand.caps, Reservation: res.id}
+	imp := fcap.Impression{ID: h.newImpID(), Time: t, Caps: cand.caps, Reservation: res.id}
 	h.sendRecord("Confirm", v, imp, cand.name)
 }
 
@@ -1059,8 +1060,8 @@ func (h *modelHarness) doRelease(src chooser) {
 	held := h.ref.held(v, id)
 	switch {
 	case held == nil:
-		if !errors.Is(err, engine.ErrUnknownReservation) || errors.Is(err, engine.ErrInvalid) {
-			h.failf(desc, errString(err), "ErrUnknownReservation")
+		if !errors.Is(err, fcap.ErrUnknownReservation) || errors.Is(err, fcap.ErrInvalid) {
+			h.failf(desc, errString(err), "fcap.ErrUnknownReservation")
 		}
 		h.count("Release unknown")
 	case held.expires > h.ref.hw:
@@ -1069,8 +1070,8 @@ func (h *modelHarness) doRelease(src chooser) {
 		}
 		h.count("Release live")
 	default:
-		if err != nil && !errors.Is(err, engine.ErrUnknownReservation) {
-			h.failf(desc, errString(err), fmt.Sprintf("nil or ErrUnknownReservation (expired at %d)", held.expires))
+		if err != nil && !errors.Is(err, fcap.ErrUnknownReservation) {
+			h.failf(desc, errString(err), fmt.Sprintf("nil or fcap.ErrUnknownReservation (expired at %d)", held.expires))
 		}
 		h.count("Release expired")
 	}
@@ -1138,9 +1139,9 @@ func (h *modelHarness) doCrowd(src chooser) {
 				granted++
 			}
 		case 1:
-			imp := engine.Impression{ID: h.newImpID(), Time: now, Caps: cand.caps}
+			imp := fcap.Impression{ID: h.newImpID(), Time: now, Caps: cand.caps}
 			wantStatus := h.ref.record(v, imp)
-			got, err := h.e.Record(v, engine.Impression{ID: imp.ID, Time: now, Caps: slices.Clone(cand.caps)})
+			got, err := h.e.Record(v, fcap.Impression{ID: imp.ID, Time: now, Caps: slices.Clone(cand.caps)})
 			if err != nil || got != wantStatus {
 				desc := fmt.Sprintf("crowd %d/%d: Record(%s, {ID:%s Time:%d Caps:%s})", i, n*passes, v, imp.ID, now, cand.name)
 				h.failf(desc, fmt.Sprintf("%v, %s", got, errString(err)), wantStatus.String())
@@ -1149,7 +1150,7 @@ func (h *modelHarness) doCrowd(src chooser) {
 			desc := func() string {
 				return fmt.Sprintf("crowd %d/%d: Check(%s, now=%d, [%s])", i, n*passes, v, now, cand.name)
 			}
-			got, err := h.e.Check(v, []engine.Candidate{{Caps: slices.Clone(cand.caps)}}, now, nil)
+			got, err := h.e.Check(v, []fcap.Candidate{{Caps: slices.Clone(cand.caps)}}, now, nil)
 			h.compareVerdicts(desc, v, []modelCandidate{cand}, now, 0, got, err)
 		}
 	}
@@ -1161,7 +1162,7 @@ func (h *modelHarness) doCrowd(src chooser) {
 
 // longestWindow is the longest window of caps: an impression's dedupe
 // horizon and staleness are judged by it.
-func longestWindow(caps []engine.Cap) int64 {
+func longestWindow(caps []fcap.Cap) int64 {
 	var w int64
 	for _, c := range caps {
 		w = max(w, c.Window)
@@ -1238,7 +1239,7 @@ func (h *modelHarness) audit(v string) {
 	h.curViewer = v
 	now := h.now
 	h.ref.observe(now)
-	cands := make([]engine.Candidate, len(modelCheckPool))
+	cands := make([]fcap.Candidate, len(modelCheckPool))
 	for i, c := range modelCheckPool {
 		cands[i].Caps = c.caps
 	}
@@ -1296,36 +1297,36 @@ type invalidCtx struct {
 	e      *engine.Engine
 	v      string
 	now    int64
-	caps   []engine.Cap // a valid candidate's caps
-	bad    []engine.Cap // the same with one cap spoiled
-	badCap engine.Cap   // the spoiled cap
-	res    uint64       // a reservation v holds, or 0
+	caps   []fcap.Cap // a valid candidate's caps
+	bad    []fcap.Cap // the same with one cap spoiled
+	badCap fcap.Cap   // the spoiled cap
+	res    uint64     // a reservation v holds, or 0
 }
 
 var modelLongID = strings.Repeat("x", engine.DefaultLocalConfig().MaxIDLength+1)
 
 var badCapMutations = []struct {
 	name   string
-	mutate func(*engine.Cap)
+	mutate func(*fcap.Cap)
 }{
-	{"limit 0", func(c *engine.Cap) { c.Limit = 0 }},
-	{"negative limit", func(c *engine.Cap) { c.Limit = -3 }},
-	{"limit past MaxLimit", func(c *engine.Cap) { c.Limit = engine.MaxLimit + 1 }},
-	{"window 0", func(c *engine.Cap) { c.Window = 0 }},
-	{"negative window", func(c *engine.Cap) { c.Window = -5 }},
-	{"window past MaxTime", func(c *engine.Cap) { c.Window = engine.MaxTime + 1 }},
-	{"empty scope", func(c *engine.Cap) { c.Scope = "" }},
-	{"empty id", func(c *engine.Cap) { c.ID = "" }},
-	{"unknown scope", func(c *engine.Cap) { c.Scope = "publisher" }},
-	{"scope too long", func(c *engine.Cap) { c.Scope = modelLongID }},
-	{"id too long", func(c *engine.Cap) { c.ID = modelLongID }},
-	{"unknown algorithm", func(c *engine.Cap) { c.Algorithm = 3 }},
-	{"unknown mode", func(c *engine.Cap) { c.Mode = 2 }},
+	{"limit 0", func(c *fcap.Cap) { c.Limit = 0 }},
+	{"negative limit", func(c *fcap.Cap) { c.Limit = -3 }},
+	{"limit past fcap.MaxLimit", func(c *fcap.Cap) { c.Limit = fcap.MaxLimit + 1 }},
+	{"window 0", func(c *fcap.Cap) { c.Window = 0 }},
+	{"negative window", func(c *fcap.Cap) { c.Window = -5 }},
+	{"window past fcap.MaxTime", func(c *fcap.Cap) { c.Window = fcap.MaxTime + 1 }},
+	{"empty scope", func(c *fcap.Cap) { c.Scope = "" }},
+	{"empty id", func(c *fcap.Cap) { c.ID = "" }},
+	{"unknown scope", func(c *fcap.Cap) { c.Scope = "publisher" }},
+	{"scope too long", func(c *fcap.Cap) { c.Scope = modelLongID }},
+	{"id too long", func(c *fcap.Cap) { c.ID = modelLongID }},
+	{"unknown algorithm", func(c *fcap.Cap) { c.Algorithm = 3 }},
+	{"unknown mode", func(c *fcap.Cap) { c.Mode = 2 }},
 }
 
 // tooMany returns caps repeated to one more than MaxCapsPerCandidate.
-func (x *invalidCtx) tooMany() []engine.Cap {
-	var caps []engine.Cap
+func (x *invalidCtx) tooMany() []fcap.Cap {
+	var caps []fcap.Cap
 	for len(caps) <= x.e.Config().MaxCapsPerCandidate {
 		caps = append(caps, x.caps...)
 	}
@@ -1334,19 +1335,19 @@ func (x *invalidCtx) tooMany() []engine.Cap {
 
 // check runs Check with out holding one sentinel verdict, which an error
 // must leave alone.
-func (x *invalidCtx) check(viewer string, now int64, cands ...[]engine.Cap) error {
-	ec := make([]engine.Candidate, len(cands))
+func (x *invalidCtx) check(viewer string, now int64, cands ...[]fcap.Cap) error {
+	ec := make([]fcap.Candidate, len(cands))
 	for i, c := range cands {
 		ec[i].Caps = c
 	}
-	return sentinelOnly(x.e.Check(viewer, ec, now, []engine.Verdict{sentinelVerdict}))
+	return sentinelOnly(x.e.Check(viewer, ec, now, []fcap.Verdict{sentinelVerdict}))
 }
 
-func (x *invalidCtx) table(viewer string, now int64, t engine.CheckTable) error {
-	return sentinelOnly(x.e.CheckTable(viewer, &t, now, []engine.Verdict{sentinelVerdict}))
+func (x *invalidCtx) table(viewer string, now int64, t fcap.CheckTable) error {
+	return sentinelOnly(x.e.CheckTable(viewer, &t, now, []fcap.Verdict{sentinelVerdict}))
 }
 
-func sentinelOnly(got []engine.Verdict, err error) error {
+func sentinelOnly(got []fcap.Verdict, err error) error {
 	if len(got) != 1 || got[0] != sentinelVerdict {
 		return fmt.Errorf("out changed (%+v) with error %v", got, err)
 	}
@@ -1354,8 +1355,8 @@ func sentinelOnly(got []engine.Verdict, err error) error {
 }
 
 // validTable returns x.caps as a one-candidate table.
-func (x *invalidCtx) validTable() engine.CheckTable {
-	t := engine.CheckTable{Caps: slices.Clone(x.caps)}
+func (x *invalidCtx) validTable() fcap.CheckTable {
+	t := fcap.CheckTable{Caps: slices.Clone(x.caps)}
 	for i := range x.caps {
 		t.Refs = append(t.Refs, uint16(i))
 	}
@@ -1363,14 +1364,14 @@ func (x *invalidCtx) validTable() engine.CheckTable {
 	return t
 }
 
-func (x *invalidCtx) record(viewer string, imp engine.Impression) error {
+func (x *invalidCtx) record(viewer string, imp fcap.Impression) error {
 	imp.Reservation = x.res
 	_, err := x.e.Record(viewer, imp)
 	return err
 }
 
-func (x *invalidCtx) reserve(viewer string, caps []engine.Cap, now, ttl int64) error {
-	_, id, err := x.e.Reserve(viewer, engine.Candidate{Caps: caps}, now, ttl)
+func (x *invalidCtx) reserve(viewer string, caps []fcap.Cap, now, ttl int64) error {
+	_, id, err := x.e.Reserve(viewer, fcap.Candidate{Caps: caps}, now, ttl)
 	if id != 0 {
 		return fmt.Errorf("reservation %#x taken with error %v", id, err)
 	}
@@ -1384,7 +1385,7 @@ var modelInvalidOps = []struct {
 	{"Allow: empty viewer", func(x *invalidCtx) error { _, err := x.e.Allow("", x.now, x.caps...); return err }},
 	{"Allow: viewer id too long", func(x *invalidCtx) error { _, err := x.e.Allow(modelLongID, x.now, x.caps...); return err }},
 	{"Allow: negative now", func(x *invalidCtx) error { _, err := x.e.Allow(x.v, -1, x.caps...); return err }},
-	{"Allow: now past MaxTime", func(x *invalidCtx) error { _, err := x.e.Allow(x.v, engine.MaxTime+1, x.caps...); return err }},
+	{"Allow: now past fcap.MaxTime", func(x *invalidCtx) error { _, err := x.e.Allow(x.v, fcap.MaxTime+1, x.caps...); return err }},
 	{"Allow: no caps", func(x *invalidCtx) error { _, err := x.e.Allow(x.v, x.now); return err }},
 	{"Allow: bad cap", func(x *invalidCtx) error { _, err := x.e.Allow(x.v, x.now, x.bad...); return err }},
 	{"Allow: too many caps", func(x *invalidCtx) error { _, err := x.e.Allow(x.v, x.now, x.tooMany()...); return err }},
@@ -1396,7 +1397,7 @@ var modelInvalidOps = []struct {
 	{"Check: bad cap", func(x *invalidCtx) error { return x.check(x.v, x.now, x.caps, x.bad) }},
 	{"Check: too many caps", func(x *invalidCtx) error { return x.check(x.v, x.now, x.tooMany()) }},
 	{"Check: too many candidates", func(x *invalidCtx) error {
-		cands := make([][]engine.Cap, x.e.Config().MaxCandidates+1)
+		cands := make([][]fcap.Cap, x.e.Config().MaxCandidates+1)
 		for i := range cands {
 			cands[i] = x.caps
 		}
@@ -1451,31 +1452,31 @@ var modelInvalidOps = []struct {
 	}},
 
 	{"Record: empty viewer", func(x *invalidCtx) error {
-		return x.record("", engine.Impression{ID: "bad", Time: x.now, Caps: x.caps})
+		return x.record("", fcap.Impression{ID: "bad", Time: x.now, Caps: x.caps})
 	}},
 	{"Record: viewer id too long", func(x *invalidCtx) error {
-		return x.record(modelLongID, engine.Impression{ID: "bad", Time: x.now, Caps: x.caps})
+		return x.record(modelLongID, fcap.Impression{ID: "bad", Time: x.now, Caps: x.caps})
 	}},
 	{"Record: empty impression id", func(x *invalidCtx) error {
-		return x.record(x.v, engine.Impression{Time: x.now, Caps: x.caps})
+		return x.record(x.v, fcap.Impression{Time: x.now, Caps: x.caps})
 	}},
 	{"Record: impression id too long", func(x *invalidCtx) error {
-		return x.record(x.v, engine.Impression{ID: modelLongID, Time: x.now, Caps: x.caps})
+		return x.record(x.v, fcap.Impression{ID: modelLongID, Time: x.now, Caps: x.caps})
 	}},
 	{"Record: negative time", func(x *invalidCtx) error {
-		return x.record(x.v, engine.Impression{ID: "bad", Time: -1, Caps: x.caps})
+		return x.record(x.v, fcap.Impression{ID: "bad", Time: -1, Caps: x.caps})
 	}},
-	{"Record: time past MaxTime", func(x *invalidCtx) error {
-		return x.record(x.v, engine.Impression{ID: "bad", Time: engine.MaxTime + 1, Caps: x.caps})
+	{"Record: time past fcap.MaxTime", func(x *invalidCtx) error {
+		return x.record(x.v, fcap.Impression{ID: "bad", Time: fcap.MaxTime + 1, Caps: x.caps})
 	}},
 	{"Record: no caps", func(x *invalidCtx) error {
-		return x.record(x.v, engine.Impression{ID: "bad", Time: x.now})
+		return x.record(x.v, fcap.Impression{ID: "bad", Time: x.now})
 	}},
 	{"Record: bad cap", func(x *invalidCtx) error {
-		return x.record(x.v, engine.Impression{ID: "bad", Time: x.now, Caps: x.bad})
+		return x.record(x.v, fcap.Impression{ID: "bad", Time: x.now, Caps: x.bad})
 	}},
 	{"Record: too many caps", func(x *invalidCtx) error {
-		return x.record(x.v, engine.Impression{ID: "bad", Time: x.now, Caps: x.tooMany()})
+		return x.record(x.v, fcap.Impression{ID: "bad", Time: x.now, Caps: x.tooMany()})
 	}},
 
 	{"Reserve: empty viewer", func(x *invalidCtx) error { return x.reserve("", x.caps, x.now, 10) }},
@@ -1483,7 +1484,7 @@ var modelInvalidOps = []struct {
 	{"Reserve: negative now", func(x *invalidCtx) error { return x.reserve(x.v, x.caps, -1, 10) }},
 	{"Reserve: ttl 0", func(x *invalidCtx) error { return x.reserve(x.v, x.caps, x.now, 0) }},
 	{"Reserve: negative ttl", func(x *invalidCtx) error { return x.reserve(x.v, x.caps, x.now, -10) }},
-	{"Reserve: ttl past MaxTime", func(x *invalidCtx) error { return x.reserve(x.v, x.caps, x.now, engine.MaxTime+1) }},
+	{"Reserve: ttl past fcap.MaxTime", func(x *invalidCtx) error { return x.reserve(x.v, x.caps, x.now, fcap.MaxTime+1) }},
 	{"Reserve: no caps", func(x *invalidCtx) error { return x.reserve(x.v, nil, x.now, 10) }},
 	{"Reserve: bad cap", func(x *invalidCtx) error { return x.reserve(x.v, x.bad, x.now, 10) }},
 	{"Reserve: too many caps", func(x *invalidCtx) error { return x.reserve(x.v, x.tooMany(), x.now, 10) }},
@@ -1512,8 +1513,8 @@ func (h *modelHarness) doInvalid(src chooser) {
 	hw := h.e.HighWater()
 	before := h.snap(v)
 	err := op.run(x)
-	if !errors.Is(err, engine.ErrInvalid) {
-		h.failf(desc, errString(err), "an error wrapping ErrInvalid")
+	if !errors.Is(err, fcap.ErrInvalid) {
+		h.failf(desc, errString(err), "an error wrapping fcap.ErrInvalid")
 	}
 	if got := h.e.HighWater(); got != hw {
 		h.failf(desc, fmt.Sprintf("%s, high-water moved to %d", errString(err), got), fmt.Sprintf("high-water stays %d", hw))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/fcap-io/fcap"
 )
 
 // Replication support. A node replicates state, not operations: after a
@@ -336,7 +338,7 @@ func (e *Engine) decodeState(data []byte) (decodedState, int, error) {
 			}
 			id.devices = append(id.devices, d)
 		}
-		if r.err == nil && (id.linkAt < 0 || id.linkAt > MaxTime) {
+		if r.err == nil && (id.linkAt < 0 || id.linkAt > fcap.MaxTime) {
 			r.err = fmt.Errorf("%w: bad link time", ErrBadState)
 		}
 		slices.SortFunc(id.devices, func(a, b deviceLink) int { return strings.Compare(a.name, b.name) })
@@ -422,22 +424,22 @@ func (e *Engine) checkState(v *viewer) error {
 		if h.off != off {
 			return bad("counter %d data at %d, want %d", i, h.off, off)
 		}
-		if h.window < 1 || h.window > MaxTime {
+		if h.window < 1 || h.window > fcap.MaxTime {
 			return bad("counter %d window %d", i, h.window)
 		}
 		var size int
 		switch h.algo {
-		case Sliding:
+		case fcap.Sliding:
 			if h.limit < 1 || h.n > h.limit {
 				return bad("counter %d holds %d of limit %d", i, h.n, h.limit)
 			}
 			size = h.n * w
-		case Fixed:
+		case fcap.Fixed:
 			if h.n != fixedWords {
 				return bad("fixed counter %d of %d words", i, h.n)
 			}
 			size = h.n
-		case Buckets:
+		case fcap.Buckets:
 			if h.n < 4 || int64(h.n-3) > h.window {
 				return bad("buckets counter %d of %d words for window %d", i, h.n, h.window)
 			}
@@ -448,11 +450,11 @@ func (e *Engine) checkState(v *viewer) error {
 		if off+size > len(v.arena) {
 			return bad("counter %d data past the end", i)
 		}
-		if h.algo == Sliding {
+		if h.algo == fcap.Sliding {
 			prev := int64(-1)
 			for j := range h.n {
 				t := v.at(h.off, j)
-				if t < prev || t < 0 || t > MaxTime {
+				if t < prev || t < 0 || t > fcap.MaxTime {
 					return bad("counter %d timestamps out of order or range", i)
 				}
 				prev = t

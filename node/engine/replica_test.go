@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 )
 
@@ -19,25 +20,25 @@ import (
 func populate(t testing.TB, e *engine.Engine) []string {
 	t.Helper()
 	c := campaign("c", 3, 1000)
-	f := engine.Cap{Scope: "creative", ID: "f", Limit: 4, Window: 500, Algorithm: engine.Fixed}
-	b := engine.Cap{Scope: "advertiser", ID: "b", Limit: 9, Window: 700, Algorithm: engine.Buckets}
+	f := fcap.Cap{Scope: "creative", ID: "f", Limit: 4, Window: 500, Algorithm: fcap.Fixed}
+	b := fcap.Cap{Scope: "advertiser", ID: "b", Limit: 9, Window: 700, Algorithm: fcap.Buckets}
 	var viewers []string
 	for i := range 50 {
 		v := fmt.Sprint("viewer-", i)
 		viewers = append(viewers, v)
 		for k := range i % 5 {
-			e.Record(v, engine.Impression{ID: fmt.Sprint(i, "-", k), Time: int64(100 + k*7), Caps: []engine.Cap{c, f, b}})
+			e.Record(v, fcap.Impression{ID: fmt.Sprint(i, "-", k), Time: int64(100 + k*7), Caps: []fcap.Cap{c, f, b}})
 		}
 		if i%3 == 0 {
-			e.Reserve(v, engine.Candidate{Caps: []engine.Cap{c}}, 130, 1000)
+			e.Reserve(v, fcap.Candidate{Caps: []fcap.Cap{c}}, 130, 1000)
 		}
 		if i%4 == 0 {
 			e.Allow(v, 140, campaign("other", 2, 100))
 		}
 	}
 	wide := campaign("w", 4, 1<<40)
-	e.Record("wide", engine.Impression{ID: "x", Time: 1, Caps: []engine.Cap{wide}})
-	e.Record("wide", engine.Impression{ID: "y", Time: 1 << 34, Caps: []engine.Cap{wide}})
+	e.Record("wide", fcap.Impression{ID: "x", Time: 1, Caps: []fcap.Cap{wide}})
+	e.Record("wide", fcap.Impression{ID: "y", Time: 1 << 34, Caps: []fcap.Cap{wide}})
 	return append(viewers, "wide")
 }
 
@@ -69,7 +70,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 		}
 	}
 	// The replica answers like the source, and dedupes like it.
-	cands := []engine.Candidate{{Caps: []engine.Cap{campaign("c", 3, 1000)}}}
+	cands := []fcap.Candidate{{Caps: []fcap.Cap{campaign("c", 3, 1000)}}}
 	for _, v := range viewers {
 		x, _ := src.Check(v, cands, 200, nil)
 		y, _ := dst.Check(v, cands, 200, nil)
@@ -77,7 +78,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 			t.Fatalf("%s: source %+v, replica %+v", v, x[0], y[0])
 		}
 	}
-	if st, _ := dst.Record("viewer-4", engine.Impression{ID: "4-1", Time: 107, Caps: []engine.Cap{campaign("c", 3, 1000)}}); st != engine.Duplicate {
+	if st, _ := dst.Record("viewer-4", fcap.Impression{ID: "4-1", Time: 107, Caps: []fcap.Cap{campaign("c", 3, 1000)}}); st != fcap.Duplicate {
 		t.Errorf("replica forgot a remembered impression id: %v", st)
 	}
 }
@@ -248,7 +249,7 @@ func FuzzImport(f *testing.F) {
 			}
 		}
 		// The engine still works on what it holds.
-		e.Check("x", []engine.Candidate{{Caps: []engine.Cap{campaign("c", 1, 10)}}}, 0, nil)
+		e.Check("x", []fcap.Candidate{{Caps: []fcap.Cap{campaign("c", 1, 10)}}}, 0, nil)
 		e.Keys(func(k uint64) bool {
 			if _, _, err := newEngine(t).Import(e.Export(k, nil)); err != nil {
 				t.Fatalf("an imported viewer exports a state Import refuses: %v", err)

@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/fcap-io/fcap"
+
 // Revoke takes back an impression Allow granted at now for caps: the
 // node could not tell the caller in time (its deadline passed while the
 // grant was being replicated), so the grant must not use up a slot. It
@@ -12,12 +14,12 @@ package engine
 // aged out of its counter (or a fixed or bucketed counter that moved on
 // to a later window) no longer counts, and is left alone. The high-water
 // mark does not move back.
-func (e *Engine) Revoke(viewer string, now int64, caps ...Cap) (bool, error) {
+func (e *Engine) Revoke(viewer string, now int64, caps ...fcap.Cap) (bool, error) {
 	if err := e.validateViewer(viewer); err != nil {
 		return false, err
 	}
 	if !validTime(now) {
-		return false, ErrBadTime
+		return false, fcap.ErrBadTime
 	}
 	if err := e.validateCaps(caps); err != nil {
 		return false, err
@@ -45,11 +47,11 @@ func (e *Engine) Revoke(viewer string, now int64, caps ...Cap) (bool, error) {
 		}
 		hd := v.header(idx)
 		switch hd.algo {
-		case Sliding:
+		case fcap.Sliding:
 			removed = v.slidingRemove(idx, &hd, now) || removed
-		case Fixed:
+		case fcap.Fixed:
 			removed = v.fixedRemove(&hd, now) || removed
-		case Buckets:
+		case fcap.Buckets:
 			removed = v.bucketsRemove(&hd, now) || removed
 		}
 	}

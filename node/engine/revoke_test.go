@@ -4,17 +4,17 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 )
 
 // TestRevoke: a revoked Allow gives its slot back on every counter it
 // used, exactly once, whatever the algorithm.
 func TestRevoke(t *testing.T) {
-	for _, algo := range []engine.Algorithm{engine.Sliding, engine.Fixed, engine.Buckets} {
+	for _, algo := range []fcap.Algorithm{fcap.Sliding, fcap.Fixed, fcap.Buckets} {
 		t.Run(algo.String(), func(t *testing.T) {
 			e := newEngine(t)
-			c := engine.Cap{Scope: "campaign", ID: "c", Limit: 3, Window: 1000, Algorithm: algo, Mode: engine.Strict}
-			adv := engine.Cap{Scope: "advertiser", ID: "a", Limit: 10, Window: 5000, Algorithm: algo, Mode: engine.Strict}
+			c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 3, Window: 1000, Algorithm: algo, Mode: fcap.Strict}
+			adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: 10, Window: 5000, Algorithm: algo, Mode: fcap.Strict}
 			for i := range 3 {
 				mustAllow(t, e, "v", 100+int64(i), true, c, adv)
 			}
@@ -71,14 +71,14 @@ func TestRevokeRefusesBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		viewer string
 		now    int64
-		caps   []engine.Cap
+		caps   []fcap.Cap
 	}{
-		{"", 10, []engine.Cap{c}},
-		{"v", -1, []engine.Cap{c}},
-		{"v", 10, []engine.Cap{{Scope: "campaign", ID: "c", Limit: 0, Window: 1000}}},
+		{"", 10, []fcap.Cap{c}},
+		{"v", -1, []fcap.Cap{c}},
+		{"v", 10, []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 0, Window: 1000}}},
 	} {
-		if _, err := e.Revoke(tc.viewer, tc.now, tc.caps...); !errors.Is(err, engine.ErrInvalid) {
-			t.Errorf("Revoke(%q, %d, %v): %v, want ErrInvalid", tc.viewer, tc.now, tc.caps, err)
+		if _, err := e.Revoke(tc.viewer, tc.now, tc.caps...); !errors.Is(err, fcap.ErrInvalid) {
+			t.Errorf("Revoke(%q, %d, %v): %v, want fcap.ErrInvalid", tc.viewer, tc.now, tc.caps, err)
 		}
 	}
 	if got := checkOne(t, e, "v", 10, c).Remaining; got != 1 {

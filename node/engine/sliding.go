@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/fcap-io/fcap"
+
 // Sliding counters: a log of timestamps in ascending order, trimmed to the
 // newest `limit` entries and to the counter's retention window. Keeping
 // only the newest `limit` entries keeps every verdict exact: if a window
@@ -97,14 +99,14 @@ func (v *viewer) makeRoom(t, hw int64) {
 		return
 	}
 	for i := range v.nkeys() {
-		if h := v.header(i); h.algo == Sliding {
+		if h := v.header(i); h.algo == fcap.Sliding {
 			v.slidingPrune(i, &h, hw-h.window)
 		}
 	}
 	lo, hi, any := t, t, false
 	for i := range v.nkeys() {
 		h := v.header(i)
-		if h.algo != Sliding || h.n == 0 {
+		if h.algo != fcap.Sliding || h.n == 0 {
 			continue
 		}
 		any = true
@@ -126,7 +128,7 @@ func (v *viewer) makeRoom(t, hw int64) {
 func (v *viewer) rebase(base int64) {
 	for i := range v.nkeys() {
 		h := v.header(i)
-		if h.algo != Sliding {
+		if h.algo != fcap.Sliding {
 			continue
 		}
 		for j := range h.n {
@@ -141,7 +143,7 @@ func (v *viewer) widen() {
 	k := v.nkeys()
 	extra := 0
 	for i := range k {
-		if h := v.header(i); h.algo == Sliding {
+		if h := v.header(i); h.algo == fcap.Sliding {
 			extra += h.n
 		}
 	}
@@ -155,7 +157,7 @@ func (v *viewer) widen() {
 		src := old[h.off : h.off+h.n]
 		h.off = w
 		(&viewer{arena: b}).setHeader(i, h)
-		if h.algo == Sliding {
+		if h.algo == fcap.Sliding {
 			for _, d := range src {
 				put64(b, w, oldBase+int64(d))
 				w += 2

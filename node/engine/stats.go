@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/fcap-io/fcap"
+
 // Stats is a snapshot of the engine's size and health.
 type Stats struct {
 	Viewers      int64 // viewers held
@@ -41,13 +43,13 @@ func (e *Engine) Stats() Stats {
 
 // KeyState is one counter of a viewer, for inspection (fcapctl keys).
 type KeyState struct {
-	Hash      uint64    // KeyHash of the caps that read it
-	Algorithm Algorithm //
-	Window    int64     // the window (Sliding: the longest it retains for)
-	Limit     int       // Sliding: the most timestamps it retains
-	Times     []int64   // Sliding: timestamps, ascending
-	Bucket    int64     // Fixed: the calendar window index; Buckets: the newest bucket's index
-	Counts    []int64   // Fixed: the count; Buckets: counts, oldest bucket first
+	Hash      uint64         // KeyHash of the caps that read it
+	Algorithm fcap.Algorithm //
+	Window    int64          // the window (Sliding: the longest it retains for)
+	Limit     int            // Sliding: the most timestamps it retains
+	Times     []int64        // Sliding: timestamps, ascending
+	Bucket    int64          // Fixed: the calendar window index; Buckets: the newest bucket's index
+	Counts    []int64        // Fixed: the count; Buckets: counts, oldest bucket first
 }
 
 // ViewerState is everything the engine holds for one viewer.
@@ -77,15 +79,15 @@ func (e *Engine) Viewer(viewer string) (ViewerState, bool) {
 		h := v.header(i)
 		k := KeyState{Hash: h.hash, Algorithm: h.algo, Window: h.window}
 		switch h.algo {
-		case Sliding:
+		case fcap.Sliding:
 			k.Limit = h.limit
 			for j := range h.n {
 				k.Times = append(k.Times, v.at(h.off, j))
 			}
-		case Fixed:
+		case fcap.Fixed:
 			k.Bucket = get64(v.arena, h.off)
 			k.Counts = []int64{int64(v.arena[h.off+2])}
-		case Buckets:
+		case fcap.Buckets:
 			ring := int64(h.n - 2)
 			k.Bucket = get64(v.arena, h.off)
 			for x := k.Bucket - ring + 1; x <= k.Bucket; x++ {

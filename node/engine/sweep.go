@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/fcap-io/fcap"
+
 // Sweep visits up to budget viewer slots, continuing where the previous
 // call stopped, and frees what has aged out as of the high-water mark:
 // timestamps past their counter's window, counters with nothing left,
@@ -78,12 +80,12 @@ func (v *viewer) sweep(hw int64) bool {
 		h := v.header(i)
 		var live bool
 		switch h.algo {
-		case Sliding:
+		case fcap.Sliding:
 			v.slidingPrune(i, &h, hw-h.window)
 			live = h.n > 0
-		case Fixed:
+		case fcap.Fixed:
 			live = v.fixedLive(&h, hw)
-		case Buckets:
+		case fcap.Buckets:
 			live = v.bucketsLive(&h, hw)
 		}
 		if live {
@@ -115,11 +117,11 @@ func (v *viewer) impressions() int64 {
 	for i := range v.nkeys() {
 		h := v.header(i)
 		switch h.algo {
-		case Sliding:
+		case fcap.Sliding:
 			n += int64(h.n)
-		case Fixed:
+		case fcap.Fixed:
 			n += int64(v.arena[h.off+2])
-		case Buckets:
+		case fcap.Buckets:
 			for j := h.off + 2; j < h.off+h.n; j++ {
 				n += int64(v.arena[j])
 			}

@@ -37,8 +37,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 )
 
 // DefaultMaxBody is the default limit on a request body: room for a
@@ -246,14 +246,14 @@ func (a *API) check(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &req) {
 		return
 	}
-	cands := make([]engine.Candidate, len(req.Candidates))
+	cands := make([]fcap.Candidate, len(req.Candidates))
 	for i, c := range req.Candidates {
 		caps, err := toCaps(c.Caps)
 		if err != nil {
 			fail(w, fmt.Errorf("candidate %d: %w", i, err))
 			return
 		}
-		cands[i] = engine.Candidate{Caps: caps}
+		cands[i] = fcap.Candidate{Caps: caps}
 	}
 	id, opts, err := target(req.Viewer, req.Device, req.Now)
 	if err != nil {
@@ -309,7 +309,7 @@ func (a *API) record(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	imp := engine.Impression{ID: req.Impression.ID, Time: req.Impression.Time, Caps: caps}
+	imp := fcap.Impression{ID: req.Impression.ID, Time: req.Impression.Time, Caps: caps}
 	if req.Impression.Reservation != "" {
 		if imp.Reservation, err = strconv.ParseUint(req.Impression.Reservation, 10, 64); err != nil {
 			fail(w, fmt.Errorf("%w: reservation %q is not a decimal id", errInvalid, req.Impression.Reservation))
@@ -368,7 +368,7 @@ func (a *API) reserve(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := a.context(r)
 	defer cancel()
-	v, res, err := a.c.Reserve(ctx, id, engine.Candidate{Caps: caps}, time.Duration(req.TTLMillis)*time.Millisecond, opts...)
+	v, res, err := a.c.Reserve(ctx, id, fcap.Candidate{Caps: caps}, time.Duration(req.TTLMillis)*time.Millisecond, opts...)
 	if err != nil {
 		fail(w, err)
 		return
@@ -513,18 +513,18 @@ func at(now *int64) []client.CallOption {
 	return []client.CallOption{client.At(*now)}
 }
 
-func toCaps(in []Cap) ([]engine.Cap, error) {
-	out := make([]engine.Cap, len(in))
+func toCaps(in []Cap) ([]fcap.Cap, error) {
+	out := make([]fcap.Cap, len(in))
 	for i, c := range in {
-		alg, err := engine.ParseAlgorithm(c.Algorithm)
+		alg, err := fcap.ParseAlgorithm(c.Algorithm)
 		if err != nil {
 			return nil, fmt.Errorf("%w: cap %d: %v", errInvalid, i, err)
 		}
-		mode, err := engine.ParseMode(c.Mode)
+		mode, err := fcap.ParseMode(c.Mode)
 		if err != nil {
 			return nil, fmt.Errorf("%w: cap %d: %v", errInvalid, i, err)
 		}
-		out[i] = engine.Cap{Scope: c.Scope, ID: c.ID, Limit: c.Limit, Window: c.Window, Algorithm: alg, Mode: mode}
+		out[i] = fcap.Cap{Scope: c.Scope, ID: c.ID, Limit: c.Limit, Window: c.Window, Algorithm: alg, Mode: mode}
 	}
 	return out, nil
 }
@@ -532,14 +532,14 @@ func toCaps(in []Cap) ([]engine.Cap, error) {
 // validateImpression checks what does not depend on the nodes'
 // configuration (their id length limit does: an over-long id is refused by
 // the owner and counted as a dropped record).
-func validateImpression(viewer string, imp engine.Impression) error {
+func validateImpression(viewer string, imp fcap.Impression) error {
 	switch {
 	case viewer == "":
 		return fmt.Errorf("%w: empty viewer", errInvalid)
 	case imp.ID == "":
 		return fmt.Errorf("%w: empty impression id", errInvalid)
-	case imp.Time < 0 || imp.Time > engine.MaxTime:
-		return fmt.Errorf("%w: impression time %d outside [0, %d]", errInvalid, imp.Time, engine.MaxTime)
+	case imp.Time < 0 || imp.Time > fcap.MaxTime:
+		return fmt.Errorf("%w: impression time %d outside [0, %d]", errInvalid, imp.Time, fcap.MaxTime)
 	case len(imp.Caps) == 0:
 		return fmt.Errorf("%w: an impression needs at least one cap", errInvalid)
 	}
@@ -547,10 +547,10 @@ func validateImpression(viewer string, imp engine.Impression) error {
 		switch {
 		case c.Scope == "" || c.ID == "":
 			return fmt.Errorf("%w: cap %d: empty scope or id", errInvalid, i)
-		case c.Limit < 1 || c.Limit > engine.MaxLimit:
-			return fmt.Errorf("%w: cap %d: limit %d outside [1, %d]", errInvalid, i, c.Limit, engine.MaxLimit)
-		case c.Window < 1 || c.Window > engine.MaxTime:
-			return fmt.Errorf("%w: cap %d: window %d outside [1, %d]", errInvalid, i, c.Window, engine.MaxTime)
+		case c.Limit < 1 || c.Limit > fcap.MaxLimit:
+			return fmt.Errorf("%w: cap %d: limit %d outside [1, %d]", errInvalid, i, c.Limit, fcap.MaxLimit)
+		case c.Window < 1 || c.Window > fcap.MaxTime:
+			return fmt.Errorf("%w: cap %d: window %d outside [1, %d]", errInvalid, i, c.Window, fcap.MaxTime)
 		}
 	}
 	return nil
@@ -564,7 +564,7 @@ func toVerdict(v client.Verdict) Verdict {
 // a cluster error that is not a verdict (Release of a lost reservation).
 func fail(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, errInvalid), errors.Is(err, engine.ErrInvalid), errors.Is(err, client.ErrBadRequest):
+	case errors.Is(err, errInvalid), errors.Is(err, fcap.ErrInvalid), errors.Is(err, client.ErrBadRequest):
 		reply(w, http.StatusBadRequest, errorBody{err.Error()})
 	case errors.Is(err, client.ErrUnknownReservation):
 		reply(w, http.StatusNotFound, errorBody{err.Error()})

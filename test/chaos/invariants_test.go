@@ -6,8 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -92,7 +92,7 @@ func (h *harness) check(l *ledger, lag *lagMeter, windows []window, st client.St
 	strictOver, softOver, strictKeys := 0, 0, 0
 	for k, n := range l.acked {
 		switch {
-		case k.cap.Mode == engine.Strict:
+		case k.cap.Mode == fcap.Strict:
 			strictKeys++
 			if n > int(k.cap.Limit) {
 				strictOver += n - int(k.cap.Limit)
@@ -125,7 +125,7 @@ func (h *harness) check(l *ledger, lag *lagMeter, windows []window, st client.St
 	for k, n := range got {
 		keys++
 		sure, maybe := reported(k)
-		if a := l.acked[k] + sure; n < a && !(k.cap.Limit < engine.MaxLimit && n >= int(k.cap.Limit)) {
+		if a := l.acked[k] + sure; n < a && !(k.cap.Limit < fcap.MaxLimit && n >= int(k.cap.Limit)) {
 			m := k.cap.Mode
 			lost[m] += a - n
 			var at []string
@@ -137,7 +137,7 @@ func (h *harness) check(l *ledger, lag *lagMeter, windows []window, st client.St
 					k.viewer, owners(rc, k.viewer), k.cap, a, n, at, tally(windows, l.ackedAt[k])))
 			}
 		}
-		if most := l.acked[k] + l.unknown[k] + sure + maybe; k.cap.Limit == engine.MaxLimit && n > most {
+		if most := l.acked[k] + l.unknown[k] + sure + maybe; k.cap.Limit == fcap.MaxLimit && n > most {
 			extra += n - most
 		}
 	}
@@ -145,12 +145,12 @@ func (h *harness) check(l *ledger, lag *lagMeter, windows []window, st client.St
 		sort.Strings(lostKeys[m])
 	}
 	t.Logf("invariant acknowledged impressions lost: strict %d (want 0), soft %d (want 0: one fault at a time, R=%d) over %d counters; counted more than acknowledged+unknown: %d",
-		lost[engine.Strict], lost[engine.Soft], *replicas, keys, extra)
-	if lost[engine.Strict] != 0 {
-		h.violated("strict-loss", "%d acknowledged strict impressions lost: %v", lost[engine.Strict], lostKeys[engine.Strict])
+		lost[fcap.Strict], lost[fcap.Soft], *replicas, keys, extra)
+	if lost[fcap.Strict] != 0 {
+		h.violated("strict-loss", "%d acknowledged strict impressions lost: %v", lost[fcap.Strict], lostKeys[fcap.Strict])
 	}
-	if lost[engine.Soft] != 0 {
-		h.violated("soft-loss", "%d acknowledged soft impressions lost: %v", lost[engine.Soft], lostKeys[engine.Soft])
+	if lost[fcap.Soft] != 0 {
+		h.violated("soft-loss", "%d acknowledged soft impressions lost: %v", lost[fcap.Soft], lostKeys[fcap.Soft])
 	}
 	if d := h.direct.Load(); d != 0 {
 		t.Logf("note: %d connections bypassed the proxies (address not routed)", d)
@@ -162,7 +162,7 @@ func (h *harness) check(l *ledger, lag *lagMeter, windows []window, st client.St
 func (h *harness) readBack(l *ledger) (map[key]int, *client.Client) {
 	t := h.t
 	c := newClient(t, cluster.ClientConfig(h.seeds()...))
-	per := map[string][]engine.Cap{}
+	per := map[string][]fcap.Cap{}
 	for _, m := range []map[key]int{l.acked, l.unknown, l.queued} {
 		for k := range m {
 			per[k.viewer] = append(per[k.viewer], k.cap)
@@ -170,12 +170,12 @@ func (h *harness) readBack(l *ledger) (map[key]int, *client.Client) {
 	}
 	out := map[key]int{}
 	for v, caps := range per {
-		seen := map[engine.Cap]bool{}
-		var cands []engine.Candidate
+		seen := map[fcap.Cap]bool{}
+		var cands []fcap.Candidate
 		for _, c := range caps {
 			if !seen[c] {
 				seen[c] = true
-				cands = append(cands, engine.Candidate{Caps: []engine.Cap{c}})
+				cands = append(cands, fcap.Candidate{Caps: []fcap.Cap{c}})
 			}
 		}
 		var res *client.CheckResult

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 )
 
 // The ad server's caps. 100 candidates; each has a creative cap so large
@@ -27,18 +27,18 @@ const (
 	day           = 24 * 3_600_000
 )
 
-func candidates() []engine.Candidate {
-	out := make([]engine.Candidate, numCandidates)
+func candidates() []fcap.Candidate {
+	out := make([]fcap.Candidate, numCandidates)
 	for k := range out {
 		camp := k % numCampaigns
-		campaign := engine.Cap{Scope: "campaign", ID: fmt.Sprint("camp-", camp), Limit: softLimit, Window: day}
+		campaign := fcap.Cap{Scope: "campaign", ID: fmt.Sprint("camp-", camp), Limit: softLimit, Window: day}
 		if camp < numStrict {
-			campaign.Limit, campaign.Mode = strictLimit, engine.Strict
+			campaign.Limit, campaign.Mode = strictLimit, fcap.Strict
 		}
-		out[k] = engine.Candidate{Caps: []engine.Cap{
-			{Scope: "creative", ID: fmt.Sprint("cr-", k), Limit: engine.MaxLimit, Window: day},
+		out[k] = fcap.Candidate{Caps: []fcap.Cap{
+			{Scope: "creative", ID: fmt.Sprint("cr-", k), Limit: fcap.MaxLimit, Window: day},
 			campaign,
-			{Scope: "advertiser", ID: fmt.Sprint("adv-", k%4), Limit: engine.MaxLimit, Window: day},
+			{Scope: "advertiser", ID: fmt.Sprint("adv-", k%4), Limit: fcap.MaxLimit, Window: day},
 		}}
 	}
 	return out
@@ -47,7 +47,7 @@ func candidates() []engine.Candidate {
 // key names one counter of one viewer in the ledger.
 type key struct {
 	viewer string
-	cap    engine.Cap
+	cap    fcap.Cap
 }
 
 // ledger is what the ad server saw. A Record (an Allow, the
@@ -118,7 +118,7 @@ type load struct {
 	c        *client.Client
 	l        *ledger
 	viewers  []string
-	cands    []engine.Candidate
+	cands    []fcap.Candidate
 	rate     int // checks per second
 	deadline time.Duration
 	seed     uint64
@@ -208,7 +208,7 @@ func (ld *load) request(rng *rand.Rand, viewer string, res *client.CheckResult) 
 	}
 	caps := ld.cands[allowed[rng.IntN(len(allowed))]].Caps
 	if rng.IntN(2) == 0 {
-		imp := engine.Impression{ID: fmt.Sprint("imp-", ld.seed, "-", ld.impID.Add(1)), Time: time.Now().UnixMilli(), Caps: caps}
+		imp := fcap.Impression{ID: fmt.Sprint("imp-", ld.seed, "-", ld.impID.Add(1)), Time: time.Now().UnixMilli(), Caps: caps}
 		ok := ld.c.Record(viewer, imp)
 		l.mu.Lock()
 		defer l.mu.Unlock()

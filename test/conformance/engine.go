@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 )
 
@@ -22,6 +23,6 @@ type engineCapper struct {
 }
 
 func (c engineCapper) Allow(viewer, campaign string, now int64) (bool, error) {
-	vd, err := c.e.Allow(viewer, now, engine.Cap{Scope: "campaign", ID: campaign, Limit: c.limit, Window: c.window})
+	vd, err := c.e.Allow(viewer, now, fcap.Cap{Scope: "campaign", ID: campaign, Limit: c.limit, Window: c.window})
 	return vd.Allowed, err
 }

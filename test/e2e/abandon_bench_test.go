@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -26,7 +26,7 @@ import (
 func BenchmarkAbandonedGrants(b *testing.B) {
 	requireNoRace(b)
 	for _, nodes := range []int{1, 3} {
-		for _, mode := range []engine.Mode{engine.Soft, engine.Strict} {
+		for _, mode := range []fcap.Mode{fcap.Soft, fcap.Strict} {
 			b.Run(fmt.Sprintf("nodes=%d/%s", nodes, mode), func(b *testing.B) {
 				for range b.N {
 					raceOneCap(b, nodes, mode)
@@ -41,7 +41,7 @@ type raceFigures struct {
 	granted, denied, failOpen, failClosed, errs atomic.Int64
 }
 
-func raceOneCap(b *testing.B, n int, mode engine.Mode) {
+func raceOneCap(b *testing.B, n int, mode fcap.Mode) {
 	const (
 		clients    = 8
 		goroutines = 32
@@ -75,9 +75,9 @@ func raceOneCap(b *testing.B, n int, mode engine.Mode) {
 		cs = append(cs, c)
 	}
 	viewer := "race-viewer"
-	caps := []engine.Cap{{Scope: "campaign", ID: "race-" + mode.String(), Limit: limit, Window: 3_600_000, Mode: mode}}
+	caps := []fcap.Cap{{Scope: "campaign", ID: "race-" + mode.String(), Limit: limit, Window: 3_600_000, Mode: mode}}
 	used := func() int64 {
-		res, err := checker.Check(context.Background(), viewer, []engine.Candidate{{Caps: caps}})
+		res, err := checker.Check(context.Background(), viewer, []fcap.Candidate{{Caps: caps}})
 		if err != nil || res.Verdicts[0].Failed() {
 			b.Fatalf("check: %+v %v", res, err)
 		}

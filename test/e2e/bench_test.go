@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/test/cluster"
 )
@@ -97,9 +97,9 @@ func waitFor(b *testing.B, nodes []*cluster.Node, start time.Time, limit time.Du
 // campaigns each, one impression per counter.
 func load(b *testing.B, c *client.Client, viewers, caps int) {
 	b.Helper()
-	cs := make([]engine.Cap, caps)
+	cs := make([]fcap.Cap, caps)
 	for i := range cs {
-		cs[i] = engine.Cap{Scope: "campaign", ID: fmt.Sprint("c", i), Limit: 5, Window: 7 * 24 * 3_600_000}
+		cs[i] = fcap.Cap{Scope: "campaign", ID: fmt.Sprint("c", i), Limit: 5, Window: 7 * 24 * 3_600_000}
 	}
 	now := time.Now().UnixMilli()
 	var next atomic.Int64
@@ -115,7 +115,7 @@ func load(b *testing.B, c *client.Client, viewers, caps int) {
 					return
 				}
 				v := fmt.Sprint("bv-", i)
-				for !c.Record(v, engine.Impression{ID: v, Time: now, Caps: cs}) {
+				for !c.Record(v, fcap.Impression{ID: v, Time: now, Caps: cs}) {
 					dropped.Add(1) // queue full: wait for the senders
 					time.Sleep(time.Millisecond)
 				}
@@ -280,9 +280,9 @@ func newVerdictLoad(b *testing.B, nodes []*cluster.Node) *verdictLoad {
 	if err := c.WaitReady(ctx); err != nil {
 		b.Fatal(err)
 	}
-	caps := []engine.Cap{
-		{Scope: "campaign", ID: "fo-soft", Limit: engine.MaxLimit, Window: 3_600_000},
-		{Scope: "campaign", ID: "fo-strict", Limit: engine.MaxLimit, Window: 3_600_000, Mode: engine.Strict},
+	caps := []fcap.Cap{
+		{Scope: "campaign", ID: "fo-soft", Limit: fcap.MaxLimit, Window: 3_600_000},
+		{Scope: "campaign", ID: "fo-strict", Limit: fcap.MaxLimit, Window: 3_600_000, Mode: fcap.Strict},
 	}
 	l := &verdictLoad{c: c, calls: map[int]int{}, failed: map[int]int{}}
 	ctx, l.cancel = context.WithCancel(context.Background())

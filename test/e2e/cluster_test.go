@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/test/cluster"
 	"github.com/fcap-io/fcap/test/conformance"
 )
@@ -65,9 +65,9 @@ func TestThreeNodeCluster(t *testing.T) {
 	// One 100-candidate Check is one request, to one node.
 	const checkOK = `fcap_node_requests_total{op="check",outcome="ok"}`
 	before := sum(t, nodes, checkOK)
-	cands := make([]engine.Candidate, 100)
+	cands := make([]fcap.Candidate, 100)
 	for i := range cands {
-		cands[i].Caps = []engine.Cap{
+		cands[i].Caps = []fcap.Cap{
 			{Scope: "creative", ID: fmt.Sprint("cr-", i), Limit: 3, Window: 3_600_000},
 			{Scope: "campaign", ID: fmt.Sprint("cmp-", i/4), Limit: 5, Window: 86_400_000},
 			{Scope: "advertiser", ID: "adv-1", Limit: 20, Window: 86_400_000},
@@ -126,9 +126,9 @@ func TestSoftCapsFallBackToABackup(t *testing.T) {
 		cfg.RefreshInterval = time.Hour // keep routing to the paused owner
 	})
 	const viewer = "viewer-backup"
-	softCap := engine.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 3_600_000}
-	strictCap := engine.Cap{Scope: "campaign", ID: "strict", Limit: 3, Window: 3_600_000, Mode: engine.Strict}
-	cands := []engine.Candidate{{Caps: []engine.Cap{softCap}}, {Caps: []engine.Cap{strictCap}}}
+	softCap := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 3_600_000}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "strict", Limit: 3, Window: 3_600_000, Mode: fcap.Strict}
+	cands := []fcap.Candidate{{Caps: []fcap.Cap{softCap}}, {Caps: []fcap.Cap{strictCap}}}
 
 	// Pause the viewer's owner as the client sees it. If the client's
 	// topology moved meanwhile (gossip may suspect the paused node and

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -18,18 +18,18 @@ import (
 
 // strictBigCap is bigCap's strict twin: acknowledged only once every
 // backup applied it.
-var strictBigCap = engine.Cap{Scope: "campaign", ID: "durable-strict", Limit: bigCap.Limit, Window: bigCap.Window, Algorithm: engine.Fixed, Mode: engine.Strict}
+var strictBigCap = fcap.Cap{Scope: "campaign", ID: "durable-strict", Limit: bigCap.Limit, Window: bigCap.Window, Algorithm: fcap.Fixed, Mode: fcap.Strict}
 
 // crashTraffic runs Allow with one cap on viewers until ctx is done,
 // counting what the cluster acknowledged.
-func crashTraffic(ctx context.Context, c *client.Client, tl *tally, viewers []string, workers int, cp engine.Cap) *sync.WaitGroup {
+func crashTraffic(ctx context.Context, c *client.Client, tl *tally, viewers []string, workers int, cp fcap.Cap) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; ctx.Err() == nil; i += workers {
 				v := viewers[i%len(viewers)]
 				cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				vd, err := c.Allow(cctx, v, []engine.Cap{cp})
+				vd, err := c.Allow(cctx, v, []fcap.Cap{cp})
 				cancel()
 				tl.mu.Lock()
 				tl.attempted[v]++
@@ -45,11 +45,11 @@ func crashTraffic(ctx context.Context, c *client.Client, tl *tally, viewers []st
 
 // countCap returns how many impressions the cluster counts for viewer
 // on cp, read from the owner.
-func countCap(t *testing.T, c *client.Client, viewer string, cp engine.Cap) int {
+func countCap(t *testing.T, c *client.Client, viewer string, cp fcap.Cap) int {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		res, err := c.Check(ctx, viewer, []engine.Candidate{{Caps: []engine.Cap{cp}}})
+		res, err := c.Check(ctx, viewer, []fcap.Candidate{{Caps: []fcap.Cap{cp}}})
 		cancel()
 		if err == nil && !res.Verdicts[0].FailOpen && !res.Verdicts[0].Stale {
 			return int(cp.Limit - res.Verdicts[0].Remaining)
@@ -97,7 +97,7 @@ func TestWholeClusterKill9DefaultFsync(t *testing.T) {
 	c2 := newClient(t, nodes)
 	for _, s := range []struct {
 		tl *tally
-		cp engine.Cap
+		cp fcap.Cap
 	}{{soft, bigCap}, {hard, strictBigCap}} {
 		s.tl.mu.Lock()
 		lost := 0

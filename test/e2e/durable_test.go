@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -20,7 +20,7 @@ import (
 
 // A fixed window of ten years: one integer per viewer, so logged states
 // stay small, and no calendar boundary inside a test.
-var bigCap = engine.Cap{Scope: "campaign", ID: "durable", Limit: 60_000, Window: 10 * 365 * 24 * 3_600_000, Algorithm: engine.Fixed}
+var bigCap = fcap.Cap{Scope: "campaign", ID: "durable", Limit: 60_000, Window: 10 * 365 * 24 * 3_600_000, Algorithm: fcap.Fixed}
 
 func durableArgs(dir string) []string {
 	return []string{"--data-dir", dir, "--fsync", "always", "--snapshot-interval", "0"}
@@ -44,7 +44,7 @@ func allowTraffic(ctx context.Context, c *client.Client, tl *tally, viewers []st
 			for i := w; ctx.Err() == nil; i += workers {
 				v := viewers[i%len(viewers)]
 				cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				vd, err := c.Allow(cctx, v, []engine.Cap{bigCap})
+				vd, err := c.Allow(cctx, v, []fcap.Cap{bigCap})
 				cancel()
 				tl.mu.Lock()
 				tl.attempted[v]++
@@ -64,7 +64,7 @@ func countOf(t *testing.T, c *client.Client, viewer string) int {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		res, err := c.Check(ctx, viewer, []engine.Candidate{{Caps: []engine.Cap{bigCap}}})
+		res, err := c.Check(ctx, viewer, []fcap.Candidate{{Caps: []fcap.Cap{bigCap}}})
 		cancel()
 		if err == nil && !res.Verdicts[0].FailOpen && !res.Verdicts[0].Stale {
 			return int(bigCap.Limit - res.Verdicts[0].Remaining)
@@ -157,7 +157,7 @@ func TestDamagedLogTail(t *testing.T) {
 		viewers := viewerIDs(fmt.Sprint("tail", round), 30)
 		ctx := context.Background()
 		for _, v := range viewers {
-			if vd, err := c.Allow(ctx, v, []engine.Cap{bigCap}); err != nil || !vd.Allowed || vd.FailOpen {
+			if vd, err := c.Allow(ctx, v, []fcap.Cap{bigCap}); err != nil || !vd.Allowed || vd.FailOpen {
 				t.Fatalf("allow %s: %+v %v", v, vd, err)
 			}
 		}

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -77,8 +77,8 @@ func BenchmarkKillOvershoot(b *testing.B) {
 		}
 		cancel()
 		const limit = 5
-		soft := engine.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: 3_600_000}
-		strict := engine.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: 3_600_000, Mode: engine.Strict}
+		soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: 3_600_000}
+		strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: 3_600_000, Mode: fcap.Strict}
 		softViewers, strictViewers := viewerIDs("ko-soft", 100), viewerIDs("ko-strict", 100)
 		var (
 			mu           sync.Mutex
@@ -99,9 +99,9 @@ func BenchmarkKillOvershoot(b *testing.B) {
 				rng := rand.New(rand.NewPCG(uint64(w), 17))
 				for lctx.Err() == nil {
 					isSoft := rng.IntN(2) == 0
-					v, caps := strictViewers[rng.IntN(len(strictViewers))], []engine.Cap{strict}
+					v, caps := strictViewers[rng.IntN(len(strictViewers))], []fcap.Cap{strict}
 					if isSoft {
-						v, caps = softViewers[rng.IntN(len(softViewers))], []engine.Cap{soft}
+						v, caps = softViewers[rng.IntN(len(softViewers))], []fcap.Cap{soft}
 					}
 					vd, err := c.Allow(context.Background(), v, caps)
 					if err != nil {

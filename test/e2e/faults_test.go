@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 	"github.com/fcap-io/fcap/test/cluster"
@@ -105,12 +105,12 @@ func ownedBy(r *ring.Ring, name, prefix string, n int) []string {
 
 // backupCount asks a viewer's backup owner, in r, how many impressions
 // it holds under a cap (a Check that accepts a backup's answer).
-func backupCount(r *ring.Ring, viewer string, c engine.Cap) (int64, error) {
+func backupCount(r *ring.Ring, viewer string, c fcap.Cap) (int64, error) {
 	_, owners := r.Lookup(viewer)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var res proto.CheckResult
-	req := &proto.Check{Viewer: viewer, Backup: true, Table: engine.CheckTable{Caps: []engine.Cap{c}, Refs: []uint16{0}, Ends: []uint32{1}}}
+	req := &proto.Check{Viewer: viewer, Backup: true, Table: fcap.CheckTable{Caps: []fcap.Cap{c}, Refs: []uint16{0}, Ends: []uint32{1}}}
 	if err := client.Call(ctx, r.Member(owners[1]).Addr, req, &res); err != nil {
 		return 0, err
 	}
@@ -145,14 +145,14 @@ func TestKilledOwnerSoftWritesGoToABackup(t *testing.T) {
 	victim := nodes[0]
 	r := c.Ring()
 	const limit = 3
-	soft := engine.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: 3_600_000}
-	strict := engine.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: 3_600_000, Mode: engine.Strict}
-	tally := engine.Cap{Scope: "campaign", ID: "tally", Limit: engine.MaxLimit, Window: 3_600_000}
+	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: 3_600_000}
+	strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: 3_600_000, Mode: fcap.Strict}
+	tally := fcap.Cap{Scope: "campaign", ID: "tally", Limit: fcap.MaxLimit, Window: 3_600_000}
 	viewers := ownedBy(r, victim.Name, "killed-owner", 20)
 	granted := map[string]int{}
 	for _, v := range viewers {
 		for range limit {
-			vd, err := c.Allow(context.Background(), v, []engine.Cap{soft})
+			vd, err := c.Allow(context.Background(), v, []fcap.Cap{soft})
 			if err != nil || !vd.Allowed || vd.Failed() {
 				t.Fatalf("Allow %s before the kill: %+v, %v", v, vd, err)
 			}
@@ -171,7 +171,7 @@ func TestKilledOwnerSoftWritesGoToABackup(t *testing.T) {
 	victim.Kill()
 	byBackup, failedOpen := 0, 0
 	for _, v := range viewers {
-		vd, err := c.Allow(context.Background(), v, []engine.Cap{soft})
+		vd, err := c.Allow(context.Background(), v, []fcap.Cap{soft})
 		before := c.Ring().Epoch() == r.Epoch()
 		switch {
 		case err != nil:
@@ -184,14 +184,14 @@ func TestKilledOwnerSoftWritesGoToABackup(t *testing.T) {
 		if vd.Allowed {
 			granted[v]++
 		}
-		vd, err = c.Allow(context.Background(), v, []engine.Cap{strict})
+		vd, err = c.Allow(context.Background(), v, []fcap.Cap{strict})
 		if err != nil {
 			t.Fatalf("strict Allow %s: %v", v, err)
 		}
 		if c.Ring().Epoch() == r.Epoch() && (vd.Allowed || !vd.FailClosed) {
 			t.Errorf("strict Allow %s with its owner dead: %+v, want fail-closed", v, vd)
 		}
-		c.Record(v, engine.Impression{ID: "imp-" + v, Time: time.Now().UnixMilli(), Caps: []engine.Cap{tally}})
+		c.Record(v, fcap.Impression{ID: "imp-" + v, Time: time.Now().UnixMilli(), Caps: []fcap.Cap{tally}})
 	}
 	if failedOpen > 0 {
 		t.Errorf("%d of %d soft Allows for a killed owner's viewers were decided by the failure policy, want a backup's answer", failedOpen, len(viewers))

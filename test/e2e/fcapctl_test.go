@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -58,7 +58,7 @@ func clusterStatus(t *testing.T, addr string) statusJSON {
 func TestFcapctlStatusAndDrain(t *testing.T) {
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
 	c := testClient(t, seeds(nodes...))
-	capc := engine.Cap{Scope: "campaign", ID: "drain", Limit: engine.MaxLimit, Window: 24 * 3_600_000}
+	capc := fcap.Cap{Scope: "campaign", ID: "drain", Limit: fcap.MaxLimit, Window: 24 * 3_600_000}
 	viewers := viewerIDs("drain", 200)
 	l := newLedger()
 	ctx, stop := context.WithCancel(context.Background())

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/test/cluster"
 )
@@ -61,7 +61,7 @@ func settledGauges(t *testing.T, nodes []*cluster.Node, after string) {
 func TestGaugesResetWhenAPeerDies(t *testing.T) {
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
 	c := testClient(t, seeds(nodes...))
-	capc := engine.Cap{Scope: "campaign", ID: "gauges", Limit: engine.MaxLimit, Window: 24 * 3_600_000}
+	capc := fcap.Cap{Scope: "campaign", ID: "gauges", Limit: fcap.MaxLimit, Window: 24 * 3_600_000}
 	l := newLedger()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -87,7 +87,7 @@ func TestGaugesResetWhenAPeerDies(t *testing.T) {
 func TestGaugesAfterADrain(t *testing.T) {
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
 	c := testClient(t, seeds(nodes...))
-	capc := engine.Cap{Scope: "campaign", ID: "gauges-drain", Limit: engine.MaxLimit, Window: 24 * 3_600_000}
+	capc := fcap.Cap{Scope: "campaign", ID: "gauges-drain", Limit: fcap.MaxLimit, Window: 24 * 3_600_000}
 	l := newLedger()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -44,9 +44,9 @@ func BenchmarkSoftFailOpenDeadBackup(b *testing.B) {
 			_, owners := r.Lookup(fmt.Sprintf("fo-%d", i))
 			exposed[i] = len(owners) == 2 && r.Member(owners[0]).Name != dead.Name && r.Member(owners[1]).Name == dead.Name
 		}
-		caps := []engine.Cap{
-			{Scope: "campaign", ID: "fo-soft", Limit: engine.MaxLimit, Window: 3_600_000},
-			{Scope: "campaign", ID: "fo-strict", Limit: engine.MaxLimit, Window: 3_600_000, Mode: engine.Strict},
+		caps := []fcap.Cap{
+			{Scope: "campaign", ID: "fo-soft", Limit: fcap.MaxLimit, Window: 3_600_000},
+			{Scope: "campaign", ID: "fo-strict", Limit: fcap.MaxLimit, Window: 3_600_000, Mode: fcap.Strict},
 		}
 		type call struct {
 			at       time.Time

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/test/cluster"
 )
@@ -28,13 +28,13 @@ func TestStrictWaitDoesNotBlockTheConnection(t *testing.T) {
 			mine = append(mine, v)
 		}
 	}
-	strictCap := engine.Cap{Scope: "campaign", ID: "hol-strict", Limit: 1000, Window: 3_600_000, Mode: engine.Strict}
-	softCap := engine.Cap{Scope: "campaign", ID: "hol-soft", Limit: 1000, Window: 3_600_000}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "hol-strict", Limit: 1000, Window: 3_600_000, Mode: fcap.Strict}
+	softCap := fcap.Cap{Scope: "campaign", ID: "hol-soft", Limit: 1000, Window: 3_600_000}
 	// A strict write first, so n1's sender to n2 is connected: frozen,
 	// n2 then accepts bytes and never answers.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if vd, err := c.Allow(ctx, mine[0], []engine.Cap{strictCap}); err != nil || !vd.Allowed || vd.Failed() {
+	if vd, err := c.Allow(ctx, mine[0], []fcap.Cap{strictCap}); err != nil || !vd.Allowed || vd.Failed() {
 		t.Fatalf("strict Allow with both nodes up: %+v %v", vd, err)
 	}
 	nodes[1].Pause()
@@ -47,8 +47,8 @@ func TestStrictWaitDoesNotBlockTheConnection(t *testing.T) {
 	defer conn.Close()
 	var frames []byte
 	for id, m := range []proto.Message{
-		&proto.Allow{Viewer: mine[0], Caps: []engine.Cap{strictCap}},
-		&proto.Allow{Viewer: mine[1], Caps: []engine.Cap{softCap}},
+		&proto.Allow{Viewer: mine[0], Caps: []fcap.Cap{strictCap}},
+		&proto.Allow{Viewer: mine[1], Caps: []fcap.Cap{softCap}},
 	} {
 		if frames, err = proto.AppendFrame(frames, uint64(id+1), m); err != nil {
 			t.Fatal(err)

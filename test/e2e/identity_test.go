@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/test/cluster"
 )
@@ -31,7 +31,7 @@ func TestOneViewerOnThreeDevices(t *testing.T) {
 	c := identityClient(t, nodes...)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, mode := range []engine.Mode{engine.Soft, engine.Strict} {
+	for _, mode := range []fcap.Mode{fcap.Soft, fcap.Strict} {
 		for trial := range 4 {
 			person := fmt.Sprintf("person-%v-%d", mode, trial)
 			devices := []string{person + "-phone", person + "-tv", person + "-laptop"}
@@ -40,11 +40,11 @@ func TestOneViewerOnThreeDevices(t *testing.T) {
 					t.Fatalf("Link(%s, %s): %d %v", d, person, n, err)
 				}
 			}
-			capc := engine.Cap{Scope: "campaign", ID: "three", Limit: 3, Window: 3_600_000, Mode: mode}
+			capc := fcap.Cap{Scope: "campaign", ID: "three", Limit: 3, Window: 3_600_000, Mode: mode}
 			granted := 0
 			for i := range 6 {
 				d := devices[rng.IntN(len(devices))]
-				vd, err := c.Allow(ctx, d, []engine.Cap{capc}, client.Device())
+				vd, err := c.Allow(ctx, d, []fcap.Cap{capc}, client.Device())
 				if err != nil || vd.Failed() {
 					t.Fatalf("Allow %d on %s: %+v %v", i, d, vd, err)
 				}
@@ -55,7 +55,7 @@ func TestOneViewerOnThreeDevices(t *testing.T) {
 					t.Fatalf("%s, impression %d on %s: allowed %v, want %v", person, i+1, d, vd.Allowed, want)
 				}
 			}
-			res, err := c.Check(ctx, person, []engine.Candidate{{Caps: []engine.Cap{capc}}})
+			res, err := c.Check(ctx, person, []fcap.Candidate{{Caps: []fcap.Cap{capc}}})
 			if err != nil || res.Verdicts[0].Allowed || granted != 3 {
 				t.Fatalf("%s: %d granted; the viewer itself: %+v %v", person, granted, res.Verdicts, err)
 			}
@@ -75,10 +75,10 @@ func TestLinkAfterImpressionsMergesExactly(t *testing.T) {
 	cluster.WaitActive(t, nodes, 3)
 	c := identityClient(t, nodes...)
 	ctx := context.Background()
-	capc := engine.Cap{Scope: "campaign", ID: "five", Limit: 5, Window: 3_600_000, Mode: engine.Strict}
+	capc := fcap.Cap{Scope: "campaign", ID: "five", Limit: 5, Window: 3_600_000, Mode: fcap.Strict}
 	allow := func(id string, opts ...client.CallOption) bool {
 		t.Helper()
-		vd, err := c.Allow(ctx, id, []engine.Cap{capc}, opts...)
+		vd, err := c.Allow(ctx, id, []fcap.Cap{capc}, opts...)
 		if err != nil || vd.Failed() {
 			t.Fatalf("Allow(%s): %+v %v", id, vd, err)
 		}
@@ -97,7 +97,7 @@ func TestLinkAfterImpressionsMergesExactly(t *testing.T) {
 	}
 	// reader: 1 + 2 merged = 3 of 5; a record through the device (the
 	// asynchronous path) makes 4.
-	if !c.RecordDevice("tablet", engine.Impression{ID: "tablet-played-1", Time: time.Now().UnixMilli(), Caps: []engine.Cap{capc}}) {
+	if !c.RecordDevice("tablet", fcap.Impression{ID: "tablet-played-1", Time: time.Now().UnixMilli(), Caps: []fcap.Cap{capc}}) {
 		t.Fatal("RecordDevice refused to queue")
 	}
 	fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
@@ -200,16 +200,16 @@ func TestResolutionSurvivesANodeKill(t *testing.T) {
 		return true
 	}, "partitions not served again")
 	fresh := identityClient(t, alive...) // no cached resolutions
-	capc := engine.Cap{Scope: "campaign", ID: "after-kill", Limit: 1, Window: 3_600_000, Mode: engine.Strict}
+	capc := fcap.Cap{Scope: "campaign", ID: "after-kill", Limit: 1, Window: 3_600_000, Mode: fcap.Strict}
 	for i := range n {
 		d, who := fmt.Sprintf("dev-%d", i), fmt.Sprintf("who-%d", i)
 		if v, err := fresh.Resolve(ctx, d); err != nil || v != who {
 			t.Fatalf("after the kill, Resolve(%s) = %q %v, want %q", d, v, err, who)
 		}
-		if vd, err := fresh.Allow(ctx, d, []engine.Cap{capc}, client.Device()); err != nil || !vd.Allowed {
+		if vd, err := fresh.Allow(ctx, d, []fcap.Cap{capc}, client.Device()); err != nil || !vd.Allowed {
 			t.Fatalf("Allow(%s): %+v %v", d, vd, err)
 		}
-		if vd, err := fresh.Allow(ctx, who, []engine.Cap{capc}); err != nil || vd.Allowed {
+		if vd, err := fresh.Allow(ctx, who, []fcap.Cap{capc}); err != nil || vd.Allowed {
 			t.Fatalf("the viewer %s after its device's impression: %+v %v, want denied", who, vd, err)
 		}
 	}

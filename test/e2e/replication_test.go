@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -33,7 +33,7 @@ func newLedger() *ledger {
 // traffic runs Allow calls on a set of viewers until stop, each a new
 // impression on a cap so large it never denies, so the count of every
 // viewer is exactly its acknowledged calls. Checks run beside them.
-func traffic(ctx context.Context, c *client.Client, l *ledger, viewers []string, capc engine.Cap, workers int) *sync.WaitGroup {
+func traffic(ctx context.Context, c *client.Client, l *ledger, viewers []string, capc fcap.Cap, workers int) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -42,7 +42,7 @@ func traffic(ctx context.Context, c *client.Client, l *ledger, viewers []string,
 			rng := rand.New(rand.NewPCG(uint64(w), 7))
 			for ctx.Err() == nil {
 				v := viewers[rng.IntN(len(viewers))]
-				vd, err := c.Allow(context.Background(), v, []engine.Cap{capc})
+				vd, err := c.Allow(context.Background(), v, []fcap.Cap{capc})
 				l.mu.Lock()
 				switch {
 				case err != nil:
@@ -55,7 +55,7 @@ func traffic(ctx context.Context, c *client.Client, l *ledger, viewers []string,
 				}
 				l.mu.Unlock()
 				if rng.IntN(4) == 0 {
-					res, err := c.Check(context.Background(), v, []engine.Candidate{{Caps: []engine.Cap{capc}}})
+					res, err := c.Check(context.Background(), v, []fcap.Candidate{{Caps: []fcap.Cap{capc}}})
 					l.mu.Lock()
 					if err != nil {
 						l.errors++
@@ -71,14 +71,14 @@ func traffic(ctx context.Context, c *client.Client, l *ledger, viewers []string,
 }
 
 // counted asks the cluster how many impressions each viewer holds.
-func counted(t *testing.T, c *client.Client, viewers []string, capc engine.Cap) map[string]int {
+func counted(t *testing.T, c *client.Client, viewers []string, capc fcap.Cap) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	for _, v := range viewers {
 		var res *client.CheckResult
 		cluster.Eventually(t, 30*time.Second, func() bool {
 			var err error
-			res, err = c.Check(context.Background(), v, []engine.Candidate{{Caps: []engine.Cap{capc}}})
+			res, err = c.Check(context.Background(), v, []fcap.Candidate{{Caps: []fcap.Cap{capc}}})
 			return err == nil && !res.Verdicts[0].Failed()
 		}, "the cluster does not answer for %s", v)
 		out[v] = int(capc.Limit - res.Verdicts[0].Remaining)
@@ -142,7 +142,7 @@ func waitStable(t *testing.T, nodes []*cluster.Node) {
 func TestScaleUpAndDownUnderTraffic(t *testing.T) {
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
 	c := testClient(t, seeds(nodes...))
-	capc := engine.Cap{Scope: "campaign", ID: "scale", Limit: engine.MaxLimit, Window: 24 * 3_600_000}
+	capc := fcap.Cap{Scope: "campaign", ID: "scale", Limit: fcap.MaxLimit, Window: 24 * 3_600_000}
 	viewers := viewerIDs("scale", 300)
 	l := newLedger()
 	ctx, stop := context.WithCancel(context.Background())
@@ -203,7 +203,7 @@ func TestScaleUpAndDownUnderTraffic(t *testing.T) {
 // capTraffic runs Allow calls against a cap with a real limit, recording
 // grants: it shows both loss (a grant the cluster forgot) and overshoot
 // (more grants than the limit).
-func capTraffic(ctx context.Context, c *client.Client, l *ledger, viewers []string, capc engine.Cap, workers int) *sync.WaitGroup {
+func capTraffic(ctx context.Context, c *client.Client, l *ledger, viewers []string, capc fcap.Cap, workers int) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -212,7 +212,7 @@ func capTraffic(ctx context.Context, c *client.Client, l *ledger, viewers []stri
 			rng := rand.New(rand.NewPCG(uint64(w), 11))
 			for ctx.Err() == nil {
 				v := viewers[rng.IntN(len(viewers))]
-				vd, err := c.Allow(context.Background(), v, []engine.Cap{capc})
+				vd, err := c.Allow(context.Background(), v, []fcap.Cap{capc})
 				l.mu.Lock()
 				switch {
 				case err != nil:
@@ -240,8 +240,8 @@ func crashTest(t *testing.T, size, replicas int, kill []int, restart bool) {
 	nodes := cluster.StartCluster(t, size, cluster.Options{Replicas: replicas})
 	c := testClient(t, seeds(nodes...))
 	const limit = 40
-	strictCap := engine.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: 24 * 3_600_000, Mode: engine.Strict}
-	softCap := engine.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: 24 * 3_600_000}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: 24 * 3_600_000, Mode: fcap.Strict}
+	softCap := fcap.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: 24 * 3_600_000}
 	strictViewers, softViewers := viewerIDs("strict", 60), viewerIDs("soft", 60)
 	strict, soft := newLedger(), newLedger()
 	ctx, stop := context.WithCancel(context.Background())
@@ -340,7 +340,7 @@ func TestKillTwoOfFive(t *testing.T) { crashTest(t, 5, 3, []int{1, 3}, false) }
 func TestRollingRestart(t *testing.T) {
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
 	c := testClient(t, seeds(nodes...))
-	capc := engine.Cap{Scope: "campaign", ID: "rolling", Limit: engine.MaxLimit, Window: 24 * 3_600_000}
+	capc := fcap.Cap{Scope: "campaign", ID: "rolling", Limit: fcap.MaxLimit, Window: 24 * 3_600_000}
 	viewers := viewerIDs("rolling", 200)
 	l := newLedger()
 	ctx, stop := context.WithCancel(context.Background())

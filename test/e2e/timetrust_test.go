@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -32,7 +32,7 @@ func TestFutureTimeCannotDisableCappingAcrossRestart(t *testing.T) {
 
 const tenYearsMillis = int64(10 * 365 * 24 * time.Hour / time.Millisecond)
 
-var capDay3 = engine.Cap{Scope: "campaign", ID: "day3", Limit: 3, Window: int64(24 * time.Hour / time.Millisecond)}
+var capDay3 = fcap.Cap{Scope: "campaign", ID: "day3", Limit: 3, Window: int64(24 * time.Hour / time.Millisecond)}
 
 func futureTimeAttack(t *testing.T, durable bool) {
 	// Every node holds every viewer; JSON calls get a deadline that a busy
@@ -49,7 +49,7 @@ func futureTimeAttack(t *testing.T, durable bool) {
 	capped := viewerIDs("capped", 30)
 	for _, v := range capped {
 		for i := range 4 {
-			vd, err := c.Allow(ctx, v, []engine.Cap{capDay3})
+			vd, err := c.Allow(ctx, v, []fcap.Cap{capDay3})
 			if err != nil || vd.Failed() || vd.Allowed != (i < 3) {
 				t.Fatalf("setup: allow %d of %s = %+v %v", i+1, v, vd, err)
 			}
@@ -66,17 +66,17 @@ func futureTimeAttack(t *testing.T, durable bool) {
 	if code := postJSON(t, attacked, "/v1/record", fmt.Sprintf(`{"viewer":"attacker","impression":{"id":"json-future","time":%d,"caps":[%s]}}`, future, capJSON)); code != http.StatusBadRequest {
 		t.Errorf("JSON record ten years ahead: HTTP %d, want 400", code)
 	}
-	if _, err := c.Allow(ctx, "attacker", []engine.Cap{capDay3}, client.At(future)); !errors.Is(err, client.ErrBadRequest) {
+	if _, err := c.Allow(ctx, "attacker", []fcap.Cap{capDay3}, client.At(future)); !errors.Is(err, client.ErrBadRequest) {
 		t.Errorf("allow ten years ahead: err = %v, want a bad request", err)
 	}
-	if _, err := c.Check(ctx, "attacker", []engine.Candidate{{Caps: []engine.Cap{capDay3}}}, client.At(future)); !errors.Is(err, client.ErrBadRequest) {
+	if _, err := c.Check(ctx, "attacker", []fcap.Candidate{{Caps: []fcap.Cap{capDay3}}}, client.At(future)); !errors.Is(err, client.ErrBadRequest) {
 		t.Errorf("check ten years ahead: err = %v, want a bad request", err)
 	}
 	// Past the default skew of a minute, not ten years: refused too.
-	if _, err := c.Check(ctx, "attacker", []engine.Candidate{{Caps: []engine.Cap{capDay3}}}, client.At(time.Now().UnixMilli()+2*time.Minute.Milliseconds())); !errors.Is(err, client.ErrBadRequest) {
+	if _, err := c.Check(ctx, "attacker", []fcap.Candidate{{Caps: []fcap.Cap{capDay3}}}, client.At(time.Now().UnixMilli()+2*time.Minute.Milliseconds())); !errors.Is(err, client.ErrBadRequest) {
 		t.Errorf("check two minutes ahead: err = %v, want a bad request", err)
 	}
-	c.Record("attacker", engine.Impression{ID: "client-future", Time: future, Caps: []engine.Cap{capDay3}})
+	c.Record("attacker", fcap.Impression{ID: "client-future", Time: future, Caps: []fcap.Cap{capDay3}})
 	flush(t, c)
 
 	capsHold(t, nodes, c, capped, "after the attack")
@@ -109,15 +109,15 @@ func capsHold(t *testing.T, nodes []*cluster.Node, c *client.Client, capped []st
 	// Real-time impressions count: each fresh viewer gets one at a cap of
 	// one, so an Allow after it must be denied. A stale impression would
 	// count nothing and the Allow would be granted.
-	once := engine.Cap{Scope: "campaign", ID: "once", Limit: 1, Window: int64(time.Hour / time.Millisecond)}
+	once := fcap.Cap{Scope: "campaign", ID: "once", Limit: 1, Window: int64(time.Hour / time.Millisecond)}
 	fresh := viewerIDs("fresh-"+fmt.Sprint(time.Now().UnixNano()), 30)
 	for _, v := range fresh {
-		c.Record(v, engine.Impression{ID: v + "-imp", Time: time.Now().UnixMilli(), Caps: []engine.Cap{once}})
+		c.Record(v, fcap.Impression{ID: v + "-imp", Time: time.Now().UnixMilli(), Caps: []fcap.Cap{once}})
 	}
 	flush(t, c)
 	stale := 0
 	for _, v := range fresh {
-		vd, err := c.Allow(ctx, v, []engine.Cap{once})
+		vd, err := c.Allow(ctx, v, []fcap.Cap{once})
 		if err != nil || vd.Failed() {
 			t.Fatalf("%s: allow %s: %+v %v", when, v, vd, err)
 		}
@@ -134,7 +134,7 @@ func capsHold(t *testing.T, nodes []*cluster.Node, c *client.Client, capped []st
 	unblocked := map[string]bool{}
 	for deadline := time.Now().Add(12 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 		for _, v := range capped {
-			res, err := c.Check(ctx, v, []engine.Candidate{{Caps: []engine.Cap{capDay3}}})
+			res, err := c.Check(ctx, v, []fcap.Candidate{{Caps: []fcap.Cap{capDay3}}})
 			if err != nil {
 				t.Fatalf("%s: check %s: %v", when, v, err)
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
@@ -61,11 +62,11 @@ func TestFcapctlVerifyFindsDrift(t *testing.T) {
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2, DataDir: dataDir})
 	cluster.WaitActive(t, nodes, 3)
 	c := testClient(t, seeds(nodes...))
-	strict := engine.Cap{Scope: "campaign", ID: "verify", Limit: 100, Window: 24 * 3_600_000, Mode: engine.Strict}
+	strict := fcap.Cap{Scope: "campaign", ID: "verify", Limit: 100, Window: 24 * 3_600_000, Mode: fcap.Strict}
 	const viewers = 40
 	for i := range viewers {
 		for range 3 {
-			vd, err := c.Allow(context.Background(), fmt.Sprintf("verify-%d", i), []engine.Cap{strict})
+			vd, err := c.Allow(context.Background(), fmt.Sprintf("verify-%d", i), []fcap.Cap{strict})
 			if err != nil || !vd.Allowed {
 				t.Fatalf("Allow: %+v %v", vd, err)
 			}
@@ -78,13 +79,13 @@ func TestFcapctlVerifyFindsDrift(t *testing.T) {
 	}
 
 	// Writes going on (soft caps: replicated asynchronously) are not drift.
-	soft := engine.Cap{Scope: "campaign", ID: "busy", Limit: engine.MaxLimit, Window: 24 * 3_600_000}
+	soft := fcap.Cap{Scope: "campaign", ID: "busy", Limit: fcap.MaxLimit, Window: 24 * 3_600_000}
 	busy, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := 0; busy.Err() == nil; i++ {
-			c.Allow(context.Background(), fmt.Sprintf("busy-%d", i%50), []engine.Cap{soft})
+			c.Allow(context.Background(), fmt.Sprintf("busy-%d", i%50), []fcap.Cap{soft})
 		}
 	}()
 	rep, code = runVerify(t, nodes[0].Data)

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/test/cluster"
 )
@@ -172,7 +172,7 @@ type prober struct {
 	failed []string
 }
 
-var probeCap = engine.Cap{Scope: "campaign", ID: "probe", Limit: engine.MaxLimit, Window: 3_600_000}
+var probeCap = fcap.Cap{Scope: "campaign", ID: "probe", Limit: fcap.MaxLimit, Window: 3_600_000}
 
 func newProber(t *testing.T, c *client.Client) *prober {
 	p := &prober{c: c, done: make(chan struct{})}
@@ -203,14 +203,14 @@ func newProber(t *testing.T, c *client.Client) *prober {
 // call makes one Check and one Allow and reports whichever failed.
 func (p *prober) call() error {
 	ctx := context.Background()
-	res, err := p.c.Check(ctx, "probe-viewer", []engine.Candidate{{Caps: []engine.Cap{probeCap}}})
+	res, err := p.c.Check(ctx, "probe-viewer", []fcap.Candidate{{Caps: []fcap.Cap{probeCap}}})
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
 	if v := res.Verdicts[0]; v.Failed() || !v.Allowed {
 		return fmt.Errorf("check: verdict %+v (fail-open/closed: the node did not answer)", v)
 	}
-	v, err := p.c.Allow(ctx, "probe-viewer", []engine.Cap{probeCap})
+	v, err := p.c.Allow(ctx, "probe-viewer", []fcap.Cap{probeCap})
 	if err != nil {
 		return fmt.Errorf("allow: %w", err)
 	}
@@ -406,7 +406,7 @@ func hugeLength(t *testing.T, addr string, probe func(*testing.T)) {
 // hanging half sent, which the idle timeout ends (its header arrived
 // within the handshake timeout).
 func truncatedFrames(t *testing.T, addr string, probe func(*testing.T)) {
-	check := frame(t, 9, &proto.Check{Viewer: "v", Table: engine.CheckTable{Caps: []engine.Cap{probeCap}, Refs: []uint16{0}, Ends: []uint32{1}}})
+	check := frame(t, 9, &proto.Check{Viewer: "v", Table: fcap.CheckTable{Caps: []fcap.Cap{probeCap}, Refs: []uint16{0}, Ends: []uint32{1}}})
 	for _, cut := range []int{2, proto.HeaderSize - 1, len(check) - 1} {
 		c := dial(t, addr)
 		c.send(check[:cut])
@@ -694,7 +694,7 @@ func isTimeout(err error) bool {
 // complete.
 func slowloris(t *testing.T, n *cluster.Node, addr string, probe func(*testing.T)) {
 	before := n.Metric("fcap_node_handshake_closed_total")
-	check := frame(t, 9, &proto.Check{Viewer: "v", Table: engine.CheckTable{Caps: []engine.Cap{probeCap}, Refs: []uint16{0}, Ends: []uint32{1}}})
+	check := frame(t, 9, &proto.Check{Viewer: "v", Table: fcap.CheckTable{Caps: []fcap.Cap{probeCap}, Refs: []uint16{0}, Ends: []uint32{1}}})
 	var wg sync.WaitGroup
 	for range 20 {
 		c := dial(t, addr)

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/test/cluster"
 )
@@ -134,7 +134,7 @@ func newFastCaller(t *testing.T, addr string) *fastCaller {
 				return
 			case <-tick.C:
 			}
-			v, err := c.Allow(context.Background(), "fast-viewer", []engine.Cap{probeCap})
+			v, err := c.Allow(context.Background(), "fast-viewer", []fcap.Cap{probeCap})
 			f.calls.Add(1)
 			if err != nil || v.Failed() {
 				f.failed.Add(1)
@@ -213,7 +213,7 @@ func TestNewClientDuringIdleFlood(t *testing.T) {
 				t.Fatalf("a new client could not connect with %d idle connections open: %v (node: %v connections, %v refused)", idle, err,
 					m["fcap_node_connections"], m["fcap_node_connections_refused_total"])
 			}
-			v, err := c.Allow(ctx, "new-client", []engine.Cap{probeCap})
+			v, err := c.Allow(ctx, "new-client", []fcap.Cap{probeCap})
 			if err != nil || v.Failed() {
 				t.Fatalf("a new client's Allow with %d idle connections open: %+v %v", idle, v, err)
 			}

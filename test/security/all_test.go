@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -42,9 +42,9 @@ func TestSecuredCluster(t *testing.T) {
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	strictCap := engine.Cap{Scope: "campaign", ID: "secured", Limit: 1, Window: 1 << 40, Mode: engine.Strict}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "secured", Limit: 1, Window: 1 << 40, Mode: fcap.Strict}
 	for i, want := range []bool{true, false} {
-		v, err := c.Allow(ctx, "viewer", []engine.Cap{strictCap})
+		v, err := c.Allow(ctx, "viewer", []fcap.Cap{strictCap})
 		if err != nil || v.Allowed != want || v.FailClosed || v.FailOpen {
 			t.Fatalf("strict allow %d: %+v, %v; want allowed %v, answered", i, v, err, want)
 		}

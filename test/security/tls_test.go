@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/test/cluster"
 )
@@ -51,7 +51,7 @@ func TestTLSDataPlane(t *testing.T) {
 	ca := newPKI(t, "cluster")
 	nodes := cluster.StartCluster(t, 2, cluster.Options{Replicas: 2, Args: tlsArgs(t, ca)})
 
-	strictCap := engine.Cap{Scope: "campaign", ID: "tls", Limit: 1, Window: 1 << 40, Mode: engine.Strict}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "tls", Limit: 1, Window: 1 << 40, Mode: fcap.Strict}
 	refused := "viewer-refused"
 	try := func(a *client.Admin) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -59,7 +59,7 @@ func TestTLSDataPlane(t *testing.T) {
 		var errs []error
 		for _, n := range nodes {
 			var res proto.AllowResult
-			err := a.Call(ctx, n.Data, &proto.Allow{Viewer: refused, Caps: []engine.Cap{strictCap}}, &res)
+			err := a.Call(ctx, n.Data, &proto.Allow{Viewer: refused, Caps: []fcap.Cap{strictCap}}, &res)
 			if err == nil {
 				return nil
 			}
@@ -86,7 +86,7 @@ func TestTLSDataPlane(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i, want := range []bool{true, false} {
-		v, err := c.Allow(ctx, refused, []engine.Cap{strictCap})
+		v, err := c.Allow(ctx, refused, []fcap.Cap{strictCap})
 		if err != nil || v.Allowed != want || v.FailClosed || v.FailOpen {
 			t.Fatalf("strict allow %d over TLS: %+v, %v; want allowed %v, answered", i, v, err, want)
 		}

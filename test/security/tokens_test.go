@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/test/cluster"
 )
@@ -33,11 +33,11 @@ func TestTokens(t *testing.T) {
 	writeFile(t, tokens, "# role token\nadserver "+adToken+"\noperator "+opToken+"\npeer "+peerToken)
 	nodes := cluster.StartCluster(t, 2, cluster.Options{Replicas: 2, Args: []string{"--tokens-file", tokens}})
 
-	strictCap := engine.Cap{Scope: "campaign", ID: "tokens", Limit: 1, Window: 1 << 40, Mode: engine.Strict}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "tokens", Limit: 1, Window: 1 << 40, Mode: fcap.Strict}
 	viewer := "viewer-refused"
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	allow := &proto.Allow{Viewer: viewer, Caps: []engine.Cap{strictCap}}
+	allow := &proto.Allow{Viewer: viewer, Caps: []fcap.Cap{strictCap}}
 
 	for _, c := range []struct {
 		name  string
@@ -84,7 +84,7 @@ func TestTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range []bool{true, false} {
-		v, err := c.Allow(ctx, viewer, []engine.Cap{strictCap})
+		v, err := c.Allow(ctx, viewer, []fcap.Cap{strictCap})
 		if err != nil || v.Allowed != want || v.FailClosed || v.FailOpen {
 			t.Fatalf("strict allow %d with the ad server's token: %+v, %v; want allowed %v, answered", i, v, err, want)
 		}
