@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/node/httpapi"
 	"github.com/fcap-io/fcap/node/wal"
 	"github.com/fcap-io/fcap/proto"
@@ -39,7 +40,7 @@ type Config struct {
 	// Membership configures gossip and the ring. Its nested memberlist
 	// config holds the gossip bind address (default 127.0.0.1:7946). Self
 	// is filled in by the node.
-	Membership ring.MembershipConfig
+	Membership gossip.Config
 
 	// Engine configures the cap engine.
 	Engine engine.Config
@@ -232,7 +233,7 @@ func DefaultConfig() Config {
 		Name:         name,
 		DataAddr:     "127.0.0.1:7700",
 		HTTPAddr:     "127.0.0.1:7780",
-		Membership:   ring.DefaultMembershipConfig(ring.Member{Name: name}),
+		Membership:   gossip.DefaultConfig(ring.Member{Name: name}),
 		Engine:       engine.DefaultConfig(),
 		MaxFrame:     proto.DefaultMaxFrame,
 		MaxConns:     4096,
@@ -273,7 +274,7 @@ func DefaultLocalConfig(name string) Config {
 	c.Name = name
 	c.DataAddr = "127.0.0.1:0"
 	c.HTTPAddr = "127.0.0.1:0"
-	c.Membership = ring.DefaultLocalMembershipConfig(ring.Member{Name: name})
+	c.Membership = gossip.DefaultLocalConfig(ring.Member{Name: name})
 	c.Membership.Memberlist.BindAddr = "127.0.0.1"
 	c.Membership.Memberlist.BindPort = 0
 	c.Membership.Memberlist.AdvertisePort = 0

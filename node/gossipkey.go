@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/proto"
-	"github.com/fcap-io/fcap/ring"
 )
 
 // gossipKey applies a GossipKey request to this node's own gossip
@@ -22,11 +22,11 @@ func (n *Node) gossipKey(m *proto.GossipKey) (*proto.GossipKeyResult, error) {
 	var key []byte
 	if m.Op != proto.GossipKeyList {
 		var err error
-		if key, err = ring.ParseGossipKey(m.Key); err != nil {
+		if key, err = gossip.ParseKey(m.Key); err != nil {
 			return nil, refusal(proto.CodeBadRequest, "%v", err)
 		}
 	}
-	fp := ring.KeyFingerprint(key)
+	fp := gossip.KeyFingerprint(key)
 	switch m.Op {
 	case proto.GossipKeyList:
 	case proto.GossipKeyInstall:
@@ -50,7 +50,7 @@ func (n *Node) gossipKey(m *proto.GossipKey) (*proto.GossipKeyResult, error) {
 	keys := kr.GetKeys()
 	res := &proto.GossipKeyResult{Keys: make([]string, len(keys))}
 	for i, k := range keys {
-		res.Keys[i] = ring.KeyFingerprint(k)
+		res.Keys[i] = gossip.KeyFingerprint(k)
 	}
 	if len(keys) > 0 {
 		res.Primary = res.Keys[0]

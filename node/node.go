@@ -21,6 +21,7 @@ import (
 
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/node/httpapi"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -32,7 +33,7 @@ type Node struct {
 	log     *slog.Logger
 	engine  *engine.Engine
 	durable *durable // the data dir's log and snapshots; nil when memory only
-	members *ring.Membership
+	members *gossip.Membership
 	metrics *metrics
 	clock   func() int64
 
@@ -48,7 +49,7 @@ type Node struct {
 	view   atomic.Pointer[view] // the ring as this node routes by
 	ringMu sync.Mutex           // orders view changes (gossip callbacks and Start)
 	repl   *replicator
-	gossip atomic.Pointer[ring.Membership] // members, for callbacks that may run before Start returns
+	gossip atomic.Pointer[gossip.Membership] // members, for callbacks that may run before Start returns
 
 	draining atomic.Bool // no new connections, requests end the connection once answered
 	left     atomic.Bool // handed over and left the gossip pool: answer NotOwner
@@ -174,7 +175,7 @@ func Start(cfg Config) (*Node, error) {
 	mcfg.Memberlist.Name = cfg.Name
 	mcfg.Logger = n.log
 	mcfg.OnChange = n.onRingChange
-	if n.members, err = ring.NewMembership(mcfg); err != nil {
+	if n.members, err = gossip.New(mcfg); err != nil {
 		n.closeListeners()
 		n.closeDurable()
 		return nil, fmt.Errorf("start gossip: %w", err)

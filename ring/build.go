@@ -59,7 +59,7 @@ func Build(cfg Config, members []Member) (*Ring, error) {
 	slices.SortFunc(ms, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
 	var active []uint16
 	for i, m := range ms {
-		if err := m.validate(); err != nil {
+		if err := m.Validate(); err != nil {
 			return nil, err
 		}
 		if i > 0 && ms[i-1].Name == m.Name {

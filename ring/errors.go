@@ -26,11 +26,4 @@ var (
 
 	// ErrTable rejects an owners table FromTable cannot trust.
 	ErrTable = errors.New("ring: invalid owners table")
-
-	// ErrShutdown is returned by Membership methods called after Shutdown.
-	ErrShutdown = errors.New("ring: membership is shut down")
-
-	// ErrLeft is returned by SetState after Leave: a node that has left
-	// the gossip pool cannot announce itself again.
-	ErrLeft = errors.New("ring: membership has left the cluster")
 )

@@ -6,8 +6,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package if any test leaves a goroutine behind:
-// Membership's own, or memberlist's after Shutdown.
+// TestMain fails the package if any test leaves a goroutine behind.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/hashicorp/memberlist"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -63,8 +62,8 @@ type Member struct {
 	Incarnation int64
 }
 
-// validate checks what Build and FromTable need of a member.
-func (m Member) validate() error {
+// Validate checks what Build and FromTable need of a member.
+func (m Member) Validate() error {
 	if m.Name == "" {
 		return fmt.Errorf("%w: empty name", ErrMember)
 	}
@@ -84,12 +83,18 @@ const metaVersion = 1
 // at least: version, Addr, HTTPAddr, State, Incarnation.
 const metaFields = 5
 
+// MaxMetaSize is the longest metadata MarshalMeta produces and
+// UnmarshalMeta accepts: memberlist's node metadata limit
+// (memberlist.MetaMaxSize, 512 bytes; package gossip checks the two
+// agree). The ring does not import memberlist, so a client that routes by
+// the ring links no gossip code.
+const MaxMetaSize = 512
+
 // MarshalMeta encodes everything but Name (memberlist carries the name) as
 // msgpack for memberlist node metadata: the array
 // [version, Addr, HTTPAddr, State, Incarnation]. It refuses a member that
 // UnmarshalMeta would refuse (empty Addr, unknown State) and an encoding
-// longer than memberlist.MetaMaxSize (512 bytes), for which memberlist
-// would panic.
+// longer than MaxMetaSize, for which memberlist would panic.
 func (m Member) MarshalMeta() ([]byte, error) {
 	if m.Addr == "" {
 		return nil, fmt.Errorf("%w: empty addr", ErrMeta)
@@ -107,8 +112,8 @@ func (m Member) MarshalMeta() ([]byte, error) {
 	_ = enc.EncodeString(m.HTTPAddr)
 	_ = enc.EncodeUint(uint64(m.State))
 	_ = enc.EncodeInt(m.Incarnation)
-	if buf.Len() > memberlist.MetaMaxSize {
-		return nil, fmt.Errorf("%w: %d bytes, more than memberlist's %d", ErrMeta, buf.Len(), memberlist.MetaMaxSize)
+	if buf.Len() > MaxMetaSize {
+		return nil, fmt.Errorf("%w: %d bytes, more than memberlist's %d", ErrMeta, buf.Len(), MaxMetaSize)
 	}
 	return buf.Bytes(), nil
 }
@@ -133,8 +138,8 @@ func unmarshalMeta(name string, meta []byte) (Member, error) {
 	if len(meta) == 0 {
 		return Member{}, fmt.Errorf("no metadata")
 	}
-	if len(meta) > memberlist.MetaMaxSize {
-		return Member{}, fmt.Errorf("%d bytes, more than %d", len(meta), memberlist.MetaMaxSize)
+	if len(meta) > MaxMetaSize {
+		return Member{}, fmt.Errorf("%d bytes, more than %d", len(meta), MaxMetaSize)
 	}
 	r := bytes.NewReader(meta)
 	d := msgpack.NewDecoder(r)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/memberlist"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -114,11 +113,5 @@ func TestUnmarshalMetaSkipsNewFields(t *testing.T) {
 	}
 	if want := (Member{Name: "n", Addr: "a:1", HTTPAddr: "b:2", State: Leaving, Incarnation: 5}); m != want {
 		t.Fatalf("got %+v, want %+v", m, want)
-	}
-}
-
-func TestMetaFitsMemberlist(t *testing.T) {
-	if memberlist.MetaMaxSize != 512 {
-		t.Fatalf("memberlist.MetaMaxSize = %d; the docs say 512", memberlist.MetaMaxSize)
 	}
 }

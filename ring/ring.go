@@ -9,10 +9,11 @@
 // names. Routing a request is then a hash, a modulo and a slice: no lock,
 // no allocation.
 //
-// A Ring is an immutable snapshot. Membership keeps the current one for a
-// node: it follows the cluster through hashicorp/memberlist gossip, builds
-// a new Ring on every change and swaps it in whole. A client, which does
-// not gossip, rebuilds the ring a node sent it with FromTable.
+// A Ring is an immutable snapshot. A node's gossip.Membership (package
+// node/gossip) keeps the current one: it follows the cluster through
+// hashicorp/memberlist gossip, builds a new Ring on every change and swaps
+// it in whole. A client, which does not gossip, rebuilds the ring a node
+// sent it with FromTable; the ring package links no gossip code.
 //
 // Every ring has an epoch, a hash of its content (see Ring.Epoch). Nodes
 // put it on every response so a client notices when its ring is stale.
@@ -22,6 +23,7 @@ package ring
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -221,4 +223,58 @@ next:
 		return false
 	}
 	return true
+}
+
+// Check verifies what every ring must hold: members sorted, every
+// partition owned by min(R, active) distinct owning members, each owner's
+// rank consistent, the rest of the table NoOwner, and a non-zero epoch.
+// Build and FromTable only make rings that pass; tests of the packages
+// that keep rings (membership, the node) use it to say so.
+func (r *Ring) Check() error {
+	active := 0
+	for i, m := range r.Members() {
+		if i > 0 && r.Members()[i-1].Name >= m.Name {
+			return fmt.Errorf("members not sorted: %q then %q", r.Members()[i-1].Name, m.Name)
+		}
+		if m.State.Owns() {
+			active++
+		}
+	}
+	if r.ActiveMembers() != active {
+		return fmt.Errorf("ActiveMembers = %d, want %d", r.ActiveMembers(), active)
+	}
+	if r.Epoch() == 0 {
+		return fmt.Errorf("epoch 0")
+	}
+	want := min(r.Replicas(), active)
+	if len(r.Table()) != r.Partitions()*r.Replicas() {
+		return fmt.Errorf("table has %d places, want %d", len(r.Table()), r.Partitions()*r.Replicas())
+	}
+	for p := range r.Partitions() {
+		owners := r.Owners(p)
+		if len(owners) != want {
+			return fmt.Errorf("partition %d has %d owners, want %d", p, len(owners), want)
+		}
+		for k, o := range owners {
+			if m := r.Member(o); !m.State.Owns() {
+				return fmt.Errorf("partition %d owner %d is %q, %v", p, k, m.Name, m.State)
+			}
+			if slices.Contains(owners[:k], o) {
+				return fmt.Errorf("partition %d has owner %d twice: %v", p, o, owners)
+			}
+			if got := r.Rank(p, r.Member(o).Name); got != k {
+				return fmt.Errorf("Rank(%d, %q) = %d, want %d", p, r.Member(o).Name, got, k)
+			}
+		}
+		for _, o := range r.Table()[p*r.Replicas()+want : (p+1)*r.Replicas()] {
+			if o != NoOwner {
+				return fmt.Errorf("partition %d: owner %d past the %d owners", p, o, want)
+			}
+		}
+		m, ok := r.Owner(p)
+		if ok != (want > 0) || ok && m.Name != r.Member(owners[0]).Name {
+			return fmt.Errorf("Owner(%d) = %v, %v", p, m, ok)
+		}
+	}
+	return nil
 }

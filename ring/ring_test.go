@@ -31,55 +31,11 @@ func mustBuild(t testing.TB, cfg Config, ms []Member) *Ring {
 	return r
 }
 
-// checkRing checks what every ring must hold: members sorted, every
-// partition owned by min(R, active) distinct Active members, the rest of
-// the table NoOwner, and a non-zero epoch.
+// checkRing fails the test when r breaks an invariant (Ring.Check).
 func checkRing(t testing.TB, r *Ring) {
 	t.Helper()
-	active := 0
-	for i, m := range r.Members() {
-		if i > 0 && r.Members()[i-1].Name >= m.Name {
-			t.Fatalf("members not sorted: %q then %q", r.Members()[i-1].Name, m.Name)
-		}
-		if m.State.Owns() {
-			active++
-		}
-	}
-	if r.ActiveMembers() != active {
-		t.Fatalf("ActiveMembers = %d, want %d", r.ActiveMembers(), active)
-	}
-	if r.Epoch() == 0 {
-		t.Fatal("epoch 0")
-	}
-	want := min(r.Replicas(), active)
-	if len(r.Table()) != r.Partitions()*r.Replicas() {
-		t.Fatalf("table has %d places, want %d", len(r.Table()), r.Partitions()*r.Replicas())
-	}
-	for p := range r.Partitions() {
-		owners := r.Owners(p)
-		if len(owners) != want {
-			t.Fatalf("partition %d has %d owners, want %d", p, len(owners), want)
-		}
-		for k, o := range owners {
-			if m := r.Member(o); !m.State.Owns() {
-				t.Fatalf("partition %d owner %d is %q, %v", p, k, m.Name, m.State)
-			}
-			if slices.Contains(owners[:k], o) {
-				t.Fatalf("partition %d has owner %d twice: %v", p, o, owners)
-			}
-			if got := r.Rank(p, r.Member(o).Name); got != k {
-				t.Fatalf("Rank(%d, %q) = %d, want %d", p, r.Member(o).Name, got, k)
-			}
-		}
-		for _, o := range r.Table()[p*r.Replicas()+want : (p+1)*r.Replicas()] {
-			if o != NoOwner {
-				t.Fatalf("partition %d: owner %d past the %d owners", p, o, want)
-			}
-		}
-		m, ok := r.Owner(p)
-		if ok != (want > 0) || ok && m.Name != r.Member(owners[0]).Name {
-			t.Fatalf("Owner(%d) = %v, %v", p, m, ok)
-		}
+	if err := r.Check(); err != nil {
+		t.Fatal(err)
 	}
 }
 

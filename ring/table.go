@@ -38,7 +38,7 @@ func fromTable(epoch uint64, partitions, replicas int, members []Member, owners 
 	}
 	active := 0
 	for i, m := range members {
-		if err := m.validate(); err != nil {
+		if err := m.Validate(); err != nil {
 			return nil, err
 		}
 		if i > 0 && members[i-1].Name >= m.Name {

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/proto"
-	"github.com/fcap-io/fcap/ring"
 )
 
 var gossipKeyOps = map[string]proto.GossipKeyOp{
@@ -71,12 +71,12 @@ func runGossipKey(args []string, stdout, stderr io.Writer) int {
 			fs.Usage()
 			return 2
 		}
-		key, err := ring.ParseGossipKey(req.Key)
+		key, err := gossip.ParseKey(req.Key)
 		if err != nil {
 			fmt.Fprintf(stderr, "fcapctl gossip-key: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stderr, "key %s\n", ring.KeyFingerprint(key))
+		fmt.Fprintf(stderr, "key %s\n", gossip.KeyFingerprint(key))
 	} else if fs.NArg() != 1 {
 		fs.Usage()
 		return 2

@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/ring"
+	"github.com/fcap-io/fcap/node/gossip"
 )
 
 // gossipBlocklistEnv names a file of cut gossip links, a FAULT-INJECTION
@@ -25,7 +25,7 @@ import (
 // test splits and heals a cluster by rewriting it.
 const gossipBlocklistEnv = "FCAP_FAULT_GOSSIP_BLOCKLIST"
 
-// installGossipFaults wraps the gossip transport in ring.FaultTransport
+// installGossipFaults wraps the gossip transport in gossip.FaultTransport
 // when the environment asks for it.
 func installGossipFaults(cfg *node.Config, getenv func(string) string, logger *log.Logger) error {
 	path := getenv(gossipBlocklistEnv)
@@ -43,7 +43,7 @@ func installGossipFaults(cfg *node.Config, getenv func(string) string, logger *l
 	}
 	self := net.JoinHostPort(ml.BindAddr, strconv.Itoa(inner.GetAutoBindPort()))
 	b := &blocklist{path: path, self: self}
-	ml.Transport = &ring.FaultTransport{Transport: inner, Cut: b.cut}
+	ml.Transport = &gossip.FaultTransport{Transport: inner, Cut: b.cut}
 	return nil
 }
 

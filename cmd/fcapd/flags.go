@@ -15,6 +15,7 @@ import (
 
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/ring"
 )
 
@@ -216,11 +217,11 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	self := ring.Member{Name: o.name}
 	switch o.gossipProfile {
 	case "lan":
-		cfg.Membership = ring.DefaultMembershipConfig(self)
+		cfg.Membership = gossip.DefaultConfig(self)
 	case "local":
-		cfg.Membership = ring.DefaultLocalMembershipConfig(self)
+		cfg.Membership = gossip.DefaultLocalConfig(self)
 	case "wan":
-		cfg.Membership = ring.DefaultMembershipConfig(self)
+		cfg.Membership = gossip.DefaultConfig(self)
 		cfg.Membership.Memberlist = wanConfig()
 	default:
 		return cfg, fmt.Errorf("--gossip-profile must be lan, wan or local, got %q", o.gossipProfile)
@@ -240,7 +241,7 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	if key, err := o.readGossipKey(); err != nil {
 		return cfg, err
 	} else if key != nil {
-		if err := ring.EncryptGossip(ml, key); err != nil {
+		if err := gossip.Encrypt(ml, key); err != nil {
 			return cfg, err
 		}
 	}
@@ -283,7 +284,7 @@ func (o *options) readGossipKey() ([]byte, error) {
 	case text == "":
 		return nil, nil
 	}
-	key, err := ring.ParseGossipKey(text)
+	key, err := gossip.ParseKey(text)
 	if err != nil {
 		return nil, fmt.Errorf("--gossip-key: %w", err)
 	}

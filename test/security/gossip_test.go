@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/proto"
-	"github.com/fcap-io/fcap/ring"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -30,11 +30,11 @@ func newKey(t *testing.T) string {
 
 func fingerprint(t *testing.T, b64 string) string {
 	t.Helper()
-	k, err := ring.ParseGossipKey(b64)
+	k, err := gossip.ParseKey(b64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ring.KeyFingerprint(k)
+	return gossip.KeyFingerprint(k)
 }
 
 // topology asks a node for its ring.

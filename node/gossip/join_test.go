@@ -1,4 +1,4 @@
-package ring
+package gossip
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ring
+package gossip
 
 import (
 	"crypto/sha256"
@@ -7,20 +7,21 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fcap-io/fcap/ring"
 	"github.com/hashicorp/memberlist"
 )
 
-// ParseGossipKey decodes a gossip key written in standard base64 (as
+// ParseKey decodes a gossip key written in standard base64 (as
 // "openssl rand -base64 32" prints it; surrounding white space is
 // ignored) and checks that it is an AES-128, 192 or 256 key: 16, 24 or
 // 32 bytes. The error never quotes the key.
-func ParseGossipKey(s string) ([]byte, error) {
+func ParseKey(s string) ([]byte, error) {
 	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
 	if err != nil {
-		return nil, fmt.Errorf("%w: gossip key is not standard base64", ErrConfig)
+		return nil, fmt.Errorf("%w: gossip key is not standard base64", ring.ErrConfig)
 	}
 	if err := memberlist.ValidateKey(b); err != nil {
-		return nil, fmt.Errorf("%w: gossip key of %d bytes: it must be 16, 24 or 32 bytes (AES-128, 192 or 256)", ErrConfig, len(b))
+		return nil, fmt.Errorf("%w: gossip key of %d bytes: it must be 16, 24 or 32 bytes (AES-128, 192 or 256)", ring.ErrConfig, len(b))
 	}
 	return b, nil
 }
@@ -33,15 +34,15 @@ func KeyFingerprint(key []byte) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// EncryptGossip makes ml encrypt and authenticate every gossip message
+// Encrypt makes ml encrypt and authenticate every gossip message
 // with key (AES-GCM): ml gets a keyring holding just key, and verifies
 // both incoming and outgoing traffic, so a node without the key can
 // neither join nor be understood. The keyring may change at run time
 // (Keyring.AddKey, UseKey, RemoveKey); nothing of it is persisted.
-func EncryptGossip(ml *memberlist.Config, key []byte) error {
+func Encrypt(ml *memberlist.Config, key []byte) error {
 	kr, err := memberlist.NewKeyring(nil, key)
 	if err != nil {
-		return fmt.Errorf("%w: gossip key: %w", ErrConfig, err)
+		return fmt.Errorf("%w: gossip key: %w", ring.ErrConfig, err)
 	}
 	ml.Keyring = kr
 	ml.SecretKey = nil

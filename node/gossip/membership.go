@@ -1,4 +1,4 @@
-package ring
+package gossip
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fcap-io/fcap/ring"
 	"github.com/hashicorp/memberlist"
 )
 
@@ -24,10 +25,10 @@ import (
 // answers, and re-joining seeds that are not members every
 // ReconcileInterval so clusters that formed apart merge).
 type Membership struct {
-	cfg     MembershipConfig
+	cfg     Config
 	log     *slog.Logger
 	list    *memberlist.Memberlist
-	current atomic.Pointer[Ring]
+	current atomic.Pointer[ring.Ring]
 
 	dirty  chan struct{}      // size 1: the membership changed, rebuild
 	kick   chan struct{}      // size 1: we may be alone, join now
@@ -51,7 +52,7 @@ type Membership struct {
 	selfMu sync.Mutex
 	// self and meta are guarded by selfMu. meta is never modified, only
 	// replaced, so it may be handed to memberlist without a copy.
-	self Member
+	self ring.Member
 	meta []byte
 
 	lifeMu sync.Mutex
@@ -66,11 +67,11 @@ type Membership struct {
 	badMeta map[string]string
 }
 
-// NewMembership creates the memberlist, builds the first ring (just us,
+// New creates the memberlist, builds the first ring (just us,
 // owning every partition if Self is Active) and starts the goroutines
 // that join seeds and rebuild the ring. It returns without waiting for a
 // join: Ring() holds just us until some seed answers.
-func NewMembership(cfg MembershipConfig) (*Membership, error) {
+func New(cfg Config) (*Membership, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -85,7 +86,7 @@ func NewMembership(cfg MembershipConfig) (*Membership, error) {
 	if err != nil {
 		return nil, err
 	}
-	first, err := Build(cfg.Ring, []Member{cfg.Self})
+	first, err := ring.Build(cfg.Ring, []ring.Member{cfg.Self})
 	if err != nil {
 		return nil, err
 	}
@@ -130,10 +131,10 @@ func NewMembership(cfg MembershipConfig) (*Membership, error) {
 }
 
 // Ring returns the current ring: an atomic load, no lock.
-func (m *Membership) Ring() *Ring { return m.current.Load() }
+func (m *Membership) Ring() *ring.Ring { return m.current.Load() }
 
 // Self returns our own metadata as last set.
-func (m *Membership) Self() Member {
+func (m *Membership) Self() ring.Member {
 	m.selfMu.Lock()
 	defer m.selfMu.Unlock()
 	return m.self
@@ -152,9 +153,9 @@ func (m *Membership) NumMembers() int { return m.list.NumMembers() }
 // every node's ring rebuilds with it. It waits up to UpdateTimeout for the
 // update to reach some other node; on timeout the new state is already in
 // effect here and spreads with the next gossip, and the error says so.
-func (m *Membership) SetState(s State) error {
+func (m *Membership) SetState(s ring.State) error {
 	if !s.Valid() {
-		return fmt.Errorf("%w: unknown %v", ErrMember, s)
+		return fmt.Errorf("%w: unknown %v", ring.ErrMember, s)
 	}
 	m.lifeMu.Lock()
 	defer m.lifeMu.Unlock()
@@ -286,9 +287,9 @@ func (m *Membership) snapshot() map[string]nodeView {
 // differs from the current one.
 func (m *Membership) rebuild() {
 	nodes := m.snapshot()
-	members := make([]Member, 0, len(nodes))
+	members := make([]ring.Member, 0, len(nodes))
 	for name, n := range nodes {
-		mem, err := UnmarshalMeta(name, n.meta)
+		mem, err := ring.UnmarshalMeta(name, n.meta)
 		if err != nil {
 			if m.badMeta[name] != string(n.meta) {
 				m.badMeta[name] = string(n.meta)
@@ -307,7 +308,7 @@ func (m *Membership) rebuild() {
 	if len(nodes) <= 1 {
 		m.kickJoin()
 	}
-	r, err := Build(m.cfg.Ring, members)
+	r, err := ring.Build(m.cfg.Ring, members)
 	if err != nil {
 		m.log.Error("ring: cannot build a ring; keeping the current one", "members", len(members), "err", err)
 		return
@@ -318,7 +319,7 @@ func (m *Membership) rebuild() {
 	}
 	m.current.Store(r)
 	m.log.Info("ring: new ring", "epoch", fmt.Sprintf("%016x", r.Epoch()), "members", len(r.Members()),
-		"active", r.ActiveMembers(), "moved_primaries", MovedPrimaries(old, r))
+		"active", r.ActiveMembers(), "moved_primaries", ring.MovedPrimaries(old, r))
 	if m.cfg.OnChange != nil {
 		m.cfg.OnChange(old, r)
 	}

@@ -1,4 +1,4 @@
-package ring
+package gossip
 
 import (
 	"errors"
@@ -6,12 +6,13 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fcap-io/fcap/ring"
 	"github.com/hashicorp/memberlist"
 )
 
-// MembershipConfig configures a Membership. Start from
-// DefaultMembershipConfig or DefaultLocalMembershipConfig.
-type MembershipConfig struct {
+// Config configures a Membership. Start from
+// DefaultConfig or DefaultLocalConfig.
+type Config struct {
 	// Memberlist is memberlist's own config, nested, not copied: bind and
 	// advertise addresses, timings, keyring. Its Name must equal
 	// Self.Name. It must not set Delegate or Events: Membership sets
@@ -23,7 +24,7 @@ type MembershipConfig struct {
 	// Self is our own metadata, gossiped to the cluster: State is usually
 	// Joining (a node that must pull its partitions' state first) or
 	// Active. Addr must not be empty.
-	Self Member
+	Self ring.Member
 
 	// Seeds are the gossip addresses ("host:port", or "host" for
 	// Memberlist.BindPort) of other nodes to join. They may include our
@@ -33,7 +34,7 @@ type MembershipConfig struct {
 
 	// Ring configures the rings Membership builds; every node must use
 	// the same. Default DefaultConfig().
-	Ring Config
+	Ring ring.Config
 
 	// JoinBackoffMin is the first retry delay while no seed answers.
 	// Each failed round doubles it, up to JoinBackoffMax, and each delay
@@ -60,25 +61,25 @@ type MembershipConfig struct {
 	// does. Calls never overlap; while one runs, further changes
 	// coalesce into the next call. It must not call Shutdown (which
 	// waits for it). Default nil.
-	OnChange func(old, new *Ring)
+	OnChange func(old, new *ring.Ring)
 
 	// Logger receives Membership's logs and memberlist's (at the level
 	// memberlist gives them). Default slog.Default().
 	Logger *slog.Logger
 }
 
-// defaultUpdateTimeout is the default MembershipConfig.UpdateTimeout.
+// defaultUpdateTimeout is the default Config.UpdateTimeout.
 const defaultUpdateTimeout = 5 * time.Second
 
-// DefaultMembershipConfig returns the production defaults for the node
+// DefaultConfig returns the production defaults for the node
 // self, on LANMemberlistConfig() with Name set to self.Name.
-func DefaultMembershipConfig(self Member) MembershipConfig {
+func DefaultConfig(self ring.Member) Config {
 	ml := LANMemberlistConfig()
 	ml.Name = self.Name
-	return MembershipConfig{
+	return Config{
 		Memberlist:        ml,
 		Self:              self,
-		Ring:              DefaultConfig(),
+		Ring:              ring.DefaultConfig(),
 		JoinBackoffMin:    100 * time.Millisecond,
 		JoinBackoffMax:    5 * time.Second,
 		ReconcileInterval: 10 * time.Second,
@@ -126,13 +127,13 @@ func LANMemberlistConfig() *memberlist.Config {
 	return ml
 }
 
-// DefaultLocalMembershipConfig returns defaults for tests and local runs:
+// DefaultLocalConfig returns defaults for tests and local runs:
 // memberlist.DefaultLocalConfig() bound to 127.0.0.1 on a port the kernel
 // picks (see Membership.GossipAddr), with faster probes, gossip and
 // push-pull, more retransmissions (so news reaches every node of a small
 // cluster by gossip, not only by the next push-pull), and short join and
 // reconcile delays.
-func DefaultLocalMembershipConfig(self Member) MembershipConfig {
+func DefaultLocalConfig(self ring.Member) Config {
 	ml := memberlist.DefaultLocalConfig()
 	ml.Name = self.Name
 	ml.BindAddr = "127.0.0.1"
@@ -143,7 +144,7 @@ func DefaultLocalMembershipConfig(self Member) MembershipConfig {
 	ml.RetransmitMult = 4
 	ml.PushPullInterval = time.Second
 	ml.GossipToTheDeadTime = 2 * time.Second
-	c := DefaultMembershipConfig(self)
+	c := DefaultConfig(self)
 	c.Memberlist = ml
 	c.JoinBackoffMin = 20 * time.Millisecond
 	c.JoinBackoffMax = 500 * time.Millisecond
@@ -153,40 +154,40 @@ func DefaultLocalMembershipConfig(self Member) MembershipConfig {
 }
 
 // Validate checks every field and how they fit together.
-func (c *MembershipConfig) Validate() error {
+func (c *Config) Validate() error {
 	var errs []error
 	if c.Memberlist == nil {
-		errs = append(errs, fmt.Errorf("%w: Memberlist is nil", ErrConfig))
+		errs = append(errs, fmt.Errorf("%w: Memberlist is nil", ring.ErrConfig))
 	} else {
 		if c.Memberlist.Name != c.Self.Name {
-			errs = append(errs, fmt.Errorf("%w: Memberlist.Name %q differs from Self.Name %q", ErrConfig, c.Memberlist.Name, c.Self.Name))
+			errs = append(errs, fmt.Errorf("%w: Memberlist.Name %q differs from Self.Name %q", ring.ErrConfig, c.Memberlist.Name, c.Self.Name))
 		}
 		if c.Memberlist.Delegate != nil || c.Memberlist.Events != nil {
-			errs = append(errs, fmt.Errorf("%w: Memberlist.Delegate and Memberlist.Events must be nil: Membership sets them", ErrConfig))
+			errs = append(errs, fmt.Errorf("%w: Memberlist.Delegate and Memberlist.Events must be nil: Membership sets them", ring.ErrConfig))
 		}
 	}
-	if err := c.Self.validate(); err != nil {
-		errs = append(errs, fmt.Errorf("%w: Self: %w", ErrConfig, err))
+	if err := c.Self.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: Self: %w", ring.ErrConfig, err))
 	}
 	if _, err := c.Self.MarshalMeta(); err != nil {
-		errs = append(errs, fmt.Errorf("%w: Self: %w", ErrConfig, err))
+		errs = append(errs, fmt.Errorf("%w: Self: %w", ring.ErrConfig, err))
 	}
 	for i, s := range c.Seeds {
 		if s == "" {
-			errs = append(errs, fmt.Errorf("%w: Seeds[%d] is empty", ErrConfig, i))
+			errs = append(errs, fmt.Errorf("%w: Seeds[%d] is empty", ring.ErrConfig, i))
 		}
 	}
 	if err := c.Ring.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.JoinBackoffMin <= 0 || c.JoinBackoffMax < c.JoinBackoffMin {
-		errs = append(errs, fmt.Errorf("%w: JoinBackoffMin (%v) must be positive and at most JoinBackoffMax (%v)", ErrConfig, c.JoinBackoffMin, c.JoinBackoffMax))
+		errs = append(errs, fmt.Errorf("%w: JoinBackoffMin (%v) must be positive and at most JoinBackoffMax (%v)", ring.ErrConfig, c.JoinBackoffMin, c.JoinBackoffMax))
 	}
 	if c.ReconcileInterval <= 0 {
-		errs = append(errs, fmt.Errorf("%w: ReconcileInterval must be positive, got %v", ErrConfig, c.ReconcileInterval))
+		errs = append(errs, fmt.Errorf("%w: ReconcileInterval must be positive, got %v", ring.ErrConfig, c.ReconcileInterval))
 	}
 	if c.UpdateTimeout < 0 {
-		errs = append(errs, fmt.Errorf("%w: UpdateTimeout must not be negative, got %v", ErrConfig, c.UpdateTimeout))
+		errs = append(errs, fmt.Errorf("%w: UpdateTimeout must not be negative, got %v", ring.ErrConfig, c.UpdateTimeout))
 	}
 	return errors.Join(errs...)
 }

@@ -1,4 +1,4 @@
-package ring
+package gossip
 
 import (
 	"errors"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap/ring"
 	"github.com/hashicorp/memberlist"
 )
 
@@ -75,10 +76,10 @@ func freePorts(t *testing.T, n int) []int {
 // node describes one Membership of a test cluster.
 type node struct {
 	name  string
-	state State
+	state ring.State
 	seeds []int // indexes of the cluster's nodes to list as seeds
 	port  int   // gossip port; 0 picks a free one
-	edit  func(*MembershipConfig)
+	edit  func(*Config)
 }
 
 // cluster starts the nodes at the same moment, on ports picked for them
@@ -118,14 +119,14 @@ func startCluster(t *testing.T, nodes []node) ([]*Membership, error) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, n := range nodes {
-		self := Member{
+		self := ring.Member{
 			Name:        n.name,
 			Addr:        fmt.Sprintf("127.0.0.1:%d", 20000+i),
 			HTTPAddr:    fmt.Sprintf("127.0.0.1:%d", 30000+i),
 			State:       n.state,
 			Incarnation: time.Now().UnixNano(),
 		}
-		cfg := DefaultLocalMembershipConfig(self)
+		cfg := DefaultLocalConfig(self)
 		cfg.Memberlist.BindPort = ports[i]
 		cfg.Logger = testLogger
 		for _, s := range n.seeds {
@@ -136,7 +137,7 @@ func startCluster(t *testing.T, nodes []node) ([]*Membership, error) {
 		}
 		wg.Go(func() {
 			<-start
-			ms[i], errs[i] = NewMembership(cfg)
+			ms[i], errs[i] = New(cfg)
 		})
 	}
 	close(start)
@@ -153,7 +154,7 @@ func startCluster(t *testing.T, nodes []node) ([]*Membership, error) {
 }
 
 // names returns the names of a ring's members.
-func names(r *Ring) []string {
+func names(r *ring.Ring) []string {
 	var ns []string
 	for _, m := range r.Members() {
 		ns = append(ns, m.Name)
@@ -173,7 +174,7 @@ func agree(ms []*Membership, want ...string) bool {
 	return true
 }
 
-func all(n int, state State) []node {
+func all(n int, state ring.State) []node {
 	nodes := make([]node, n)
 	for i := range nodes {
 		nodes[i] = node{name: fmt.Sprintf("node-%d", i), state: state}
@@ -189,9 +190,9 @@ func all(n int, state State) []node {
 func TestMembershipFormsOneCluster(t *testing.T) {
 	var changes atomic.Int64
 	var lastEpoch atomic.Uint64
-	nodes := all(3, Active)
-	nodes[0].edit = func(c *MembershipConfig) {
-		c.OnChange = func(old, new *Ring) {
+	nodes := all(3, ring.Active)
+	nodes[0].edit = func(c *Config) {
+		c.OnChange = func(old, new *ring.Ring) {
 			if old == nil || new == nil || old.Epoch() == new.Epoch() {
 				t.Errorf("OnChange(%v, %v)", old, new)
 			}
@@ -201,13 +202,15 @@ func TestMembershipFormsOneCluster(t *testing.T) {
 	}
 	ms := cluster(t, nodes)
 	waitFor(t, "three nodes agree on one ring", func() bool { return agree(ms, "node-0", "node-1", "node-2") })
-	checkRing(t, ms[0].Ring())
+	if err := ms[0].Ring().Check(); err != nil {
+		t.Fatal(err)
+	}
 	for _, m := range ms {
 		if m.NumMembers() != 3 {
 			t.Errorf("%s: NumMembers = %d", m.Self().Name, m.NumMembers())
 		}
 		for _, mem := range m.Ring().Members() {
-			if mem.State != Active || !strings.HasPrefix(mem.Addr, "127.0.0.1:2000") {
+			if mem.State != ring.Active || !strings.HasPrefix(mem.Addr, "127.0.0.1:2000") {
 				t.Errorf("%s sees %+v", m.Self().Name, mem)
 			}
 		}
@@ -219,16 +222,16 @@ func TestMembershipFormsOneCluster(t *testing.T) {
 
 	// node-2 starts handing off: the others see it Leaving, still owning
 	// its partitions until it leaves.
-	if err := ms[2].SetState(Leaving); err != nil {
+	if err := ms[2].SetState(ring.Leaving); err != nil {
 		t.Fatal(err)
 	}
-	if ms[2].Self().State != Leaving {
+	if ms[2].Self().State != ring.Leaving {
 		t.Fatalf("Self().State = %v", ms[2].Self().State)
 	}
-	waitFor(t, "node-2 is Leaving in every ring", func() bool {
+	waitFor(t, "node-2 is ring.Leaving in every ring", func() bool {
 		for _, m := range ms {
 			i, ok := m.Ring().Find("node-2")
-			if !ok || m.Ring().Member(i).State != Leaving {
+			if !ok || m.Ring().Member(i).State != ring.Leaving {
 				return false
 			}
 		}
@@ -236,9 +239,11 @@ func TestMembershipFormsOneCluster(t *testing.T) {
 	})
 	for _, m := range ms {
 		if ps := m.Ring().OwnedBy("node-2", -1); len(ps) == 0 {
-			t.Fatalf("%s: Leaving node-2 owns nothing before it left", m.Self().Name)
+			t.Fatalf("%s: ring.Leaving node-2 owns nothing before it left", m.Self().Name)
 		}
-		checkRing(t, m.Ring())
+		if err := m.Ring().Check(); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// node-2 leaves: the others drop it.
@@ -249,7 +254,7 @@ func TestMembershipFormsOneCluster(t *testing.T) {
 	if err := ms[2].Leave(time.Second); err != nil {
 		t.Fatalf("second Leave: %v", err)
 	}
-	if err := ms[2].SetState(Active); !errors.Is(err, ErrLeft) {
+	if err := ms[2].SetState(ring.Active); !errors.Is(err, ErrLeft) {
 		t.Fatalf("SetState after Leave: %v, want ErrLeft", err)
 	}
 	for range 2 {
@@ -260,7 +265,7 @@ func TestMembershipFormsOneCluster(t *testing.T) {
 	if err := ms[2].Leave(time.Second); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("Leave after Shutdown: %v, want ErrShutdown", err)
 	}
-	if err := ms[2].SetState(Active); !errors.Is(err, ErrShutdown) {
+	if err := ms[2].SetState(ring.Active); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("SetState after Shutdown: %v, want ErrShutdown", err)
 	}
 }
@@ -269,8 +274,8 @@ func TestMembershipFormsOneCluster(t *testing.T) {
 // The first ring of a node is just itself.
 func TestMembershipJoiningNode(t *testing.T) {
 	nodes := []node{
-		{name: "a", state: Active},
-		{name: "b", state: Joining, seeds: []int{0}},
+		{name: "a", state: ring.Active},
+		{name: "b", state: ring.Joining, seeds: []int{0}},
 	}
 	ms := cluster(t, nodes)
 	a, b := ms[0], ms[1]
@@ -279,22 +284,24 @@ func TestMembershipJoiningNode(t *testing.T) {
 	if r.ActiveMembers() != 1 || len(r.OwnedBy("b", -1)) != 0 || len(r.OwnedBy("a", 0)) != r.Partitions() {
 		t.Fatalf("Joining b owns partitions: %v", r)
 	}
-	if err := b.SetState(Active); err != nil {
+	if err := b.SetState(ring.Active); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b is Active and owns partitions in a's ring", func() bool {
+	waitFor(t, "b is ring.Active and owns partitions in a's ring", func() bool {
 		return len(a.Ring().OwnedBy("b", 0)) > 0 && agree(ms, "a", "b")
 	})
-	checkRing(t, a.Ring())
+	if err := a.Ring().Check(); err != nil {
+		t.Fatal(err)
+	}
 	if a.Ring().ActiveMembers() != 2 {
 		t.Fatalf("a's ring: %v", a.Ring())
 	}
 }
 
 func TestMembershipFirstRing(t *testing.T) {
-	cfg := DefaultLocalMembershipConfig(Member{Name: "solo", Addr: "127.0.0.1:1", State: Active})
+	cfg := DefaultLocalConfig(ring.Member{Name: "solo", Addr: "127.0.0.1:1", State: ring.Active})
 	cfg.Logger = testLogger
-	m, err := NewMembership(cfg)
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +314,7 @@ func TestMembershipFirstRing(t *testing.T) {
 		t.Fatalf("GossipAddr = %q", m.GossipAddr())
 	}
 	if cfg.Memberlist.BindPort != 0 || cfg.Memberlist.Delegate != nil {
-		t.Fatal("NewMembership modified the caller's memberlist.Config")
+		t.Fatal("New modified the caller's memberlist.Config")
 	}
 }
 
@@ -316,8 +323,8 @@ func TestMembershipFirstRing(t *testing.T) {
 // finds c is not a member and joins it.
 func TestMembershipMergesClustersFormedApart(t *testing.T) {
 	ports := freePorts(t, 4)
-	seeds := func(i ...int) func(*MembershipConfig) {
-		return func(c *MembershipConfig) {
+	seeds := func(i ...int) func(*Config) {
+		return func(c *Config) {
 			c.ReconcileInterval = 200 * time.Millisecond
 			c.Seeds = nil
 			for _, i := range i {
@@ -326,22 +333,24 @@ func TestMembershipMergesClustersFormedApart(t *testing.T) {
 		}
 	}
 	ab := cluster(t, []node{
-		{name: "a", state: Active, port: ports[0], edit: seeds(1, 2)}, // c is not up yet
-		{name: "b", state: Active, port: ports[1], edit: seeds(0)},
+		{name: "a", state: ring.Active, port: ports[0], edit: seeds(1, 2)}, // c is not up yet
+		{name: "b", state: ring.Active, port: ports[1], edit: seeds(0)},
 	})
 	waitFor(t, "a and b agree", func() bool { return agree(ab, "a", "b") })
 	cd := cluster(t, []node{
-		{name: "c", state: Active, port: ports[2], edit: seeds(3)},
-		{name: "d", state: Active, port: ports[3], edit: seeds(2)},
+		{name: "c", state: ring.Active, port: ports[2], edit: seeds(3)},
+		{name: "d", state: ring.Active, port: ports[3], edit: seeds(2)},
 	})
 	waitFor(t, "a, b, c and d agree", func() bool { return agree(append(ab, cd...), "a", "b", "c", "d") })
-	checkRing(t, ab[0].Ring())
+	if err := ab[0].Ring().Check(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A member whose metadata does not decode is left out of the ring, and the
 // rest of the ring is built.
 func TestMembershipSkipsBadMeta(t *testing.T) {
-	ms := cluster(t, []node{{name: "a", state: Active}})
+	ms := cluster(t, []node{{name: "a", state: ring.Active}})
 	a := ms[0]
 	rogue := memberlist.DefaultLocalConfig()
 	rogue.Name = "rogue"
@@ -361,7 +370,7 @@ func TestMembershipSkipsBadMeta(t *testing.T) {
 
 	// b joins after rogue: the ring that has b was built from a list
 	// that had rogue too.
-	b := cluster(t, []node{{name: "b", state: Active, edit: func(c *MembershipConfig) { c.Seeds = []string{a.GossipAddr()} }}})
+	b := cluster(t, []node{{name: "b", state: ring.Active, edit: func(c *Config) { c.Seeds = []string{a.GossipAddr()} }}})
 	waitFor(t, "a and b agree without rogue", func() bool { return agree(append(ms, b...), "a", "b") })
 	if a.NumMembers() != 3 {
 		t.Fatalf("a knows %d members, want 3", a.NumMembers())
@@ -378,40 +387,40 @@ func (badMeta) LocalState(bool) []byte              { return nil }
 func (badMeta) MergeRemoteState(buf []byte, _ bool) {}
 
 func TestMembershipConfigValidate(t *testing.T) {
-	self := Member{Name: "n", Addr: "127.0.0.1:1", State: Active}
-	if c := DefaultMembershipConfig(self); c.Validate() != nil {
+	self := ring.Member{Name: "n", Addr: "127.0.0.1:1", State: ring.Active}
+	if c := DefaultConfig(self); c.Validate() != nil {
 		t.Fatal(c.Validate())
 	}
-	if c := DefaultLocalMembershipConfig(self); c.Validate() != nil {
+	if c := DefaultLocalConfig(self); c.Validate() != nil {
 		t.Fatal(c.Validate())
 	}
 	for _, tc := range []struct {
 		name string
-		edit func(*MembershipConfig)
+		edit func(*Config)
 	}{
-		{"no memberlist", func(c *MembershipConfig) { c.Memberlist = nil }},
-		{"names differ", func(c *MembershipConfig) { c.Memberlist.Name = "m" }},
-		{"delegate set", func(c *MembershipConfig) { c.Memberlist.Delegate = badMeta{} }},
-		{"empty addr", func(c *MembershipConfig) { c.Self.Addr = "" }},
-		{"empty name", func(c *MembershipConfig) { c.Self.Name, c.Memberlist.Name = "", "" }},
-		{"bad state", func(c *MembershipConfig) { c.Self.State = 0 }},
-		{"meta too long", func(c *MembershipConfig) { c.Self.HTTPAddr = strings.Repeat("h", 600) }},
-		{"empty seed", func(c *MembershipConfig) { c.Seeds = []string{"a:1", ""} }},
-		{"bad ring", func(c *MembershipConfig) { c.Ring.Partitions = 100 }},
-		{"backoff min 0", func(c *MembershipConfig) { c.JoinBackoffMin = 0 }},
-		{"backoff max < min", func(c *MembershipConfig) { c.JoinBackoffMax = c.JoinBackoffMin / 2 }},
-		{"reconcile 0", func(c *MembershipConfig) { c.ReconcileInterval = 0 }},
-		{"update timeout negative", func(c *MembershipConfig) { c.UpdateTimeout = -time.Second }},
+		{"no memberlist", func(c *Config) { c.Memberlist = nil }},
+		{"names differ", func(c *Config) { c.Memberlist.Name = "m" }},
+		{"delegate set", func(c *Config) { c.Memberlist.Delegate = badMeta{} }},
+		{"empty addr", func(c *Config) { c.Self.Addr = "" }},
+		{"empty name", func(c *Config) { c.Self.Name, c.Memberlist.Name = "", "" }},
+		{"bad state", func(c *Config) { c.Self.State = 0 }},
+		{"meta too long", func(c *Config) { c.Self.HTTPAddr = strings.Repeat("h", 600) }},
+		{"empty seed", func(c *Config) { c.Seeds = []string{"a:1", ""} }},
+		{"bad ring", func(c *Config) { c.Ring.Partitions = 100 }},
+		{"backoff min 0", func(c *Config) { c.JoinBackoffMin = 0 }},
+		{"backoff max < min", func(c *Config) { c.JoinBackoffMax = c.JoinBackoffMin / 2 }},
+		{"reconcile 0", func(c *Config) { c.ReconcileInterval = 0 }},
+		{"update timeout negative", func(c *Config) { c.UpdateTimeout = -time.Second }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := DefaultLocalMembershipConfig(self)
+			c := DefaultLocalConfig(self)
 			tc.edit(&c)
-			if err := c.Validate(); !errors.Is(err, ErrConfig) {
-				t.Fatalf("Validate = %v, want ErrConfig", err)
+			if err := c.Validate(); !errors.Is(err, ring.ErrConfig) {
+				t.Fatalf("Validate = %v, want ring.ErrConfig", err)
 			}
-			if m, err := NewMembership(c); err == nil {
+			if m, err := New(c); err == nil {
 				m.Shutdown()
-				t.Fatal("NewMembership accepted it")
+				t.Fatal("New accepted it")
 			}
 		})
 	}

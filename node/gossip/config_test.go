@@ -1,9 +1,12 @@
-package ring
+package gossip
 
 import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/fcap-io/fcap/ring"
+	"github.com/hashicorp/memberlist"
 )
 
 // detectionBound is the longest memberlist can take, with the config's
@@ -22,7 +25,7 @@ func detectionBound(probe time.Duration, suspicionMult, n int) time.Duration {
 // included): a dead member of a small cluster leaves every ring well
 // inside it. memberlist's own LAN defaults need up to 7 s here.
 func TestLANFailureDetectionBudget(t *testing.T) {
-	ml := DefaultMembershipConfig(Member{Name: "n1"}).Memberlist
+	ml := DefaultConfig(ring.Member{Name: "n1"}).Memberlist
 	if ml.SuspicionMult-2 > 0 {
 		// Confirmations expected: the timeout starts at
 		// SuspicionMaxTimeoutMult times the minimum until they arrive.
@@ -43,5 +46,13 @@ func TestLANFailureDetectionBudget(t *testing.T) {
 	// and back, twice over.
 	if s := time.Duration(ml.SuspicionMult) * ml.ProbeInterval; s < 4*ml.GossipInterval {
 		t.Errorf("suspicion %v is under four gossip intervals (%v)", s, ml.GossipInterval)
+	}
+}
+
+// TestMetaFitsMemberlist: the ring's metadata bound is memberlist's, so
+// no metadata the ring accepts makes memberlist panic.
+func TestMetaFitsMemberlist(t *testing.T) {
+	if ring.MaxMetaSize != memberlist.MetaMaxSize {
+		t.Fatalf("ring.MaxMetaSize = %d, memberlist.MetaMaxSize = %d", ring.MaxMetaSize, memberlist.MetaMaxSize)
 	}
 }
