@@ -109,9 +109,6 @@ const (
 	TypeUndoResult       Type = 53 // UndoResult: answers Undo
 )
 
-// lastType is the newest message type: tests check every type up to it.
-const lastType = TypeHelloResult
-
 var typeNames = [...]string{
 	TypeError:            "error",
 	TypePing:             "ping",

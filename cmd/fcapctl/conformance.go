@@ -11,7 +11,7 @@ import (
 
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node/engine"
-	"github.com/fcap-io/fcap/test/conformance"
+	"github.com/fcap-io/fcap/node/conformance"
 )
 
 // runConformance runs case files and ends with "N passed, M failed".

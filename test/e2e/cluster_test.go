@@ -12,7 +12,7 @@ import (
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/test/cluster"
-	"github.com/fcap-io/fcap/test/conformance"
+	"github.com/fcap-io/fcap/node/conformance"
 )
 
 // newClient is a ready client of the running nodes with deadlines of

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/fcap-io/fcap/node/engine"
-	"github.com/fcap-io/fcap/test/conformance"
+	"github.com/fcap-io/fcap/node/conformance"
 )
 
 // caseFiles returns the checked-in copies of the shared case files plus

@@ -10,7 +10,7 @@ import (
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/test/cluster"
-	"github.com/fcap-io/fcap/test/conformance"
+	"github.com/fcap-io/fcap/node/conformance"
 )
 
 // TestClusterCasesStartAfterEarlierCases: cases share the cluster, whose
