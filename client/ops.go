@@ -237,12 +237,19 @@ func (c *Client) fromBackup(ctx context.Context, viewer string, m proto.Message,
 }
 
 // owned sends a request to the viewer's owner and waits for its answer
-// until the deadline, refreshing the topology and retrying once if the
-// node says it is not the owner.
+// until the deadline. An owner in transition is asked again rather than
+// given up on: NotOwner refreshes the topology and asks the new owner; a
+// partition still arriving or load being shed (Overloaded) and a node on
+// its way out (ShuttingDown) are asked again, for a write, after a pause
+// that doubles, while the deadline leaves room for it (a check asks a
+// backup instead). Each refusal did nothing, so
+// asking again cannot count twice. A drain or a join then costs a caller
+// with a budget some latency, not a policy verdict.
 func (c *Client) owned(ctx context.Context, viewer string, m proto.Message, want proto.Type, deadline time.Time) (*call, error) {
 	t, owners := c.route(viewer)
 	var lastErr error = errNoOwner
-	for attempt := 0; attempt < 2; attempt++ {
+	pause := ownerRetryPause
+	for attempt := 0; ; attempt++ {
 		if len(owners) == 0 || t.peers[owners[0]] == nil {
 			c.unroutable()
 			return nil, lastErr
@@ -254,16 +261,65 @@ func (c *Client) owned(ctx context.Context, viewer string, m proto.Message, want
 			return cl, nil
 		}
 		lastErr = err
-		if !errors.Is(err, proto.ErrNotOwner) || attempt > 0 {
+		notOwner := errors.Is(err, proto.ErrNotOwner)
+		// A check has backups to ask instead (checkFailover); a write
+		// waits for its owner.
+		wait := want != proto.TypeCheckResult && inTransition(err)
+		if !notOwner && !wait || attempt+1 >= maxOwnerAttempts {
 			return nil, err
 		}
-		t = c.refreshAfter(ctx, t, p.addr, deadline)
+		if notOwner {
+			t = c.refreshAfter(ctx, t, p.addr, deadline)
+			if t.ring == nil {
+				return nil, err
+			}
+			if attempt == 0 {
+				// The first NotOwner means our ring was stale: the
+				// refreshed one names the owner, ask it at once.
+				_, owners = t.ring.Lookup(viewer)
+				continue
+			}
+		}
+		// The cluster is still moving: give it a moment, if the
+		// deadline leaves room to ask again after it.
+		if time.Until(deadline) < 2*pause || !pauseFor(ctx, pause) {
+			return nil, err
+		}
+		pause = min(2*pause, maxOwnerRetryPause)
+		t = c.topo.Load()
 		if t.ring == nil {
 			return nil, err
 		}
 		_, owners = t.ring.Lookup(viewer)
 	}
-	return nil, lastErr
+}
+
+// The retries of an owner in transition (owned): the first pause, the
+// longest, and how many times one call asks at most.
+const (
+	ownerRetryPause    = time.Millisecond
+	maxOwnerRetryPause = 64 * time.Millisecond
+	maxOwnerAttempts   = 16
+)
+
+// inTransition reports whether the owner refused a request because it is
+// between states (receiving a partition, shedding load, leaving) rather
+// than for the request: the same request may succeed a moment later.
+func inTransition(err error) bool {
+	return errors.Is(err, proto.ErrOverloaded) || errors.Is(err, proto.ErrShuttingDown)
+}
+
+// pauseFor waits d, or less if ctx is done first; it reports whether the
+// whole pause passed.
+func pauseFor(ctx context.Context, d time.Duration) bool {
+	timer := getTimer(d)
+	defer putTimer(timer)
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func epochOf(cl *call) uint64 {

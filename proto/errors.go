@@ -21,8 +21,8 @@ const (
 	// cannot help.
 	CodeBadRequest Code = 1
 	// CodeNotOwner: this node does not own the viewer; Error.Epoch says
-	// which ring it used. The client refreshes its topology and retries
-	// once.
+	// which ring it used. The client refreshes its topology and asks
+	// the new owner.
 	CodeNotOwner Code = 2
 	// CodeOverloaded: the node sheds load; try another replica or later.
 	CodeOverloaded Code = 3
