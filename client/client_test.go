@@ -285,7 +285,7 @@ func TestRecordRetriesWithBackoff(t *testing.T) {
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !c.Record("v", fcap.Impression{ID: "imp-1", Time: 5, Caps: []fcap.Cap{soft}}) {
+	if err := c.Record("v", fcap.Impression{ID: "imp-1", Time: 5, Caps: []fcap.Cap{soft}}); err != nil {
 		t.Fatal("Record refused")
 	}
 	if err := c.Flush(ctx); err != nil {
@@ -309,8 +309,11 @@ func TestRecordDropsAndCountsWhenFull(t *testing.T) {
 	}, deadCluster(t))
 	accepted := 0
 	for i := range 10 {
-		if c.Record("v", fcap.Impression{ID: fmt.Sprint(i), Time: 1, Caps: []fcap.Cap{soft}}) {
+		switch err := c.Record("v", fcap.Impression{ID: fmt.Sprint(i), Time: 1, Caps: []fcap.Cap{soft}}); {
+		case err == nil:
 			accepted++
+		case !errors.Is(err, client.ErrQueueFull):
+			t.Fatalf("Record refused with %v, want ErrQueueFull", err)
 		}
 	}
 	if accepted > 4 {
@@ -408,8 +411,8 @@ func TestCloseIsIdempotentAndDropsLateRecords(t *testing.T) {
 	defer cancel()
 	c.Close(ctx)
 	c.Close(ctx)
-	if c.Record("v", fcap.Impression{ID: "late", Time: 1, Caps: []fcap.Cap{soft}}) {
-		t.Error("Record after Close was accepted")
+	if err := c.Record("v", fcap.Impression{ID: "late", Time: 1, Caps: []fcap.Cap{soft}}); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Record after Close = %v, want ErrClosed", err)
 	}
 	res, err := c.Check(context.Background(), "v", []fcap.Candidate{{Caps: []fcap.Cap{soft}}})
 	if err != nil || !res.Verdicts[0].FailOpen {

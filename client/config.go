@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -139,6 +140,15 @@ type Config struct {
 
 	// Logger receives the client's logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// Limits are the cluster's request limits (fcapd --scopes,
+	// --max-id-length): Record refuses at once, with an error naming the
+	// field and the values accepted, an impression that breaks them,
+	// rather than queue one the owner would drop. Every zero field means
+	// fcapd's default (fcap.Limits), so a client of a cluster started with
+	// other --scopes must say so here (AnyScope accepts every scope and
+	// leaves the judgement to the nodes). Default: fcap.Limits{}.
+	Limits fcap.Limits
 
 	// Registerer receives the client's metrics (the ad server's own
 	// registry). Default: none; the metrics still count, see Stats.

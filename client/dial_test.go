@@ -273,7 +273,7 @@ func TestRecordsOnANodeThatLeavesAreRetried(t *testing.T) {
 			t.Fatal("the client never fetched the topology")
 		}
 	}
-	if !c.Record("v", fcap.Impression{ID: "imp-1", Time: time.Now().UnixMilli(), Caps: []fcap.Cap{soft}}) {
+	if err := c.Record("v", fcap.Impression{ID: "imp-1", Time: time.Now().UnixMilli(), Caps: []fcap.Cap{soft}}); err != nil {
 		t.Fatal("Record refused the impression")
 	}
 	select {

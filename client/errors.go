@@ -21,6 +21,9 @@ var (
 	ErrUnknownReservation = proto.ErrUnknownReservation
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("fcap client: closed")
+	// ErrQueueFull: Record found Config.RecordQueue impressions already
+	// waiting; the impression was not queued.
+	ErrQueueFull = errors.New("fcap client: record queue full")
 	// ErrProtocol: a node answered with something this client does not
 	// understand.
 	ErrProtocol = errors.New("fcap client: protocol error")

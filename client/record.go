@@ -18,22 +18,53 @@ import (
 // recording is off the ad decision's path. Impressions are sent in
 // batches, retried with exponential backoff and full jitter when a node
 // fails (safe: the owner is idempotent on the impression ID), and dropped
-// and counted when the queue is full, when every attempt failed, or when
-// the owner refuses one as invalid. imp.Time is when the ad played (Unix
-// milliseconds); set it. A time further ahead of the owner's clock than
-// it accepts (fcapd --max-clock-skew) is refused and dropped too. Record reports whether the impression was
-// queued.
-func (c *Client) Record(viewer string, imp fcap.Impression) bool {
+// and counted when every attempt failed.
+//
+// Record refuses at once, queueing nothing, an impression the owner
+// would refuse: an error wrapping ErrBadRequest (and fcap.ErrInvalid, and
+// the sentinel of the field at fault, such as fcap.ErrUnknownScope) whose
+// message names the field and the values accepted, judged by
+// Config.Limits (fcap.Impression.Validate). It returns ErrQueueFull when
+// Config.RecordQueue impressions are already waiting, and ErrClosed after
+// Close. nil means queued.
+//
+// imp.Time is when the ad played, in Unix milliseconds. 0 means now: the
+// impression is sent without a time and the owner stamps it with its own
+// clock when it arrives (within RecordLinger, later if it is retried).
+// A time further ahead of the owner's clock than it accepts (fcapd
+// --max-clock-skew) is refused by the owner and dropped (counted with
+// reason "future_time"): the client cannot judge another machine's clock.
+func (c *Client) Record(viewer string, imp fcap.Impression) error {
+	if err := c.validateRecord(viewer, &imp); err != nil {
+		return err
+	}
 	return c.rec.add(viewer, imp)
 }
 
 // RecordDevice is Record for an impression a device played: the device
 // is resolved to its viewer (cached; a miss waits up to Config.Timeout
 // for the device's owner, and an unresolved device counts as itself).
-func (c *Client) RecordDevice(device string, imp fcap.Impression) bool {
+func (c *Client) RecordDevice(device string, imp fcap.Impression) error {
+	if err := c.validateRecord(device, &imp); err != nil {
+		return err
+	}
 	o := callOptions{device: true}
 	ctx := context.Background()
 	return c.rec.add(c.canonical(ctx, device, &o, c.deadline(ctx, time.Now())), imp)
+}
+
+// validateRecord applies the checks the owner would, so an invalid
+// impression is an error now rather than a drop later.
+func (c *Client) validateRecord(viewer string, imp *fcap.Impression) error {
+	err := fcap.ValidateViewer(viewer, c.cfg.Limits)
+	if err == nil {
+		err = imp.Validate(c.cfg.Limits)
+	}
+	if err != nil {
+		c.m.recordDropped.WithLabelValues("invalid").Inc()
+		return fmt.Errorf("%w: record: %w", ErrBadRequest, err)
+	}
+	return nil
 }
 
 // Flush waits until every queued impression is acknowledged or dropped,
@@ -89,24 +120,24 @@ func (r *recorder) start() {
 	r.c.goFunc(r.retryLoop)
 }
 
-func (r *recorder) add(viewer string, imp fcap.Impression) bool {
+func (r *recorder) add(viewer string, imp fcap.Impression) error {
 	m := r.c.m
 	if r.closed.Load() {
 		m.recordDropped.WithLabelValues("closed").Inc()
-		return false
+		return ErrClosed
 	}
 	// Bound everything accepted (queued, in flight, waiting to retry) by
 	// the queue's capacity, so retries always fit back in the queue.
 	if r.count.Add(1) > int64(r.c.cfg.RecordQueue) {
 		r.count.Add(-1)
 		m.recordDropped.WithLabelValues("queue_full").Inc()
-		return false
+		return ErrQueueFull
 	}
 	imp.Caps = append([]fcap.Cap(nil), imp.Caps...) // the caller may reuse its slice
 	r.queue <- recItem{viewer: viewer, imp: imp}
 	m.recordQueued.Inc()
 	m.recordQueue.Inc()
-	return true
+	return nil
 }
 
 // done retires n items.
@@ -220,7 +251,9 @@ func (r *recorder) send(batch []recItem) {
 	for d, items := range groups {
 		req := proto.Record{Items: make([]proto.RecordItem, len(items)), Backup: d.backup}
 		for i, it := range items {
-			req.Items[i] = proto.RecordItem{Viewer: it.viewer, Impression: it.imp, HasTime: true}
+			// Time 0 is "now": sent without a time, the owner
+			// stamps it with its clock.
+			req.Items[i] = proto.RecordItem{Viewer: it.viewer, Impression: it.imp, HasTime: it.imp.Time != 0}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RecordTimeout)
 		cl, err := c.roundTrip(ctx, d.p, &req, proto.TypeRecordResult, time.Now().Add(c.cfg.RecordTimeout), true)

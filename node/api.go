@@ -27,6 +27,8 @@ func (n *Node) startAPI() error {
 	// The API's client reaches the nodes as any client does: over TLS
 	// when they serve it, and with tokens when they require them.
 	cfg.TLS = n.cfg.PeerTLS
+	// The API refuses at once what this node's engine would refuse.
+	cfg.Limits = n.cfg.Engine.Limits()
 	opts := httpapi.Options{MaxBody: n.cfg.APIMaxBody, Timeout: n.cfg.APITimeout, Clock: n.clock, MaxClockSkew: n.cfg.MaxClockSkew}
 	if len(n.cfg.Tokens) > 0 {
 		// HTTP callers present an ad server's or operator's token; the

@@ -129,8 +129,8 @@ func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
 		if err != nil || vd.Allowed || !vd.FailClosed {
 			t.Errorf("strict Allow %s, owner unreachable: %+v, %v; want fail-closed", v, vd, err)
 		}
-		if !c.Record(v, fcap.Impression{ID: "imp-" + v, Time: time.Now().UnixMilli(), Caps: []fcap.Cap{tally}}) {
-			t.Fatalf("Record %s not queued", v)
+		if err := c.Record(v, fcap.Impression{ID: "imp-" + v, Time: time.Now().UnixMilli(), Caps: []fcap.Cap{tally}}); err != nil {
+			t.Fatalf("Record %s not queued: %v", v, err)
 		}
 	}
 	flush, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -148,10 +148,7 @@ func (t *fcapTarget) Check(ctx context.Context, viewer string, campaigns []int, 
 }
 
 func (t *fcapTarget) Record(_ context.Context, viewer string, campaign int, id string, now int64) error {
-	if !t.c.Record(viewer, fcap.Impression{ID: id, Time: now, Caps: t.campaigns[campaign : campaign+1]}) {
-		return errors.New("record queue full")
-	}
-	return nil
+	return t.c.Record(viewer, fcap.Impression{ID: id, Time: now, Caps: t.campaigns[campaign : campaign+1]})
 }
 
 func (t *fcapTarget) Failed() int64 { return t.c.Stats().FailedOver }

@@ -270,8 +270,8 @@ func runRecord(args []string, stdout, stderr io.Writer) int {
 	if t == 0 {
 		t = time.Now().UnixMilli()
 	}
-	if !c.Record(fs.Arg(0), fcap.Impression{ID: fs.Arg(1), Time: t, Caps: cand.Caps}) {
-		fmt.Fprintln(stderr, "fcapctl record: the client's queue refused the impression")
+	if err := c.Record(fs.Arg(0), fcap.Impression{ID: fs.Arg(1), Time: t, Caps: cand.Caps}); err != nil {
+		fmt.Fprintf(stderr, "fcapctl record: %v\n", err)
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.timeout+30*time.Second)

@@ -9,8 +9,8 @@ import (
 )
 
 // DefaultScopes are the scopes a cap may name unless Config.Scopes says
-// otherwise.
-var DefaultScopes = []string{"creative", "campaign", "advertiser"}
+// otherwise (fcap.DefaultScopes).
+var DefaultScopes = fcap.DefaultScopes
 
 // Config configures an Engine. Start from DefaultConfig.
 type Config struct {
@@ -94,10 +94,10 @@ func DefaultConfig() Config {
 	return Config{
 		Stripes:                  1024,
 		Buckets:                  10,
-		MaxIDLength:              256,
+		MaxIDLength:              fcap.DefaultMaxIDLength,
 		Scopes:                   DefaultScopes,
-		MaxCapsPerCandidate:      16,
-		MaxCandidates:            1000,
+		MaxCapsPerCandidate:      fcap.DefaultMaxCaps,
+		MaxCandidates:            fcap.DefaultMaxCandidates,
 		MaxKeysPerViewer:         4096,
 		MaxReservationsPerViewer: 64,
 		MaxDedupePerViewer:       4096,
@@ -115,6 +115,18 @@ func DefaultLocalConfig() Config {
 	c.Stripes = 64
 	c.MemoryLimit = 256 << 20
 	return c
+}
+
+// Limits returns the bounds of a request the configuration sets: what a
+// client or the JSON API checks before a request reaches the engine.
+func (c *Config) Limits() fcap.Limits {
+	return fcap.Limits{
+		Scopes:        append([]string(nil), c.Scopes...),
+		AnyScope:      c.AnyScope,
+		MaxIDLength:   c.MaxIDLength,
+		MaxCaps:       c.MaxCapsPerCandidate,
+		MaxCandidates: c.MaxCandidates,
+	}
 }
 
 // Validate checks every field and how they fit together.

@@ -38,6 +38,7 @@ import (
 // Engine is the cap engine. It is safe for concurrent use.
 type Engine struct {
 	cfg     Config
+	lim     fcap.Limits // cfg's request limits, for validation
 	stripes []stripe
 	mask    uint64
 
@@ -66,6 +67,7 @@ func New(cfg Config) (*Engine, error) {
 	cfg.Scopes = append([]string(nil), cfg.Scopes...)
 	e := &Engine{
 		cfg:     cfg,
+		lim:     cfg.Limits(),
 		stripes: make([]stripe, cfg.Stripes),
 		mask:    uint64(cfg.Stripes - 1),
 	}

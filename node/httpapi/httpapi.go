@@ -6,7 +6,7 @@
 //
 //	POST /v1/check    {"viewer", "candidates": [{"caps": [cap...]}], "now"?}
 //	POST /v1/allow    {"viewer", "caps": [cap...], "now"?}
-//	POST /v1/record   {"viewer", "impression": {"id", "time", "caps", "reservation"?}}
+//	POST /v1/record   {"viewer", "impression": {"id", "time"?, "caps", "reservation"?}}
 //	POST /v1/reserve  {"viewer", "candidate": {"caps"}, "ttl_ms", "now"?}
 //	POST /v1/release  {"viewer", "reservation"}
 //	POST /v1/link     {"device", "viewer"}  -> {"merged"}
@@ -18,6 +18,11 @@
 // see client.Device) before the counters are touched.
 //
 // A cap is {"scope", "id", "limit", "window", "algorithm"?, "mode"?}.
+// An impression's "time" is Unix milliseconds; 0 or none means now (the
+// owner's clock). A record is validated here, as its owner would validate
+// it (the same checks, package fcap, with this node's limits), and an
+// invalid one is refused with 400 naming the field and the values
+// accepted; nothing is queued.
 // docs/openapi.yaml describes every body. Errors are
 // {"error": "message"} with 400 for an invalid request (a time further
 // ahead of the node's clock than it accepts among them), 413 for a body
@@ -316,32 +321,27 @@ func (a *API) record(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// Record is queued, and the owner's refusal of an invalid impression
-	// would only be counted as a drop: refuse what is plainly invalid
-	// here, with a 400.
 	id, _, err := target(req.Viewer, req.Device, nil)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	if err := validateImpression(id, imp); err != nil {
-		fail(w, err)
-		return
-	}
-	if c := a.opts.Clock; c != nil {
+	if c := a.opts.Clock; c != nil && imp.Time != 0 {
 		if ahead := imp.Time - c(); ahead > a.opts.MaxClockSkew.Milliseconds() {
 			fail(w, fmt.Errorf("%w: impression time %d is %d ms ahead of the node's clock, at most %d accepted", client.ErrFutureTime, imp.Time, ahead, a.opts.MaxClockSkew.Milliseconds()))
 			return
 		}
 	}
-	queued := false
+	// Record validates the impression as its owner would (the client's
+	// Limits are this node's) and refuses it at once: a 400 here, not a
+	// drop counted later. A time of 0 (or none) is the owner's clock.
 	if req.Device != "" {
-		queued = a.c.RecordDevice(id, imp)
+		err = a.c.RecordDevice(id, imp)
 	} else {
-		queued = a.c.Record(id, imp)
+		err = a.c.Record(id, imp)
 	}
-	if !queued {
-		reply(w, http.StatusServiceUnavailable, errorBody{"record queue full: retry later"})
+	if err != nil {
+		fail(w, err)
 		return
 	}
 	reply(w, http.StatusAccepted, RecordResponse{Queued: true})
@@ -529,33 +529,6 @@ func toCaps(in []Cap) ([]fcap.Cap, error) {
 	return out, nil
 }
 
-// validateImpression checks what does not depend on the nodes'
-// configuration (their id length limit does: an over-long id is refused by
-// the owner and counted as a dropped record).
-func validateImpression(viewer string, imp fcap.Impression) error {
-	switch {
-	case viewer == "":
-		return fmt.Errorf("%w: empty viewer", errInvalid)
-	case imp.ID == "":
-		return fmt.Errorf("%w: empty impression id", errInvalid)
-	case imp.Time < 0 || imp.Time > fcap.MaxTime:
-		return fmt.Errorf("%w: impression time %d outside [0, %d]", errInvalid, imp.Time, fcap.MaxTime)
-	case len(imp.Caps) == 0:
-		return fmt.Errorf("%w: an impression needs at least one cap", errInvalid)
-	}
-	for i, c := range imp.Caps {
-		switch {
-		case c.Scope == "" || c.ID == "":
-			return fmt.Errorf("%w: cap %d: empty scope or id", errInvalid, i)
-		case c.Limit < 1 || c.Limit > fcap.MaxLimit:
-			return fmt.Errorf("%w: cap %d: limit %d outside [1, %d]", errInvalid, i, c.Limit, fcap.MaxLimit)
-		case c.Window < 1 || c.Window > fcap.MaxTime:
-			return fmt.Errorf("%w: cap %d: window %d outside [1, %d]", errInvalid, i, c.Window, fcap.MaxTime)
-		}
-	}
-	return nil
-}
-
 func toVerdict(v client.Verdict) Verdict {
 	return Verdict{Allowed: v.Allowed, Remaining: v.Remaining, Blocking: v.Blocking, FailOpen: v.FailOpen, FailClosed: v.FailClosed, Stale: v.Stale}
 }
@@ -568,6 +541,10 @@ func fail(w http.ResponseWriter, err error) {
 		reply(w, http.StatusBadRequest, errorBody{err.Error()})
 	case errors.Is(err, client.ErrUnknownReservation):
 		reply(w, http.StatusNotFound, errorBody{err.Error()})
+	case errors.Is(err, client.ErrQueueFull):
+		reply(w, http.StatusServiceUnavailable, errorBody{"record queue full: retry later"})
+	case errors.Is(err, client.ErrClosed):
+		reply(w, http.StatusServiceUnavailable, errorBody{"shutting down"})
 	default:
 		reply(w, http.StatusBadGateway, errorBody{err.Error()})
 	}

@@ -209,10 +209,10 @@ func (ld *load) request(rng *rand.Rand, viewer string, res *client.CheckResult) 
 	caps := ld.cands[allowed[rng.IntN(len(allowed))]].Caps
 	if rng.IntN(2) == 0 {
 		imp := fcap.Impression{ID: fmt.Sprint("imp-", ld.seed, "-", ld.impID.Add(1)), Time: time.Now().UnixMilli(), Caps: caps}
-		ok := ld.c.Record(viewer, imp)
+		err := ld.c.Record(viewer, imp)
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		if !ok {
+		if err != nil {
 			l.refused++
 			return
 		}

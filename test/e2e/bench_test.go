@@ -115,7 +115,7 @@ func load(b *testing.B, c *client.Client, viewers, caps int) {
 					return
 				}
 				v := fmt.Sprint("bv-", i)
-				for !c.Record(v, fcap.Impression{ID: v, Time: now, Caps: cs}) {
+				for c.Record(v, fcap.Impression{ID: v, Time: now, Caps: cs}) != nil {
 					dropped.Add(1) // queue full: wait for the senders
 					time.Sleep(time.Millisecond)
 				}

@@ -97,7 +97,7 @@ func TestLinkAfterImpressionsMergesExactly(t *testing.T) {
 	}
 	// reader: 1 + 2 merged = 3 of 5; a record through the device (the
 	// asynchronous path) makes 4.
-	if !c.RecordDevice("tablet", fcap.Impression{ID: "tablet-played-1", Time: time.Now().UnixMilli(), Caps: []fcap.Cap{capc}}) {
+	if err := c.RecordDevice("tablet", fcap.Impression{ID: "tablet-played-1", Time: time.Now().UnixMilli(), Caps: []fcap.Cap{capc}}); err != nil {
 		t.Fatal("RecordDevice refused to queue")
 	}
 	fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)

@@ -1,0 +1,117 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node"
+)
+
+// TestRecordRefusesInvalidAtOnce: an impression the owner would refuse
+// is an error from Record, naming the field and what is accepted, and
+// nothing is queued. No node is needed to judge it: the cluster here is
+// dead.
+func TestRecordRefusesInvalidAtOnce(t *testing.T) {
+	c := newClient(t, shortDial, deadCluster(t))
+	good := fcap.Cap{Scope: "campaign", ID: "c", Limit: 3, Window: 3_600_000}
+	for _, tc := range []struct {
+		name   string
+		viewer string
+		imp    fcap.Impression
+		is     error
+		says   string
+	}{
+		{"unknown scope", "v", fcap.Impression{ID: "i", Caps: []fcap.Cap{{Scope: "placement", ID: "p", Limit: 1, Window: 1000}}},
+			fcap.ErrUnknownScope, `"placement" (accepted: creative, campaign, advertiser)`},
+		{"viewer too long", strings.Repeat("v", 300), fcap.Impression{ID: "i", Caps: []fcap.Cap{good}},
+			fcap.ErrIDTooLong, "viewer is 300 bytes, at most 256"},
+		{"empty viewer", "", fcap.Impression{ID: "i", Caps: []fcap.Cap{good}}, fcap.ErrEmptyViewer, "viewer"},
+		{"no id", "v", fcap.Impression{Caps: []fcap.Cap{good}}, fcap.ErrEmptyImpressionID, "impression id"},
+		{"no caps", "v", fcap.Impression{ID: "i"}, fcap.ErrNoCaps, "no caps"},
+		{"limit 0", "v", fcap.Impression{ID: "i", Caps: []fcap.Cap{good, {Scope: "creative", ID: "c", Window: 1000}}},
+			fcap.ErrBadLimit, "cap 1: invalid request: cap limit must be between 1 and 65535, got 0"},
+		{"negative time", "v", fcap.Impression{ID: "i", Time: -1, Caps: []fcap.Cap{good}}, fcap.ErrBadTime, "impression time"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.Record(tc.viewer, tc.imp)
+			if !errors.Is(err, client.ErrBadRequest) || !errors.Is(err, fcap.ErrInvalid) || !errors.Is(err, tc.is) {
+				t.Fatalf("Record = %v, want an error wrapping ErrBadRequest, fcap.ErrInvalid and %v", err, tc.is)
+			}
+			if !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("Record = %q, want it to say %q", err, tc.says)
+			}
+			if err := c.RecordDevice(tc.viewer, tc.imp); !errors.Is(err, tc.is) {
+				t.Errorf("RecordDevice = %v, want %v", err, tc.is)
+			}
+		})
+	}
+	if st := c.Stats(); st.RecordsQueued != 0 {
+		t.Errorf("%d invalid impressions were queued", st.RecordsQueued)
+	}
+}
+
+// TestRecordLimitsFollowTheConfig: Config.Limits are the cluster's
+// (fcapd --scopes, --max-id-length).
+func TestRecordLimitsFollowTheConfig(t *testing.T) {
+	c := newClient(t, func(cfg *client.Config) {
+		shortDial(cfg)
+		cfg.RecordAttempts = 1 // nothing to deliver to: drop at once
+		cfg.Limits = fcap.Limits{Scopes: []string{"placement"}, MaxIDLength: 9}
+	}, deadCluster(t))
+	placement := fcap.Cap{Scope: "placement", ID: "p", Limit: 1, Window: 1000}
+	if err := c.Record("v", fcap.Impression{ID: "i", Caps: []fcap.Cap{placement}}); err != nil {
+		t.Errorf("a configured scope: %v", err)
+	}
+	err := c.Record("v", fcap.Impression{ID: "i", Caps: []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 1, Window: 1000}}})
+	if !errors.Is(err, fcap.ErrUnknownScope) || !strings.Contains(err.Error(), "accepted: placement") {
+		t.Errorf("a scope not configured: %v", err)
+	}
+	if err := c.Record("viewer-100", fcap.Impression{ID: "i", Caps: []fcap.Cap{placement}}); !errors.Is(err, fcap.ErrIDTooLong) {
+		t.Errorf("a 10-byte viewer with MaxIDLength 9: %v", err)
+	}
+	any := newClient(t, func(cfg *client.Config) {
+		shortDial(cfg)
+		cfg.RecordAttempts = 1
+		cfg.Limits.AnyScope = true
+	}, deadCluster(t))
+	if err := any.Record("v", fcap.Impression{ID: "i", Caps: []fcap.Cap{{Scope: "anything", ID: "c", Limit: 1, Window: 1000}}}); err != nil {
+		t.Errorf("AnyScope: %v", err)
+	}
+}
+
+// TestRecordZeroTimeIsNow: an impression without a time is counted now
+// (the owner's clock), not at tick 0, where it would be long expired.
+func TestRecordZeroTimeIsNow(t *testing.T) {
+	cfg := node.DefaultLocalConfig("zero-time")
+	cfg.Logger = quiet
+	nd, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nd.Shutdown(context.Background())
+	c := newClient(t, nil, nd.DataAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hour := fcap.Cap{Scope: "campaign", ID: "zero-time", Limit: 3, Window: time.Hour.Milliseconds()}
+	if err := c.Record("v", fcap.Impression{ID: "no-time", Caps: []fcap.Cap{hour}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Check(ctx, "v", []fcap.Candidate{{Caps: []fcap.Cap{hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := res.Verdicts[0]; v.Failed() || v.Remaining != 2 {
+		t.Errorf("after one impression without a time: %+v, want 2 of 3 left", v)
+	}
+}
