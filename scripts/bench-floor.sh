@@ -19,11 +19,13 @@
 #   --duration D    measured time per run, split between the rounds (default 20s)
 #   --rounds N      echo/fcap rounds per run (default 5)
 #   --out DIR       where the JSON and outputs go (default a temp dir, kept)
-#   --port-base N   loopback ports N..N+80 (default 37700)
+#   --nodes N       fcapd nodes, replicas min(N, 2) (default 1); all pinned
+#                   to the servers' CPU, fcapbench given the first
+#   --port-base N   loopback ports N..N+80+N (default 37700)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=3 DURATION=20s ROUNDS=5 OUT="" BASE=37700
+RUNS=3 DURATION=20s ROUNDS=5 OUT="" BASE=37700 NODES=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--runs) RUNS=$2; shift ;;
@@ -31,6 +33,7 @@ while [ $# -gt 0 ]; do
 	--rounds) ROUNDS=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--port-base) BASE=$2; shift ;;
+	--nodes) NODES=$2; shift ;;
 	-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench-floor.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
 	esac
@@ -54,24 +57,42 @@ if [ "$NCPU" -ge 2 ] && command -v taskset >/dev/null; then
 	ECHO_CPUS=(--echo-cpus "$LAST")
 fi
 
-PID=""
+PIDS=()
 cleanup() {
-	if [ -n "$PID" ]; then
-		kill -TERM "$PID" 2>/dev/null || true
-		wait "$PID" 2>/dev/null || true
-	fi
+	for pid in "${PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${PIDS[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-"${SRV[@]}" "$OUT/fcapd" --name floor1 --data "127.0.0.1:$BASE" --gossip "127.0.0.1:$((BASE + 40))" \
-	--http "127.0.0.1:$((BASE + 80))" --gossip-profile local --log-level warn >"$OUT/fcapd.log" 2>&1 &
-PID=$!
-for _ in $(seq 200); do
-	curl -sf "http://127.0.0.1:$((BASE + 80))/readyz" >/dev/null 2>&1 && break
+REPLICAS=$(( NODES < 2 ? 1 : 2 ))
+for n in $(seq 0 $((NODES - 1))); do
+	join=()
+	[ "$n" -eq 0 ] || join=(--join "127.0.0.1:$((BASE + 40))")
+	"${SRV[@]}" "$OUT/fcapd" --name "floor$n" --data "127.0.0.1:$((BASE + n))" --gossip "127.0.0.1:$((BASE + 40 + n))" \
+		--http "127.0.0.1:$((BASE + 80 + n))" --replicas "$REPLICAS" --gossip-profile local --log-level warn "${join[@]}" \
+		>"$OUT/fcapd$n.log" 2>&1 &
+	PIDS+=($!)
+done
+ready() {
+	# Every node ready and, with more than one, each seeing all of them.
+	for n in $(seq 0 $((NODES - 1))); do
+		curl -sf "http://127.0.0.1:$((BASE + 80 + n))/readyz" >/dev/null 2>&1 || return 1
+		[ "$NODES" -eq 1 ] && continue
+		active=$(curl -sf "http://127.0.0.1:$((BASE + 80 + n))/metrics" 2>/dev/null | grep '^fcap_ring_members{state="active"}' | awk '{print $2}')
+		syncing=$(curl -sf "http://127.0.0.1:$((BASE + 80 + n))/metrics" 2>/dev/null | grep '^fcap_partitions_syncing ' | awk '{print $2}')
+		[ "${active:-0}" = "$NODES" ] && [ "${syncing:-1}" = "0" ] || return 1
+	done
+}
+for _ in $(seq 600); do
+	ready && break
 	sleep 0.1
 done
-curl -sf "http://127.0.0.1:$((BASE + 80))/readyz" >/dev/null || { echo "bench-floor.sh: fcapd never became ready; see $OUT/fcapd.log" >&2; exit 1; }
+ready || { echo "bench-floor.sh: the $NODES fcapd never became ready; see $OUT/fcapd*.log" >&2; exit 1; }
 
 COMMON=(--addr "127.0.0.1:$BASE" --workload check --candidates 100 --timeout 5ms --floor --floor-rounds "$ROUNDS"
 	"${ECHO_CPUS[@]}" --duration "$DURATION" --warmup 2s --quiet)

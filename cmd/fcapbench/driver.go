@@ -56,7 +56,12 @@ type Result struct {
 	Allowed     int64   `json:"allowed"`
 	Errors      int64   `json:"errors"`
 	FailedOver  int64   `json:"failed_over"`
-	Skipped     int64   `json:"generator_skipped"` // open loop: slots the generator itself was too late to issue
+	// Hedges are the extra requests the target's client sent to a backup
+	// because the owner was slow, in the measured window; HedgesWon
+	// those the backup answered first (fcap only).
+	Hedges    int64 `json:"hedges,omitempty"`
+	HedgesWon int64 `json:"hedges_won,omitempty"`
+	Skipped   int64 `json:"generator_skipped"` // open loop: slots the generator itself was too late to issue
 	// Open loop: requests that waited in the queue past the per-call
 	// timeout (the target was behind) and were given up unsent, as an
 	// ad server would; their wait is in the latency figures, and they are
@@ -212,13 +217,16 @@ func (r *run) exec() (*Result, error) {
 	var genStart, genEnd, srvStart, srvEnd time.Duration
 	var wallStart, wallEnd time.Time
 	var marks sync.WaitGroup
+	var hedgeStart, hedgeEnd hedgeCount
 	marks.Add(1)
 	go func() { // CPU figures of the measured window only
 		defer marks.Done()
 		time.Sleep(time.Until(measureFrom))
 		cpuStart, genStart, srvStart, wallStart = readCPUTimes(), selfCPU(), procsCPU(r.serverPIDs), time.Now()
+		hedgeStart = hedgesOf(r.target)
 		time.Sleep(time.Until(end))
 		cpuEnd, genEnd, srvEnd, wallEnd = readCPUTimes(), selfCPU(), procsCPU(r.serverPIDs), time.Now()
+		hedgeEnd = hedgesOf(r.target)
 	}()
 	// Open loop: one dispatcher releases each request at its scheduled
 	// time onto a queue that idle workers take from. It sleeps on a
@@ -328,6 +336,7 @@ func (r *run) exec() (*Result, error) {
 		Allowed: c.allowed.Load(), Errors: c.errors.Load(), FailedOver: c.failed.Load(), Skipped: c.skipped.Load(),
 		Expired:  c.expired.Load(),
 		CutoffUS: float64(cutoff.Microseconds()), OverCutoff: over,
+		Hedges: hedgeEnd.sent - hedgeStart.sent, HedgesWon: hedgeEnd.won - hedgeStart.won,
 	}
 	if r.name != "" {
 		res.Target = r.name

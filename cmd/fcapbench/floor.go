@@ -27,8 +27,9 @@ type floorRow struct {
 	CallP99Ratio, CallP999Ratio, P99Ratio float64
 	// EchoOver is the echo's share of round trips past the cut-off;
 	// TargetOver the target's share of calls past it; FailOpen the
-	// target's share answered by the failure policy (fcap's fail-opens).
-	EchoOver, TargetOver, FailOpen float64
+	// target's share answered by the failure policy (fcap's fail-opens);
+	// Hedged the target's extra requests to a backup, per request.
+	EchoOver, TargetOver, FailOpen, Hedged float64
 }
 
 func ratio(a, b float64) float64 {
@@ -55,6 +56,7 @@ func compareFloor(echo, tgt *Result) floorRow {
 		EchoOver:      share(echo.OverCutoff, echo.Requests),
 		TargetOver:    share(tgt.OverCutoff, tgt.Requests),
 		FailOpen:      share(tgt.FailedOver, tgt.Requests),
+		Hedged:        share(tgt.Hedges, tgt.Requests),
 	}
 }
 
@@ -78,9 +80,9 @@ func printFloor(w io.Writer, rows []floorRow) {
 		if f.Target.Rounds > 1 {
 			rounds = fmt.Sprintf(" (%d rounds interleaved)", f.Target.Rounds)
 		}
-		fmt.Fprintf(w, "  %s / echo: call p99 %s, call p99.9 %s, p99 from the schedule %s; past the cut-off %.3f%% (fail-open %.3f%%) vs the echo's %.3f%%%s\n",
+		fmt.Fprintf(w, "  %s / echo: call p99 %s, call p99.9 %s, p99 from the schedule %s; past the cut-off %.3f%% (fail-open %.3f%%) vs the echo's %.3f%%; hedged %.3f%% of requests (%d, %d won by the backup)%s\n",
 			f.Target.Label(), fmtRatio(f.CallP99Ratio), fmtRatio(f.CallP999Ratio), fmtRatio(f.P99Ratio),
-			100*f.TargetOver, 100*f.FailOpen, 100*f.EchoOver, rounds)
+			100*f.TargetOver, 100*f.FailOpen, 100*f.EchoOver, 100*f.Hedged, f.Target.Hedges, f.Target.HedgesWon, rounds)
 	}
 }
 
@@ -188,6 +190,8 @@ func mergeResults(parts []*Result) *Result {
 		sum.Allowed += p.Allowed
 		sum.Errors += p.Errors
 		sum.FailedOver += p.FailedOver
+		sum.Hedges += p.Hedges
+		sum.HedgesWon += p.HedgesWon
 		sum.Skipped += p.Skipped
 		sum.Expired += p.Expired
 		sum.OverCutoff += p.OverCutoff
@@ -203,6 +207,7 @@ func mergeResults(parts []*Result) *Result {
 	}
 	m.Seconds, m.Requests, m.Checks, m.Records, m.Allowed = sum.Seconds, sum.Requests, sum.Checks, sum.Records, sum.Allowed
 	m.Errors, m.FailedOver, m.Skipped, m.Expired, m.OverCutoff = sum.Errors, sum.FailedOver, sum.Skipped, sum.Expired, sum.OverCutoff
+	m.Hedges, m.HedgesWon = sum.Hedges, sum.HedgesWon
 	if s := sum.Seconds; s > 0 {
 		m.HostBusyPct, m.HostIdlePct, m.HostStealPct = sum.HostBusyPct/s, sum.HostIdlePct/s, sum.HostStealPct/s
 		m.GenCPUPct, m.ServerCPUPct, m.OtherCPUPct = sum.GenCPUPct/s, sum.ServerCPUPct/s, sum.OtherCPUPct/s

@@ -59,6 +59,7 @@ var floorMedianColumns = []struct {
 	{"fail-open", func(f floorRow) float64 { return f.FailOpen }, fmtShare},
 	{"call p99 / echo", func(f floorRow) float64 { return f.CallP99Ratio }, fmtRatio},
 	{"fail-open / echo past cut-off", func(f floorRow) float64 { return ratio(f.FailOpen, f.EchoOver) }, fmtRatio},
+	{"hedged requests", func(f floorRow) float64 { return f.Hedged }, fmtShare},
 	{"host busy", func(f floorRow) float64 { return (f.Echo.HostBusyPct + f.Target.HostBusyPct) / 2 }, func(v float64) string { return fmt.Sprintf("%.0f%%", v) }},
 }
 

@@ -211,7 +211,7 @@ func TestEchoTargetGivesUpAtItsDeadline(t *testing.T) {
 
 func TestCompareFloor(t *testing.T) {
 	echo := &Result{Target: "echo", Requests: 10_000, CallP99: 400, CallP999: 1000, P99: 500, OverCutoff: 5}
-	fcap := &Result{Target: "fcap", Requests: 20_000, CallP99: 600, CallP999: 4000, P99: 800, OverCutoff: 40, FailedOver: 30}
+	fcap := &Result{Target: "fcap", Requests: 20_000, CallP99: 600, CallP999: 4000, P99: 800, OverCutoff: 40, FailedOver: 30, Hedges: 200, HedgesWon: 50}
 	f := compareFloor(echo, fcap)
 	for _, c := range []struct {
 		name      string
@@ -223,6 +223,7 @@ func TestCompareFloor(t *testing.T) {
 		{"echo past cut-off", f.EchoOver, 0.0005},
 		{"fcap past cut-off", f.TargetOver, 0.002},
 		{"fail-open", f.FailOpen, 0.0015},
+		{"hedged", f.Hedged, 0.01},
 	} {
 		if diff := c.got - c.want; diff > 1e-12 || diff < -1e-12 {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
@@ -234,7 +235,7 @@ func TestCompareFloor(t *testing.T) {
 	}
 	var b bytes.Buffer
 	printFloor(&b, []floorRow{f})
-	for _, want := range []string{"call p99 1.50x", "call p99.9 4.00x", "past the cut-off 0.200% (fail-open 0.150%) vs the echo's 0.050%"} {
+	for _, want := range []string{"call p99 1.50x", "call p99.9 4.00x", "past the cut-off 0.200% (fail-open 0.150%) vs the echo's 0.050%", "hedged 1.000% of requests (200, 50 won by the backup)"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("floor table lacks %q:\n%s", want, b.String())
 		}

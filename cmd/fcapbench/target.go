@@ -153,6 +153,23 @@ func (t *fcapTarget) Record(_ context.Context, viewer string, campaign int, id s
 
 func (t *fcapTarget) Failed() int64 { return t.c.Stats().FailedOver }
 
+// hedgeCount is a client's hedged requests so far.
+type hedgeCount struct{ sent, won int64 }
+
+func (t *fcapTarget) hedges() hedgeCount {
+	s := t.c.Stats()
+	return hedgeCount{sent: s.HedgesSent, won: s.HedgesWon}
+}
+
+// hedgesOf returns a target's hedged requests so far, zero for a target
+// that does not hedge.
+func hedgesOf(t target) hedgeCount {
+	if h, ok := t.(interface{ hedges() hedgeCount }); ok {
+		return h.hedges()
+	}
+	return hedgeCount{}
+}
+
 func (t *fcapTarget) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

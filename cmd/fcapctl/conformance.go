@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/conformance"
+	"github.com/fcap-io/fcap/node/engine"
 )
 
 // runConformance runs case files and ends with "N passed, M failed".
