@@ -299,7 +299,7 @@ func (c *Client) owned(ctx context.Context, viewer string, m proto.Message, want
 const (
 	ownerRetryPause    = time.Millisecond
 	maxOwnerRetryPause = 64 * time.Millisecond
-	maxOwnerAttempts   = 16
+	maxOwnerAttempts   = 64
 )
 
 // inTransition reports whether the owner refused a request because it is

@@ -94,6 +94,11 @@ func TestDrainHandsEverythingOver(t *testing.T) {
 	if n := soft.errors + strict.errors; n != 0 {
 		t.Errorf("the client surfaced %d errors", n)
 	}
+	// A drain is invisible to a caller with a budget: the client asks an
+	// owner in transition again within the deadline (issue 17).
+	if during != 0 {
+		t.Errorf("%d calls failed by policy or errors from the drain's start until the survivors settled, want 0", during)
+	}
 }
 
 // reason is a message known only when it is printed.
