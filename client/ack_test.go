@@ -1,0 +1,105 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// TestRecordSyncRetriesUntilAnswered: failures are retried past
+// RecordAttempts until the owner answers; refusals come back as errors
+// that say retrying cannot help.
+func TestRecordSyncRetriesUntilAnswered(t *testing.T) {
+	var attempts atomic.Int32
+	f := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
+		if hdr.Type != proto.TypeRecord {
+			return nil
+		}
+		var m proto.Record
+		if err := proto.Decode(body, &m); err != nil {
+			return proto.NewError(err, 42)
+		}
+		res := &proto.RecordResult{Epoch: 42}
+		overloaded := attempts.Add(1) <= 5
+		for _, it := range m.Items {
+			switch {
+			case it.Impression.ID == "bad":
+				res.Results = append(res.Results, proto.ItemResult{Code: proto.CodeBadRequest})
+			case it.Impression.ID == "future":
+				res.Results = append(res.Results, proto.ItemResult{Code: proto.CodeFutureTime})
+			case overloaded:
+				res.Results = append(res.Results, proto.ItemResult{Code: proto.CodeOverloaded})
+			default:
+				res.Results = append(res.Results, proto.ItemResult{Status: fcap.Duplicate})
+			}
+		}
+		return res
+	})
+	c := newClient(t, func(c *client.Config) { c.RecordRetryMin, c.RecordAttempts = time.Millisecond, 2 }, f.addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	imp := func(id string) client.RecordItem {
+		return client.RecordItem{Viewer: "v", Impression: fcap.Impression{ID: id, Time: 5, Caps: []fcap.Cap{soft}}}
+	}
+	acks := c.RecordSync(ctx, []client.RecordItem{imp("ok"), imp("bad"), imp("future")})
+	if acks[0].Err != nil || acks[0].Status != fcap.Duplicate {
+		t.Errorf("ok: %+v after %d attempts, want acknowledged as a duplicate", acks[0], attempts.Load())
+	}
+	if !client.IsRefused(acks[1].Err) || !errors.Is(acks[1].Err, client.ErrBadRequest) {
+		t.Errorf("bad: %v, want a refusal wrapping ErrBadRequest", acks[1].Err)
+	}
+	if !client.IsRefused(acks[2].Err) || !errors.Is(acks[2].Err, client.ErrFutureTime) {
+		t.Errorf("future: %v, want a refusal wrapping ErrFutureTime", acks[2].Err)
+	}
+}
+
+// TestRecordSyncUnacknowledged: with no cluster, RecordSync returns when
+// ctx ends and says the impression was not acknowledged (not refused).
+func TestRecordSyncUnacknowledged(t *testing.T) {
+	c := newClient(t, shortDial, deadCluster(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	acks := c.RecordSync(ctx, []client.RecordItem{{Viewer: "v", Impression: fcap.Impression{ID: "i", Time: 5, Caps: []fcap.Cap{soft}}}})
+	if err := acks[0].Err; err == nil || client.IsRefused(err) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want not acknowledged: the context's deadline", err)
+	}
+}
+
+// TestRecordSyncAgainstANode: an impression counts once, however often
+// it is sent.
+func TestRecordSyncAgainstANode(t *testing.T) {
+	cfg := node.DefaultLocalConfig("solo")
+	cfg.Logger = quiet
+	nd, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nd.Shutdown(context.Background())
+	c := newClient(t, nil, nd.DataAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	capc := fcap.Cap{Scope: "campaign", ID: "sync", Limit: 10, Window: time.Hour.Milliseconds()}
+	now := time.Now().UnixMilli()
+	items := []client.RecordItem{
+		{Viewer: "a", Impression: fcap.Impression{ID: "1", Time: now, Caps: []fcap.Cap{capc}}},
+		{Viewer: "b", Impression: fcap.Impression{ID: "2", Time: now, Caps: []fcap.Cap{capc}}},
+	}
+	for round, want := range []fcap.RecordStatus{fcap.Recorded, fcap.Duplicate} {
+		for i, a := range c.RecordSync(ctx, items) {
+			if a.Err != nil || a.Status != want {
+				t.Fatalf("round %d item %d: %+v, want %v", round, i, a, want)
+			}
+		}
+	}
+	v, err := c.Allow(ctx, "a", []fcap.Cap{capc})
+	if err != nil || v.Remaining != 8 {
+		t.Fatalf("Allow after the impression recorded twice: %+v, %v; want 8 remaining (counted once)", v, err)
+	}
+}

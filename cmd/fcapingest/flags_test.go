@@ -1,0 +1,48 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags([]string{"--brokers", "k1:9092, k2:9092", "--topics", "imps", "--seeds", "n1:7000",
+		"--from-time", "2026-01-02T03:04:05Z", "--workers", "8"}, env(map[string]string{"FCAP_INGEST_WORKERS": "2", "FCAP_INGEST_GROUP": "g2"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(o.ingest.Brokers, ","); got != "k1:9092,k2:9092" {
+		t.Errorf("brokers %q", got)
+	}
+	if o.ingest.Workers != 8 || o.ingest.Group != "g2" {
+		t.Errorf("workers %d (the flag wins over the environment), group %q (from the environment)", o.ingest.Workers, o.ingest.Group)
+	}
+	if want := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC); !o.ingest.FromTime.Equal(want) {
+		t.Errorf("from-time %v, want %v", o.ingest.FromTime, want)
+	}
+	if o, err := parseFlags([]string{"--brokers", "k", "--topics", "t", "--seeds", "s", "--from-time", "1767225600000"}, env(nil), io.Discard); err != nil || o.ingest.FromTime.UnixMilli() != 1767225600000 {
+		t.Errorf("from-time in Unix ms: %v, %v", o, err)
+	}
+}
+
+func TestParseFlagsRefuses(t *testing.T) {
+	for name, args := range map[string][]string{
+		"no brokers":       {"--topics", "t", "--seeds", "s"},
+		"no topics":        {"--brokers", "k", "--seeds", "s"},
+		"no seeds":         {"--brokers", "k", "--topics", "t"},
+		"bad from-time":    {"--brokers", "k", "--topics", "t", "--seeds", "s", "--from-time", "yesterday"},
+		"zero workers":     {"--brokers", "k", "--topics", "t", "--seeds", "s", "--workers", "0"},
+		"dead letter loop": {"--brokers", "k", "--topics", "t", "--seeds", "s", "--dead-letter-topic", "t"},
+		"extra argument":   {"--brokers", "k", "--topics", "t", "--seeds", "s", "now"},
+	} {
+		if _, err := parseFlags(args, env(nil), io.Discard); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
