@@ -6,6 +6,12 @@
 // cannot answer in time returns a verdict marked FailOpen (soft caps) or
 // FailClosed (strict caps) instead of an error. Impressions are recorded
 // asynchronously through a bounded queue with retries.
+//
+// Config{Seeds: seeds} is a complete configuration: every zero field
+// means its documented default. Errors are described beside ErrClosed
+// (errors.go): a cancelled context is an error, not a verdict; an
+// operation without a failure policy that the cluster cannot answer
+// returns ErrUnavailable.
 package client
 
 import (
@@ -75,10 +81,8 @@ func newTopology(r *ring.Ring, peers []*peer) *topology {
 // WaitReady to block until the cluster is reachable. New returns an error
 // only for an invalid configuration.
 func New(cfg Config) (*Client, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if err := cfg.Validate(); err != nil {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	c := &Client{
@@ -93,7 +97,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.hedgeTokens.Store(min(c.hedgeShare, 1) * hedgeBurst) // a client starts with the budget saved up
 	var err error
-	if c.m, err = newMetrics(cfg.Registerer); err != nil {
+	if c.m, err = newMetrics(metricsRegisterer(cfg)); err != nil {
 		return nil, err
 	}
 	c.topo.Store(newTopology(nil, nil))
@@ -148,9 +152,9 @@ func (c *Client) connected(t *topology) bool {
 }
 
 // Close flushes queued impressions (until ctx ends), then closes every
-// connection and waits for the client's goroutines. Calls after Close
-// fail open; Records are dropped and counted. Calling it again returns the
-// first result.
+// connection and waits for the client's goroutines. Every call after
+// Close returns ErrClosed (Record too, and Check, Allow and Reserve give
+// no verdict). Calling it again returns the first result.
 func (c *Client) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		c.closeErr = c.rec.close(ctx)

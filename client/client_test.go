@@ -414,18 +414,31 @@ func TestCloseIsIdempotentAndDropsLateRecords(t *testing.T) {
 	if err := c.Record("v", fcap.Impression{ID: "late", Time: 1, Caps: []fcap.Cap{soft}}); !errors.Is(err, client.ErrClosed) {
 		t.Errorf("Record after Close = %v, want ErrClosed", err)
 	}
-	res, err := c.Check(context.Background(), "v", []fcap.Candidate{{Caps: []fcap.Cap{soft}}})
-	if err != nil || !res.Verdicts[0].FailOpen {
-		t.Errorf("Check after Close = %+v, %v; want fail-open", res, err)
+	// A closed client gives no verdict, not even a fail-open one.
+	if _, err := c.Check(context.Background(), "v", []fcap.Candidate{{Caps: []fcap.Cap{soft}}}); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Check after Close = %v, want ErrClosed", err)
+	}
+	if v, err := c.Allow(context.Background(), "v", []fcap.Cap{soft}); !errors.Is(err, client.ErrClosed) || v.Allowed {
+		t.Errorf("Allow after Close = %+v, %v; want ErrClosed", v, err)
+	}
+	if v, _, err := c.Reserve(context.Background(), "v", fcap.Candidate{Caps: []fcap.Cap{strict}}, time.Minute); !errors.Is(err, client.ErrClosed) || v.Allowed {
+		t.Errorf("Reserve after Close = %+v, %v; want ErrClosed", v, err)
+	}
+	if err := c.Release(context.Background(), client.Reservation{Viewer: "v", ID: 1}); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Release after Close = %v, want ErrClosed", err)
+	}
+	if _, err := c.Link(context.Background(), "d", "v"); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Link after Close = %v, want ErrClosed", err)
 	}
 }
 
 func TestConfigValidate(t *testing.T) {
 	for name, m := range map[string]func(*client.Config){
-		"no seeds":     func(c *client.Config) { c.Seeds = nil },
-		"zero timeout": func(c *client.Config) { c.Timeout = 0 },
-		"conns":        func(c *client.Config) { c.ConnsPerNode = 0 },
-		"batch":        func(c *client.Config) { c.RecordBatch = proto.MaxRecordItems + 1 },
+		"no seeds":         func(c *client.Config) { c.Seeds = nil },
+		"negative timeout": func(c *client.Config) { c.Timeout = -1 },
+		"negative conns":   func(c *client.Config) { c.ConnsPerNode = -1 },
+		"retry max < min":  func(c *client.Config) { c.RecordRetryMin = time.Minute },
+		"batch":            func(c *client.Config) { c.RecordBatch = proto.MaxRecordItems + 1 },
 	} {
 		cfg := client.DefaultConfig("127.0.0.1:1")
 		m(&cfg)

@@ -16,7 +16,10 @@ import (
 	"github.com/fcap-io/fcap/proto"
 )
 
-// Config configures a Client. Start from DefaultConfig.
+// Config configures a Client. Every zero field means its documented
+// default, so Config{Seeds: seeds} is a complete configuration;
+// DefaultConfig spells the defaults out. A negative duration or count is
+// an error (but Margin and HedgeBudget, where negative means "none").
 type Config struct {
 	// Seeds are data-plane addresses ("host:port") of any fcap nodes. The
 	// client learns the whole topology from the first that answers (a
@@ -69,13 +72,15 @@ type Config struct {
 	// each node. Default 2.
 	ConnsPerNode int
 
-	// SoftFailOpen decides a soft cap's verdict when the cluster cannot
-	// answer in time: true allows the ad (fail open). Default true.
-	SoftFailOpen bool
+	// SoftFailClosed decides a soft cap's verdict when the cluster
+	// cannot answer in time: false (the default) allows the ad and marks
+	// the verdict FailOpen; true denies it and marks it FailClosed.
+	SoftFailClosed bool
 
 	// StrictFailOpen decides a strict cap's verdict when the cluster
-	// cannot answer: false denies the ad (fail closed), for caps where an
-	// overshoot is billed. Default false.
+	// cannot answer in time: false (the default) denies the ad and marks
+	// the verdict FailClosed, for caps where an overshoot is billed; true
+	// allows it and marks it FailOpen.
 	StrictFailOpen bool
 
 	// RefreshInterval is how often the topology is refreshed even when no
@@ -153,17 +158,26 @@ type Config struct {
 	// Registerer receives the client's metrics (the ad server's own
 	// registry). Default: none; the metrics still count, see Stats.
 	Registerer prometheus.Registerer
+
+	// MetricsNamespace, when set, prefixes every metric's name:
+	// "ns_fcap_client_calls_total" instead of "fcap_client_calls_total".
+	// Default empty.
+	MetricsNamespace string
+
+	// MetricsLabels are constant labels added to every metric, so several
+	// clients can register on one Registerer (each with its own label
+	// values, {"cluster": "eu"} and {"cluster": "us"}, say). Default none.
+	MetricsLabels prometheus.Labels
 }
 
-// DefaultConfig returns the defaults for the given seeds.
+// DefaultConfig returns the defaults for the given seeds, spelled out:
+// the same client as Config{Seeds: seeds}.
 func DefaultConfig(seeds ...string) Config {
 	return Config{
 		Seeds:            seeds,
 		Timeout:          5 * time.Millisecond,
 		DialTimeout:      250 * time.Millisecond,
 		ConnsPerNode:     2,
-		SoftFailOpen:     true,
-		StrictFailOpen:   false,
 		RefreshInterval:  10 * time.Second,
 		RecordQueue:      65536,
 		RecordBatch:      256,
@@ -179,8 +193,47 @@ func DefaultConfig(seeds ...string) Config {
 	}
 }
 
-// Validate checks every field.
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	setDuration := func(f *time.Duration, def time.Duration) {
+		if *f == 0 {
+			*f = def
+		}
+	}
+	setInt := func(f *int, def int) {
+		if *f == 0 {
+			*f = def
+		}
+	}
+	setDuration(&c.Timeout, d.Timeout)
+	setDuration(&c.DialTimeout, d.DialTimeout)
+	setDuration(&c.RefreshInterval, d.RefreshInterval)
+	setDuration(&c.RecordLinger, d.RecordLinger)
+	setDuration(&c.RecordTimeout, d.RecordTimeout)
+	setDuration(&c.RecordRetryMin, d.RecordRetryMin)
+	setDuration(&c.RecordRetryMax, d.RecordRetryMax)
+	setDuration(&c.ResolveTTL, d.ResolveTTL)
+	setInt(&c.ConnsPerNode, d.ConnsPerNode)
+	setInt(&c.RecordQueue, d.RecordQueue)
+	setInt(&c.RecordBatch, d.RecordBatch)
+	setInt(&c.RecordAttempts, d.RecordAttempts)
+	setInt(&c.RecordSenders, d.RecordSenders)
+	setInt(&c.MaxFrame, d.MaxFrame)
+	setInt(&c.ResolveCacheSize, d.ResolveCacheSize)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate checks every field, a zero field standing for its default.
 func (c *Config) Validate() error {
+	r := c.withDefaults()
+	return r.validate()
+}
+
+func (c *Config) validate() error {
 	var errs []error
 	if len(c.Seeds) == 0 {
 		errs = append(errs, errors.New("client config: no Seeds"))

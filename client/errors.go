@@ -1,14 +1,27 @@
 package client
 
 import (
+	"context"
 	"errors"
+	"fmt"
 
 	"github.com/fcap-io/fcap/proto"
 )
 
-// Errors a caller may see. Cluster failures are not among them: a call
-// the cluster cannot answer returns a verdict marked FailOpen or
-// FailClosed and no error.
+// Errors a caller may see.
+//
+// A Check, Allow or Reserve the cluster cannot answer by its deadline
+// (Config.Timeout, or the context's deadline if sooner) returns no error
+// but verdicts decided by the failure policy and marked FailOpen or
+// FailClosed: the policy is for a cluster that is late or down. A call
+// whose context is cancelled before it is answered returns an error
+// wrapping context.Canceled and no verdict: the caller gave up, and
+// nothing should be decided in its name. Operations without a failure
+// policy (Release, Link, Unlink, Resolve) return an error wrapping
+// ErrUnavailable when the cluster cannot answer them, which also wraps
+// context.DeadlineExceeded when the call ran out of time and the
+// context's error when it ended. Every call after Close returns
+// ErrClosed.
 var (
 	// ErrBadRequest: the request itself is invalid (empty viewer, bad cap,
 	// ...). The same as proto.ErrBadRequest, so errors.Is works on both.
@@ -19,11 +32,19 @@ var (
 	// ErrUnknownReservation: Release named a reservation the owner does
 	// not hold (released, confirmed or expired).
 	ErrUnknownReservation = proto.ErrUnknownReservation
-	// ErrClosed: the client was closed.
+	// ErrClosed: the client was closed (Close was called). Every call
+	// returns it from then on; Check, Allow and Reserve give no verdict.
 	ErrClosed = errors.New("fcap client: closed")
 	// ErrQueueFull: Record found Config.RecordQueue impressions already
 	// waiting; the impression was not queued.
 	ErrQueueFull = errors.New("fcap client: record queue full")
+	// ErrUnavailable: the cluster could not answer an operation that has
+	// no failure policy (Release, Link, Unlink, Resolve): its owners
+	// were unreachable, overloaded or leaving, or did not answer by the
+	// deadline. The operation may or may not have been applied (a Link
+	// half made, a Release done whose answer was lost); all are
+	// idempotent, so call again.
+	ErrUnavailable = errors.New("fcap client: cluster unavailable")
 	// ErrProtocol: a node answered with something this client does not
 	// understand.
 	ErrProtocol = errors.New("fcap client: protocol error")
@@ -38,3 +59,46 @@ var (
 	errSilent       = errors.New("connection silent")
 	errPeerGone     = errors.New("node left the topology")
 )
+
+// closed reports whether Close has stopped the client.
+func (c *Client) closed() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// cancelled returns the error of a call whose context was cancelled (not
+// merely past its deadline), or nil.
+func cancelled(ctx context.Context, op string) error {
+	if err := ctx.Err(); errors.Is(err, context.Canceled) {
+		return fmt.Errorf("fcap client: %s: %w", op, err)
+	}
+	return nil
+}
+
+// unavailable turns a failure of an operation without a failure policy
+// into the error its caller sees: an answer about the request itself
+// (bad request, unknown reservation, permission) and ErrClosed as they
+// are; anything else, the cluster failing to answer, wrapped in
+// ErrUnavailable, with the context's error when it has ended and
+// context.DeadlineExceeded when the call ran out of time.
+func unavailable(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrClosed), errors.Is(err, proto.ErrBadRequest), errors.Is(err, proto.ErrUnknownReservation),
+		errors.Is(err, proto.ErrPermissionDenied), errors.Is(err, proto.ErrUnauthenticated),
+		errors.Is(err, proto.ErrUnsupported), errors.Is(err, ErrProtocol):
+		return err
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w: %w", ErrUnavailable, cerr, err)
+	}
+	if errors.Is(err, errTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w: %w", ErrUnavailable, context.DeadlineExceeded, err)
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}

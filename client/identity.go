@@ -41,13 +41,18 @@ const identityTimeout = 5 * time.Second
 // impressions merged. A device cannot be linked to itself, to a device,
 // or if devices are linked to it; a viewer holds at most the cluster's
 // limit of devices (32 by default): those are refused with an error
-// wrapping ErrBadRequest. An error from an unreachable node leaves the
-// link maybe half made: call Link again.
+// wrapping ErrBadRequest. An error wrapping ErrUnavailable (the cluster
+// could not answer; with context.DeadlineExceeded when time ran out)
+// leaves the link maybe half made: call Link again.
 func (c *Client) Link(ctx context.Context, device, viewer string) (merged int64, err error) {
 	start := time.Now()
+	if c.closed() {
+		return 0, ErrClosed
+	}
 	deadline := identityDeadline(ctx)
 	defer c.resolved.drop(device)
 	cl, err := c.owned(ctx, viewer, &proto.Link{Device: device, Viewer: viewer}, proto.TypeLinkResult, deadline)
+	err = unavailable(ctx, err)
 	c.m.observe(opLink, outcomeOf(err), start)
 	if err != nil {
 		return 0, err
@@ -61,9 +66,13 @@ func (c *Client) Link(ctx context.Context, device, viewer string) (merged int64,
 // none.
 func (c *Client) Unlink(ctx context.Context, device string) (string, error) {
 	start := time.Now()
+	if c.closed() {
+		return "", ErrClosed
+	}
 	deadline := identityDeadline(ctx)
 	defer c.resolved.drop(device)
 	cl, err := c.owned(ctx, device, &proto.Unlink{Device: device}, proto.TypeUnlinkResult, deadline)
+	err = unavailable(ctx, err)
 	c.m.observe(opUnlink, outcomeOf(err), start)
 	if err != nil {
 		return "", err
@@ -76,7 +85,11 @@ func (c *Client) Unlink(ctx context.Context, device string) (string, error) {
 // linked), asking the cluster (not the cache).
 func (c *Client) Resolve(ctx context.Context, device string) (string, error) {
 	start := time.Now()
+	if c.closed() {
+		return "", ErrClosed
+	}
 	viewer, err := c.resolve(ctx, device, c.deadline(ctx, start))
+	err = unavailable(ctx, err)
 	c.m.observe(opResolve, outcomeOf(err), start)
 	if err != nil {
 		return "", err

@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,23 @@ func outcomeOf(err error) outcome {
 		return outcomeBadRequest
 	}
 	return outcomeError
+}
+
+// metricsRegisterer is the Registerer the client's metrics go to:
+// Config.Registerer with the namespace and constant labels applied, or
+// nil.
+func metricsRegisterer(cfg Config) prometheus.Registerer {
+	reg := cfg.Registerer
+	if reg == nil {
+		return nil
+	}
+	if len(cfg.MetricsLabels) > 0 {
+		reg = prometheus.WrapRegistererWith(cfg.MetricsLabels, reg)
+	}
+	if cfg.MetricsNamespace != "" {
+		reg = prometheus.WrapRegistererWithPrefix(cfg.MetricsNamespace+"_", reg)
+	}
+	return reg
 }
 
 // metrics are the client's collectors, for the ad server's own registry.
@@ -124,11 +142,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.recordDropped.WithLabelValues(reason)
 	}
 	if reg != nil {
+		var done []prometheus.Collector
 		for _, c := range []prometheus.Collector{calls, latency, verdicts, m.notOwnerRefreshes, m.backupReads, m.backupWrites, m.hedgesSent, m.hedgesWon, m.hedgesCancelled, m.hedgeDelay, m.topologyChanges, m.refreshErrors, m.dialErrors,
 			m.recordQueued, m.recordSent, m.recordRetries, m.recordDropped, m.recordQueue, m.resolveMisses, m.resolveFailures, m.lateGrants, m.undos} {
 			if err := reg.Register(c); err != nil {
-				return nil, err
+				// Leave the registry as it was, so a corrected config can
+				// register.
+				for _, d := range done {
+					reg.Unregister(d)
+				}
+				return nil, fmt.Errorf("fcap client metrics: %w (another client on this Registerer? give each its own Config.MetricsLabels or MetricsNamespace)", err)
 			}
+			done = append(done, c)
 		}
 	}
 	return m, nil

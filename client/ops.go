@@ -14,10 +14,12 @@ import (
 type Verdict struct {
 	fcap.Verdict
 	// FailOpen: the cluster did not answer in time and the candidate
-	// (all soft caps) was allowed by policy (Config.SoftFailOpen).
+	// was allowed by policy (all soft caps and Config.SoftFailClosed
+	// false, the default; or Config.StrictFailOpen).
 	FailOpen bool
 	// FailClosed: the cluster did not answer in time and the candidate
-	// was denied by policy (a strict cap, Config.StrictFailOpen false).
+	// was denied by policy (a strict cap and Config.StrictFailOpen false,
+	// the default; or Config.SoftFailClosed).
 	FailClosed bool
 	// Stale: a backup owner answered because the owner did not in time
 	// (soft caps only); its counts may lag by the replication delay. An
@@ -115,7 +117,7 @@ func (r *CheckResult) failed(cfg *Config) {
 }
 
 func failVerdict(cfg *Config, strict bool) Verdict {
-	open := cfg.SoftFailOpen
+	open := !cfg.SoftFailClosed
 	if strict {
 		open = cfg.StrictFailOpen
 	}
@@ -137,6 +139,13 @@ func (c *Client) Check(ctx context.Context, viewer string, cands []fcap.Candidat
 // CheckInto is Check into a reused result.
 func (c *Client) CheckInto(ctx context.Context, viewer string, cands []fcap.Candidate, res *CheckResult, opts ...CallOption) error {
 	start := time.Now()
+	if c.closed() {
+		return ErrClosed
+	}
+	if err := cancelled(ctx, "check"); err != nil {
+		c.m.observe(opCheck, outcomeError, start)
+		return err
+	}
 	if err := res.reset(cands); err != nil {
 		c.m.observe(opCheck, outcomeBadRequest, start)
 		return err
@@ -184,6 +193,13 @@ func (c *Client) check(ctx context.Context, viewer string, res *CheckResult, sta
 	if err == nil {
 		putCall(cl)
 		err = fmt.Errorf("%w: %d verdicts for %d candidates", ErrProtocol, len(cl.check.Verdicts), len(res.strict))
+	}
+	if errors.Is(err, ErrClosed) {
+		return ErrClosed
+	}
+	if cerr := cancelled(ctx, "check"); cerr != nil {
+		c.m.observe(opCheck, outcomeError, start)
+		return cerr
 	}
 	res.failed(&c.cfg)
 	c.m.failVerdicts(res.Verdicts)
@@ -356,6 +372,13 @@ func epochOf(cl *call) uint64 {
 // cap is strict) and records nothing.
 func (c *Client) Allow(ctx context.Context, viewer string, caps []fcap.Cap, opts ...CallOption) (Verdict, error) {
 	start := time.Now()
+	if c.closed() {
+		return Verdict{}, ErrClosed
+	}
+	if err := cancelled(ctx, "allow"); err != nil {
+		c.m.observe(opAllow, outcomeError, start)
+		return Verdict{}, err
+	}
 	o := applyOptions(opts)
 	deadline := c.deadline(ctx, start)
 	viewer = c.canonical(ctx, viewer, &o, deadline)
@@ -385,6 +408,12 @@ func (c *Client) Allow(ctx context.Context, viewer string, caps []fcap.Cap, opts
 	case errors.Is(err, proto.ErrBadRequest):
 		c.m.observe(opAllow, outcomeBadRequest, start)
 		return Verdict{}, err
+	case errors.Is(err, ErrClosed):
+		return Verdict{}, ErrClosed
+	}
+	if cerr := cancelled(ctx, "allow"); cerr != nil {
+		c.m.observe(opAllow, outcomeError, start)
+		return Verdict{}, cerr
 	}
 	v := failVerdict(&c.cfg, anyStrict(caps))
 	c.m.failVerdicts([]Verdict{v})
@@ -431,6 +460,13 @@ type Reservation struct {
 // failed call follows the failure policy and reserves nothing.
 func (c *Client) Reserve(ctx context.Context, viewer string, cand fcap.Candidate, ttl time.Duration, opts ...CallOption) (Verdict, Reservation, error) {
 	start := time.Now()
+	if c.closed() {
+		return Verdict{}, Reservation{}, ErrClosed
+	}
+	if err := cancelled(ctx, "reserve"); err != nil {
+		c.m.observe(opReserve, outcomeError, start)
+		return Verdict{}, Reservation{}, err
+	}
 	o := applyOptions(opts)
 	deadline := c.deadline(ctx, start)
 	viewer = c.canonical(ctx, viewer, &o, deadline)
@@ -448,6 +484,12 @@ func (c *Client) Reserve(ctx context.Context, viewer string, cand fcap.Candidate
 	case errors.Is(err, proto.ErrBadRequest):
 		c.m.observe(opReserve, outcomeBadRequest, start)
 		return Verdict{}, Reservation{}, err
+	case errors.Is(err, ErrClosed):
+		return Verdict{}, Reservation{}, ErrClosed
+	}
+	if cerr := cancelled(ctx, "reserve"); cerr != nil {
+		c.m.observe(opReserve, outcomeError, start)
+		return Verdict{}, Reservation{}, cerr
 	}
 	v := failVerdict(&c.cfg, anyStrict(cand.Caps))
 	c.m.failVerdicts([]Verdict{v})
@@ -456,14 +498,18 @@ func (c *Client) Reserve(ctx context.Context, viewer string, cand fcap.Candidate
 }
 
 // Release drops a reservation before its ttl. It returns
-// ErrUnknownReservation if the owner does not hold it, and an error
-// (not a verdict) if the cluster cannot be reached: the reservation then
-// simply expires.
+// ErrUnknownReservation if the owner does not hold it (released,
+// confirmed by a Record, or expired), and an error wrapping
+// ErrUnavailable if the cluster cannot answer by the deadline: the
+// reservation then simply expires.
 func (c *Client) Release(ctx context.Context, r Reservation) error {
 	start := time.Now()
+	if c.closed() {
+		return ErrClosed
+	}
 	req := proto.Release{Viewer: r.Viewer, ID: r.ID}
 	cl, err := c.owned(ctx, r.Viewer, &req, proto.TypeReleaseResult, c.deadline(ctx, start))
-	if err != nil {
+	if err = unavailable(ctx, err); err != nil {
 		c.m.observe(opRelease, outcomeOf(err), start)
 		return err
 	}
