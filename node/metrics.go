@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/fcap-io/fcap/internal/buildinfo"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -112,6 +113,9 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m := &metrics{}
+	if err := buildinfo.Register(reg); err != nil {
+		return nil, err
+	}
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fcap_node_requests_total",
 		Help: "Data-plane requests answered, by operation and outcome. A Check of any number of candidates is one request.",

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -16,66 +18,157 @@ import (
 
 var stateNames = map[uint8]string{1: "joining", 2: "active", 3: "leaving"}
 
-// runStatus prints every member's status as a table (or JSON).
+// statusMember is one row of "fcapctl status": the member as gossip
+// sees it and, when it answered, its own figures.
+type statusMember struct {
+	Name             string `json:"name"`
+	Addr             string `json:"addr"`
+	HTTPAddr         string `json:"http_addr"`
+	State            string `json:"state"`
+	Reachable        bool   `json:"reachable"`
+	Error            string `json:"error,omitempty"`
+	Epoch            string `json:"epoch,omitempty"`
+	Primaries        uint64 `json:"primaries"`
+	Backups          uint64 `json:"backups"`
+	Syncing          uint64 `json:"syncing"`
+	Handing          uint64 `json:"handing"`
+	ReplicationQueue uint64 `json:"replication_queue"`
+	ReplicationLagMs uint64 `json:"replication_lag_ms"`
+	UnderReplicated  uint64 `json:"under_replicated"`
+	Viewers          uint64 `json:"viewers"`
+	Keys             uint64 `json:"keys"`
+	Bytes            uint64 `json:"bytes"`
+	Requests         uint64 `json:"requests"`
+
+	refused bool // it answered with an error (a token without the operator role)
+}
+
+// statusOut is "fcapctl status --json".
+type statusOut struct {
+	Epoch      string         `json:"epoch"`
+	Partitions int            `json:"partitions"`
+	Replicas   int            `json:"replicas"`
+	Healthy    bool           `json:"healthy"`
+	Problems   []string       `json:"problems"`
+	Members    []statusMember `json:"members"`
+}
+
+// runStatus prints every member's status as a table (or JSON). It exits
+// exitDegraded when a member does not answer or a partition is
+// under-replicated, after printing everything it learned.
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
-	asJSON := fs.Bool("json", false, "print JSON")
+	asJSON := fs.Bool("json", false, "print JSON (docs/fcapctl.md)")
 	timeout := fs.Duration("timeout", 5*time.Second, "deadline of the whole command")
 	conn := addConnFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fcapctl status [flags]")
+		fmt.Fprintln(stderr, "\nEvery member: its state, partitions, replication and memory.")
+		fmt.Fprintln(stderr, exitCodesHelp)
+		fs.PrintDefaults()
+	}
+	if err := parseArgs(fs, args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return exitUsage
 	}
 	admin, err := conn.admin()
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl status: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	topo, err := topology(ctx, admin, strings.Split(*addr, ","))
+	topo, err := topology(ctx, admin, splitAddrs(*addr))
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl status: %v\n", err)
-		return 1
+		return exitError
 	}
-	type row struct {
-		Member proto.Member  `json:"member"`
-		Status *proto.Status `json:"status,omitempty"`
-		Error  string        `json:"error,omitempty"`
-	}
-	rows := make([]row, len(topo.Members))
+	out := statusOut{Epoch: epochString(topo.Epoch), Partitions: topo.Partitions, Replicas: topo.Replicas, Problems: []string{}}
+	out.Members = make([]statusMember, len(topo.Members))
+	var wg sync.WaitGroup
 	for i, m := range topo.Members {
-		rows[i].Member = m
-		var st proto.Status
-		if err := admin.Call(ctx, m.Addr, &proto.StatusRequest{}, &st); err != nil {
-			rows[i].Error = err.Error()
-			continue
+		row := &out.Members[i]
+		row.Name, row.Addr, row.HTTPAddr, row.State = m.Name, m.Addr, m.HTTPAddr, stateName(m.State)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var st proto.Status
+			if err := admin.Call(ctx, m.Addr, &proto.StatusRequest{}, &st); err != nil {
+				row.Error = err.Error()
+				var refused *proto.Error
+				row.refused = errors.As(err, &refused)
+				return
+			}
+			row.Reachable = true
+			row.State, row.Epoch = stateName(st.State), epochString(st.Epoch)
+			row.Primaries, row.Backups, row.Syncing, row.Handing = st.Primaries, st.Backups, st.Syncing, st.Handing
+			row.ReplicationQueue, row.ReplicationLagMs, row.UnderReplicated = st.ReplicationQueue, st.LagMillis, st.UnderReplicated
+			row.Viewers, row.Keys, row.Bytes, row.Requests = st.Viewers, st.Keys, st.Bytes, st.Requests
+		}()
+	}
+	wg.Wait()
+	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].Name < out.Members[j].Name })
+	for _, m := range out.Members {
+		switch {
+		case m.refused:
+			out.Problems = append(out.Problems, fmt.Sprintf("%s (%s) refused the status request: %s", m.Name, m.Addr, m.Error))
+		case !m.Reachable:
+			out.Problems = append(out.Problems, fmt.Sprintf("%s (%s) is unreachable: %s", m.Name, m.Addr, m.Error))
+		case m.UnderReplicated > 0:
+			out.Problems = append(out.Problems, fmt.Sprintf("%s is primary of %d under-replicated partitions", m.Name, m.UnderReplicated))
 		}
-		st.Name = strings.Clone(st.Name)
-		rows[i].Status = &st
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Member.Name < rows[j].Member.Name })
+	out.Healthy = len(out.Problems) == 0
 	if *asJSON {
-		b, _ := json.MarshalIndent(map[string]any{"epoch": fmt.Sprintf("%016x", topo.Epoch), "partitions": topo.Partitions, "replicas": topo.Replicas, "members": rows}, "", "  ")
+		b, _ := json.MarshalIndent(out, "", "  ")
 		fmt.Fprintln(stdout, string(b))
-		return 0
+	} else {
+		printStatus(stdout, &out)
 	}
-	fmt.Fprintf(stdout, "cluster epoch %016x, %d partitions, %d replicas\n\n", topo.Epoch, topo.Partitions, topo.Replicas)
+	if !out.Healthy {
+		for _, p := range out.Problems {
+			fmt.Fprintf(stderr, "fcapctl status: %s\n", p)
+		}
+		return exitDegraded
+	}
+	return exitOK
+}
+
+// printStatus prints the status table; a member that did not answer
+// keeps its columns, each "-", and is explained under the table.
+func printStatus(stdout io.Writer, out *statusOut) {
+	fmt.Fprintf(stdout, "cluster epoch %s, %d partitions, %d replicas\n\n", out.Epoch, out.Partitions, out.Replicas)
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tADDR\tSTATE\tEPOCH\tPRIMARY\tBACKUP\tSYNCING\tHANDING\tREPL-QUEUE\tUNDER-REPL\tVIEWERS\tKEYS\tMEMORY")
-	for _, r := range rows {
-		if r.Status == nil {
-			fmt.Fprintf(w, "%s\t%s\t%s\tunreachable: %s\n", r.Member.Name, r.Member.Addr, stateNames[r.Member.State], r.Error)
+	for _, m := range out.Members {
+		if !m.Reachable {
+			state := "unreachable"
+			if m.refused {
+				state = "refused"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.Name, m.Addr, state, strings.Repeat("-\t", 9)+"-")
 			continue
 		}
-		s := r.Status
-		fmt.Fprintf(w, "%s\t%s\t%s\t%016x\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", s.Name, r.Member.Addr, stateNames[s.State], s.Epoch,
-			s.Primaries, s.Backups, s.Syncing, s.Handing, s.ReplicationQueue, s.UnderReplicated, s.Viewers, s.Keys, bytesString(s.Bytes))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", m.Name, m.Addr, m.State, m.Epoch,
+			m.Primaries, m.Backups, m.Syncing, m.Handing, m.ReplicationQueue, m.UnderReplicated, m.Viewers, m.Keys, bytesString(m.Bytes))
 	}
 	w.Flush()
-	return 0
+	if len(out.Problems) > 0 {
+		fmt.Fprintln(stdout)
+		for _, p := range out.Problems {
+			fmt.Fprintln(stdout, "! "+p)
+		}
+	}
 }
+
+// epochString writes an epoch as the 16 hex digits every fcapctl output
+// uses: epochs reach past 2^53, where JSON numbers lose digits.
+func epochString(e uint64) string { return fmt.Sprintf("%016x", e) }
 
 func bytesString(b uint64) string {
 	switch {
@@ -107,7 +200,7 @@ func runDrain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "stays up; stop it afterwards.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return 2
 	}
 	if *self && fs.NArg() != 0 || !*self && fs.NArg() != 1 {

@@ -30,7 +30,7 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "case, then \"N passed, M failed\". Exit status 1 if any failed.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return 2
 	}
 	if fs.NArg() == 0 {

@@ -19,40 +19,110 @@ import (
 // The data commands: ring, check, allow, record, reserve. They go through
 // the same client an ad server embeds, so they see what it sees.
 
-const capSyntax = `A CAP is scope:id:limit:window[:algorithm[:mode]], window in ms or
-with a unit (1h, 24h), e.g. campaign:c42:3:24h or creative:x9:1:1h:sliding:strict.
+const capSyntax = `A CAP is scope:id:limit:window[:algorithm][:mode], e.g. campaign:c42:3:24h,
+creative:x9:1:1h:sliding:strict or campaign:c1:3:24h:strict. The window is
+milliseconds or a duration with a unit: ms, s, m, h, d (24h) or w (7d), e.g.
+90m, 7d, 2w, 1d12h. After the window come, in any order, an algorithm
+(sliding, buckets, fixed; default sliding) and a mode (soft, strict; default
+soft), each bare or named: algorithm=buckets, mode=strict.
 Join caps with "+" to make one candidate subject to all of them.`
 
-// parseCap reads scope:id:limit:window[:algorithm[:mode]].
+// parseCap reads scope:id:limit:window[:algorithm][:mode].
 func parseCap(s string) (fcap.Cap, error) {
 	f := strings.Split(s, ":")
 	if len(f) < 4 || len(f) > 6 {
-		return fcap.Cap{}, fmt.Errorf("cap %q: want scope:id:limit:window[:algorithm[:mode]]", s)
+		return fcap.Cap{}, fmt.Errorf("cap %q: want scope:id:limit:window[:algorithm][:mode]", s)
 	}
 	limit, err := strconv.ParseInt(f[2], 10, 64)
 	if err != nil {
-		return fcap.Cap{}, fmt.Errorf("cap %q: limit: %w", s, err)
+		return fcap.Cap{}, fmt.Errorf("cap %q: limit %q is not an integer", s, f[2])
 	}
-	window, err := strconv.ParseInt(f[3], 10, 64)
+	window, err := parseWindow(f[3])
 	if err != nil {
-		d, derr := time.ParseDuration(f[3])
-		if derr != nil {
-			return fcap.Cap{}, fmt.Errorf("cap %q: window %q is neither milliseconds nor a duration", s, f[3])
-		}
-		window = d.Milliseconds()
+		return fcap.Cap{}, fmt.Errorf("cap %q: %w", s, err)
 	}
 	c := fcap.Cap{Scope: f[0], ID: f[1], Limit: limit, Window: window}
-	if len(f) > 4 {
-		if c.Algorithm, err = fcap.ParseAlgorithm(f[4]); err != nil {
-			return fcap.Cap{}, fmt.Errorf("cap %q: %w", s, err)
+	var haveAlg, haveMode bool
+	for _, opt := range f[4:] {
+		key, val, named := strings.Cut(opt, "=")
+		if !named {
+			key, val = "", opt
 		}
-	}
-	if len(f) > 5 {
-		if c.Mode, err = fcap.ParseMode(f[5]); err != nil {
-			return fcap.Cap{}, fmt.Errorf("cap %q: %w", s, err)
+		alg, aerr := fcap.ParseAlgorithm(val)
+		mode, merr := fcap.ParseMode(val)
+		switch {
+		case val == "":
+			return fcap.Cap{}, fmt.Errorf("cap %q: empty field after the window", s)
+		case (key == "" || key == "algorithm" || key == "alg") && aerr == nil:
+			if haveAlg {
+				return fcap.Cap{}, fmt.Errorf("cap %q: two algorithms", s)
+			}
+			c.Algorithm, haveAlg = alg, true
+		case (key == "" || key == "mode") && merr == nil:
+			if haveMode {
+				return fcap.Cap{}, fmt.Errorf("cap %q: two modes", s)
+			}
+			c.Mode, haveMode = mode, true
+		case key == "algorithm" || key == "alg":
+			return fcap.Cap{}, fmt.Errorf("cap %q: %w (want sliding, buckets or fixed)", s, aerr)
+		case key == "mode":
+			return fcap.Cap{}, fmt.Errorf("cap %q: %w (want soft or strict)", s, merr)
+		case named:
+			return fcap.Cap{}, fmt.Errorf("cap %q: unknown field %q (want algorithm= or mode=)", s, key)
+		default:
+			return fcap.Cap{}, fmt.Errorf("cap %q: %q is neither an algorithm (sliding, buckets, fixed) nor a mode (soft, strict)", s, val)
 		}
 	}
 	return c, nil
+}
+
+// parseWindow reads a window: milliseconds, or a Go duration extended
+// with d (24h) and w (7 days), e.g. 24h, 7d, 2w, 1d12h.
+func parseWindow(s string) (int64, error) {
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return ms, nil
+	}
+	bad := fmt.Errorf("window %q is neither milliseconds nor a duration (ms, s, m, h, d, w)", s)
+	var total time.Duration
+	rest := s
+	for rest != "" {
+		i := 0
+		for i < len(rest) && (rest[i] >= '0' && rest[i] <= '9' || rest[i] == '.') {
+			i++
+		}
+		j := i
+		for j < len(rest) && !(rest[j] >= '0' && rest[j] <= '9' || rest[j] == '.') {
+			j++
+		}
+		num, unit := rest[:i], rest[i:j]
+		rest = rest[j:]
+		if num == "" || unit == "" {
+			return 0, bad
+		}
+		var mult time.Duration
+		switch unit {
+		case "d":
+			mult = 24 * time.Hour
+		case "w":
+			mult = 7 * 24 * time.Hour
+		default:
+			d, err := time.ParseDuration(num + unit)
+			if err != nil {
+				return 0, bad
+			}
+			total += d
+			continue
+		}
+		v, err := strconv.ParseFloat(num, 64)
+		if err != nil || v*float64(mult) > float64(1<<62) {
+			return 0, bad
+		}
+		total += time.Duration(v * float64(mult))
+	}
+	if total <= 0 {
+		return 0, fmt.Errorf("window %q is not positive", s)
+	}
+	return total.Milliseconds(), nil
 }
 
 // parseCandidate reads caps joined with "+".
@@ -98,28 +168,17 @@ func (d *dataFlags) opts() []client.CallOption {
 	return opts
 }
 
-// connect starts a client and waits for the topology.
-func (d *dataFlags) connect() (*client.Client, error) {
-	cfg := client.DefaultConfig(strings.Split(d.addr, ",")...)
-	cfg.Timeout = d.timeout
-	var err error
-	if cfg.TLS, err = d.conn.tls(); err != nil {
-		return nil, err
-	}
-	if cfg.Token, err = d.conn.token(); err != nil {
-		return nil, err
-	}
-	c, err := client.New(cfg)
+// connect starts a client once a seed has answered, and reports on
+// stderr the members it cannot reach (their viewers are answered by
+// backups, or fail closed for strict caps).
+func (d *dataFlags) connect(stderr io.Writer) (*client.Client, error) {
+	admin, err := d.conn.admin()
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.timeout+3*time.Second)
 	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		c.Close(context.Background())
-		return nil, fmt.Errorf("cannot reach the cluster at %s: %w", d.addr, err)
-	}
-	return c, nil
+	return dialCluster(ctx, admin, splitAddrs(d.addr), d.timeout, stderr)
 }
 
 // start parses the command's flags, checks that the positional
@@ -127,7 +186,7 @@ func (d *dataFlags) connect() (*client.Client, error) {
 // them, reads the CAPs as one candidate and connects. When c is nil the
 // command exits with code, having said why.
 func (d *dataFlags) start(name string, fs *flag.FlagSet, args []string, n int, stderr io.Writer) (c *client.Client, cand fcap.Candidate, code int) {
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return nil, cand, 2
 	}
 	if fs.NArg() < n+1 {
@@ -139,7 +198,7 @@ func (d *dataFlags) start(name string, fs *flag.FlagSet, args []string, n int, s
 		fmt.Fprintf(stderr, "fcapctl %s: %v\n", name, err)
 		return nil, cand, 2
 	}
-	if c, err = d.connect(); err != nil {
+	if c, err = d.connect(stderr); err != nil {
 		fmt.Fprintf(stderr, "fcapctl %s: %v\n", name, err)
 		return nil, cand, 1
 	}
@@ -154,6 +213,8 @@ func newDataFlagSet(name, usage string, stderr io.Writer, d *dataFlags) *flag.Fl
 		fmt.Fprintln(stderr, usage)
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, capSyntax)
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, exitCodesHelp)
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -204,7 +265,7 @@ func printVerdicts(stdout io.Writer, asJSON bool, vs []verdictOut) {
 func runCheck(args []string, stdout, stderr io.Writer) int {
 	var d dataFlags
 	fs := newDataFlagSet("check", "usage: fcapctl check [flags] VIEWER CANDIDATE...\n\nRead-only verdicts for each candidate (one CAP or CAP+CAP...).", stderr, &d)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return 2
 	}
 	if fs.NArg() < 2 {
@@ -221,7 +282,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		cands = append(cands, cand)
 	}
-	c, err := d.connect()
+	c, err := d.connect(stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl check: %v\n", err)
 		return 1
@@ -233,11 +294,17 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	var out []verdictOut
+	fallback := false
 	for i, v := range res.Verdicts {
 		out = append(out, toOut(fs.Arg(i+1), v))
+		fallback = fallback || v.FailOpen || v.FailClosed
 	}
 	printVerdicts(stdout, d.asJSON, out)
-	return 0
+	if fallback {
+		fmt.Fprintf(stderr, "fcapctl check: no owner of %q answered in time (%s); fail-open and fail-closed verdicts are the fallback policy, not the cluster's\n", viewer, ownersOf(c, viewer))
+		return exitError
+	}
+	return exitOK
 }
 
 func runAllow(args []string, stdout, stderr io.Writer) int {
@@ -251,10 +318,42 @@ func runAllow(args []string, stdout, stderr io.Writer) int {
 	v, err := c.Allow(context.Background(), fs.Arg(0), cand.Caps, d.opts()...)
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl allow: %v\n", err)
-		return 1
+		return exitError
 	}
 	printVerdicts(stdout, d.asJSON, []verdictOut{toOut(strings.Join(fs.Args()[1:], "+"), v)})
-	return 0
+	return verdictStatus("allow", c, fs.Arg(0), v, stderr)
+}
+
+// verdictStatus is the exit status of a one-verdict command: granted,
+// denied, or a fallback verdict the cluster did not give (said on stderr,
+// naming the viewer's owners).
+func verdictStatus(name string, c *client.Client, viewer string, v client.Verdict, stderr io.Writer) int {
+	switch {
+	case v.FailOpen || v.FailClosed:
+		fmt.Fprintf(stderr, "fcapctl %s: no owner of %q answered in time (%s); the verdict is the fallback policy, not the cluster's\n", name, viewer, ownersOf(c, viewer))
+		return exitError
+	case !v.Allowed:
+		return exitDenied
+	}
+	return exitOK
+}
+
+// ownersOf names a viewer's owners, primary first, for error messages.
+func ownersOf(c *client.Client, viewer string) string {
+	r := c.Ring()
+	if r == nil {
+		return "no topology"
+	}
+	_, owners := r.Lookup(viewer)
+	var names []string
+	for _, o := range owners {
+		m := r.Member(o)
+		names = append(names, m.Name+" at "+m.Addr)
+	}
+	if len(names) == 0 {
+		return "no owner"
+	}
+	return "owners " + strings.Join(names, ", ")
 }
 
 func runRecord(args []string, stdout, stderr io.Writer) int {
@@ -304,18 +403,18 @@ func runReserve(args []string, stdout, stderr io.Writer) int {
 	v, r, err := c.Reserve(context.Background(), fs.Arg(0), cand, *ttl, d.opts()...)
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl reserve: %v\n", err)
-		return 1
+		return exitError
 	}
 	if d.asJSON {
-		b, _ := json.Marshal(map[string]any{"verdict": toOut("", v), "reservation": strconv.FormatUint(r.ID, 10)})
+		b, _ := json.Marshal(map[string]any{"verdict": toOut(strings.Join(fs.Args()[1:], "+"), v), "reservation": strconv.FormatUint(r.ID, 10)})
 		fmt.Fprintln(stdout, string(b))
-		return 0
+	} else {
+		printVerdicts(stdout, false, []verdictOut{toOut(strings.Join(fs.Args()[1:], "+"), v)})
+		if r.ID != 0 {
+			fmt.Fprintf(stdout, "reservation %d, held for %v\n", r.ID, *ttl)
+		}
 	}
-	printVerdicts(stdout, false, []verdictOut{toOut(strings.Join(fs.Args()[1:], "+"), v)})
-	if r.ID != 0 {
-		fmt.Fprintf(stdout, "reservation %d, held for %v\n", r.ID, *ttl)
-	}
-	return 0
+	return verdictStatus("reserve", c, fs.Arg(0), v, stderr)
 }
 
 // runRing prints how partitions are spread: per member, primaries and
@@ -328,7 +427,7 @@ func runRing(args []string, stdout, stderr io.Writer) int {
 	all := fs.Bool("partitions", false, "also list every partition's owners")
 	asJSON := fs.Bool("json", false, "print JSON")
 	conn := addConnFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return 2
 	}
 	admin, err := conn.admin()
@@ -374,7 +473,7 @@ func runRing(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *asJSON {
-		out := map[string]any{"epoch": fmt.Sprintf("%016x", topo.Epoch), "partitions": topo.Partitions, "replicas": topo.Replicas, "members": members}
+		out := map[string]any{"epoch": epochString(topo.Epoch), "partitions": topo.Partitions, "replicas": topo.Replicas, "members": members}
 		if *all {
 			out["owners"] = owners
 		}

@@ -42,7 +42,7 @@ func runGossipKey(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Keys are shown by fingerprint (first 8 bytes of their SHA-256).")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(reorder(args)); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return 2
 	}
 	if fs.NArg() < 1 {
@@ -132,28 +132,4 @@ func runGossipKey(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// reorder moves flags in front of the positional arguments, so that
-// "gossip-key install KEY --addr X" parses like "gossip-key --addr X
-// install KEY".
-func reorder(args []string) []string {
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			pos = append(pos, args[i+1:]...)
-			i = len(args)
-		case strings.HasPrefix(a, "-") && len(a) > 1:
-			flags = append(flags, a)
-			if !strings.Contains(a, "=") && strings.TrimLeft(a, "-") != "json" && i+1 < len(args) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-		default:
-			pos = append(pos, a)
-		}
-	}
-	return append(flags, pos...)
 }

@@ -6,23 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
-
-func TestReorderPutsFlagsFirst(t *testing.T) {
-	for _, c := range []struct{ in, want []string }{
-		{[]string{"install", "KEY", "--addr", "a:1"}, []string{"--addr", "a:1", "install", "KEY"}},
-		{[]string{"list", "--json", "--addr=a:1"}, []string{"--json", "--addr=a:1", "list"}},
-		{[]string{"--addr", "a:1", "use", "KEY", "-json"}, []string{"--addr", "a:1", "-json", "use", "KEY"}},
-		{[]string{"remove", "--", "KEY"}, []string{"remove", "KEY"}},
-	} {
-		if got := reorder(c.in); !slices.Equal(got, c.want) {
-			t.Errorf("reorder(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
 
 func TestGossipKeyBadUsage(t *testing.T) {
 	for name, c := range map[string]struct {

@@ -20,14 +20,14 @@ func runIdentity(name, usage string, nargs int) func(args []string, stdout, stde
 			fmt.Fprintln(stderr)
 			fs.PrintDefaults()
 		}
-		if err := fs.Parse(args); err != nil {
+		if err := parseArgs(fs, args); err != nil {
 			return 2
 		}
 		if fs.NArg() != nargs {
 			fs.Usage()
 			return 2
 		}
-		c, err := d.connect()
+		c, err := d.connect(stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "fcapctl %s: %v\n", name, err)
 			return 1

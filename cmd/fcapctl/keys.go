@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap"
-	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -32,7 +31,7 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "CAPs, given as for check, label the counters they read.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return 2
 	}
 	if fs.NArg() < 1 {
@@ -56,40 +55,28 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fcapctl keys: %v\n", err)
 		return 2
 	}
-	cfg := client.DefaultConfig(strings.Split(*addr, ",")...)
-	cfg.TLS, cfg.Token = admin.TLS, admin.Token
-	c, err := client.New(cfg)
+	c, err := dialCluster(ctx, admin, splitAddrs(*addr), *timeout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl keys: %v\n", err)
 		return 1
 	}
 	defer c.Close(context.Background())
-	if err := c.WaitReady(ctx); err != nil {
-		fmt.Fprintf(stderr, "fcapctl keys: cannot reach the cluster at %s: %v\n", *addr, err)
-		return 1
-	}
 	r := c.Ring()
 	p, owners := r.Lookup(viewer)
-	type ownerOut struct {
-		Node  string             `json:"node"`
-		Rank  int                `json:"rank"`
-		Error string             `json:"error,omitempty"`
-		State *proto.ViewerState `json:"state,omitempty"`
-	}
-	var outs []ownerOut
+	var outs []keysOwner
 	for rank, o := range owners {
 		m := r.Member(o)
 		var st proto.ViewerState
-		out := ownerOut{Node: m.Name, Rank: rank}
+		out := keysOwner{Node: m.Name, Addr: m.Addr, Rank: rank}
 		if err := admin.Call(ctx, m.Addr, &proto.Inspect{Viewer: viewer}, &st); err != nil {
 			out.Error = err.Error()
 		} else {
-			out.State = &st
+			out.State = viewerStateOut(&st, labels)
 		}
 		outs = append(outs, out)
 	}
 	if *asJSON {
-		b, _ := json.Marshal(map[string]any{"viewer": viewer, "partition": p, "owners": outs})
+		b, _ := json.Marshal(keysOut{Viewer: viewer, Partition: p, Owners: outs})
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
@@ -108,7 +95,7 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, ": holds nothing for this viewer")
 			continue
 		}
-		fmt.Fprintf(stdout, ": %d counters, %d reservations, %d impression ids remembered\n", len(o.State.Keys), o.State.Reservations, o.State.RememberedIDs)
+		fmt.Fprintf(stdout, ": %d counters, %d reservations, %d impression ids remembered\n", len(o.State.Counters), o.State.Reservations, o.State.RememberedIDs)
 		if o.State.LinkedTo != "" {
 			fmt.Fprintf(stdout, "a device linked to %q: checks naming it as a device count against %q\n", o.State.LinkedTo, o.State.LinkedTo)
 		}
@@ -117,15 +104,14 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "COUNTER\tALGORITHM\tLIMIT\tWINDOW\tSTATE")
-		for _, k := range o.State.Keys {
-			name := labels[k.Hash]
+		for _, k := range o.State.Counters {
+			name := k.Label
 			if name == "" {
-				name = fmt.Sprintf("%016x", k.Hash)
+				name = k.Hash
 			}
-			alg := fcap.Algorithm(k.Algorithm)
 			state := ""
-			switch alg {
-			case fcap.Sliding:
+			switch k.Algorithm {
+			case fcap.Sliding.String():
 				var ts []string
 				for _, t := range k.Values {
 					ts = append(ts, time.UnixMilli(t).UTC().Format("2006-01-02T15:04:05.000Z"))
@@ -134,9 +120,62 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 			default:
 				state = fmt.Sprintf("window %d: counts %v", k.Bucket, k.Values)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\n", name, alg, k.Limit, time.Duration(k.Window)*time.Millisecond, state)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\n", name, k.Algorithm, k.Limit, time.Duration(k.WindowMs)*time.Millisecond, state)
 		}
 		tw.Flush()
 	}
 	return 0
+}
+
+// keysOut is "fcapctl keys --json".
+type keysOut struct {
+	Viewer    string      `json:"viewer"`
+	Partition int         `json:"partition"`
+	Owners    []keysOwner `json:"owners"`
+}
+
+// keysOwner is what one owner of the viewer holds; State is nil when it
+// did not answer.
+type keysOwner struct {
+	Node  string         `json:"node"`
+	Addr  string         `json:"addr"`
+	Rank  int            `json:"rank"`
+	Error string         `json:"error,omitempty"`
+	State *viewerStateJS `json:"state,omitempty"`
+}
+
+type viewerStateJS struct {
+	Found         bool        `json:"found"`
+	Primary       bool        `json:"primary"`
+	Reservations  uint64      `json:"reservations"`
+	RememberedIDs uint64      `json:"remembered_ids"`
+	LinkedTo      string      `json:"linked_to,omitempty"`
+	Devices       []string    `json:"devices,omitempty"`
+	Counters      []counterJS `json:"counters"`
+}
+
+// counterJS is one counter: its key hash in hex (labelled scope:id when a
+// CAP on the command line names it), and its timestamps or counts.
+type counterJS struct {
+	Hash      string  `json:"hash"`
+	Label     string  `json:"label,omitempty"`
+	Algorithm string  `json:"algorithm"`
+	Limit     int64   `json:"limit"`
+	WindowMs  int64   `json:"window_ms"`
+	Bucket    int64   `json:"bucket"`
+	Values    []int64 `json:"values"`
+}
+
+func viewerStateOut(st *proto.ViewerState, labels map[uint64]string) *viewerStateJS {
+	out := &viewerStateJS{Found: st.Found, Primary: st.Primary, Reservations: st.Reservations,
+		RememberedIDs: st.RememberedIDs, LinkedTo: strings.Clone(st.LinkedTo), Counters: []counterJS{}}
+	for _, d := range st.Devices {
+		out.Devices = append(out.Devices, strings.Clone(d))
+	}
+	for _, k := range st.Keys {
+		out.Counters = append(out.Counters, counterJS{Hash: fmt.Sprintf("%016x", k.Hash), Label: labels[k.Hash],
+			Algorithm: fcap.Algorithm(k.Algorithm).String(), Limit: k.Limit, WindowMs: k.Window, Bucket: k.Bucket,
+			Values: append([]int64{}, k.Values...)})
+	}
+	return out
 }

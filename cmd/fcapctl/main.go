@@ -35,7 +35,8 @@ var commands = map[string]command{
 		"usage: fcapctl unlink [flags] DEVICE\n\nDEVICE counts as itself again, with the impressions it had before it was linked.", 1)},
 	"resolve": {"the viewer a device counts as", runIdentity("resolve",
 		"usage: fcapctl resolve [flags] DEVICE\n\nThe viewer DEVICE counts as (itself when it is not linked).", 1)},
-	"verify": {"reconcile live counters with replicas and logs, or check a stopped node's --data-dir", runVerify},
+	"version": {"print the build of fcapctl", runVersion},
+	"verify":  {"reconcile live counters with replicas and logs, or check a stopped node's --data-dir", runVerify},
 }
 
 func main() {
@@ -49,6 +50,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return runVersion(args[1:], stdout, stderr)
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -72,5 +76,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", name, commands[name].summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, `"fcapctl COMMAND -h" describes a command's flags.`)
+	fmt.Fprintln(w, `"fcapctl COMMAND -h" describes a command's flags. Flags may follow the arguments.`)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, exitCodesHelp)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"flag"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/proto"
 )
 
 // connFlags are the flags of every command that talks to a cluster: how
@@ -64,25 +62,4 @@ func (c *connFlags) admin() (*client.Admin, error) {
 		return nil, err
 	}
 	return &client.Admin{TLS: t, Token: tok}, nil
-}
-
-// topology asks any of the addresses for the cluster's topology; strings
-// are copied out of the frame.
-func topology(ctx context.Context, a *client.Admin, addrs []string) (*proto.Topology, error) {
-	var errs []string
-	for _, addr := range addrs {
-		var t proto.Topology
-		if err := a.Call(ctx, addr, &proto.TopologyRequest{}, &t); err != nil {
-			errs = append(errs, err.Error())
-			continue
-		}
-		for i := range t.Members {
-			m := &t.Members[i]
-			m.Name, m.Addr, m.HTTPAddr = strings.Clone(m.Name), strings.Clone(m.Addr), strings.Clone(m.HTTPAddr)
-		}
-		t.Members = append([]proto.Member(nil), t.Members...)
-		t.Owners = append([]uint16(nil), t.Owners...)
-		return &t, nil
-	}
-	return nil, fmt.Errorf("no node answered: %s", strings.Join(errs, "; "))
 }

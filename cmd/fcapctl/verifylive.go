@@ -90,7 +90,7 @@ func runVerifyLive(o verifyOpts, asJSON bool, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	rep := verifyReport{Epoch: fmt.Sprintf("%016x", topo.Epoch), Now: time.Now().UnixMilli(), Partitions: P}
+	rep := verifyReport{Epoch: epochString(topo.Epoch), Now: time.Now().UnixMilli(), Partitions: P}
 	ask := func(i int, m *proto.Verify) (*proto.VerifyResult, error) {
 		var res proto.VerifyResult
 		a := *o.admin
@@ -276,6 +276,9 @@ func runVerifyLive(o verifyOpts, asJSON bool, stdout, stderr io.Writer) int {
 	if asJSON {
 		if rep.Drift == nil {
 			rep.Drift = []driftViewer{}
+		}
+		if rep.LogChecked == nil {
+			rep.LogChecked = []string{}
 		}
 		b, _ := json.Marshal(rep)
 		fmt.Fprintln(stdout, string(b))

@@ -21,6 +21,10 @@ import (
 
 var errHelp = errors.New("help requested")
 
+// errVersion: --version was given; the build is printed instead of a node
+// started.
+var errVersion = errors.New("version requested")
+
 // options are fcapd's flags after parsing.
 type options struct {
 	name, data, advertiseData, gossip, advertiseGossip, http string
@@ -150,11 +154,15 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if err := o.durable.define(fs, getenv, def); err != nil {
 		return nil, err
 	}
+	version := fs.Bool("version", false, "print the build (version, revision, Go release) and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
 		}
 		return nil, err
+	}
+	if *version {
+		return nil, errVersion
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())

@@ -20,17 +20,22 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/fcap-io/fcap/internal/buildinfo"
 	"github.com/fcap-io/fcap/node"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	opts, err := parseFlags(args, os.Getenv, stderr)
 	if err != nil {
-		if err == errHelp {
+		switch err {
+		case errHelp:
+			return 0
+		case errVersion:
+			fmt.Fprintln(stdout, "fcapd "+buildinfo.Get().String())
 			return 0
 		}
 		fmt.Fprintf(stderr, "fcapd: %v\n", err)
@@ -54,7 +59,7 @@ func run(args []string, stderr io.Writer) int {
 		// Let the GC work harder before the process nears its memory.
 		debug.SetMemoryLimit(opts.goMemLimit)
 	}
-	logger.Info("starting fcapd", "name", cfg.Name, "memory_limit", cfg.Engine.MemoryLimit,
+	logger.Info("starting fcapd", "version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision, "name", cfg.Name, "memory_limit", cfg.Engine.MemoryLimit,
 		"storage", opts.durable.describe())
 	n, err := node.Start(cfg)
 	if err != nil {
