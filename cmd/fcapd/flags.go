@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/ring"
@@ -48,6 +47,7 @@ type options struct {
 	idleTimeout, writeTimeout           time.Duration
 	gossipKey, gossipKeyFile            string
 	tlsCert, tlsKey, tlsClientCA, tlsCA string
+	tls                                 *tlsFiles // set by loadTLS when the data plane is TLS; reloaded on SIGHUP
 	tokensFile                          string
 	durable                             durableOptions
 }
@@ -300,7 +300,9 @@ func (o *options) readGossipKey() ([]byte, error) {
 }
 
 // loadTLS builds the data plane's server config and the config that
-// dials peers from the --tls-* flags; both nil when no flag is set.
+// dials peers from the --tls-* flags; both nil when no flag is set. Both
+// read the files' material at each handshake, so reloadTLS (SIGHUP)
+// renews them in place.
 func (o *options) loadTLS() (server, peer *tls.Config, err error) {
 	if o.tlsCert == "" && o.tlsKey == "" {
 		if o.tlsClientCA != "" || o.tlsCA != "" {
@@ -311,24 +313,11 @@ func (o *options) loadTLS() (server, peer *tls.Config, err error) {
 	if o.tlsCert == "" || o.tlsKey == "" {
 		return nil, nil, errors.New("--tls-cert and --tls-key go together")
 	}
-	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	o.tls = &tlsFiles{cert: o.tlsCert, key: o.tlsKey, clientCA: o.tlsClientCA, ca: o.tlsCA}
+	if err := o.tls.load(); err != nil {
+		return nil, nil, err
 	}
-	server = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-	if o.tlsClientCA != "" {
-		if server.ClientCAs, err = client.LoadCertPool(o.tlsClientCA); err != nil {
-			return nil, nil, fmt.Errorf("--tls-client-ca: %w", err)
-		}
-		server.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	peer = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-	if o.tlsCA != "" {
-		if peer.RootCAs, err = client.LoadCertPool(o.tlsCA); err != nil {
-			return nil, nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-	}
-	return server, peer, nil
+	return o.tls.server(), o.tls.peer(), nil
 }
 
 func splitHostPort(addr string) (string, int, error) {

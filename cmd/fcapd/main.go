@@ -67,8 +67,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	s := <-sig
+	for ; s == syscall.SIGHUP; s = <-sig {
+		opts.reload(logger)
+	}
 	logger.Info("stopping", "signal", s.String(), "timeout", opts.shutdownTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), opts.shutdownTimeout)
 	defer cancel()
@@ -92,4 +95,19 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, ho)), nil
 	}
 	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+}
+
+// reload re-reads what fcapd can renew without a restart (SIGHUP): the
+// data plane's TLS certificate, key and CA bundles. A file that does not
+// load leaves everything as it was, and says so.
+func (o *options) reload(logger *slog.Logger) {
+	if o.tls == nil {
+		logger.Info("reload: nothing to reload (no --tls-cert)")
+		return
+	}
+	if err := o.tls.load(); err != nil {
+		logger.Error("reload: TLS material kept as it was", "err", err)
+		return
+	}
+	logger.Info("reload: TLS certificate and CA bundles loaded", "cert", o.tls.cert)
 }

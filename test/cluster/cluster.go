@@ -369,6 +369,13 @@ func (n *Node) Stop(timeout time.Duration) bool {
 	}
 }
 
+// Reload sends SIGHUP: fcapd re-reads its TLS files.
+func (n *Node) Reload() {
+	if n.Running() {
+		n.cmd.Process.Signal(syscall.SIGHUP)
+	}
+}
+
 // Pause stops the process with SIGSTOP; Resume continues it.
 func (n *Node) Pause() {
 	n.cmd.Process.Signal(syscall.SIGSTOP)
