@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -35,32 +36,61 @@ func Call(ctx context.Context, addr string, req, resp proto.Message) error {
 // resp. An Error answer is returned as a *proto.Error. Strings in resp
 // alias a buffer of this call only, so they stay valid.
 func (a *Admin) Call(ctx context.Context, addr string, req, resp proto.Message) error {
+	c, err := a.Dial(ctx, addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Call(ctx, req, resp)
+}
+
+// Dial opens a connection to the node at addr for a series of calls, one
+// at a time (nodes use it to replicate to their peers).
+func (a *Admin) Dial(ctx context.Context, addr string) (*AdminConn, error) {
 	c, err := dial(ctx, addr, 2*time.Second, a.TLS, a.Token, nil)
 	var refused *proto.Error
 	switch {
 	case errors.As(err, &refused):
-		return refused
+		return nil, refused
 	case err != nil:
-		return fmt.Errorf("cannot reach %s: %w", addr, err)
-	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
-	b, err := proto.AppendFrame(nil, 1, req)
-	if err != nil {
-		return err
-	}
-	if _, err := c.Write(b); err != nil {
-		return fmt.Errorf("%s: %w", addr, err)
+		return nil, fmt.Errorf("cannot reach %s: %w", addr, err)
 	}
 	max := a.MaxFrame
 	if max <= 0 {
 		max = proto.DefaultMaxFrame
 	}
-	hdr, body, err := proto.NewReader(c, max).Next()
+	return &AdminConn{addr: addr, c: c, rd: proto.NewReader(c, max)}, nil
+}
+
+// AdminConn is a connection Admin.Dial opened. Its calls are answered in
+// order; it is not safe for concurrent use.
+type AdminConn struct {
+	addr string
+	c    net.Conn
+	rd   *proto.Reader
+	out  []byte
+	id   uint64
+}
+
+// Call sends req and decodes the answer into resp, within ctx's deadline
+// if it has one. An Error answer is returned as a *proto.Error and leaves
+// the connection usable; after any other error, close it. Strings in
+// resp alias the connection's read buffer: they stay valid until the
+// next call.
+func (c *AdminConn) Call(ctx context.Context, req, resp proto.Message) error {
+	dl, _ := ctx.Deadline() // the zero time: none
+	c.c.SetDeadline(dl)
+	c.id++
+	var err error
+	if c.out, err = proto.AppendFrame(c.out[:0], c.id, req); err != nil {
+		return err
+	}
+	if _, err := c.c.Write(c.out); err != nil {
+		return fmt.Errorf("%s: %w", c.addr, err)
+	}
+	hdr, body, err := c.rd.Next()
 	if err != nil {
-		return fmt.Errorf("%s: %w", addr, err)
+		return fmt.Errorf("%s: %w", c.addr, err)
 	}
 	if hdr.Type == proto.TypeError {
 		var e proto.Error
@@ -71,10 +101,13 @@ func (a *Admin) Call(ctx context.Context, addr string, req, resp proto.Message) 
 		return &e
 	}
 	if hdr.Type != resp.Type() {
-		return fmt.Errorf("%s answered %v, want %v", addr, hdr.Type, resp.Type())
+		return fmt.Errorf("%s answered %v, want %v", c.addr, hdr.Type, resp.Type())
 	}
 	return proto.Decode(body, resp)
 }
+
+// Close closes the connection.
+func (c *AdminConn) Close() error { return c.c.Close() }
 
 // NodeStatus asks the node at addr for its status: state, partitions by
 // rank, partitions still syncing or being handed over, replication

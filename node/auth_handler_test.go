@@ -47,7 +47,7 @@ func authNode(t *testing.T) *Node {
 // waitOwns waits until the one-node cluster n serves viewer "v".
 func waitOwns(t *testing.T, n *Node) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !n.view.Load().owns("v") || n.repl.syncing(partitionOf(n.view.Load(), "v")); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !n.view.Load().owns("v") || n.repl.Syncing(partitionOf(n.view.Load(), "v")); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the node never served viewer v")
 		}

@@ -27,8 +27,8 @@ func TestJoinerNeverBootstrapsFromAStaleRing(t *testing.T) {
 	b := nodes[2]
 	real := b.Ring()
 	var notMine []int // partitions b neither owns nor holds
-	for p := range b.repl.parts {
-		if real.Rank(p, b.Name()) < 0 && !b.repl.parts[p].have.Load() {
+	for p := range b.repl.Partitions() {
+		if real.Rank(p, b.Name()) < 0 && !b.repl.Holds(p) {
 			notMine = append(notMine, p)
 		}
 	}
@@ -48,12 +48,12 @@ func TestJoinerNeverBootstrapsFromAStaleRing(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.ringMu.Lock()
-	_, start := b.repl.onRing(stale)
+	_, start := b.repl.OnRing(stale)
 	start()
 	b.ringMu.Unlock()
 	claimed := 0
 	for _, p := range notMine {
-		if b.repl.parts[p].have.Load() {
+		if b.repl.Holds(p) {
 			claimed++
 		}
 	}

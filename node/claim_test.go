@@ -32,10 +32,10 @@ func TestClaimedPartitionGetsSurvivorsCopies(t *testing.T) {
 	if _, ok := b.engine.Viewer(viewer); ok {
 		t.Fatal("b holds the viewer before the claim: the test proves nothing")
 	}
-	p := ring.PartitionOf(ring.ViewerKey(viewer), len(b.repl.parts))
-	b.repl.parts[p].wait(time.Now().Add(-time.Hour).UnixNano())
-	b.repl.claimStale(context.Background(), time.Second)
-	if !b.repl.parts[p].have.Load() {
+	p := ring.PartitionOf(ring.ViewerKey(viewer), b.repl.Partitions())
+	b.repl.Await(p, time.Now().Add(-time.Hour))
+	b.repl.ClaimStale(context.Background(), time.Second)
+	if !b.repl.Holds(p) {
 		t.Fatal("the partition was not claimed")
 	}
 	waitUntil(t, 10*time.Second, func() bool {

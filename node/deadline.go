@@ -77,7 +77,7 @@ func (h *handler) revoke(viewer string, now int64, caps []fcap.Cap) {
 	removed, err := h.n.engine.Revoke(viewer, now, caps...)
 	if err == nil && removed {
 		key := engine.ViewerKey(viewer)
-		wv.plan.mark(key)
+		wv.plan.Mark(key)
 		h.n.logChange(key)
 	}
 	h.leave(wv)
@@ -95,7 +95,7 @@ func (h *handler) unreserve(viewer string, id uint64) {
 	wv := h.enter()
 	if err := h.n.engine.Release(viewer, id); err == nil {
 		key := engine.ViewerKey(viewer)
-		wv.plan.mark(key)
+		wv.plan.Mark(key)
 		h.n.logChange(key)
 	}
 	h.leave(wv)

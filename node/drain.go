@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -57,7 +56,7 @@ func (n *Node) handedOver(ctx context.Context, r *ring.Ring) error {
 // otherwise why not.
 func (n *Node) peerWaits(ctx context.Context, m ring.Member) string {
 	var topo proto.Topology
-	if err := n.callPeer(ctx, m.Addr, &proto.TopologyRequest{}, &topo); err != nil {
+	if err := n.peers.Call(ctx, m.Addr, &proto.TopologyRequest{}, &topo); err != nil {
 		return fmt.Sprintf("unreachable (%v)", err)
 	}
 	for _, x := range topo.Members {
@@ -66,48 +65,11 @@ func (n *Node) peerWaits(ctx context.Context, m ring.Member) string {
 		}
 	}
 	var st proto.Status
-	if err := n.callPeer(ctx, m.Addr, &proto.StatusRequest{}, &st); err != nil {
+	if err := n.peers.Call(ctx, m.Addr, &proto.StatusRequest{}, &st); err != nil {
 		return fmt.Sprintf("unreachable (%v)", err)
 	}
 	if st.Syncing > 0 {
 		return fmt.Sprintf("waits for %d partitions", st.Syncing)
 	}
 	return ""
-}
-
-// callPeer sends one request to a peer's data plane (with the peer TLS
-// and token, dialPeer) and decodes its answer into resp, within ctx and
-// at most 2 s.
-func (n *Node) callPeer(ctx context.Context, addr string, req, resp proto.Message) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	c, err := n.dialPeer(ctx, addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if d, ok := ctx.Deadline(); ok {
-		c.SetDeadline(d)
-	}
-	b, err := proto.AppendFrame(nil, 1, req)
-	if err != nil {
-		return err
-	}
-	if _, err := c.Write(b); err != nil {
-		return err
-	}
-	hdr, body, err := proto.NewReader(c, n.cfg.MaxFrame).Next()
-	if err != nil {
-		return err
-	}
-	switch hdr.Type {
-	case resp.Type():
-		return proto.Decode(body, resp)
-	case proto.TypeError:
-		var e proto.Error
-		if proto.Decode(body, &e) == nil {
-			return &e
-		}
-	}
-	return errors.New("answered " + hdr.Type.String())
 }

@@ -74,15 +74,15 @@ func newHandler(n *Node) *handler {
 func (h *handler) enter() *view {
 	for {
 		v := h.n.view.Load()
-		v.plan.enter(h.slot)
+		v.plan.Enter(h.slot)
 		if h.n.view.Load() == v {
 			return v
 		}
-		v.plan.leave(h.slot)
+		v.plan.Leave(h.slot)
 	}
 }
 
-func (h *handler) leave(v *view) { v.plan.leave(h.slot) }
+func (h *handler) leave(v *view) { v.plan.Leave(h.slot) }
 
 // handle answers one request, appending the response frame to out.
 func (h *handler) handle(out []byte, hdr proto.Header, body []byte) []byte {
@@ -127,7 +127,7 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if code := h.serves(v, m.Viewer); code != 0 {
 			// A backup answers only a client that asked for it (the
 			// owner did not answer); strict caps never ask.
-			if code != proto.CodeNotOwner || !m.Backup || !v.backs(m.Viewer) || h.n.repl.syncing(partitionOf(v, m.Viewer)) {
+			if code != proto.CodeNotOwner || !m.Backup || !v.backs(m.Viewer) || h.n.repl.Syncing(partitionOf(v, m.Viewer)) {
 				return h.refuse(out, hdr, code, epoch, opCheck)
 			}
 			stale = true
@@ -172,10 +172,10 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err == nil && vd.Allowed {
 			key := engine.ViewerKey(m.Viewer)
 			if standIn {
-				wv.plan.markStandIn(key)
+				wv.plan.MarkStandIn(key)
 				h.n.metrics.standInWrites.Inc()
 			} else {
-				wv.plan.mark(key)
+				wv.plan.Mark(key)
 			}
 			seq = h.n.logChange(key)
 		}
@@ -272,7 +272,7 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		var seq uint64
 		if err == nil && vd.Allowed {
 			key := engine.ViewerKey(m.Viewer)
-			wv.plan.mark(key)
+			wv.plan.Mark(key)
 			seq = h.n.logChange(key)
 		}
 		h.leave(wv)
@@ -319,7 +319,7 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		var seq uint64
 		if err == nil {
 			key := engine.ViewerKey(m.Viewer)
-			wv.plan.mark(key)
+			wv.plan.Mark(key)
 			seq = h.n.logChange(key)
 		}
 		h.leave(wv)
@@ -340,7 +340,7 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err := proto.Decode(body, m); err != nil {
 			return h.failErr(out, hdr, err, epoch, opReplicate)
 		}
-		res, err := h.n.applyReplicate(v, m)
+		res, err := h.n.repl.Apply(m)
 		if err != nil {
 			return h.failErr(out, hdr, err, epoch, opReplicate)
 		}
@@ -352,7 +352,7 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 		if err := proto.Decode(body, &m); err != nil {
 			return h.failErr(out, hdr, err, epoch, opReplicate)
 		}
-		return h.reply(out, hdr.ID, &proto.SyncResult{Pushing: h.n.repl.serveSync(m.From, m.Partitions, m.Handoffs)}, opReplicate)
+		return h.reply(out, hdr.ID, &proto.SyncResult{Pushing: h.n.repl.ServeSync(m.From, m.Partitions, m.Handoffs)}, opReplicate)
 
 	case proto.TypeStatusRequest:
 		return h.reply(out, hdr.ID, h.n.status(), opStatus)
@@ -461,7 +461,7 @@ func (h *handler) serves(v *view, viewer string) proto.Code {
 	if h.n.left.Load() || !v.owns(viewer) {
 		return proto.CodeNotOwner
 	}
-	if h.n.repl.syncing(partitionOf(v, viewer)) {
+	if h.n.repl.Syncing(partitionOf(v, viewer)) {
 		return proto.CodeOverloaded
 	}
 	return 0
@@ -522,7 +522,7 @@ func cloneCaps(caps []fcap.Cap) []fcap.Cap {
 // syncKey is syncStrict for the viewer with key, of partition p.
 func (h *handler) syncKey(v *view, key uint64, p int, deadline time.Time) error {
 	timeout, byDeadline := h.strictTimeout(deadline)
-	if err := h.n.repl.waitSynced(v.plan, key, p, timeout); err != nil {
+	if err := v.plan.WaitSynced(key, p, timeout); err != nil {
 		if byDeadline && late(deadline) {
 			return fmt.Errorf("%w: %v", proto.ErrDeadlineExceeded, err)
 		}
@@ -557,10 +557,10 @@ func (h *handler) recordItem(v *view, it *proto.RecordItem, backup bool) proto.I
 	if st == fcap.Recorded || imp.Reservation != 0 {
 		key := engine.ViewerKey(it.Viewer)
 		if standIn {
-			v.plan.markStandIn(key)
+			v.plan.MarkStandIn(key)
 			h.n.metrics.standInWrites.Inc()
 		} else {
-			v.plan.mark(key)
+			v.plan.Mark(key)
 		}
 		if seq := h.n.logChange(key); seq != 0 {
 			h.logged = seq
@@ -577,7 +577,7 @@ func (h *handler) recordItem(v *view, it *proto.RecordItem, backup bool) proto.I
 // owner alone and fail closed without it.
 func (h *handler) standsIn(v *view, code proto.Code, viewer string, caps []fcap.Cap) bool {
 	return code == proto.CodeNotOwner && !h.n.left.Load() && !strict(caps) &&
-		v.backs(viewer) && !h.n.repl.syncing(partitionOf(v, viewer))
+		v.backs(viewer) && !h.n.repl.Syncing(partitionOf(v, viewer))
 }
 
 // owns reports whether this node is the primary owner of the viewer.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 )
@@ -35,7 +34,7 @@ func (h *handler) resolve(v *view, m *proto.Resolve, epoch uint64) (*proto.Resol
 	res := &proto.ResolveResult{Epoch: epoch}
 	for _, d := range m.Devices {
 		if code := h.serves(v, d); code != 0 {
-			if code != proto.CodeNotOwner || !m.Backup || !v.backs(d) || h.n.repl.syncing(partitionOf(v, d)) {
+			if code != proto.CodeNotOwner || !m.Backup || !v.backs(d) || h.n.repl.Syncing(partitionOf(v, d)) {
 				return nil, code, nil
 			}
 		}
@@ -153,7 +152,7 @@ func (h *handler) wrote(wv *view, id string, err error) uint64 {
 		return 0
 	}
 	key := engine.ViewerKey(id)
-	wv.plan.mark(key)
+	wv.plan.Mark(key)
 	return h.n.logChange(key)
 }
 
@@ -177,13 +176,7 @@ func (n *Node) onOwner(ctx context.Context, v *view, id string, req *proto.LinkD
 		return nil
 	}
 	addr := v.ring.Member(owners[0]).Addr
-	// Dialed as dialPeer does: the peer TLS config, the peer token when
-	// the nodes use tokens.
-	peer := client.Admin{TLS: n.cfg.PeerTLS, MaxFrame: proto.MaxReplicateBytes + 1<<16}
-	if len(n.cfg.Tokens) > 0 {
-		peer.Token = n.cfg.PeerToken
-	}
-	err := peer.Call(ctx, addr, req, resp)
+	err := n.peers.Call(ctx, addr, req, resp)
 	var e *proto.Error
 	switch {
 	case err == nil:

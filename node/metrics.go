@@ -168,15 +168,6 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	return m, nil
 }
 
-// transfersDone reads the transfer counter.
-func (m *metrics) transfersDone() float64 {
-	var d dto.Metric
-	if m.transfers.Write(&d) != nil || d.Counter == nil {
-		return 0
-	}
-	return d.Counter.GetValue()
-}
-
 func (m *metrics) observe(op opKind, oc outcome, d time.Duration) {
 	m.requests[op][oc].Inc()
 	m.latency[op].Observe(d.Seconds())
@@ -258,12 +249,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descOwned, float64(primary), "primary")
 	gauge(descOwned, float64(backup), "backup")
-	q, lag := c.n.repl.queued()
+	q, lag := c.n.repl.Queued()
 	gauge(descReplQueue, float64(q))
 	gauge(descReplLag, lag.Seconds())
-	gauge(descHanding, float64(c.n.repl.handing()))
-	gauge(descUnderRepl, float64(c.n.repl.underReplicated()))
-	gauge(descSyncing, float64(c.n.repl.syncingCount(v.ring)))
+	gauge(descHanding, float64(c.n.repl.Handing()))
+	gauge(descUnderRepl, float64(c.n.repl.UnderReplicated()))
+	gauge(descSyncing, float64(c.n.repl.SyncingCount(v.ring)))
 	self := c.n.members.Self().State
 	for _, s := range []ring.State{ring.Joining, ring.Active, ring.Leaving} {
 		v := 0.0

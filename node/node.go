@@ -23,6 +23,7 @@ import (
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/node/httpapi"
+	"github.com/fcap-io/fcap/node/replication"
 	"github.com/fcap-io/fcap/ring"
 )
 
@@ -48,7 +49,8 @@ type Node struct {
 
 	view   atomic.Pointer[view] // the ring as this node routes by
 	ringMu sync.Mutex           // orders view changes (gossip callbacks and Start)
-	repl   *replicator
+	repl   *replication.Replicator
+	peers  *peers                            // calls to other nodes
 	gossip atomic.Pointer[gossip.Membership] // members, for callbacks that may run before Start returns
 
 	draining atomic.Bool // no new connections, requests end the connection once answered
@@ -88,12 +90,12 @@ type Node struct {
 // per ring so routing a request is a lookup and a comparison.
 type view struct {
 	ring *ring.Ring
-	plan *plan  // what this node replicates where, for this ring
-	self uint16 // index of this node in ring.Members()
-	in   bool   // this node is a member of the ring at all
+	plan *replication.Plan // what this node replicates where, for this ring
+	self uint16            // index of this node in ring.Members()
+	in   bool              // this node is a member of the ring at all
 }
 
-func newView(r *ring.Ring, name string, pl *plan) *view {
+func newView(r *ring.Ring, name string, pl *replication.Plan) *view {
 	self, in := r.Find(name)
 	return &view{ring: r, plan: pl, self: self, in: in}
 }
@@ -140,7 +142,7 @@ func Start(cfg Config) (*Node, error) {
 		replans:  make(chan struct{}, 1),
 	}
 	n.tokens = newTokenTable(cfg.Tokens)
-	n.repl = newReplicator(n, cfg.Membership.Ring.Partitions)
+	n.peers = newPeers(cfg)
 	eng, err := engine.New(cfg.Engine)
 	if err != nil {
 		return nil, err
@@ -149,6 +151,35 @@ func Start(cfg Config) (*Node, error) {
 	if n.metrics, err = newMetrics(cfg.Registerer, n); err != nil {
 		return nil, err
 	}
+	n.repl = replication.New(replication.Config{
+		Name:         cfg.Name,
+		Ring:         cfg.Membership.Ring,
+		Joins:        len(cfg.Membership.Seeds) > 0,
+		TransferRate: cfg.TransferRate,
+		Timeout:      cfg.ReplicationTimeout,
+		DropGrace:    cfg.DropGrace,
+		SyncTimeout:  cfg.SyncTimeout,
+		Logger:       n.log,
+	}, replication.Deps{
+		Engine: eng,
+		Log:    nodeLog{n},
+		Peers:  n.peers,
+		Metrics: replication.Metrics{
+			Transfers:       n.metrics.transfers,
+			ReplicatedBytes: n.metrics.replicatedBytes,
+			Errors:          n.metrics.replicationErrors,
+			Refused:         n.metrics.replicationRefused,
+			Claimed:         n.metrics.claimed,
+		},
+		Hooks: replication.Hooks{
+			Left: n.left.Load,
+			HoldingsChanged: func() {
+				n.maybeActivate()
+				n.replan()
+			},
+			ObserveHighWater: func(hw int64) { n.metrics.time.observe(n.engine, fromReplication, hw) },
+		},
+	})
 	if cfg.DataDir != "" {
 		// Loaded before anything listens: the node starts with what it
 		// held, then catches up from its peers as any restart does.
@@ -184,7 +215,7 @@ func Start(cfg Config) (*Node, error) {
 	n.ringMu.Lock()
 	if n.view.Load() == nil { // a ring change may have set it already
 		first := n.members.Ring()
-		pl, start := n.repl.onRing(first)
+		pl, start := n.repl.OnRing(first)
 		n.view.Store(newView(first, cfg.Name, pl))
 		start()
 	}
@@ -194,9 +225,8 @@ func Start(cfg Config) (*Node, error) {
 	n.stopSweep = cancel
 	n.goFunc(func() { n.engine.Run(ctx) })
 	n.goFunc(func() { n.activator(ctx) })
-	n.goFunc(func() { n.janitor(ctx) })
 	n.goFunc(func() { n.replanner(ctx) })
-	n.goFunc(func() { n.puller(ctx) })
+	n.goFunc(func() { n.repl.Run(ctx) })
 	if n.durable != nil {
 		n.goFunc(func() { n.durable.run(ctx) })
 	}
@@ -286,7 +316,7 @@ func (n *Node) onRingChange(old, cur *ring.Ring) {
 	if v := n.view.Load(); v != nil && v.ring != nil {
 		before = v.ring.Epoch()
 	}
-	pl, start := n.repl.onRing(cur)
+	pl, start := n.repl.OnRing(cur)
 	n.view.Store(newView(cur, n.cfg.Name, pl))
 	start()
 	n.ringMu.Unlock()
@@ -298,15 +328,6 @@ func (n *Node) onRingChange(old, cur *ring.Ring) {
 	n.metrics.ringChanges.Inc()
 	n.log.Info("ring changed", "epoch", fmt.Sprintf("%016x", cur.Epoch()), "members", len(cur.Members()), "owners", cur.ActiveMembers())
 	n.maybeActivate()
-}
-
-// joinedOrAlone reports whether this node may judge the cluster by the
-// ring r: it has no seeds to join, or r holds other members. It asks r,
-// not gossip: gossip can count the members it just joined while r, the
-// ring being planned, was built before they arrived and holds only this
-// node, which would look like a fresh cluster with nobody Active.
-func (n *Node) joinedOrAlone(r *ring.Ring) bool {
-	return len(n.cfg.Membership.Seeds) == 0 || len(r.Members()) > 1
 }
 
 // replan plans the current ring again, after this node received
@@ -326,20 +347,6 @@ func (n *Node) replanner(ctx context.Context) {
 			return
 		case <-n.replans:
 			n.onRingChange(nil, nil)
-		}
-	}
-}
-
-// puller asks for partitions whose push has not come.
-func (n *Node) puller(ctx context.Context) {
-	tick := time.NewTicker(pullAfter)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			n.repl.pull(ctx)
 		}
 	}
 }
@@ -370,7 +377,7 @@ func (n *Node) activator(ctx context.Context) {
 		if n.members.Self().State != ring.Joining || n.draining.Load() {
 			continue
 		}
-		missing := n.repl.complete()
+		missing := n.repl.Missing()
 		if missing > 0 {
 			if time.Since(lastLog) > 5*time.Second {
 				n.log.Info("joining: waiting for partitions", "missing", missing)
@@ -383,21 +390,6 @@ func (n *Node) activator(ctx context.Context) {
 			continue
 		}
 		n.log.Info("active: holding every partition it owns")
-	}
-}
-
-// janitor drops the state of partitions this node no longer owns.
-func (n *Node) janitor(ctx context.Context) {
-	tick := time.NewTicker(max(n.cfg.DropGrace/4, time.Second))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			n.repl.janitor(n.cfg.DropGrace)
-			n.repl.claimStale(ctx, n.cfg.SyncTimeout)
-		}
 	}
 }
 
@@ -420,7 +412,7 @@ func (n *Node) Drain(ctx context.Context) (int, error) {
 func (n *Node) drain(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.DrainTimeout)
 	defer cancel()
-	before := n.metrics.transfersDone()
+	before := n.repl.Transfers()
 	others := false
 	for _, m := range n.view.Load().ring.Members() {
 		if m.Name != n.cfg.Name && m.State.Owns() {
@@ -439,14 +431,14 @@ func (n *Node) drain(ctx context.Context) (int, error) {
 		defer tick.Stop()
 		for {
 			v := n.view.Load()
-			q, _ := n.repl.queued()
-			if v.in && v.ring.Member(v.self).State == ring.Leaving && n.repl.handing() == 0 && q == 0 {
+			q, _ := n.repl.Queued()
+			if v.in && v.ring.Member(v.self).State == ring.Leaving && n.repl.Handing() == 0 && q == 0 {
 				break
 			}
 			select {
 			case <-ctx.Done():
-				n.log.Warn("drain: hand-over unfinished, leaving anyway", "handing", n.repl.handing(), "queued", q)
-				errs = append(errs, fmt.Errorf("%d partition transfers unsent and %d changes unreplicated when the drain's time ran out", n.repl.handing(), q))
+				n.log.Warn("drain: hand-over unfinished, leaving anyway", "handing", n.repl.Handing(), "queued", q)
+				errs = append(errs, fmt.Errorf("%d partition transfers unsent and %d changes unreplicated when the drain's time ran out", n.repl.Handing(), q))
 				goto leave
 			case <-tick.C:
 			}
@@ -457,11 +449,11 @@ leave:
 	// is acknowledged that the next owners do not get.
 	n.left.Store(true)
 	for flushed := time.Now().Add(5 * time.Second); time.Now().Before(flushed) && ctx.Err() == nil; time.Sleep(10 * time.Millisecond) {
-		if q, _ := n.repl.queued(); q == 0 {
+		if q, _ := n.repl.Queued(); q == 0 {
 			break
 		}
 	}
-	sent := int(n.metrics.transfersDone() - before)
+	sent := int(n.repl.Transfers() - before)
 	last := n.view.Load().ring
 	if err := n.members.Leave(2 * time.Second); err != nil {
 		n.log.Warn("leave gossip", "err", err)
@@ -511,7 +503,7 @@ func (n *Node) Engine() *engine.Engine { return n.engine }
 func (n *Node) Ready() bool {
 	v := n.view.Load()
 	return !n.draining.Load() && !n.left.Load() && v.in && v.ring.Member(v.self).State == ring.Active &&
-		n.repl.syncingCount(v.ring) == 0
+		n.repl.SyncingCount(v.ring) == 0
 }
 
 // Shutdown stops the node gracefully: it stops accepting connections,
@@ -533,7 +525,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 	n.draining.Store(true)
 	n.data.Close()
 	n.drainConns(ctx)
-	n.repl.close()
+	n.repl.Close()
 	if err := n.members.Shutdown(); err != nil {
 		errs = append(errs, fmt.Errorf("stop gossip: %w", err))
 	}
@@ -547,6 +539,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		n.wg.Wait()
+		n.repl.Wait()
 		close(done)
 	}()
 	select {

@@ -42,7 +42,7 @@ func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
 	}
 	a, b := nodes[0], nodes[1]
 	waitUntil(t, 20*time.Second, func() bool {
-		return len(a.Ring().Members()) == 2 && len(b.Ring().Members()) == 2 && a.Ready() && b.Ready() && a.repl.underReplicated() == 0
+		return len(a.Ring().Members()) == 2 && len(b.Ring().Members()) == 2 && a.Ready() && b.Ready() && a.repl.UnderReplicated() == 0
 	}, "cluster of 2 did not settle")
 
 	// A partition a is primary of, filled with about a megabyte of state.
@@ -72,24 +72,14 @@ func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
 		loaded++
 	}
 
-	a.repl.mu.Lock()
-	rep := a.repl.replicas[b.Name()]
-	a.repl.mu.Unlock()
-	if rep == nil {
+	if !a.repl.Resend(b.Name(), p) {
 		t.Fatal("a has no sender to b")
 	}
-	rep.forget(p)
-	rep.transfer(p)
 	// Once it is in flight, b stops owning p and owns it again, as two
 	// ring changes in a row would make it.
-	waitUntil(t, 10*time.Second, func() bool {
-		rep.mu.Lock()
-		defer rep.mu.Unlock()
-		return len(rep.transfers) == 0 && rep.queued[p]
-	}, "the transfer never started")
-	rep.forget(p)
-	rep.transfer(p)
+	waitUntil(t, 10*time.Second, func() bool { return a.repl.Sending(b.Name(), p) }, "the transfer never started")
+	a.repl.Resend(b.Name(), p)
 	waitUntil(t, 60*time.Second, func() bool {
-		return rep.hasSent(p) && a.repl.parts[p].pushing.Load() == 0 && a.repl.underReplicated() == 0
+		return a.repl.Sent(b.Name(), p) && a.repl.Pushing(p) == 0 && a.repl.UnderReplicated() == 0
 	}, "the partition was never sent again: its primary reports it under-replicated")
 }

@@ -1,54 +1,15 @@
 package node
 
 import (
-	"fmt"
-
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
 )
-
-// applyReplicate merges the viewer states a peer sent into what this
-// node holds, all or none (engine.MergeAll): a state never takes away
-// what this node counted, so a push from a node whose copy is older (it
-// was paused, or cut off by a gossip partition, while this one
-// acknowledged writes) adds what it has and loses nothing. Even a primary
-// that holds its partition merges: it may be the one whose copy is older.
-func (n *Node) applyReplicate(v *view, m *proto.Replicate) (proto.ReplicateResult, error) {
-	var res proto.ReplicateResult
-	accept := func(uint64) bool { return true }
-	// All or nothing: a message with a bad state anywhere changes nothing.
-	var keys []uint64 // the viewers applied, for the log
-	applied, refused, err := n.engine.MergeAll(m.States, func(key uint64) bool {
-		ok := accept(key)
-		if ok {
-			keys = append(keys, key)
-		}
-		return ok
-	})
-	if err != nil {
-		return res, fmt.Errorf("%w: from %s: %v", proto.ErrBadRequest, m.From, err)
-	}
-	n.metrics.time.observe(n.engine, fromReplication, m.HighWater)
-	var logged uint64
-	for _, key := range keys {
-		if seq := n.logChange(key); seq != 0 {
-			logged = seq
-		}
-	}
-	n.waitLogged(logged) // the sender learns it applied once it is durable here
-	res.Applied, res.Refused = uint64(applied), uint64(refused)
-	if refused > 0 {
-		n.log.Debug("partition: refused stale states", "from", m.From, "states", refused)
-	}
-	n.repl.received(m.From, m.Done, m.Handoff)
-	return res, nil
-}
 
 // status describes this node for operators.
 func (n *Node) status() *proto.Status {
 	v := n.view.Load()
 	st := n.engine.Stats()
-	q, lag := n.repl.queued()
+	q, lag := n.repl.Queued()
 	s := &proto.Status{
 		Name:             n.cfg.Name,
 		Epoch:            v.ring.Epoch(),
@@ -56,9 +17,9 @@ func (n *Node) status() *proto.Status {
 		Viewers:          uint64(st.Viewers),
 		Keys:             uint64(st.Keys),
 		Bytes:            uint64(max(st.Bytes, 0)),
-		Handing:          uint64(n.repl.handing()),
+		Handing:          uint64(n.repl.Handing()),
 		ReplicationQueue: uint64(q),
-		UnderReplicated:  uint64(n.repl.underReplicated()),
+		UnderReplicated:  uint64(n.repl.UnderReplicated()),
 		Members:          uint64(len(v.ring.Members())),
 		Requests:         n.metrics.answered(),
 		LagMillis:        uint64(lag.Milliseconds()),
@@ -72,7 +33,7 @@ func (n *Node) status() *proto.Status {
 			case rank > 0:
 				s.Backups++
 			}
-			if rank >= 0 && n.repl.syncing(p) {
+			if rank >= 0 && n.repl.Syncing(p) {
 				s.Syncing++
 			}
 		}

@@ -124,7 +124,7 @@ func (h *handler) undo(out []byte, hdr proto.Header, body []byte, epoch uint64) 
 		removed, err := h.n.engine.Revoke(g.viewer, g.now, g.caps...)
 		if err == nil && removed {
 			key := engine.ViewerKey(g.viewer)
-			wv.plan.mark(key)
+			wv.plan.Mark(key)
 			seq = h.n.logChange(key)
 		}
 		if err != nil {

@@ -33,7 +33,7 @@ const inFlight = 50 * time.Millisecond
 
 // verify answers a Verify.
 func (n *Node) verify(v *view, m *proto.Verify) (*proto.VerifyResult, error) {
-	P := len(n.repl.parts)
+	P := n.repl.Partitions()
 	want := make([]bool, P)
 	if len(m.Partitions) == 0 {
 		for p := range P {
@@ -58,7 +58,7 @@ func (n *Node) verify(v *view, m *proto.Verify) (*proto.VerifyResult, error) {
 		index[p] = -1
 		if want[p] {
 			index[p] = len(res.Partitions)
-			res.Partitions = append(res.Partitions, proto.PartitionDigest{Partition: uint32(p), Held: n.repl.parts[p].have.Load()})
+			res.Partitions = append(res.Partitions, proto.PartitionDigest{Partition: uint32(p), Held: n.repl.Holds(p)})
 		}
 	}
 

@@ -1,4 +1,4 @@
-package node
+package replication
 
 import (
 	"context"
@@ -22,10 +22,10 @@ import (
 // duplicates a push already on its way.
 const pullAfter = time.Second
 
-// serveSync queues a full transfer to the asking node of every requested
+// ServeSync queues a full transfer to the asking node of every requested
 // partition this node holds, and, once this node has left (a drain), the
 // hand-over of every partition in handoffs.
-func (r *replicator) serveSync(from string, ps, handoffs []uint32) []uint32 {
+func (r *Replicator) ServeSync(from string, ps, handoffs []uint32) []uint32 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pl := r.plan.Load()
@@ -44,7 +44,7 @@ func (r *replicator) serveSync(from string, ps, handoffs []uint32) []uint32 {
 		// ring went another way may not be the partition's last writer,
 		// and a marker from it would end the wait (any hand-over does)
 		// before the real writer's last changes came.
-		if !r.n.left.Load() {
+		if !r.left() {
 			continue
 		}
 		leaving := pl
@@ -58,7 +58,7 @@ func (r *replicator) serveSync(from string, ps, handoffs []uint32) []uint32 {
 		}
 		rep.handoff(int(p), leaving)
 		pushing = append(pushing, p)
-		r.n.log.Debug("partition: handing over again on request", "partition", p, "to", from)
+		r.log.Debug("partition: handing over again on request", "partition", p, "to", from)
 	}
 	for _, p := range ps {
 		if int(p) >= len(r.parts) {
@@ -77,7 +77,7 @@ func (r *replicator) serveSync(from string, ps, handoffs []uint32) []uint32 {
 		pushing = append(pushing, p)
 	}
 	if len(pushing) > 0 {
-		r.n.log.Debug("partition: pushing on request", "to", from, "partitions", len(pushing))
+		r.log.Debug("partition: pushing on request", "to", from, "partitions", len(pushing))
 	}
 	return pushing
 }
@@ -87,7 +87,7 @@ func (r *replicator) serveSync(from string, ps, handoffs []uint32) []uint32 {
 // that finished (its marker came too early and expired, or it left the
 // ring's way before this node's ring moved) sends it again, so the wait
 // ends in about pullAfter rather than at SyncTimeout.
-func (r *replicator) pull(ctx context.Context) {
+func (r *Replicator) pull(ctx context.Context) {
 	pl := r.plan.Load()
 	if pl == nil {
 		return
@@ -95,7 +95,7 @@ func (r *replicator) pull(ctx context.Context) {
 	r.mu.Lock()
 	prev := r.prev
 	r.mu.Unlock()
-	self := r.n.cfg.Name
+	self := r.cfg.Name
 	now := time.Now().UnixNano()
 	asks := map[string][]uint32{}
 	handoffs := map[string][]uint32{}
@@ -122,12 +122,12 @@ func (r *replicator) pull(ctx context.Context) {
 	}
 	for addr, ps := range asks {
 		if err := r.ask(ctx, addr, ps, nil); err != nil {
-			r.n.log.Debug("partition: pull", "from", addr, "partitions", len(ps), "err", err)
+			r.log.Debug("partition: pull", "from", addr, "partitions", len(ps), "err", err)
 		}
 	}
 	for addr, ps := range handoffs {
 		if err := r.ask(ctx, addr, nil, ps); err != nil {
-			r.n.log.Debug("partition: asking for a hand-over", "from", addr, "partitions", len(ps), "err", err)
+			r.log.Debug("partition: asking for a hand-over", "from", addr, "partitions", len(ps), "err", err)
 		}
 	}
 }
@@ -161,7 +161,7 @@ func holders(prev, cur *ring.Ring, p int, self string) []ring.Member {
 }
 
 // ask sends one SyncRequest and waits for its answer.
-func (r *replicator) ask(ctx context.Context, addr string, ps, handoffs []uint32) error {
+func (r *Replicator) ask(ctx context.Context, addr string, ps, handoffs []uint32) error {
 	var res proto.SyncResult
-	return r.n.callPeer(ctx, addr, &proto.SyncRequest{From: r.n.cfg.Name, Partitions: ps, Handoffs: handoffs}, &res)
+	return r.peers.Call(ctx, addr, &proto.SyncRequest{From: r.cfg.Name, Partitions: ps, Handoffs: handoffs}, &res)
 }

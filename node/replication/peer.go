@@ -1,10 +1,9 @@
-package node
+package replication
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 // It has one goroutine and one connection; a send waits for its answer,
 // so everything a peer acknowledged was applied in order.
 type replica struct {
-	r    *replicator
+	r    *Replicator
 	name string
 	kick chan struct{}
 	quit chan struct{}
@@ -29,7 +28,7 @@ type replica struct {
 	dirtySince  time.Time           // when the oldest of them changed
 	transfers   []int               // partitions to send whole
 	handoffs    []int               // partitions to hand over: last changes, then Done
-	leaving     []*plan             // plans the hand-overs leave: their writes must end first
+	leaving     []*Plan             // plans the hand-overs leave: their writes must end first
 	queued      map[int]bool        // partitions in transfers or being sent
 	sent        map[int]bool        // partitions the peer received whole
 	forgot      map[int]uint32      // per partition: how often forget ran (a transfer in flight then must not count as sent)
@@ -41,7 +40,7 @@ type replica struct {
 // queues its whole partition instead (bounded by the partition count).
 const maxDirty = 1 << 20
 
-func newReplica(r *replicator, name, addr string) *replica {
+func newReplica(r *Replicator, name, addr string) *replica {
 	return &replica{
 		r: r, name: name, addr: addr,
 		kick:   make(chan struct{}, 1),
@@ -95,7 +94,7 @@ func (rep *replica) markDirty(key uint64, p int) {
 
 // handoff queues the hand-over of partition p to a new primary: every
 // queued change, then its Done marker.
-func (rep *replica) handoff(p int, leaving *plan) {
+func (rep *replica) handoff(p int, leaving *Plan) {
 	rep.mu.Lock()
 	if !rep.closed {
 		rep.handoffs = append(rep.handoffs, p)
@@ -241,8 +240,8 @@ func (rep *replica) run() {
 			}
 			more, err := s.step()
 			if err != nil {
-				rep.r.n.metrics.replicationErrors.Inc()
-				rep.r.n.log.Debug("replicate", "peer", rep.name, "err", err)
+				rep.r.metrics.Errors.Inc()
+				rep.r.log.Debug("replicate", "peer", rep.name, "err", err)
 				backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
 				select {
 				case <-rep.quit:
@@ -264,12 +263,9 @@ func (rep *replica) run() {
 // sender is the state of a replica's goroutine.
 type sender struct {
 	rep  *replica
-	conn net.Conn
-	rd   *proto.Reader
+	conn Conn
 	buf  []byte
-	out  []byte
 	keys []uint64
-	id   uint64
 	res  proto.ReplicateResult
 }
 
@@ -333,7 +329,7 @@ func (s *sender) step() (more bool, err error) {
 		for _, p := range handoffs {
 			rep.r.parts[p].pushing.Add(-1)
 		}
-		rep.r.n.metrics.transfers.Add(float64(len(handoffs)))
+		rep.r.transferred(len(handoffs))
 	}
 	rep.mu.Lock()
 	more = len(rep.transfers) > 0 || len(rep.handoffs) > 0 || len(rep.dirty) > 0 || len(rep.waiters) > 0
@@ -390,7 +386,7 @@ func (s *sender) sendDirty() error {
 		// node's ring is behind, and its state may be older than what the
 		// peer acknowledged since. They are dropped, and strict writers
 		// learn they were not replicated (their clients fail closed).
-		rep.r.n.metrics.replicationRefused.Add(float64(refused))
+		rep.r.metrics.Refused.Add(float64(refused))
 		answer(fmt.Errorf("%s refused %d states: it is their primary", rep.name, refused))
 		return nil
 	}
@@ -406,13 +402,12 @@ func (s *sender) sendDirty() error {
 // It returns how many partitions were sent.
 func (s *sender) sendPartitions(ps []int, forgot map[int]uint32) (sent int, err error) {
 	rep := s.rep
-	n := rep.r.n
 	P := len(rep.r.parts)
 	want := make(map[int][]uint64, len(ps))
 	for _, p := range ps {
 		want[p] = nil
 	}
-	n.engine.Keys(func(k uint64) bool {
+	rep.r.eng.Keys(func(k uint64) bool {
 		p := ring.PartitionOf(k, P)
 		if list, ok := want[p]; ok {
 			want[p] = append(list, k)
@@ -424,7 +419,7 @@ func (s *sender) sendPartitions(ps []int, forgot map[int]uint32) (sent int, err 
 		if _, err := s.sendKeys(want[p], nil, rep.r.throttle); err != nil {
 			return i, err
 		}
-		n.log.Debug("partition sent", "peer", rep.name, "partition", p, "viewers", len(want[p]), "took", time.Since(start))
+		rep.r.log.Debug("partition sent", "peer", rep.name, "partition", p, "viewers", len(want[p]), "took", time.Since(start))
 		// Changes made during the pass go before the marker, which
 		// tells the peer it now holds all of p: it may serve p at once,
 		// without waiting for the rest of the batch.
@@ -450,7 +445,7 @@ func (s *sender) sendPartitions(ps []int, forgot map[int]uint32) (sent int, err 
 		}
 		rep.mu.Unlock()
 		rep.r.parts[p].pushing.Add(-1)
-		n.metrics.transfers.Inc()
+		rep.r.transferred(1)
 	}
 	return len(ps), nil
 }
@@ -459,10 +454,9 @@ func (s *sender) sendPartitions(ps []int, forgot map[int]uint32) (sent int, err 
 // proto.MaxReplicateBytes, the last one carrying done, each paced by th
 // when it is not nil. It returns how many states the peer refused.
 func (s *sender) sendKeys(keys []uint64, done []uint32, th *throttle) (refused int, err error) {
-	n := s.rep.r.n
 	s.buf = s.buf[:0]
 	for i, k := range keys {
-		s.buf = n.engine.Export(k, s.buf)
+		s.buf = s.rep.r.eng.Export(k, s.buf)
 		last := i == len(keys)-1
 		if len(s.buf) >= proto.MaxReplicateBytes/2 || last {
 			var d []uint32
@@ -498,43 +492,27 @@ func (s *sender) send(states []byte, done []uint32) (refused int, err error) {
 }
 
 func (s *sender) sendMsg(states []byte, done, handoff []uint32) (refused int, err error) {
-	n := s.rep.r.n
+	r := s.rep.r
 	if err := s.connect(); err != nil {
 		return 0, err
 	}
-	v := n.view.Load()
-	s.id++
-	msg := &proto.Replicate{From: n.cfg.Name, Epoch: v.ring.Epoch(), HighWater: n.engine.HighWater(), States: states, Done: done, Handoff: handoff}
-	s.out, err = proto.AppendFrame(s.out[:0], s.id, msg)
-	if err != nil {
-		return 0, err
+	var epoch uint64
+	if pl := r.plan.Load(); pl != nil {
+		epoch = pl.ring.Epoch()
 	}
-	s.conn.SetDeadline(time.Now().Add(n.cfg.ReplicationTimeout))
-	if _, err := s.conn.Write(s.out); err != nil {
+	msg := &proto.Replicate{From: r.cfg.Name, Epoch: epoch, HighWater: r.eng.HighWater(), States: states, Done: done, Handoff: handoff}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Timeout)
+	defer cancel()
+	if err := s.conn.Call(ctx, msg, &s.res); err != nil {
+		var refusal *proto.Error
+		if errors.As(err, &refusal) {
+			return 0, fmt.Errorf("%s: %w", s.rep.name, refusal) // the connection stays good
+		}
 		s.disconnect()
 		return 0, err
 	}
-	hdr, body, err := s.rd.Next()
-	if err != nil {
-		s.disconnect()
-		return 0, err
-	}
-	switch hdr.Type {
-	case proto.TypeReplicateResult:
-		if err := proto.Decode(body, &s.res); err != nil {
-			s.disconnect()
-			return 0, err
-		}
-		n.metrics.replicatedBytes.Add(float64(len(states)))
-		return int(s.res.Refused), nil
-	case proto.TypeError:
-		var e proto.Error
-		if proto.Decode(body, &e) == nil {
-			return 0, fmt.Errorf("%s: %w", s.rep.name, &e)
-		}
-	}
-	s.disconnect()
-	return 0, fmt.Errorf("%s answered %v to a Replicate", s.rep.name, hdr.Type)
+	r.metrics.ReplicatedBytes.Add(float64(len(states)))
+	return int(s.res.Refused), nil
 }
 
 func (s *sender) connect() error {
@@ -546,17 +524,17 @@ func (s *sender) connect() error {
 	s.rep.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c, err := s.rep.r.n.dialPeer(ctx, addr)
+	c, err := s.rep.r.peers.Dial(ctx, addr)
 	if err != nil {
 		return err
 	}
-	s.conn, s.rd = c, proto.NewReader(c, s.rep.r.n.cfg.MaxFrame)
+	s.conn = c
 	return nil
 }
 
 func (s *sender) disconnect() {
 	if s.conn != nil {
 		s.conn.Close()
-		s.conn, s.rd = nil, nil
+		s.conn = nil
 	}
 }

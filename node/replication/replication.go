@@ -1,21 +1,9 @@
-package node
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/fcap-io/fcap/ring"
-)
-
-// Replication and partition moves.
+// Package replication replicates a node's changes to the other owners of
+// its partitions and moves partitions between nodes when the ring changes.
 //
-// A node replicates state, not operations. The engine reports every
-// viewer a client write changed (Allow, Record, Reserve and Release
-// return it); the handler marks it dirty for the other owners of its
+// A node replicates state, not operations. A client write changes one
+// viewer, the one it names (or, for Link, the viewer and the device);
+// the handler marks that viewer dirty for the other owners of its
 // partition, and a sender per peer later exports the viewer's current
 // state and ships it (proto.Replicate). Receivers merge it into their
 // copy (engine.MergeAll), so nothing either side counted is lost whatever
@@ -39,6 +27,19 @@ import (
 //     what only it must push, then leaves the gossip pool.
 //
 // Strict writes are acknowledged only after every target applied them.
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fcap-io/fcap/ring"
+)
 
 // partition is this node's knowledge of one partition.
 type partition struct {
@@ -106,13 +107,13 @@ func (part *partition) handoffFrom() string {
 // viewers they changed through it; a hand-over waits until the plan it
 // leaves has no write in flight, so every write a node acknowledged as
 // the primary reaches the next primary before its Done marker.
-type plan struct {
+type Plan struct {
 	ring    *ring.Ring
 	future  *ring.Ring
 	targets [][]*replica // per partition: who receives this node's changes of it
 	// standIn, per partition this node backs: the partition's other
 	// owners, who receive the soft writes it takes while the client
-	// cannot reach the owner (handlers.go standsIn).
+	// cannot reach the owner (the node's handler standsIn).
 	standIn [][]*replica
 
 	inflight [8]struct {
@@ -121,13 +122,13 @@ type plan struct {
 	}
 	// before is the plan this one replaced, until it has drained: a
 	// writer that entered it before the swap may still be running.
-	before atomic.Pointer[plan]
+	before atomic.Pointer[Plan]
 }
 
 // drain waits until no write is in flight under this plan or any plan
 // before it (writers only ever enter the current view's plan, so an idle
 // old plan stays idle), or the deadline passes.
-func (pl *plan) drain(deadline time.Time) {
+func (pl *Plan) drain(deadline time.Time) {
 	for p := pl; p != nil; p = p.before.Load() {
 		for !p.idle() && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Microsecond)
@@ -138,30 +139,33 @@ func (pl *plan) drain(deadline time.Time) {
 	}
 }
 
-// mark queues a changed viewer for every target of its partition.
-func (pl *plan) mark(key uint64) {
+// Mark queues a changed viewer for every target of its partition.
+func (pl *Plan) Mark(key uint64) {
 	p := ring.PartitionOf(key, len(pl.targets))
 	for _, rep := range pl.targets[p] {
 		rep.markDirty(key, p)
 	}
 }
 
-// markStandIn queues a viewer this node changed as a stand-in for its
+// MarkStandIn queues a viewer this node changed as a stand-in for its
 // owner for the partition's other owners: the owner merges the write in
 // when it can be reached again, and if it never can, this node, already
 // holding the write, becomes the primary.
-func (pl *plan) markStandIn(key uint64) {
+func (pl *Plan) MarkStandIn(key uint64) {
 	p := ring.PartitionOf(key, len(pl.standIn))
 	for _, rep := range pl.standIn[p] {
 		rep.markDirty(key, p)
 	}
 }
 
-func (pl *plan) enter(slot int) { pl.inflight[slot&7].n.Add(1) }
-func (pl *plan) leave(slot int) { pl.inflight[slot&7].n.Add(-1) }
+// Enter and Leave bracket a client write under the plan: a hand-over
+// waits until the plan it leaves has no write in flight. slot spreads
+// writers over counters on different cache lines.
+func (pl *Plan) Enter(slot int) { pl.inflight[slot&7].n.Add(1) }
+func (pl *Plan) Leave(slot int) { pl.inflight[slot&7].n.Add(-1) }
 
 // idle reports whether no write is in flight under the plan.
-func (pl *plan) idle() bool {
+func (pl *Plan) idle() bool {
 	var sum int64
 	for i := range pl.inflight {
 		sum += pl.inflight[i].n.Load()
@@ -169,40 +173,94 @@ func (pl *plan) idle() bool {
 	return sum == 0
 }
 
-type replicator struct {
-	n     *Node
+// Replicator replicates this node's changes to the other owners of its
+// partitions, moves partitions on ring changes and tracks which
+// partitions this node holds. It knows the node only through its Config
+// and Deps.
+type Replicator struct {
+	cfg     Config
+	log     *slog.Logger
+	eng     Engine
+	wal     Log
+	peers   Peers
+	metrics Metrics
+	hooks   Hooks
+
 	parts []partition
-	plan  atomic.Pointer[plan]
+	plan  atomic.Pointer[Plan]
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
 	replicas map[string]*replica
 	prev     *ring.Ring // the ring before the current one
 
-	throttle *throttle // paces whole-partition transfers
+	throttle  *throttle    // paces whole-partition transfers
+	transfers atomic.Int64 // whole partitions and hand-overs sent
 
 	stop chan struct{}
+	wg   sync.WaitGroup // the senders and Run's loops
 }
 
-func newReplicator(n *Node, partitions int) *replicator {
-	return &replicator{
-		n:        n,
-		parts:    make([]partition, partitions),
+// New returns a Replicator that holds no partition yet; OnRing gives it
+// its first plan.
+func New(cfg Config, deps Deps) *Replicator {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Replicator{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		eng:      deps.Engine,
+		wal:      deps.Log,
+		peers:    deps.Peers,
+		metrics:  deps.Metrics,
+		hooks:    deps.Hooks,
+		parts:    make([]partition, cfg.Ring.Partitions),
 		replicas: map[string]*replica{},
 		stop:     make(chan struct{}),
-		throttle: newThrottle(n.cfg.TransferRate),
+		throttle: newThrottle(cfg.TransferRate),
 	}
 }
 
-// syncing reports whether this node owns partition p in its ring but does
+// transferred counts whole partitions and hand-overs sent.
+func (r *Replicator) transferred(n int) {
+	r.transfers.Add(int64(n))
+	r.metrics.Transfers.Add(float64(n))
+}
+
+// Transfers returns how many whole partitions and hand-overs this node
+// has sent since it started.
+func (r *Replicator) Transfers() int64 { return r.transfers.Load() }
+
+// onHoldings tells the node that partitions arrived or were claimed: it
+// replans (it may now push them on) and may turn Active.
+func (r *Replicator) onHoldings() {
+	if r.hooks.HoldingsChanged != nil {
+		r.hooks.HoldingsChanged()
+	}
+}
+
+// left reports whether the node has left the gossip pool.
+func (r *Replicator) left() bool { return r.hooks.Left != nil && r.hooks.Left() }
+
+// joinedOrAlone reports whether this node may judge the cluster by the
+// ring x: it has no seeds to join, or x holds other members. It asks x,
+// not gossip: gossip can count the members it just joined while x, the
+// ring being planned, was built before they arrived and holds only this
+// node, which would look like a fresh cluster with nobody Active.
+func (r *Replicator) joinedOrAlone(x *ring.Ring) bool {
+	return !r.cfg.Joins || len(x.Members()) > 1
+}
+
+// Syncing reports whether this node owns partition p in its ring but does
 // not hold it yet.
-func (r *replicator) syncing(p int) bool {
+func (r *Replicator) Syncing(p int) bool {
 	return !r.parts[p].have.Load()
 }
 
 // future computes the ring as it will be once Joining members are Active
 // and Leaving ones are gone.
-func (r *replicator) future(cur *ring.Ring) *ring.Ring {
+func (r *Replicator) future(cur *ring.Ring) *ring.Ring {
 	var ms []ring.Member
 	changed := false
 	for _, m := range cur.Members() {
@@ -219,9 +277,9 @@ func (r *replicator) future(cur *ring.Ring) *ring.Ring {
 	if !changed {
 		return cur
 	}
-	f, err := ring.Build(r.n.cfg.Membership.Ring, ms)
+	f, err := ring.Build(r.cfg.Ring, ms)
 	if err != nil {
-		r.n.log.Error("future ring", "err", err)
+		r.log.Error("future ring", "err", err)
 		return cur
 	}
 	return f
@@ -293,28 +351,31 @@ func pusher(prev, cur *ring.Ring, p int) string {
 	return ""
 }
 
-// onRing recomputes the plan for a new ring: targets of ongoing
+// OnRing recomputes the plan for a new ring: targets of ongoing
 // replication, full transfers to start, partitions this node now waits
 // for, and whether a Joining node may turn Active.
 // The transfers and hand-overs it plans are started by the returned
 // function, which the caller runs once the view using the new plan is in
 // place: a hand-over must not find the old plan idle before writers
 // stop entering it.
-func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
+func (r *Replicator) OnRing(cur *ring.Ring) (*Plan, func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	self := r.n.cfg.Name
-	prev := r.prev
 	old := r.plan.Load()
 	fut := r.future(cur)
-	pl := &plan{ring: cur, future: fut, targets: make([][]*replica, len(r.parts)), standIn: make([][]*replica, len(r.parts))}
+	pn := &planner{
+		r: r, self: r.cfg.Name, prev: r.prev, cur: cur, fut: fut,
+		pl:     &Plan{ring: cur, future: fut, targets: make([][]*replica, len(r.parts)), standIn: make([][]*replica, len(r.parts))},
+		now:    time.Now().UnixNano(),
+		wanted: map[string]bool{},
+	}
 	if old != nil {
-		pl.before.Store(old)
+		pn.pl.before.Store(old)
 	}
 	// A fresh cluster: nobody owns anything, so nobody holds anything
 	// anyone could wait for. A node told to join others decides that only
 	// once it has joined them: before, its ring holds just itself.
-	bootstrap := cur.ActiveMembers() == 0 && r.n.joinedOrAlone(cur)
+	pn.bootstrap = cur.ActiveMembers() == 0 && r.joinedOrAlone(cur)
 	// A peer restarted since the last ring holds nothing: forget what
 	// was sent to its earlier self before anything asks heldBy.
 	for name, rep := range r.replicas {
@@ -323,132 +384,8 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 			rep.setMember(m.Addr, m.Incarnation)
 		}
 	}
-	now := time.Now().UnixNano()
-	wanted := map[string]bool{}
-	// Transfers and hand-overs start only after the new plan is in place:
-	// a write between a transfer's pass over the engine and the plan
-	// would otherwise reach the new owner by neither.
-	type move struct {
-		rep     *replica
-		p       int
-		handoff bool
-	}
-	var moves []move
 	for p := range r.parts {
-		part := &r.parts[p]
-		curOwners, futOwners := names(cur, p), names(fut, p)
-		mine := contains(curOwners, self) || contains(futOwners, self)
-		push := pusher(prev, cur, p)
-		had := part.have.Load()
-		switch {
-		case !mine:
-			// Writes go elsewhere now: this node's copy is stale from
-			// here on. It may still push what it had (below), but must
-			// never serve it if ownership comes back without a transfer.
-			part.have.Store(false)
-			part.waitSince.Store(0) // nor wait for it (a joining node's first ring holds only itself)
-			part.from.Store(nil)
-			part.lostAt.CompareAndSwap(0, now)
-		default:
-			part.lostAt.Store(0)
-			switch {
-			case part.have.Load():
-			case bootstrap || soleSurvivor(prev, cur, p, self):
-				// Nobody else can hand it over: a fresh cluster, or every
-				// other previous owner is gone. This node is its authority.
-				part.got()
-				r.n.log.Debug("partition: authority", "partition", p, "bootstrap", bootstrap)
-			default:
-				part.wait(now)
-			}
-		}
-		if h := part.handed.Load(); h != nil && len(curOwners) > 0 && curOwners[0] == h.from {
-			part.handed.Store(nil) // its sender is primary again: that hand-over is over
-		}
-		if from := part.handoffFrom(); from != "" {
-			if !survived(prev, cur, from) {
-				// The previous primary died (or restarted) in the middle
-				// of its hand-over: nothing more will come.
-				part.got()
-				r.n.log.Warn("partition: previous primary gone before its hand-over; serving what arrived", "partition", p, "from", from)
-			} else if len(curOwners) == 0 || curOwners[0] != self {
-				part.from.Store(nil) // no longer its primary: no hand-over due
-			}
-		}
-		// A primary that moves between two live nodes is handed over: the
-		// new one waits (refusing the partition) until the old one, which
-		// stops serving it as soon as its ring shows the move, has sent
-		// its last changes and a Done marker. One node writes at a time.
-		prevOwners := names(prev, p)
-		if len(prevOwners) > 0 && len(curOwners) > 0 && prevOwners[0] != curOwners[0] {
-			oldAlive := survived(prev, cur, prevOwners[0])
-			switch {
-			case curOwners[0] == self && oldAlive:
-				if part.awaitHandoff(now, prevOwners[0]) {
-					r.n.log.Debug("partition: waiting for hand-over", "partition", p, "from", prevOwners[0])
-				}
-			case prevOwners[0] == self:
-				if rep := r.replicaLocked(cur, fut, curOwners[0]); rep != nil {
-					moves = append(moves, move{rep, p, true})
-					wanted[curOwners[0]] = true
-				}
-			}
-		}
-		// A peer that no longer owns p may drop it: if it becomes an
-		// owner again it gets p whole again.
-		for name, rep := range r.replicas {
-			if !contains(curOwners, name) && !contains(futOwners, name) {
-				rep.forget(p)
-			}
-		}
-		// Ongoing replication: the primary sends changes to every other
-		// current and future owner.
-		if len(curOwners) > 0 && curOwners[0] == self {
-			for _, name := range append(curOwners[1:], futOwners...) {
-				if name == self || contains(namesOf(pl.targets[p]), name) {
-					continue
-				}
-				rep := r.replicaLocked(cur, fut, name)
-				if rep == nil {
-					continue
-				}
-				pl.targets[p] = append(pl.targets[p], rep)
-				wanted[name] = true
-				r.heldBy(prev, cur, name, p) // notes a backup that already held p
-			}
-		}
-		// Stand-in writes: a backup sends the writes it takes for an
-		// unreachable owner to every other current and future owner.
-		if len(curOwners) > 1 && curOwners[0] != self && contains(curOwners, self) {
-			for _, name := range append(append([]string(nil), curOwners...), futOwners...) {
-				if name == self || contains(namesOf(pl.standIn[p]), name) {
-					continue
-				}
-				if rep := r.replicaLocked(cur, fut, name); rep != nil {
-					pl.standIn[p] = append(pl.standIn[p], rep)
-					wanted[name] = true
-				}
-			}
-		}
-		// Full transfers: if this node is p's pusher and holds p, it
-		// pushes p to every owner that may not hold it: one that was not
-		// an owner in the previous ring, or was in an earlier incarnation
-		// (a restart holds nothing), unless this node already sent it p
-		// since. An owner still waiting for an earlier pusher that died
-		// asks for p itself (sync.go).
-		if push == self && had {
-			for _, name := range append(append([]string(nil), curOwners...), futOwners...) {
-				if name == self || r.heldBy(prev, cur, name, p) {
-					continue
-				}
-				rep := r.replicaLocked(cur, fut, name)
-				if rep == nil {
-					continue
-				}
-				wanted[name] = true
-				moves = append(moves, move{rep, p, false})
-			}
-		}
+		pn.partition(p)
 	}
 	for name, rep := range r.replicas {
 		// A peer gone from the ring is sent nothing more: what was queued
@@ -456,20 +393,174 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 		// since a member that comes back gets its partitions whole. A
 		// peer still in the ring keeps its sender until it has sent what
 		// it has.
-		if _, member := cur.Find(name); !wanted[name] && (!member || !rep.busy()) {
+		if _, member := cur.Find(name); !pn.wanted[name] && (!member || !rep.busy()) {
 			rep.close()
 			delete(r.replicas, name)
 		}
 	}
-	r.plan.Store(pl)
+	r.plan.Store(pn.pl)
 	r.prev = cur
-	return pl, func() {
+	prev, moves := pn.prev, pn.moves
+	return pn.pl, func() {
 		for _, m := range moves {
-			r.n.log.Debug("partition: sending", "partition", m.p, "to", m.rep.name, "handoff", m.handoff, "owners", names(cur, m.p), "before", names(prev, m.p))
+			r.log.Debug("partition: sending", "partition", m.p, "to", m.rep.name, "handoff", m.handoff, "owners", names(cur, m.p), "before", names(prev, m.p))
 			if m.handoff {
 				m.rep.handoff(m.p, old)
 			} else {
 				m.rep.transfer(m.p)
+			}
+		}
+	}
+}
+
+// planner is one OnRing pass over the partitions, under Replicator.mu.
+type planner struct {
+	r              *Replicator
+	self           string
+	prev, cur, fut *ring.Ring
+	pl             *Plan
+	now            int64 // unix ns
+	bootstrap      bool  // a fresh cluster: this node is every partition's authority
+	wanted         map[string]bool
+	// moves are the transfers and hand-overs to start. They start only
+	// after the new plan is in place: a write between a transfer's pass
+	// over the engine and the plan would otherwise reach the new owner by
+	// neither.
+	moves []move
+}
+
+// move is a whole partition to send to a peer, or to hand over.
+type move struct {
+	rep     *replica
+	p       int
+	handoff bool
+}
+
+// partition plans partition p.
+func (pn *planner) partition(p int) {
+	curOwners, futOwners := names(pn.cur, p), names(pn.fut, p)
+	had := pn.r.parts[p].have.Load()
+	pn.holding(p, curOwners, futOwners)
+	pn.handover(p, curOwners)
+	// A peer that no longer owns p may drop it: if it becomes an owner
+	// again it gets p whole again.
+	for name, rep := range pn.r.replicas {
+		if !contains(curOwners, name) && !contains(futOwners, name) {
+			rep.forget(p)
+		}
+	}
+	pn.replicate(p, curOwners, futOwners)
+	// Full transfers: if this node is p's pusher and holds p, it pushes p
+	// to every owner that may not hold it: one that was not an owner in
+	// the previous ring, or was in an earlier incarnation (a restart
+	// holds nothing), unless this node already sent it p since. An owner
+	// still waiting for an earlier pusher that died asks for p itself
+	// (sync.go).
+	if pusher(pn.prev, pn.cur, p) == pn.self && had {
+		for _, name := range append(append([]string(nil), curOwners...), futOwners...) {
+			if name == pn.self || pn.r.heldBy(pn.prev, pn.cur, name, p) {
+				continue
+			}
+			if rep := pn.sender(name); rep != nil {
+				pn.moves = append(pn.moves, move{rep, p, false})
+			}
+		}
+	}
+}
+
+// sender returns the sender to a member, creating it, and notes it wanted.
+func (pn *planner) sender(name string) *replica {
+	rep := pn.r.replicaLocked(pn.cur, pn.fut, name)
+	if rep != nil {
+		pn.wanted[name] = true
+	}
+	return rep
+}
+
+// holding updates whether this node holds p, waits for it, or lost it.
+func (pn *planner) holding(p int, curOwners, futOwners []string) {
+	part := &pn.r.parts[p]
+	switch {
+	case !contains(curOwners, pn.self) && !contains(futOwners, pn.self):
+		// Writes go elsewhere now: this node's copy is stale from here
+		// on. It may still push what it had (partition), but must never
+		// serve it if ownership comes back without a transfer.
+		part.have.Store(false)
+		part.waitSince.Store(0) // nor wait for it (a joining node's first ring holds only itself)
+		part.from.Store(nil)
+		part.lostAt.CompareAndSwap(0, pn.now)
+	default:
+		part.lostAt.Store(0)
+		switch {
+		case part.have.Load():
+		case pn.bootstrap || soleSurvivor(pn.prev, pn.cur, p, pn.self):
+			// Nobody else can hand it over: a fresh cluster, or every
+			// other previous owner is gone. This node is its authority.
+			part.got()
+			pn.r.log.Debug("partition: authority", "partition", p, "bootstrap", pn.bootstrap)
+		default:
+			part.wait(pn.now)
+		}
+	}
+	if h := part.handed.Load(); h != nil && len(curOwners) > 0 && curOwners[0] == h.from {
+		part.handed.Store(nil) // its sender is primary again: that hand-over is over
+	}
+	if from := part.handoffFrom(); from != "" {
+		if !survived(pn.prev, pn.cur, from) {
+			// The previous primary died (or restarted) in the middle of
+			// its hand-over: nothing more will come.
+			part.got()
+			pn.r.log.Warn("partition: previous primary gone before its hand-over; serving what arrived", "partition", p, "from", from)
+		} else if len(curOwners) == 0 || curOwners[0] != pn.self {
+			part.from.Store(nil) // no longer its primary: no hand-over due
+		}
+	}
+}
+
+// handover plans p's hand-over when its primary moves between two live
+// nodes: the new one waits (refusing the partition) until the old one,
+// which stops serving it as soon as its ring shows the move, has sent its
+// last changes and a Done marker. One node writes at a time.
+func (pn *planner) handover(p int, curOwners []string) {
+	prevOwners := names(pn.prev, p)
+	if len(prevOwners) == 0 || len(curOwners) == 0 || prevOwners[0] == curOwners[0] {
+		return
+	}
+	switch {
+	case curOwners[0] == pn.self && survived(pn.prev, pn.cur, prevOwners[0]):
+		if pn.r.parts[p].awaitHandoff(pn.now, prevOwners[0]) {
+			pn.r.log.Debug("partition: waiting for hand-over", "partition", p, "from", prevOwners[0])
+		}
+	case prevOwners[0] == pn.self:
+		if rep := pn.sender(curOwners[0]); rep != nil {
+			pn.moves = append(pn.moves, move{rep, p, true})
+		}
+	}
+}
+
+// replicate plans who receives this node's changes of p: as its primary,
+// every other current and future owner; as a backup standing in for an
+// unreachable owner, every other current and future owner too.
+func (pn *planner) replicate(p int, curOwners, futOwners []string) {
+	pl := pn.pl
+	if len(curOwners) > 0 && curOwners[0] == pn.self {
+		for _, name := range append(curOwners[1:], futOwners...) {
+			if name == pn.self || contains(namesOf(pl.targets[p]), name) {
+				continue
+			}
+			if rep := pn.sender(name); rep != nil {
+				pl.targets[p] = append(pl.targets[p], rep)
+				pn.r.heldBy(pn.prev, pn.cur, name, p) // notes a backup that already held p
+			}
+		}
+	}
+	if len(curOwners) > 1 && curOwners[0] != pn.self && contains(curOwners, pn.self) {
+		for _, name := range append(append([]string(nil), curOwners...), futOwners...) {
+			if name == pn.self || contains(namesOf(pl.standIn[p]), name) {
+				continue
+			}
+			if rep := pn.sender(name); rep != nil {
+				pl.standIn[p] = append(pl.standIn[p], rep)
 			}
 		}
 	}
@@ -481,7 +572,7 @@ func (r *replicator) onRing(cur *ring.Ring) (*plan, func()) {
 // is still receiving it and asks for it if its pusher dies: sync.go). The
 // latter is noted in the peer's sender, so that underReplicated counts it
 // held; a peer still receiving p reports the partition as syncing itself.
-func (r *replicator) heldBy(prev, cur *ring.Ring, name string, p int) bool {
+func (r *Replicator) heldBy(prev, cur *ring.Ring, name string, p int) bool {
 	rep := r.replicas[name]
 	if rep != nil && rep.hasSent(p) {
 		return true
@@ -509,7 +600,7 @@ func namesOf(reps []*replica) []string {
 }
 
 // replicaLocked returns the sender for a member, creating it.
-func (r *replicator) replicaLocked(cur, fut *ring.Ring, name string) *replica {
+func (r *Replicator) replicaLocked(cur, fut *ring.Ring, name string) *replica {
 	var m ring.Member
 	for _, x := range []*ring.Ring{cur, fut} {
 		if i, ok := x.Find(name); ok {
@@ -523,17 +614,17 @@ func (r *replicator) replicaLocked(cur, fut *ring.Ring, name string) *replica {
 	if rep == nil {
 		rep = newReplica(r, name, m.Addr)
 		r.replicas[name] = rep
-		r.n.goFunc(rep.run)
+		r.wg.Go(rep.run)
 	}
 	rep.setMember(m.Addr, m.Incarnation)
 	return rep
 }
 
-// syncingCount counts partitions this node owns but does not hold.
-func (r *replicator) syncingCount(cur *ring.Ring) int {
+// SyncingCount counts partitions this node owns but does not hold.
+func (r *Replicator) SyncingCount(cur *ring.Ring) int {
 	n := 0
 	for p := range r.parts {
-		if cur.Rank(p, r.n.cfg.Name) >= 0 && !r.parts[p].have.Load() {
+		if cur.Rank(p, r.cfg.Name) >= 0 && !r.parts[p].have.Load() {
 			n++
 		}
 	}
@@ -543,11 +634,11 @@ func (r *replicator) syncingCount(cur *ring.Ring) int {
 // received marks partitions whose full transfer, or hand-over, has
 // arrived from a peer. A transfer's Done does not end a wait for a
 // hand-over; a hand-over counts only from the node it is awaited from.
-func (r *replicator) received(from string, done, handoff []uint32) {
+func (r *Replicator) received(from string, done, handoff []uint32) {
 	for _, p := range done {
 		if int(p) < len(r.parts) && r.parts[p].handoffFrom() == "" {
 			r.parts[p].got()
-			r.n.log.Debug("partition: received", "partition", p, "from", from)
+			r.log.Debug("partition: received", "partition", p, "from", from)
 		}
 	}
 	for _, p := range handoff {
@@ -557,24 +648,23 @@ func (r *replicator) received(from string, done, handoff []uint32) {
 		part := &r.parts[p]
 		if exp := part.handoffFrom(); exp != "" {
 			part.got()
-			r.n.log.Debug("partition: handed over", "partition", p, "from", from, "expected", exp)
+			r.log.Debug("partition: handed over", "partition", p, "from", from, "expected", exp)
 		} else {
 			// Early: this node's ring does not show the move yet.
 			part.handed.Store(&early{from: from, at: time.Now().UnixNano()})
 		}
 	}
 	if len(done)+len(handoff) > 0 {
-		r.n.maybeActivate()
-		r.n.replan() // it may now push them on to owners waiting for it
+		r.onHoldings() // it may now push them on to owners waiting for it
 	}
 }
 
-// claimStale gives up waiting for partitions whose hand-over did not come
+// ClaimStale gives up waiting for partitions whose hand-over did not come
 // within timeout (their sender failed in the middle of it): the node
 // serves them with what it holds, and says so loudly. It then asks every
 // other member that may hold a copy to push it: states merge, so any
 // count a survivor kept comes back, late rather than never.
-func (r *replicator) claimStale(ctx context.Context, timeout time.Duration) {
+func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
 	now := time.Now().UnixNano()
 	var claimed []int
 	for p := range r.parts {
@@ -587,9 +677,9 @@ func (r *replicator) claimStale(ctx context.Context, timeout time.Duration) {
 	if len(claimed) == 0 {
 		return
 	}
-	r.n.metrics.claimed.Add(float64(len(claimed)))
-	r.n.log.Warn("partitions claimed without a hand-over: their sender never finished; counts may miss its last writes until other holders' copies arrive", "partitions", len(claimed), "waited", timeout)
-	r.n.replan()
+	r.metrics.Claimed.Add(float64(len(claimed)))
+	r.log.Warn("partitions claimed without a hand-over: their sender never finished; counts may miss its last writes until other holders' copies arrive", "partitions", len(claimed), "waited", timeout)
+	r.onHoldings()
 	pl := r.plan.Load()
 	if pl == nil {
 		return
@@ -599,34 +689,34 @@ func (r *replicator) claimStale(ctx context.Context, timeout time.Duration) {
 	r.mu.Unlock()
 	asks := map[string][]uint32{}
 	for _, p := range claimed {
-		for _, m := range holders(prev, pl.ring, p, r.n.cfg.Name) {
+		for _, m := range holders(prev, pl.ring, p, r.cfg.Name) {
 			asks[m.Addr] = append(asks[m.Addr], uint32(p))
 		}
 	}
 	for addr, ps := range asks {
 		if err := r.ask(ctx, addr, ps, nil); err != nil {
-			r.n.log.Debug("partition: asking for copies of claimed partitions", "from", addr, "partitions", len(ps), "err", err)
+			r.log.Debug("partition: asking for copies of claimed partitions", "from", addr, "partitions", len(ps), "err", err)
 		}
 	}
 }
 
-// complete reports whether this node holds every partition it owns now
-// and will own in the future ring.
-func (r *replicator) complete() (missing int) {
+// Missing counts the partitions this node owns now or will own in the
+// future ring but does not hold.
+func (r *Replicator) Missing() (missing int) {
 	pl := r.plan.Load()
 	if pl == nil {
 		return len(r.parts)
 	}
 	for p := range r.parts {
-		if (contains(names(pl.ring, p), r.n.cfg.Name) || contains(names(pl.future, p), r.n.cfg.Name)) && !r.parts[p].have.Load() {
+		if (contains(names(pl.ring, p), r.cfg.Name) || contains(names(pl.future, p), r.cfg.Name)) && !r.parts[p].have.Load() {
 			missing++
 		}
 	}
 	return missing
 }
 
-// handing counts full transfers being sent.
-func (r *replicator) handing() int {
+// Handing counts full transfers being sent.
+func (r *Replicator) Handing() int {
 	n := 0
 	for p := range r.parts {
 		n += int(r.parts[p].pushing.Load())
@@ -634,8 +724,8 @@ func (r *replicator) handing() int {
 	return n
 }
 
-// queued counts changed viewers not yet sent, and the age of the oldest.
-func (r *replicator) queued() (n int, lag time.Duration) {
+// Queued counts changed viewers not yet sent, and the age of the oldest.
+func (r *Replicator) Queued() (n int, lag time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, rep := range r.replicas {
@@ -646,9 +736,9 @@ func (r *replicator) queued() (n int, lag time.Duration) {
 	return n, lag
 }
 
-// underReplicated counts partitions this node is primary of whose other
+// UnderReplicated counts partitions this node is primary of whose other
 // owners have not all received them.
-func (r *replicator) underReplicated() int {
+func (r *Replicator) UnderReplicated() int {
 	pl := r.plan.Load()
 	if pl == nil {
 		return 0
@@ -665,10 +755,10 @@ func (r *replicator) underReplicated() int {
 	return n
 }
 
-// waitSynced waits until every target of partition p under plan pl has
+// WaitSynced waits until every target of partition p under the plan has
 // applied the viewer's current state (strict writes), or the timeout
 // passes.
-func (r *replicator) waitSynced(pl *plan, key uint64, p int, timeout time.Duration) error {
+func (pl *Plan) WaitSynced(key uint64, p int, timeout time.Duration) error {
 	if pl == nil || len(pl.targets[p]) == 0 {
 		return nil
 	}
@@ -693,9 +783,9 @@ func (r *replicator) waitSynced(pl *plan, key uint64, p int, timeout time.Durati
 	return errors.Join(errs...)
 }
 
-// janitor drops the state of partitions this node stopped owning, once
+// dropLost drops the state of partitions this node stopped owning, once
 // nothing is being handed over from them and a grace period passed.
-func (r *replicator) janitor(grace time.Duration) {
+func (r *Replicator) dropLost(grace time.Duration) {
 	now := time.Now().UnixNano()
 	var drop []bool
 	any := false
@@ -713,21 +803,22 @@ func (r *replicator) janitor(grace time.Duration) {
 		return
 	}
 	var keys []uint64
-	r.n.engine.Keys(func(k uint64) bool {
+	r.eng.Keys(func(k uint64) bool {
 		if drop[ring.PartitionOf(k, len(r.parts))] {
 			keys = append(keys, k)
 		}
 		return true
 	})
 	for _, k := range keys {
-		r.n.engine.DeleteViewer(k)
+		r.eng.DeleteViewer(k)
 	}
 	if len(keys) > 0 {
-		r.n.log.Info("dropped state of partitions no longer owned", "viewers", len(keys))
+		r.log.Info("dropped state of partitions no longer owned", "viewers", len(keys))
 	}
 }
 
-func (r *replicator) close() {
+// Close stops every sender; Wait waits for them.
+func (r *Replicator) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	select {

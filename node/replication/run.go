@@ -1,0 +1,81 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fcap-io/fcap/proto"
+)
+
+// Run pulls partitions whose push has not come, drops the state of
+// partitions this node no longer owns and claims those whose hand-over
+// never finished, until ctx is done.
+func (r *Replicator) Run(ctx context.Context) {
+	r.wg.Go(func() {
+		tick := time.NewTicker(pullAfter)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				r.pull(ctx)
+			}
+		}
+	})
+	tick := time.NewTicker(max(r.cfg.DropGrace/4, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			r.dropLost(r.cfg.DropGrace)
+			r.ClaimStale(ctx, r.cfg.SyncTimeout)
+		}
+	}
+}
+
+// Wait returns once every goroutine the Replicator started has ended
+// (after Close and the end of Run's context).
+func (r *Replicator) Wait() { r.wg.Wait() }
+
+// Apply merges the viewer states a peer sent into what this node holds,
+// all or none (engine MergeAll): a state never takes away what this node
+// counted, so a push from a node whose copy is older (it was paused, or
+// cut off by a gossip partition, while this one acknowledged writes) adds
+// what it has and loses nothing. Even a primary that holds its partition
+// merges: it may be the one whose copy is older. Each viewer merged is
+// logged, and Apply returns once the log holds them: the sender learns
+// they were applied only once they are durable here. The message's Done
+// and Handoff markers then end this node's waits for those partitions.
+func (r *Replicator) Apply(m *proto.Replicate) (proto.ReplicateResult, error) {
+	var res proto.ReplicateResult
+	var keys []uint64 // the viewers applied, for the log
+	applied, refused, err := r.eng.MergeAll(m.States, func(key uint64) bool {
+		keys = append(keys, key)
+		return true
+	})
+	if err != nil {
+		return res, fmt.Errorf("%w: from %s: %v", proto.ErrBadRequest, m.From, err)
+	}
+	if r.hooks.ObserveHighWater != nil {
+		r.hooks.ObserveHighWater(m.HighWater)
+	}
+	var logged uint64
+	for _, key := range keys {
+		if seq := r.wal.Changed(key); seq != 0 {
+			logged = seq
+		}
+	}
+	if logged != 0 {
+		r.wal.Wait(logged)
+	}
+	res.Applied, res.Refused = uint64(applied), uint64(refused)
+	if refused > 0 {
+		r.log.Debug("partition: refused stale states", "from", m.From, "states", refused)
+	}
+	r.received(m.From, m.Done, m.Handoff)
+	return res, nil
+}
