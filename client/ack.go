@@ -63,7 +63,9 @@ const (
 // RecordAttempts bound: only ctx ends them. Each request waits at most
 // Config.RecordTimeout. Soft impressions whose owner is unreachable go to
 // a backup owner, which replicates them to the owner; strict ones wait
-// for their owner (or its successor). An acknowledged strict impression
+// for their owner (or its successor). An impression Record would refuse
+// up front (Config.Limits) is refused here too, without a request; a
+// time of 0 means now, as for Record. An acknowledged strict impression
 // is on every owner; a soft one is on its owner and replicated
 // asynchronously (DESIGN.md).
 func (c *Client) RecordSync(ctx context.Context, items []RecordItem) []RecordAck {
@@ -71,6 +73,14 @@ func (c *Client) RecordSync(ctx context.Context, items []RecordItem) []RecordAck
 	pending := make([]syncItem, 0, len(items))
 	for i := range items {
 		it := &items[i]
+		err := fcap.ValidateViewer(it.Viewer, c.cfg.Limits)
+		if err == nil {
+			err = it.Impression.Validate(c.cfg.Limits)
+		}
+		if err != nil {
+			acks[i].Err = fmt.Errorf("%w: record: %w", ErrBadRequest, err)
+			continue
+		}
 		viewer := it.Viewer
 		if it.Device {
 			o := callOptions{device: true}
@@ -194,7 +204,7 @@ func syncItemSize(it *recItem) int {
 func (c *Client) syncSend(ctx context.Context, d dest, items []syncItem, acks []RecordAck) []syncItem {
 	req := proto.Record{Items: make([]proto.RecordItem, len(items)), Backup: d.backup}
 	for i := range items {
-		req.Items[i] = proto.RecordItem{Viewer: items[i].rec.viewer, Impression: items[i].rec.imp, HasTime: true}
+		req.Items[i] = proto.RecordItem{Viewer: items[i].rec.viewer, Impression: items[i].rec.imp, HasTime: items[i].rec.imp.Time != 0}
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.RecordTimeout)
 	deadline, _ := rctx.Deadline()

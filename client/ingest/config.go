@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fcap-io/fcap"
 )
 
 // Config configures an Ingester. Start from DefaultConfig.
@@ -59,6 +61,12 @@ type Config struct {
 	// ("future_time"). Keep it at most fcapd's --max-clock-skew, which
 	// refuses such impressions anyway. Default 1m, fcapd's default.
 	MaxClockSkew time.Duration
+
+	// Limits are the cluster's request limits (fcapd --scopes,
+	// --max-id-length): an impression they refuse makes its record bad
+	// ("invalid") before any of its impressions is sent. Default
+	// fcap.Limits{}: fcapd's defaults.
+	Limits fcap.Limits
 
 	// RevokeTimeout bounds how long a partition being revoked in a
 	// rebalance waits for its batches in flight before the ingester

@@ -53,7 +53,7 @@ func (in *Ingester) process(ctx context.Context, b *batch) bool {
 				st.reason, st.err = ReasonUndecodable, err
 			default:
 				for i := st.start; i < len(items); i++ {
-					if reason, err := check(&items[i], now, skew); err != nil {
+					if reason, err := check(&items[i], in.cfg.Limits, now, skew); err != nil {
 						st.reason, st.err = reason, fmt.Errorf("impression %q: %w", items[i].Impression.ID, err)
 						break
 					}

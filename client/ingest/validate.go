@@ -5,7 +5,6 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/proto"
 )
 
 // The reasons a record is bad: the values of the reason label of
@@ -25,44 +24,18 @@ const (
 var reasons = []string{ReasonUndecodable, ReasonInvalid, ReasonFutureTime}
 
 // check refuses an impression the cluster would refuse for what it says,
-// so a bad record is found before any of its impressions is sent. now
-// and skew are Unix milliseconds.
-func check(it *client.RecordItem, now, skew int64) (reason string, err error) {
-	imp := &it.Impression
-	switch {
-	case it.Viewer == "":
-		return ReasonInvalid, fcap.ErrEmptyViewer
-	case imp.ID == "":
-		return ReasonInvalid, fcap.ErrEmptyImpressionID
-	case imp.Time < 0 || imp.Time > fcap.MaxTime:
-		return ReasonInvalid, fmt.Errorf("%w: %d", fcap.ErrBadTime, imp.Time)
-	case imp.Time > now+skew:
-		return ReasonFutureTime, fmt.Errorf("%w: %d is %d ms ahead of %d", fcap.ErrFutureTime, imp.Time, imp.Time-now, now)
-	case len(imp.Caps) == 0:
-		return ReasonInvalid, fcap.ErrNoCaps
-	case len(imp.Caps) > proto.MaxCapsPerMessage:
-		return ReasonInvalid, fcap.ErrTooManyCaps
+// so a bad record is found before any of its impressions is sent: what
+// lim refuses (fcap's shared validation), and a time further ahead of now
+// than skew (Unix milliseconds).
+func check(it *client.RecordItem, lim fcap.Limits, now, skew int64) (reason string, err error) {
+	if err := fcap.ValidateViewer(it.Viewer, lim); err != nil {
+		return ReasonInvalid, err
 	}
-	for i := range imp.Caps {
-		c := &imp.Caps[i]
-		var err error
-		switch {
-		case c.Scope == "":
-			err = fcap.ErrEmptyScope
-		case c.ID == "":
-			err = fcap.ErrEmptyID
-		case c.Limit < 1 || c.Limit > fcap.MaxLimit:
-			err = fcap.ErrBadLimit
-		case c.Window < 1 || c.Window > fcap.MaxTime:
-			err = fcap.ErrBadWindow
-		case c.Algorithm >= fcap.NumAlgorithms:
-			err = fcap.ErrUnknownAlgorithm
-		case c.Mode >= fcap.NumModes:
-			err = fcap.ErrUnknownMode
-		}
-		if err != nil {
-			return ReasonInvalid, fmt.Errorf("cap %d: %w", i, err)
-		}
+	if err := it.Impression.Validate(lim); err != nil {
+		return ReasonInvalid, err
+	}
+	if t := it.Impression.Time; t > now+skew {
+		return ReasonFutureTime, fmt.Errorf("%w: %d is %d ms ahead of %d", fcap.ErrFutureTime, t, t-now, now)
 	}
 	return "", nil
 }

@@ -47,8 +47,8 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*opti
 		return def
 	}
 	var (
-		brokers, topics, seeds, fromTime string
-		errs                             []error
+		brokers, topics, seeds, fromTime, scopes string
+		errs                                     []error
 	)
 	fs.StringVar(&brokers, "brokers", env("FCAP_INGEST_BROKERS", ""), "Kafka seed brokers, comma-separated (FCAP_INGEST_BROKERS); required")
 	fs.StringVar(&topics, "topics", env("FCAP_INGEST_TOPICS", ""), "topics to consume, comma-separated (FCAP_INGEST_TOPICS); required")
@@ -80,6 +80,8 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*opti
 		}
 		fs.DurationVar(p, name, *p, fmt.Sprintf("%s (%s)", usage, envName))
 	}
+	fs.StringVar(&scopes, "scopes", env("FCAP_SCOPES", ""), `cap scopes the cluster accepts, comma-separated, or "*" for any: as fcapd --scopes; a record naming another is bad ("invalid") (FCAP_SCOPES) (default creative,campaign,advertiser)`)
+	intFlag(&o.ingest.Limits.MaxIDLength, "max-id-length", "FCAP_MAX_ID_LENGTH", "longest viewer, cap and impression id the cluster accepts, in bytes: as fcapd --max-id-length; 0: fcapd's default")
 	intFlag(&o.ingest.Workers, "workers", "FCAP_INGEST_WORKERS", "batches recorded at once; workers times batch-records bounds the records in flight")
 	intFlag(&o.ingest.BatchRecords, "batch-records", "FCAP_INGEST_BATCH_RECORDS", "records recorded as one batch")
 	intFlag(&o.ingest.PollRecords, "poll-records", "FCAP_INGEST_POLL_RECORDS", "records taken from Kafka in one poll")
@@ -110,6 +112,14 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*opti
 		}
 		o.ingest.FromTime = t
 	}
+	switch scopes {
+	case "":
+	case "*":
+		o.ingest.Limits.AnyScope = true
+	default:
+		o.ingest.Limits.Scopes = split(scopes)
+	}
+	o.client.Limits = o.ingest.Limits
 	if o.session <= 0 {
 		errs = append(errs, fmt.Errorf("--session-timeout must be positive, got %v", o.session))
 	}

@@ -1,0 +1,199 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/client/ingest"
+	"github.com/fcap-io/fcap/test/cluster"
+)
+
+// benchImpressions is how many impressions the throughput benchmark
+// feeds (FCAP_INGEST_BENCH_N overrides).
+func benchImpressions() int {
+	if n, err := strconv.Atoi(os.Getenv("FCAP_INGEST_BENCH_N")); err == nil && n > 0 {
+		return n
+	}
+	return 400_000
+}
+
+// benchIngester runs an ingester in this process (the library, as
+// fcapingest runs it) against seeds, or against a Recorder that
+// acknowledges at once when seeds is empty (the floor: Kafka and the
+// ingester alone).
+func benchIngester(b *testing.B, k *kafka, seeds []string, acked func(*kgo.Record, time.Time)) (stop func()) {
+	b.Helper()
+	cfg := ingest.DefaultConfig(k.brokers, topic)
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Acked = acked
+	cfg.KafkaOptions = []kgo.Opt{kgo.FetchMaxWait(10 * time.Millisecond)}
+	var rec ingest.Recorder = instant{}
+	var c *client.Client
+	if len(seeds) > 0 {
+		ccfg := cluster.ClientConfig(seeds...)
+		ccfg.Logger = cfg.Logger
+		var err error
+		if c, err = client.New(ccfg); err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		err = c.WaitReady(ctx)
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		rec = c
+	}
+	in, err := ingest.New(cfg, rec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+		if c != nil {
+			c.Close(context.Background())
+		}
+	}
+}
+
+// instant acknowledges every impression at once.
+type instant struct{}
+
+func (instant) RecordSync(_ context.Context, items []client.RecordItem) []client.RecordAck {
+	return make([]client.RecordAck, len(items))
+}
+
+// produceMany produces n impressions (one a record) over 8 partitions
+// and 10,000 viewers, played now, in chunks.
+func produceMany(b *testing.B, k *kafka, n int, prefix string) {
+	b.Helper()
+	jcaps := []jsonCap{
+		{Scope: "creative", ID: "cr1", Limit: 3, Window: "1h"},
+		{Scope: "campaign", ID: "c1", Limit: 10, Window: "24h"},
+	}
+	const chunk = 10_000
+	for start := 0; start < n; start += chunk {
+		now := time.Now()
+		recs := make([]*kgo.Record, 0, chunk)
+		for i := start; i < min(start+chunk, n); i++ {
+			imp := impression{ID: prefix + strconv.Itoa(i), Viewer: "viewer-" + strconv.Itoa(i%10_000), Time: now.UnixMilli(), Caps: jcaps}
+			recs = append(recs, imp.record(topic, int32(i%8), now))
+		}
+		k.produce(recs...)
+	}
+}
+
+// BenchmarkIngestThroughput: impressions already in Kafka (kfake, in
+// this process) recorded into one fcapd node, batched, acknowledged and
+// committed; impressions/s beside the floor of the same run (the
+// ingester acknowledging at once, no cluster).
+//
+//	FCAP_TEST_NORACE=1 go test -run '^$' -bench IngestThroughput -benchtime 1x ./test/ingest
+func BenchmarkIngestThroughput(b *testing.B) {
+	n := benchImpressions()
+	for _, target := range []string{"floor", "fcap"} {
+		b.Run(target, func(b *testing.B) {
+			for range b.N {
+				k := startKafkaB(b, 8, topic)
+				produceMany(b, k, n, "imp")
+				var seeds []string
+				if target == "fcap" {
+					seeds = cluster.Seeds(cluster.StartCluster(b, 1, cluster.Options{})...)
+				}
+				var seen atomic.Int64
+				all := make(chan struct{})
+				start := time.Now()
+				stop := benchIngester(b, k, seeds, func(*kgo.Record, time.Time) {
+					if seen.Add(1) == int64(n) {
+						close(all)
+					}
+				})
+				select {
+				case <-all:
+				case <-time.After(10 * time.Minute):
+					b.Fatalf("only %d of %d impressions acknowledged", seen.Load(), n)
+				}
+				el := time.Since(start)
+				stop()
+				b.ReportMetric(float64(n)/el.Seconds(), "impressions/s")
+				b.ReportMetric(0, "ns/op")
+			}
+		})
+	}
+}
+
+// BenchmarkIngestDelay: impressions produced at a steady rate while the
+// ingester runs; the delay from produce (the record's timestamp) to
+// acknowledged by the owner (counted), p50/p99/max, beside the floor of
+// the same run (the ingester acknowledging at once, no cluster).
+//
+//	FCAP_TEST_NORACE=1 go test -run '^$' -bench IngestDelay -benchtime 1x ./test/ingest
+func BenchmarkIngestDelay(b *testing.B) {
+	const rate, seconds = 20_000, 10 // impressions/s, for this long
+	for _, target := range []string{"floor", "fcap"} {
+		b.Run(target, func(b *testing.B) {
+			for range b.N {
+				k := startKafkaB(b, 8, topic)
+				var seeds []string
+				if target == "fcap" {
+					seeds = cluster.Seeds(cluster.StartCluster(b, 1, cluster.Options{})...)
+				}
+				var mu sync.Mutex
+				h := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+				stop := benchIngester(b, k, seeds, func(r *kgo.Record, at time.Time) {
+					mu.Lock()
+					h.RecordValue(max(at.Sub(r.Timestamp).Microseconds(), 1))
+					mu.Unlock()
+				})
+				time.Sleep(2 * time.Second) // the group joined
+				jcaps := []jsonCap{{Scope: "creative", ID: "cr1", Limit: 3, Window: "1h"}}
+				tick := time.NewTicker(10 * time.Millisecond)
+				for i := 0; i < rate*seconds; {
+					<-tick.C
+					now := time.Now()
+					recs := make([]*kgo.Record, 0, rate/100)
+					for range rate / 100 {
+						imp := impression{ID: "d" + strconv.Itoa(i), Viewer: "viewer-" + strconv.Itoa(i%10_000), Time: now.UnixMilli(), Caps: jcaps}
+						recs = append(recs, imp.record(topic, int32(i%8), now))
+						i++
+					}
+					for _, r := range recs {
+						k.prod.Produce(context.Background(), r, nil)
+					}
+				}
+				tick.Stop()
+				k.prod.Flush(context.Background())
+				cluster.Eventually(b, deadline, func() bool {
+					mu.Lock()
+					defer mu.Unlock()
+					return h.TotalCount() >= rate*seconds
+				}, "not every impression acknowledged")
+				stop()
+				us := func(q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }
+				b.ReportMetric(us(50), "p50-ms")
+				b.ReportMetric(us(99), "p99-ms")
+				b.ReportMetric(float64(h.Max())/1000, "max-ms")
+				b.ReportMetric(0, "ns/op")
+				fmt.Fprintf(os.Stderr, "%s: %d impressions at %d/s: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", target, h.TotalCount(), rate, us(50), us(99), float64(h.Max())/1000)
+			}
+		})
+	}
+}

@@ -1,0 +1,238 @@
+package ingest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/client/ingest"
+	"github.com/fcap-io/fcap/test/cluster"
+)
+
+const (
+	topic = "impressions"
+	group = "fcapingest"
+)
+
+// hourCap is every test impression's cap: a campaign, an hour, a limit
+// no count reaches.
+func hourCap(mode string) ([]jsonCap, []fcap.Cap) {
+	m, _ := fcap.ParseMode(mode)
+	return []jsonCap{{Scope: "campaign", ID: "c1", Limit: capLimit, Window: "1h", Mode: mode}},
+		[]fcap.Cap{{Scope: "campaign", ID: "c1", Limit: capLimit, Window: time.Hour.Milliseconds(), Mode: m}}
+}
+
+// ingestArgs are the flags of every test ingester: a short session
+// timeout so a killed ingester's partitions move on within seconds, and
+// small batches so a kill lands in the middle of several.
+func ingestArgs(k *kafka, nodes []*cluster.Node, more ...string) []string {
+	return append([]string{
+		"--brokers", strings.Join(k.brokers, ","),
+		"--topics", topic,
+		"--group", group,
+		"--seeds", strings.Join(cluster.Seeds(nodes...), ","),
+		"--session-timeout", "6s",
+		"--commit-interval", "200ms",
+		"--batch-records", "100",
+		"--record-timeout", "5s",
+		"--dial-timeout", "5s",
+	}, more...)
+}
+
+// waitCaughtUp waits until the group committed every partition to its
+// end.
+func waitCaughtUp(t *testing.T, k *kafka, ing *ingester) {
+	t.Helper()
+	var where string
+	cluster.Eventually(t, deadline, func() bool {
+		var ok bool
+		ok, where = k.caughtUp(group, topic)
+		return ok
+	}, "the group did not commit every partition to its end (partition:committed/end %s); ingester logs:\n%s", &where, ing.logs)
+}
+
+// checkCounts compares every viewer's count with what was produced.
+func checkCounts(t *testing.T, got, want map[string]int64) {
+	t.Helper()
+	bad := 0
+	for v, n := range want {
+		if got[v] != n {
+			bad++
+			if bad <= 10 {
+				t.Errorf("%s: counted %d, produced %d", v, got[v], n)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d viewers miscounted", bad, len(want))
+	}
+}
+
+// TestIngesterKill9MidStream: an ingester killed with SIGKILL while
+// impressions stream in, batches in flight and acknowledged impressions
+// not yet committed, loses none (the offset never passed an
+// unacknowledged impression) and counts none twice (the replay of what
+// was acknowledged but not committed is deduplicated by impression id).
+func TestIngesterKill9MidStream(t *testing.T) {
+	k := startKafka(t, 4, topic)
+	nodes := cluster.StartCluster(t, 1, cluster.Options{})
+	c := cluster.NewClient(t, cluster.Seeds(nodes...))
+	jcaps, caps := hourCap("soft")
+	s := newStream(k, topic, 4, 50, jcaps)
+	s.start(50, 20*time.Millisecond)
+
+	ing := startIngester(t, ingestArgs(k, nodes)...)
+	cluster.Eventually(t, deadline, func() bool {
+		return k.committedAny(group) && ing.metric(`fcap_ingest_impressions_total{result="recorded"}`) >= 1000
+	}, "the ingester recorded and committed nothing; logs:\n%s", ing.logs)
+	ing.kill()
+	time.Sleep(time.Second) // the stream goes on while no ingester runs
+	ing = startIngester(t, ingestArgs(k, nodes)...)
+	time.Sleep(time.Second)
+	s.stop()
+
+	waitCaughtUp(t, k, ing)
+	want, n := s.expected()
+	checkCounts(t, counts(t, c, s.viewerNames(), caps), want)
+	t.Logf("%d impressions; the restarted ingester replayed %v already counted", n, ing.metric(`fcap_ingest_impressions_total{result="duplicate"}`))
+}
+
+// TestNodeKill9: a node killed with SIGKILL while impressions stream in
+// (3 nodes, 2 owners per partition) loses no acknowledged impression and
+// counts none twice. The caps are strict: an acknowledged strict
+// impression is on every owner; a soft one is replicated asynchronously
+// and may be lost with its owner (DESIGN.md).
+func TestNodeKill9(t *testing.T) {
+	k := startKafka(t, 4, topic)
+	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
+	jcaps, caps := hourCap("strict")
+	s := newStream(k, topic, 4, 60, jcaps)
+	s.start(30, 20*time.Millisecond)
+
+	ing := startIngester(t, ingestArgs(k, nodes)...)
+	cluster.Eventually(t, deadline, func() bool {
+		return ing.metric(`fcap_ingest_impressions_total{result="recorded"}`) >= 1000
+	}, "the ingester recorded nothing; logs:\n%s", ing.logs)
+	nodes[1].Kill()
+	time.Sleep(2 * time.Second) // the stream goes on through the failover
+	s.stop()
+
+	waitCaughtUp(t, k, ing)
+	live := []*cluster.Node{nodes[0], nodes[2]}
+	cluster.Eventually(t, deadline, func() bool { ok, _ := cluster.Settled(live, 2); return ok }, "the survivors did not settle")
+	c := cluster.NewClient(t, cluster.Seeds(live...))
+	want, n := s.expected()
+	checkCounts(t, counts(t, c, s.viewerNames(), caps), want)
+	t.Logf("%d impressions", n)
+}
+
+// TestPoisonRecords: undecodable, invalid and future records do not
+// stop their partition: the records after them count, and each goes to
+// the dead-letter topic with its reason in a header.
+func TestPoisonRecords(t *testing.T) {
+	k := startKafka(t, 1, topic, "dead")
+	nodes := cluster.StartCluster(t, 1, cluster.Options{})
+	c := cluster.NewClient(t, cluster.Seeds(nodes...))
+	jcaps, caps := hourCap("soft")
+	now := time.Now()
+	good := func(id string) *kgo.Record {
+		return impression{ID: id, Viewer: "v-" + id, Time: now.UnixMilli(), Caps: jcaps}.record(topic, 0, now)
+	}
+	poison := map[string]string{
+		"garbage": ingest.ReasonUndecodable,
+		"planet":  ingest.ReasonInvalid,
+		"future":  ingest.ReasonFutureTime,
+	}
+	planet := impression{ID: "p", Viewer: "v", Time: now.UnixMilli(), Caps: []jsonCap{{Scope: "planet", ID: "mars", Limit: 1, Window: "1h"}}}.record(topic, 0, now)
+	planet.Key = []byte("planet")
+	future := impression{ID: "f", Viewer: "v", Time: now.Add(time.Hour).UnixMilli(), Caps: jcaps}.record(topic, 0, now)
+	future.Key = []byte("future")
+	k.produce(good("a"), &kgo.Record{Topic: topic, Key: []byte("garbage"), Value: []byte("\x00\xffnot json")}, planet, future, good("b"))
+
+	ing := startIngester(t, ingestArgs(k, nodes, "--dead-letter-topic", "dead")...)
+	waitCaughtUp(t, k, ing)
+	checkCounts(t, counts(t, c, []string{"v-a", "v-b", "v"}, caps), map[string]int64{"v-a": 1, "v-b": 1, "v": 0})
+	for reason, want := range map[string]float64{ingest.ReasonUndecodable: 1, ingest.ReasonInvalid: 1, ingest.ReasonFutureTime: 1} {
+		if got := ing.metric(`fcap_ingest_bad_records_total{reason="` + reason + `"}`); got != want {
+			t.Errorf("bad records %s: %v, want %v", reason, got, want)
+		}
+	}
+
+	dead, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...), kgo.ConsumeTopics("dead"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	got := map[string]string{}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	for len(got) < len(poison) && ctx.Err() == nil {
+		dead.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			for _, h := range r.Headers {
+				if h.Key == ingest.HeaderReason {
+					got[string(r.Key)] = string(h.Value)
+				}
+			}
+		})
+	}
+	for key, want := range poison {
+		if got[key] != want {
+			t.Errorf("dead letter %q: reason %q, want %q", key, got[key], want)
+		}
+	}
+}
+
+// TestRebuildFromTime: a cluster that lost everything is rebuilt by an
+// ingester started with --from-time (now minus the longest window) into
+// an empty cluster, and counts what the lost cluster counted.
+func TestRebuildFromTime(t *testing.T) {
+	k := startKafka(t, 3, topic)
+	jcaps, caps := hourCap("soft")
+	s := newStream(k, topic, 3, 40, jcaps)
+	now := time.Now()
+	// Impressions from long ago (outside every window), then from the
+	// last hour, away from the window's edge so none ages out between
+	// the two clusters' counts.
+	for i := range 5 {
+		if err := s.batch(100, now.Add(-3*time.Hour+time.Duration(i)*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 30 {
+		if err := s.batch(50, now.Add(-40*time.Minute+time.Duration(i)*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, total := s.expected()
+
+	lost := cluster.StartCluster(t, 1, cluster.Options{})
+	ing := startIngester(t, ingestArgs(k, lost)...)
+	waitCaughtUp(t, k, ing)
+	ing.stop()
+	c := cluster.NewClient(t, cluster.Seeds(lost...))
+	before := counts(t, c, s.viewerNames(), caps)
+	var sum int64
+	for _, n := range before {
+		sum += n
+	}
+	if sum != 1500 {
+		t.Fatalf("the first cluster counts %d impressions in the last hour, want 1500", sum)
+	}
+	cluster.KillAll(lost)
+
+	fresh := cluster.StartCluster(t, 1, cluster.Options{})
+	ing = startIngester(t, ingestArgs(k, fresh, "--from-time", now.Add(-time.Hour).Format(time.RFC3339Nano))...)
+	// The group was at the end already: wait for the replay itself.
+	cluster.Eventually(t, deadline, func() bool { return ing.metric("fcap_ingest_records_total") >= 1500 },
+		"the rebuild did not replay the last hour; logs:\n%s", ing.logs)
+	waitCaughtUp(t, k, ing)
+	c = cluster.NewClient(t, cluster.Seeds(fresh...))
+	checkCounts(t, counts(t, c, s.viewerNames(), caps), before)
+	if replayed := ing.metric("fcap_ingest_records_total"); replayed >= float64(total) {
+		t.Errorf("the rebuild replayed %v records of %d: the ones from before --from-time too", replayed, total)
+	}
+}
