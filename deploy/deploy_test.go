@@ -1,5 +1,6 @@
 // Package deploy holds deployment files; its test keeps the dashboard and
-// the alert rules built on metric names fcapd and the client export.
+// the alert rules built on metric names fcapd, the client and fcapingest
+// export.
 package deploy
 
 import (
@@ -41,6 +42,7 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
+	defer runIngester(t, reg, c)() // fcapingest's metrics (ingest_test.go)
 
 	families, err := reg.Gather()
 	if err != nil {
@@ -63,7 +65,7 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 		for _, m := range name.FindAllString(string(b), -1) {
 			base := regexp.MustCompile(`_(bucket|sum|count)$`).ReplaceAllString(m, "")
 			if !have[base] {
-				t.Errorf("%s uses %s, which neither fcapd nor the client exports", file, m)
+				t.Errorf("%s uses %s, which neither fcapd, the client nor fcapingest exports", file, m)
 			}
 			used++
 		}

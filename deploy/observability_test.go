@@ -107,7 +107,8 @@ func TestFailOpenAlertCountsCalls(t *testing.T) {
 
 // TestDashboardFiltersByClusterAndInstance: the dashboard has cluster and
 // instance variables, and every node metric it queries is filtered by
-// both (client metrics, scraped from ad servers, by cluster only).
+// both (client metrics, scraped from ad servers, and fcapingest's, by
+// cluster only).
 func TestDashboardFiltersByClusterAndInstance(t *testing.T) {
 	d := loadDashboard(t)
 	vars := map[string]bool{}
@@ -126,7 +127,7 @@ func TestDashboardFiltersByClusterAndInstance(t *testing.T) {
 				if !strings.Contains(m[2], `cluster=~"$cluster"`) {
 					t.Errorf("panel %q: %s is not filtered by $cluster", p.Title, m[0])
 				}
-				if !strings.HasPrefix(m[1], "fcap_client_") && !strings.Contains(m[2], `instance=~"$instance"`) {
+				if !strings.HasPrefix(m[1], "fcap_client_") && !strings.HasPrefix(m[1], "fcap_ingest_") && !strings.Contains(m[2], `instance=~"$instance"`) {
 					t.Errorf("panel %q: %s is not filtered by $instance", p.Title, m[0])
 				}
 			}
