@@ -224,6 +224,28 @@ func (r *CheckResult) fill(m *proto.CheckResult) bool {
 	return true
 }
 
+// CapsRemaining returns how many more impressions each cap of candidate i
+// allows now (live reservations count as impressions), in the order of
+// the candidate's caps: what an ad server needs to fill several slots
+// from one answer (see Pod, which does it for Go callers). It is nil when
+// the cluster did not say: a verdict decided by the failure policy, or a
+// node too old to send the figures.
+func (r *CheckResult) CapsRemaining(i int) []int64 {
+	t := &r.table
+	if i < 0 || i >= len(t.Ends) || len(r.left) != len(t.Caps) || i >= len(r.Verdicts) || r.Verdicts[i].Failed() {
+		return nil
+	}
+	start := uint32(0)
+	if i > 0 {
+		start = t.Ends[i-1]
+	}
+	out := make([]int64, 0, t.Ends[i]-start)
+	for _, ref := range t.Refs[start:t.Ends[i]] {
+		out = append(out, r.left[ref])
+	}
+	return out
+}
+
 func (r *CheckResult) anySoft() bool {
 	for _, strict := range r.strict {
 		if !strict {

@@ -62,7 +62,7 @@ func (n *Node) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if a == nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		w.Write([]byte(`{"error":"starting"}` + "\n"))
+		w.Write([]byte(`{"error":"starting","code":"starting"}` + "\n"))
 		return
 	}
 	a.ServeHTTP(w, r)

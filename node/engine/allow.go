@@ -117,8 +117,11 @@ func newReservationID() uint64 {
 }
 
 // Release drops a reservation before it expires. It returns
-// ErrUnknownReservation if the viewer holds no reservation with that id
-// (it was released, confirmed, or expired and swept).
+// ErrUnknownReservation if the viewer holds no live reservation with that
+// id: it was released, confirmed, or has expired (swept or not: an
+// expired reservation no longer counts, and releasing it is not a
+// success). "Now" is the engine's clock when it has one, else the
+// high-water mark.
 func (e *Engine) Release(viewer string, id uint64) error {
 	if err := e.validateViewer(viewer); err != nil {
 		return err
@@ -135,12 +138,22 @@ func (e *Engine) Release(viewer string, id uint64) error {
 		return fcap.ErrUnknownReservation
 	}
 	before := v.bytes()
-	ok := v.ext.dropReservation(id)
+	expires, ok := v.ext.takeReservation(id)
 	e.settle(s, v, before, v.nkeys())
-	if !ok {
+	if !ok || expires <= e.now() {
 		return fcap.ErrUnknownReservation
 	}
 	return nil
+}
+
+// now is the engine's idea of the present for an operation that is given
+// no time: its clock, when it has one, else the high-water mark.
+func (e *Engine) now() int64 {
+	now := e.hw.Load()
+	if c := e.cfg.Clock; c != nil {
+		now = max(now, c())
+	}
+	return now
 }
 
 // prepare makes sure a write may proceed: it refuses new counters past

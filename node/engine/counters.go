@@ -153,6 +153,18 @@ func (x *viewerExt) dropReservation(id uint64) bool {
 	return false
 }
 
+// takeReservation drops reservation id and returns when it expired.
+func (x *viewerExt) takeReservation(id uint64) (expires int64, ok bool) {
+	for i := range x.res {
+		if x.res[i].id == id {
+			expires = x.res[i].expires
+			x.res = append(x.res[:i], x.res[i+1:]...)
+			return expires, true
+		}
+	}
+	return 0, false
+}
+
 // pruneReservations drops the reservations expired at now.
 func (x *viewerExt) pruneReservations(now int64) {
 	kept := x.res[:0]

@@ -23,11 +23,23 @@
 // it (the same checks, package fcap, with this node's limits), and an
 // invalid one is refused with 400 naming the field and the values
 // accepted; nothing is queued.
-// docs/openapi.yaml describes every body. Errors are
-// {"error": "message"} with 400 for an invalid request (a time further
-// ahead of the node's clock than it accepts among them), 413 for a body
-// over the limit, 415 for a body that is not JSON, 503 when a record
-// cannot be queued.
+//
+// The answer to a check carries, beside each verdict, "caps_remaining":
+// how many more impressions each of the candidate's caps allows, in the
+// order of its caps, so a caller can fill several slots (an ad pod) from
+// one answer.
+//
+// docs/openapi.yaml describes every request, answer and status, and a
+// test validates a live node's answers against it. Every error, 404 and
+// 405 included, is {"error": "message", "code": "..."} (see the Code
+// constants) with 400 for an invalid request (a time further ahead of
+// the node's clock than it accepts among them; an X-Fcap-Timeout-Ms
+// header outside 1..60000), 401 without an accepted bearer token, 404 for
+// an unknown path or reservation, 405 for a method other than POST, 413
+// for a body over the limit, 415 for a body that is not JSON, 502 when
+// the cluster could not answer an operation without a failure policy
+// (release, link, unlink, resolve), and 503 when a record cannot be
+// queued or the node is shutting down.
 package httpapi
 
 import (
@@ -86,22 +98,51 @@ func New(c *client.Client, opts Options) *API {
 		opts.MaxBody = DefaultMaxBody
 	}
 	a := &API{c: c, opts: opts, mux: http.NewServeMux()}
-	a.mux.HandleFunc("POST /v1/check", a.check)
-	a.mux.HandleFunc("POST /v1/allow", a.allow)
-	a.mux.HandleFunc("POST /v1/record", a.record)
-	a.mux.HandleFunc("POST /v1/reserve", a.reserve)
-	a.mux.HandleFunc("POST /v1/release", a.release)
-	a.mux.HandleFunc("POST /v1/link", a.link)
-	a.mux.HandleFunc("POST /v1/unlink", a.unlink)
-	a.mux.HandleFunc("POST /v1/resolve", a.resolve)
+	routes := map[string]http.HandlerFunc{
+		"/v1/check": a.check, "/v1/allow": a.allow, "/v1/record": a.record, "/v1/reserve": a.reserve,
+		"/v1/release": a.release, "/v1/link": a.link, "/v1/unlink": a.unlink, "/v1/resolve": a.resolve,
+	}
+	for path, h := range routes {
+		a.mux.HandleFunc("POST "+path, h)
+	}
+	// Everything else answers in the API's error shape, not the
+	// ServeMux's text/plain: 405 for another method on a route, 404 for
+	// an unknown path.
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if routes[r.URL.Path] != nil {
+			w.Header().Set("Allow", http.MethodPost)
+			replyError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" "+r.URL.Path+": only POST is served")
+			return
+		}
+		replyError(w, http.StatusNotFound, CodeNotFound, "no such path: "+r.URL.Path+" (see docs/openapi.yaml)")
+	})
 	return a
 }
+
+// Code is the machine-readable "code" of an error answer.
+type Code string
+
+// The error codes, by status.
+const (
+	CodeBadRequest           Code = "bad_request"            // 400: the request is invalid; nothing changed
+	CodeFutureTime           Code = "future_time"            // 400: a time further ahead of the node's clock than it accepts
+	CodeUnauthenticated      Code = "unauthenticated"        // 401: no accepted bearer token
+	CodeNotFound             Code = "not_found"              // 404: no such path
+	CodeUnknownReservation   Code = "unknown_reservation"    // 404: the owner holds no such live reservation
+	CodeMethodNotAllowed     Code = "method_not_allowed"     // 405: only POST is served
+	CodeTooLarge             Code = "too_large"              // 413: the body is over the limit
+	CodeUnsupportedMediaType Code = "unsupported_media_type" // 415: the body is not JSON
+	CodeUnavailable          Code = "unavailable"            // 502: the cluster could not answer
+	CodeQueueFull            Code = "queue_full"             // 503: the record queue is full
+	CodeShuttingDown         Code = "shutting_down"          // 503: the node is shutting down
+	CodeStarting             Code = "starting"               // 503: the node's API is not up yet
+)
 
 // ServeHTTP implements http.Handler.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.opts.Tokens != nil && !a.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fcap"`)
-		reply(w, http.StatusUnauthorized, errorBody{"unauthenticated: send Authorization: Bearer TOKEN with an adserver or operator token"})
+		replyError(w, http.StatusUnauthorized, CodeUnauthenticated, "unauthenticated: send Authorization: Bearer TOKEN with an adserver or operator token")
 		return
 	}
 	a.mux.ServeHTTP(w, r)
@@ -148,6 +189,10 @@ type Verdict struct {
 	FailOpen   bool  `json:"fail_open,omitempty"`
 	FailClosed bool  `json:"fail_closed,omitempty"`
 	Stale      bool  `json:"stale,omitempty"`
+	// CapsRemaining (check only) is how many more impressions each cap
+	// of the candidate allows, in the order of its caps; absent when
+	// the verdict was decided by the failure policy.
+	CapsRemaining []int64 `json:"caps_remaining,omitempty"`
 }
 
 // CheckRequest asks for verdicts on many candidates of one viewer.
@@ -239,8 +284,10 @@ type ViewerResponse struct {
 	Viewer string `json:"viewer"`
 }
 
-type errorBody struct {
+// Error is every error answer.
+type Error struct {
 	Error string `json:"error"`
+	Code  Code   `json:"code"`
 }
 
 // errInvalid marks request errors found before the cluster is asked.
@@ -249,6 +296,10 @@ var errInvalid = errors.New("invalid request")
 func (a *API) check(w http.ResponseWriter, r *http.Request) {
 	var req CheckRequest
 	if !a.decode(w, r, &req) {
+		return
+	}
+	if len(req.Candidates) == 0 {
+		fail(w, fmt.Errorf("%w: candidates: at least one candidate is required", errInvalid))
 		return
 	}
 	cands := make([]fcap.Candidate, len(req.Candidates))
@@ -265,7 +316,11 @@ func (a *API) check(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	ctx, cancel := a.context(r)
+	ctx, cancel, err := a.context(r, 0)
+	if err != nil {
+		fail(w, err)
+		return
+	}
 	defer cancel()
 	res, err := a.c.Check(ctx, id, cands, opts...)
 	if err != nil {
@@ -275,6 +330,7 @@ func (a *API) check(w http.ResponseWriter, r *http.Request) {
 	out := CheckResponse{Verdicts: make([]Verdict, len(res.Verdicts)), Now: res.Now}
 	for i, v := range res.Verdicts {
 		out.Verdicts[i] = toVerdict(v)
+		out.Verdicts[i].CapsRemaining = res.CapsRemaining(i)
 	}
 	reply(w, http.StatusOK, out)
 }
@@ -294,7 +350,11 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	ctx, cancel := a.context(r)
+	ctx, cancel, err := a.context(r, 0)
+	if err != nil {
+		fail(w, err)
+		return
+	}
 	defer cancel()
 	v, err := a.c.Allow(ctx, id, caps, opts...)
 	if err != nil {
@@ -366,7 +426,11 @@ func (a *API) reserve(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	ctx, cancel := a.context(r)
+	ctx, cancel, err := a.context(r, 0)
+	if err != nil {
+		fail(w, err)
+		return
+	}
 	defer cancel()
 	v, res, err := a.c.Reserve(ctx, id, fcap.Candidate{Caps: caps}, time.Duration(req.TTLMillis)*time.Millisecond, opts...)
 	if err != nil {
@@ -386,12 +450,20 @@ func (a *API) release(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &req) {
 		return
 	}
-	id, err := strconv.ParseUint(req.Reservation, 10, 64)
-	if err != nil {
-		fail(w, fmt.Errorf("%w: reservation %q is not a decimal id", errInvalid, req.Reservation))
+	if req.Viewer == "" {
+		fail(w, fmt.Errorf("%w: viewer: the viewer holding the reservation (reserve answered it) is required", errInvalid))
 		return
 	}
-	ctx, cancel := a.context(r)
+	id, err := strconv.ParseUint(req.Reservation, 10, 64)
+	if err != nil || id == 0 {
+		fail(w, fmt.Errorf("%w: reservation %q is not a decimal id (1 to 18446744073709551615)", errInvalid, req.Reservation))
+		return
+	}
+	ctx, cancel, err := a.context(r, 0)
+	if err != nil {
+		fail(w, err)
+		return
+	}
 	defer cancel()
 	if err := a.c.Release(ctx, client.Reservation{Viewer: req.Viewer, ID: id}); err != nil {
 		fail(w, err)
@@ -405,7 +477,11 @@ func (a *API) link(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &req) {
 		return
 	}
-	ctx, cancel := a.identityContext(r)
+	ctx, cancel, err := a.context(r, identityTimeout)
+	if err != nil {
+		fail(w, err)
+		return
+	}
 	defer cancel()
 	n, err := a.c.Link(ctx, req.Device, req.Viewer)
 	if err != nil {
@@ -420,7 +496,11 @@ func (a *API) unlink(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &req) {
 		return
 	}
-	ctx, cancel := a.identityContext(r)
+	ctx, cancel, err := a.context(r, identityTimeout)
+	if err != nil {
+		fail(w, err)
+		return
+	}
 	defer cancel()
 	was, err := a.c.Unlink(ctx, req.Device)
 	if err != nil {
@@ -435,7 +515,11 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &req) {
 		return
 	}
-	ctx, cancel := a.context(r)
+	ctx, cancel, err := a.context(r, 0)
+	if err != nil {
+		fail(w, err)
+		return
+	}
 	defer cancel()
 	v, err := a.c.Resolve(ctx, req.Device)
 	if err != nil {
@@ -458,20 +542,22 @@ func target(viewer, device string, now *int64) (string, []client.CallOption, err
 	return viewer, opts, nil
 }
 
-// identityContext bounds a link or unlink: they change two partitions on
-// two nodes, so they get 5 s unless X-Fcap-Timeout-Ms says otherwise.
-func (a *API) identityContext(r *http.Request) (context.Context, context.CancelFunc) {
-	if r.Header.Get("X-Fcap-Timeout-Ms") != "" {
-		return a.context(r)
-	}
-	return context.WithTimeout(r.Context(), 5*time.Second)
-}
+// identityTimeout bounds a link or unlink without an X-Fcap-Timeout-Ms
+// header: they change two partitions on two nodes.
+const identityTimeout = 5 * time.Second
+
+// TimeoutHeader names the header that bounds a call to the cluster, in
+// milliseconds: 1 to MaxTimeoutMs.
+const (
+	TimeoutHeader = "X-Fcap-Timeout-Ms"
+	MaxTimeoutMs  = 60_000
+)
 
 // decode reads a JSON body of at most MaxBody bytes into v, answering
 // the error itself when it cannot.
 func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" && !hasPrefix(ct, "application/json;") {
-		reply(w, http.StatusUnsupportedMediaType, errorBody{"Content-Type must be application/json"})
+		replyError(w, http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type must be application/json")
 		return false
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.opts.MaxBody))
@@ -479,31 +565,41 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			reply(w, http.StatusRequestEntityTooLarge, errorBody{fmt.Sprintf("body over %d bytes", a.opts.MaxBody)})
+			replyError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body over %d bytes", a.opts.MaxBody))
 			return false
 		}
-		reply(w, http.StatusBadRequest, errorBody{"bad JSON: " + err.Error()})
+		replyError(w, http.StatusBadRequest, CodeBadRequest, "bad JSON: "+err.Error())
 		return false
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		reply(w, http.StatusBadRequest, errorBody{"bad JSON: more than one value in the body"})
+		replyError(w, http.StatusBadRequest, CodeBadRequest, "bad JSON: more than one value in the body")
 		return false
 	}
 	return true
 }
 
-// context bounds the call: the X-Fcap-Timeout-Ms header, or Options.Timeout.
-func (a *API) context(r *http.Request) (context.Context, context.CancelFunc) {
+// context bounds the call: by the X-Fcap-Timeout-Ms header, else by def
+// when it is not 0, else by Options.Timeout. A header that is not a
+// whole number of milliseconds in [1, MaxTimeoutMs] is an error (a 400):
+// a caller that asked for a deadline must not silently get another.
+func (a *API) context(r *http.Request, def time.Duration) (context.Context, context.CancelFunc, error) {
 	d := a.opts.Timeout
-	if h := r.Header.Get("X-Fcap-Timeout-Ms"); h != "" {
-		if ms, err := strconv.ParseInt(h, 10, 64); err == nil && ms > 0 && ms <= 60_000 {
-			d = time.Duration(ms) * time.Millisecond
+	if def > 0 {
+		d = def
+	}
+	if h, ok := r.Header[TimeoutHeader]; ok {
+		ms, err := strconv.ParseInt(strings.TrimSpace(strings.Join(h, ",")), 10, 64)
+		if err != nil || ms < 1 || ms > MaxTimeoutMs {
+			return nil, nil, fmt.Errorf("%w: header %s: %q is not a whole number of milliseconds in [1, %d]", errInvalid, TimeoutHeader, strings.Join(h, ","), MaxTimeoutMs)
 		}
+		d = time.Duration(ms) * time.Millisecond
 	}
 	if d <= 0 {
-		return context.WithCancel(r.Context())
+		ctx, cancel := context.WithCancel(r.Context())
+		return ctx, cancel, nil
 	}
-	return context.WithTimeout(r.Context(), d)
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	return ctx, cancel, nil
 }
 
 func at(now *int64) []client.CallOption {
@@ -533,21 +629,29 @@ func toVerdict(v client.Verdict) Verdict {
 	return Verdict{Allowed: v.Allowed, Remaining: v.Remaining, Blocking: v.Blocking, FailOpen: v.FailOpen, FailClosed: v.FailClosed, Stale: v.Stale}
 }
 
-// fail answers an error: 400 for anything the request got wrong, 502 for
-// a cluster error that is not a verdict (Release of a lost reservation).
+// fail answers an error: 400 for anything the request got wrong, 404
+// for a reservation the owner does not hold, 503 when the record queue
+// is full or the client closed, 502 for a cluster that could not answer
+// an operation without a failure policy.
 func fail(w http.ResponseWriter, err error) {
 	switch {
+	case errors.Is(err, client.ErrFutureTime), errors.Is(err, fcap.ErrFutureTime):
+		replyError(w, http.StatusBadRequest, CodeFutureTime, err.Error())
 	case errors.Is(err, errInvalid), errors.Is(err, fcap.ErrInvalid), errors.Is(err, client.ErrBadRequest):
-		reply(w, http.StatusBadRequest, errorBody{err.Error()})
+		replyError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.Is(err, client.ErrUnknownReservation):
-		reply(w, http.StatusNotFound, errorBody{err.Error()})
+		replyError(w, http.StatusNotFound, CodeUnknownReservation, err.Error())
 	case errors.Is(err, client.ErrQueueFull):
-		reply(w, http.StatusServiceUnavailable, errorBody{"record queue full: retry later"})
+		replyError(w, http.StatusServiceUnavailable, CodeQueueFull, "record queue full: retry later")
 	case errors.Is(err, client.ErrClosed):
-		reply(w, http.StatusServiceUnavailable, errorBody{"shutting down"})
+		replyError(w, http.StatusServiceUnavailable, CodeShuttingDown, "shutting down")
 	default:
-		reply(w, http.StatusBadGateway, errorBody{err.Error()})
+		replyError(w, http.StatusBadGateway, CodeUnavailable, err.Error())
 	}
+}
+
+func replyError(w http.ResponseWriter, status int, code Code, msg string) {
+	reply(w, status, Error{Error: msg, Code: code})
 }
 
 func reply(w http.ResponseWriter, status int, v any) {

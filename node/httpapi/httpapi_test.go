@@ -384,7 +384,7 @@ func TestIdentityOverHTTP(t *testing.T) {
 		t.Fatalf("check by the linked device after 2 impressions: %d %+v", st, check)
 	}
 	var bad struct{ Error string }
-	if st := post(t, nodes[0], "/v1/check", map[string]any{"device": "d", "viewer": "v", "candidates": []any{}}, &bad); st != 400 || !strings.Contains(bad.Error, "not both") {
+	if st := post(t, nodes[0], "/v1/check", map[string]any{"device": "d", "viewer": "v", "candidates": []any{map[string]any{"caps": []any{capc}}}}, &bad); st != 400 || !strings.Contains(bad.Error, "not both") {
 		t.Errorf("viewer and device both given: %d %+v", st, bad)
 	}
 	if st := post(t, nodes[0], "/v1/link", map[string]any{"device": "x", "viewer": "x"}, &bad); st != 400 {
