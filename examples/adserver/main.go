@@ -1,28 +1,46 @@
-// Command adserver is a minimal ad server embedding the fcap client: for
-// each ad request it checks every candidate's caps in one call, serves
-// the first allowed one, and reports the impression when it "plays".
+// Command adserver is a minimal ad server embedding the fcap client. For
+// each ad request it checks every candidate's caps in one call, reserves
+// the first allowed candidate (one impression's worth of each of its caps,
+// atomically), serves it, and records the impression that confirms the
+// reservation when the ad plays.
 //
 //	go run ./cmd/fcapd &                       # a one-node fcap on loopback
 //	go run ./examples/adserver                  # listens on 127.0.0.1:8080
 //	curl '127.0.0.1:8080/ad?viewer=u42'         # repeat: after 3 a creative is capped
 //
-// Campaign caps are soft (an overshoot of one impression after a node
-// crash is acceptable); the "premium" advertiser's cap is strict, because
-// its overshoot is billed: when fcap cannot answer in time, its ads are
-// not served (fail closed) while the others are (fail open).
+// Why Check, then Reserve, then Record: Check answers for every candidate
+// in one hop but holds nothing, so two requests of one viewer at the same
+// moment would both see the last impression free. Reserve takes it for
+// one of them (the other is denied and tries its next candidate), so no
+// cap is ever exceeded, however many requests a viewer sends at once; the
+// Record that names the reservation turns it into the impression. A
+// reservation whose ad never plays expires after reservationTTL.
+//
+// Campaign and creative caps are soft: when fcap cannot answer in time
+// their ads are served anyway (fail open; an overshoot of an impression or
+// two is acceptable). The "premium" advertiser's cap is strict, because
+// its overshoot is billed: when fcap cannot answer, its ads are not served
+// (fail closed).
+//
+// SIGINT or SIGTERM stops the server: it finishes the requests in flight,
+// then closes the client, which sends the impressions still queued, and
+// only then exits.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,9 +57,13 @@ type ad struct {
 }
 
 var (
-	hour = int64(time.Hour / time.Millisecond)
+	hour = time.Hour.Milliseconds()
 	day  = 24 * hour
 )
+
+// reservationTTL is how long a served ad has to play before its
+// reservation lapses and the impression it held is free again.
+const reservationTTL = 30 * time.Second
 
 // inventory: a few creatives of two campaigns of two advertisers.
 func inventory() []ad {
@@ -60,76 +82,134 @@ func inventory() []ad {
 	}
 }
 
-func main() {
-	seeds := flag.String("fcap", "127.0.0.1:7700", "fcap nodes (data-plane addresses), comma-separated")
-	listen := flag.String("listen", "127.0.0.1:8080", "where this ad server listens")
-	flag.Parse()
+// server answers ad requests.
+type server struct {
+	fc          *client.Client
+	ads         []ad
+	cands       []fcap.Candidate
+	impressions atomic.Int64
+}
 
-	reg := prometheus.NewRegistry()
-	cfg := client.DefaultConfig(*seeds)
-	cfg.Timeout = 5 * time.Millisecond // the ad decision's budget for capping
-	cfg.Registerer = reg               // fcap_client_* on this server's /metrics
-	fc, err := client.New(cfg)
+func newServer(fc *client.Client) *server {
+	s := &server{fc: fc, ads: inventory()}
+	for _, a := range s.ads {
+		s.cands = append(s.cands, fcap.Candidate{Caps: a.Caps})
+	}
+	return s
+}
+
+// served is the answer to an ad request.
+type served struct {
+	Creative  string `json:"creative"`
+	Remaining int64  `json:"remaining"`
+	FailOpen  bool   `json:"fail_open,omitempty"`
+}
+
+func (s *server) serveAd(w http.ResponseWriter, r *http.Request) {
+	viewer := r.URL.Query().Get("viewer")
+	if viewer == "" {
+		http.Error(w, "viewer is required", http.StatusBadRequest)
+		return
+	}
+	// One call for every candidate. An error is an invalid request or a
+	// request that went away (a cancelled context): no verdict either way.
+	res, err := s.fc.Check(r.Context(), viewer, s.cands)
 	if err != nil {
-		log.Fatal(err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if err := fc.WaitReady(ctx); err != nil {
-		log.Printf("fcap not reachable yet (%v): serving anyway, caps fail open until it is", err)
-	}
-	cancel()
-
-	ads := inventory()
-	cands := make([]fcap.Candidate, len(ads))
-	for i, a := range ads {
-		cands[i] = fcap.Candidate{Caps: a.Caps}
-	}
-	var impressions atomic.Int64
-
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /ad", func(w http.ResponseWriter, r *http.Request) {
-		viewer := r.URL.Query().Get("viewer")
-		if viewer == "" {
-			http.Error(w, "viewer is required", http.StatusBadRequest)
-			return
+	for i, v := range res.Verdicts {
+		if !v.Allowed {
+			continue
 		}
-		// One call for every candidate; err only for an invalid request.
-		res, err := fc.Check(r.Context(), viewer, cands)
+		// Hold the impression before serving. Another request of this
+		// viewer may have taken the last one since the Check: then this
+		// one is denied, and the next candidate is tried.
+		v, rsv, err := s.fc.Reserve(r.Context(), viewer, s.cands[i], reservationTTL)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		for i, v := range res.Verdicts {
-			if !v.Allowed {
-				continue
-			}
-			// The ad plays: report the impression (queued, batched,
-			// retried; idempotent on its id).
-			id := viewer + "-" + strconv.FormatInt(impressions.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-			fc.Record(viewer, fcap.Impression{ID: id, Time: time.Now().UnixMilli(), Caps: ads[i].Caps})
-			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(map[string]any{
-				"creative": ads[i].Creative, "remaining": v.Remaining,
-				"fail_open": v.FailOpen, "stale": v.Stale,
-			})
-			return
+		if !v.Allowed {
+			continue // taken meanwhile, or fcap did not answer and a strict cap fails closed
 		}
-		w.WriteHeader(http.StatusNoContent) // every candidate is capped: no ad
-	})
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(served{Creative: s.ads[i].Creative, Remaining: v.Remaining, FailOpen: v.FailOpen})
 
-	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		stop := make(chan os.Signal, 1)
-		signal.Notify(stop, os.Interrupt)
-		<-stop
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		fc.Close(ctx) // sends the impressions still queued
-	}()
-	fmt.Printf("ad server on http://%s/ad?viewer=ID (fcap at %s)\n", *listen, *seeds)
-	if err := srv.ListenAndServe(); err != http.ErrServerClosed {
+		// The ad plays (here, at once; a real player reports it later,
+		// with the reservation id): record the impression. It confirms
+		// the reservation (rsv.ID is 0 for a verdict decided by the
+		// failure policy: the impression is then simply counted). Record
+		// is queued, batched and retried, and idempotent on the id.
+		id := viewer + "-" + strconv.FormatInt(s.impressions.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		imp := fcap.Impression{ID: id, Caps: s.ads[i].Caps, Reservation: rsv.ID} // Time 0: now
+		if err := s.fc.Record(viewer, imp); err != nil {
+			log.Printf("impression %s not recorded: %v", id, err)
+		}
+		return
+	}
+	w.WriteHeader(http.StatusNoContent) // every candidate is capped: no ad
+}
+
+func main() {
+	seeds := flag.String("fcap", "127.0.0.1:7700", "fcap nodes (data-plane addresses), comma-separated")
+	listen := flag.String("listen", "127.0.0.1:8080", "where this ad server listens")
+	timeout := flag.Duration("timeout", 5*time.Millisecond, "the ad decision's budget for each fcap call")
+	flag.Parse()
+	if err := run(*seeds, *listen, *timeout); err != nil {
 		log.Fatal(err)
 	}
+}
+
+func run(seeds, listen string, timeout time.Duration) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	fc, err := client.New(client.Config{
+		Seeds:      []string{seeds},
+		Timeout:    timeout, // every other field: its default
+		Registerer: reg,     // fcap_client_* on this server's /metrics
+	})
+	if err != nil {
+		return err
+	}
+	ready, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := fc.WaitReady(ready); err != nil {
+		log.Printf("fcap not reachable yet (%v): serving anyway; soft caps fail open, strict caps fail closed until it is", err)
+	}
+	cancel()
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /ad", newServer(fc).serveAd)
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		fc.Close(context.Background())
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Printf("ad server on http://%s/ad?viewer=ID (fcap at %s)\n", ln.Addr(), seeds)
+
+	select {
+	case err = <-served: // the listener failed
+	case <-ctx.Done():
+		log.Print("stopping: finishing requests in flight, then sending queued impressions")
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if serr := srv.Shutdown(shutdown); serr != nil && err == nil {
+		err = serr
+	}
+	// Close after Shutdown: no handler can Record any more, and Close
+	// waits until the queue is sent (or the deadline passes).
+	if cerr := fc.Close(shutdown); cerr != nil && err == nil {
+		err = fmt.Errorf("impressions left unsent: %w", cerr)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
 }
