@@ -1,7 +1,10 @@
 // Package fcap holds the vocabulary every layer of fcap shares and an ad
 // server writes: a Cap and the Candidates it guards, an Impression, the
 // Verdict, the algorithms and modes, the limits a request must respect
-// and the errors that refuse one. It imports nothing of fcap; the engine,
+// and the errors that refuse one. Its validation (Limits,
+// Impression.Validate, Cap.Validate) is the one every layer applies: the
+// client before it queues an impression, the JSON API before it answers,
+// the engine before it counts. It imports nothing of fcap; the engine,
 // the wire protocol, the client and the node all build on it.
 //
 //	caps := []fcap.Cap{

@@ -8,7 +8,11 @@ type Impression struct {
 	// ID names the impression for idempotency: a second Record with the
 	// same ID inside the impression's longest window changes nothing.
 	ID string
-	// Time is when it played.
+	// Time is when it played, in Unix milliseconds (ticks, to the
+	// engine). Through the client, the JSON API and the wire, 0 means
+	// now: the impression is sent without a time and the owner node
+	// stamps it with its clock. Only the engine itself, driven by tests
+	// and replays in explicit ticks, takes 0 as tick 0.
 	Time int64
 	// Caps are the caps it counts against (creative, campaign,
 	// advertiser, ...). Their limits set how much each sliding counter
