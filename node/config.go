@@ -156,6 +156,13 @@ type Config struct {
 	// failed in the middle; its last writes may be missing). Default 10s.
 	SyncTimeout time.Duration
 
+	// Bootstrap lets a node given seeds (Membership.Seeds) form a new
+	// cluster alone when, after SyncTimeout, it has joined none of them.
+	// Without it such a node waits for its seeds however long it takes,
+	// unready and saying why, so a typo in --join cannot split a cluster.
+	// A node without seeds always forms its own. Default false.
+	Bootstrap bool
+
 	// TLS, if not nil, serves the data plane over TLS only, with this
 	// config: its certificate, and ClientAuth and ClientCAs to require
 	// and verify client certificates. A client that does not speak TLS

@@ -19,8 +19,8 @@ func (n *Node) httpHandler() http.Handler {
 	})
 	// /readyz: the node is an active member of its ring and not draining.
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !n.Ready() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+		if why := n.notReady(); why != "" {
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ready\n"))

@@ -155,6 +155,7 @@ func Start(cfg Config) (*Node, error) {
 		Name:         cfg.Name,
 		Ring:         cfg.Membership.Ring,
 		Joins:        len(cfg.Membership.Seeds) > 0,
+		Bootstrap:    cfg.Bootstrap,
 		TransferRate: cfg.TransferRate,
 		Timeout:      cfg.ReplicationTimeout,
 		DropGrace:    cfg.DropGrace,
@@ -330,6 +331,11 @@ func (n *Node) onRingChange(old, cur *ring.Ring) {
 	n.maybeActivate()
 }
 
+// NameTaken receives, once, the conflict found while this node was still
+// joining: a live member of the cluster already has its name. The node
+// cannot take its place on the ring; the caller should shut it down.
+func (n *Node) NameTaken() <-chan *gossip.ErrNameTaken { return n.members.NameTaken() }
+
 // replan plans the current ring again, after this node received
 // partitions it may now have to push on.
 func (n *Node) replan() {
@@ -500,10 +506,27 @@ func (n *Node) Engine() *engine.Engine { return n.engine }
 
 // Ready reports whether the node serves: it is an active member of its
 // own ring, holds every partition it owns, and is not shutting down.
-func (n *Node) Ready() bool {
+func (n *Node) Ready() bool { return n.notReady() == "" }
+
+// notReady says why the node is not ready, "" when it is.
+func (n *Node) notReady() string {
 	v := n.view.Load()
-	return !n.draining.Load() && !n.left.Load() && v.in && v.ring.Member(v.self).State == ring.Active &&
-		n.repl.SyncingCount(v.ring) == 0
+	switch {
+	case n.draining.Load():
+		return "draining"
+	case n.left.Load():
+		return "left the cluster"
+	}
+	switch {
+	case !v.in || v.ring.Member(v.self).State != ring.Active:
+		if js := n.members.JoinStatus().Summary(); js != "" {
+			return js // a node alone stays Joining until a seed answers
+		}
+		return "joining: receiving the partitions it will own"
+	case n.repl.SyncingCount(v.ring) > 0:
+		return fmt.Sprintf("%d partitions still being received", n.repl.SyncingCount(v.ring))
+	}
+	return ""
 }
 
 // Shutdown stops the node gracefully: it stops accepting connections,

@@ -23,6 +23,7 @@ func (n *Node) status() *proto.Status {
 		Members:          uint64(len(v.ring.Members())),
 		Requests:         n.metrics.answered(),
 		LagMillis:        uint64(lag.Milliseconds()),
+		JoinError:        n.members.JoinStatus().Summary(),
 	}
 	if v.in {
 		for p := range v.ring.Partitions() {

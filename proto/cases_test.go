@@ -174,7 +174,7 @@ func testCases() []testCase {
 		{name: "replicate/empty", msg: &Replicate{}},
 		{name: "replicate-result", msg: &ReplicateResult{Epoch: 7, Applied: 31, Refused: 2}},
 		{name: "status-request", msg: &StatusRequest{}},
-		{name: "status", msg: &Status{Name: "n1", Epoch: 9, State: 2, Viewers: 1, Keys: 2, Bytes: 3, Primaries: 4, Backups: 5, Syncing: 6, Handing: 7, ReplicationQueue: 8, UnderReplicated: 9, Members: 10, Requests: 11, LagMillis: 12}},
+		{name: "status", msg: &Status{Name: "n1", Epoch: 9, State: 2, Viewers: 1, Keys: 2, Bytes: 3, Primaries: 4, Backups: 5, Syncing: 6, Handing: 7, ReplicationQueue: 8, UnderReplicated: 9, Members: 10, Requests: 11, LagMillis: 12, JoinError: "not joined: 10.0.0.9:7946: connection refused"}},
 		{name: "drain", msg: &Drain{TimeoutMillis: 30000}},
 		{name: "drain-result", msg: &DrainResult{Partitions: 90}},
 		{name: "sync-request", msg: &SyncRequest{From: "n2", Partitions: []uint32{1, 2, 270}, Handoffs: []uint32{5}}},
@@ -387,7 +387,7 @@ func wireForm(m Message) []any {
 		}
 		return []any{m.Found, m.Primary, u(m.Reservations), u(m.RememberedIDs), keys, m.LinkedTo, devs}
 	case *Status:
-		return []any{m.Name, u(m.Epoch), int64(m.State), u(m.Viewers), u(m.Keys), u(m.Bytes), u(m.Primaries), u(m.Backups), u(m.Syncing), u(m.Handing), u(m.ReplicationQueue), u(m.UnderReplicated), u(m.Members), u(m.Requests), u(m.LagMillis)}
+		return []any{m.Name, u(m.Epoch), int64(m.State), u(m.Viewers), u(m.Keys), u(m.Bytes), u(m.Primaries), u(m.Backups), u(m.Syncing), u(m.Handing), u(m.ReplicationQueue), u(m.UnderReplicated), u(m.Members), u(m.Requests), u(m.LagMillis), m.JoinError}
 	case *Drain:
 		return []any{m.TimeoutMillis}
 	case *DrainResult:

@@ -556,7 +556,7 @@ func TestStatusFromAnOlderNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Status{Requests: 99, LagMillis: 99} // a reused message
+	m := &Status{Requests: 99, LagMillis: 99, JoinError: "stale"} // a reused message
 	if err := Decode(body, m); err != nil {
 		t.Fatal(err)
 	}

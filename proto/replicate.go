@@ -116,8 +116,8 @@ func (*StatusRequest) decode(d *decoder) { d.end(d.array(0)) }
 // Wire: [name str, epoch uint, state uint, viewers uint, keys uint,
 // bytes uint, primaries uint, backups uint, syncing uint, handing uint,
 // replication_queue uint, under_replicated uint, members uint,
-// requests uint?, lag_ms uint?] (the last two optional: older nodes omit
-// them).
+// requests uint?, lag_ms uint?, join_error str?] (the last three
+// optional: older nodes omit them).
 type Status struct {
 	Name  string
 	Epoch uint64
@@ -145,19 +145,24 @@ type Status struct {
 	// LagMillis is how long its oldest change not yet sent to a replica
 	// has waited.
 	LagMillis uint64
+	// JoinError says why a node given seeds has not joined any of them
+	// (each failing seed and its reason); empty once it has, or from a
+	// node that does not say.
+	JoinError string
 }
 
 // Type returns TypeStatus.
 func (*Status) Type() Type { return TypeStatus }
 
 func (m *Status) encode(e *encoder) {
-	e.array(15)
+	e.array(16)
 	e.str(m.Name)
 	e.uint(m.Epoch)
 	e.uint(uint64(m.State))
 	for _, v := range []uint64{m.Viewers, m.Keys, m.Bytes, m.Primaries, m.Backups, m.Syncing, m.Handing, m.ReplicationQueue, m.UnderReplicated, m.Members, m.Requests, m.LagMillis} {
 		e.uint(v)
 	}
+	e.str(m.JoinError)
 }
 
 func (m *Status) decode(d *decoder) {
@@ -168,10 +173,14 @@ func (m *Status) decode(d *decoder) {
 	for _, p := range []*uint64{&m.Viewers, &m.Keys, &m.Bytes, &m.Primaries, &m.Backups, &m.Syncing, &m.Handing, &m.ReplicationQueue, &m.UnderReplicated, &m.Members} {
 		*p = d.uint()
 	}
-	m.Requests, m.LagMillis = 0, 0
+	m.Requests, m.LagMillis, m.JoinError = 0, 0, ""
 	if extra >= 2 {
 		m.Requests, m.LagMillis = d.uint(), d.uint()
 		extra -= 2
+	}
+	if extra >= 1 {
+		m.JoinError = d.str()
+		extra--
 	}
 	d.end(extra)
 }

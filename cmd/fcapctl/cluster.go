@@ -39,6 +39,7 @@ type statusMember struct {
 	Keys             uint64 `json:"keys"`
 	Bytes            uint64 `json:"bytes"`
 	Requests         uint64 `json:"requests"`
+	JoinError        string `json:"join_error,omitempty"`
 
 	refused bool // it answered with an error (a token without the operator role)
 }
@@ -54,8 +55,9 @@ type statusOut struct {
 }
 
 // runStatus prints every member's status as a table (or JSON). It exits
-// exitDegraded when a member does not answer or a partition is
-// under-replicated, after printing everything it learned.
+// exitDegraded when a member does not answer, has joined none of its
+// seeds, or a partition is under-replicated, after printing everything it
+// learned.
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -109,6 +111,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 			row.Primaries, row.Backups, row.Syncing, row.Handing = st.Primaries, st.Backups, st.Syncing, st.Handing
 			row.ReplicationQueue, row.ReplicationLagMs, row.UnderReplicated = st.ReplicationQueue, st.LagMillis, st.UnderReplicated
 			row.Viewers, row.Keys, row.Bytes, row.Requests = st.Viewers, st.Keys, st.Bytes, st.Requests
+			row.JoinError = strings.Clone(st.JoinError)
 		}()
 	}
 	wg.Wait()
@@ -119,6 +122,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 			out.Problems = append(out.Problems, fmt.Sprintf("%s (%s) refused the status request: %s", m.Name, m.Addr, m.Error))
 		case !m.Reachable:
 			out.Problems = append(out.Problems, fmt.Sprintf("%s (%s) is unreachable: %s", m.Name, m.Addr, m.Error))
+		case m.JoinError != "":
+			out.Problems = append(out.Problems, fmt.Sprintf("%s has joined no cluster: %s", m.Name, m.JoinError))
 		case m.UnderReplicated > 0:
 			out.Problems = append(out.Problems, fmt.Sprintf("%s is primary of %d under-replicated partitions", m.Name, m.UnderReplicated))
 		}

@@ -35,6 +35,7 @@ type options struct {
 	logLevel, logFormat                                      string
 	shutdownTimeout                                          time.Duration
 	pprof                                                    bool
+	bootstrap                                                bool
 	httpAPI                                                  bool
 	apiTimeout                                               time.Duration
 	maxClockSkew                                             time.Duration
@@ -75,7 +76,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&o.advertiseGossip, "advertise-gossip", "FCAP_ADVERTISE_GOSSIP_ADDR", "", "gossip address told to peers (default: the bound address)")
 	str(&o.http, "http", "FCAP_HTTP_ADDR", def.HTTPAddr, `metrics and health listen address ("" disables)`)
 	var join, memLimit, transferRate string
-	str(&join, "join", "FCAP_JOIN", "", "comma-separated gossip addresses of nodes to join (joining a cluster is this one flag)")
+	str(&join, "join", "FCAP_JOIN", "", "comma-separated gossip addresses of nodes to join (joining a cluster is this one flag); a node given seeds waits for them and never forms a cluster alone, unless --bootstrap")
+	fs.BoolVar(&o.bootstrap, "bootstrap", getenv("FCAP_BOOTSTRAP") == "true", "with --join: form a new cluster alone if no seed answers within the sync timeout (give it to one node of a new cluster, never to all) (env FCAP_BOOTSTRAP=true)")
 	rdef := ring.DefaultConfig()
 	intFlag := func(p *int, flagName, envName string, fallback int, usage string) error {
 		v := fallback
@@ -268,6 +270,7 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 		}
 	}
 	cfg.Membership.Seeds = o.join
+	cfg.Bootstrap = o.bootstrap
 	cfg.Membership.Ring.Replicas = o.replicas
 	cfg.Membership.Ring.Partitions = o.partitions
 	if err := cfg.Membership.Ring.Validate(); err != nil {

@@ -68,19 +68,37 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	s := <-sig
-	for ; s == syscall.SIGHUP; s = <-sig {
-		opts.reload(logger)
+	code := 0
+wait:
+	for {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				opts.reload(logger)
+				continue
+			}
+			logger.Info("stopping", "signal", s.String(), "timeout", opts.shutdownTimeout)
+			break wait
+		case taken := <-n.NameTaken():
+			// One line that says what to do; the node owns nothing yet.
+			logger.Error("fcapd: refusing to start: " + taken.Error())
+			code = exitNameTaken
+			break wait
+		}
 	}
-	logger.Info("stopping", "signal", s.String(), "timeout", opts.shutdownTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), opts.shutdownTimeout)
 	defer cancel()
 	if err := n.Shutdown(ctx); err != nil {
 		logger.Error("shutdown", "err", err)
 		return 1
 	}
-	return 0
+	return code
 }
+
+// fcapd's exit statuses: 0 stopped by a signal, 1 a failure to start or
+// stop, 2 bad flags or configuration, exitNameTaken another live member
+// of the cluster already has this node's --name.
+const exitNameTaken = 3
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var lv slog.Level

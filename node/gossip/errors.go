@@ -1,6 +1,9 @@
 package gossip
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrShutdown is returned by Membership methods called after Shutdown.
@@ -10,3 +13,16 @@ var (
 	// the gossip pool cannot announce itself again.
 	ErrLeft = errors.New("gossip: membership has left the cluster")
 )
+
+// ErrNameTaken: another live member of the cluster already uses this
+// node's name. Names place nodes on the ring, so two nodes cannot share
+// one; the newcomer must stop.
+type ErrNameTaken struct {
+	Name string
+	// Addr is the gossip address of the member that holds the name.
+	Addr string
+}
+
+func (e *ErrNameTaken) Error() string {
+	return fmt.Sprintf("the name %q is taken by a live member at %s: give this node another --name", e.Name, e.Addr)
+}

@@ -39,6 +39,7 @@ func (m *Membership) joinLoop(ctx context.Context) {
 		return
 	}
 	var backoff, wait time.Duration
+	failed := 0 // rounds in a row that reached no seed
 	for {
 		if !m.sleep(wait) {
 			return
@@ -49,12 +50,14 @@ func (m *Membership) joinLoop(ctx context.Context) {
 				backoff = nextBackoff(backoff, m.cfg.JoinBackoffMin, m.cfg.JoinBackoffMax)
 				wait = backoff/2 + rand.N(backoff/2+1)
 				m.log.Debug("ring: no seed answered; retrying", "in", wait)
+				failed++
+				m.warnAlone(failed)
 				continue
 			}
 		} else if missing := m.seeds(ctx, true); len(missing) > 0 {
 			m.joinSeeds(missing)
 		}
-		backoff = 0
+		backoff, failed = 0, 0
 		i := m.cfg.ReconcileInterval
 		wait = i*3/4 + rand.N(i/2+1)
 	}
@@ -114,8 +117,10 @@ func (m *Membership) joinSeeds(seeds []string) int {
 		}
 		if _, err := m.list.Join([]string{s}); err != nil {
 			m.log.Debug("ring: seed did not answer", "seed", s, "err", err)
+			m.joinFailed(s, err)
 			continue
 		}
+		m.joined(s)
 		joined++
 		m.log.Debug("ring: joined seed", "seed", s, "members", m.list.NumMembers())
 	}

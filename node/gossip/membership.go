@@ -65,6 +65,17 @@ type Membership struct {
 	// badMeta remembers the members whose metadata did not decode, so
 	// each bad value is logged once; only the rebuild goroutine uses it.
 	badMeta map[string]string
+
+	// nameTaken receives the first name conflict found while Joining
+	// (size 1, never blocks memberlist).
+	nameTaken chan *ErrNameTaken
+
+	joinMu sync.Mutex
+	// joinFailures and lastJoinWarn are guarded by joinMu: each seed's
+	// last failed join (cleared when it answers), and when the node last
+	// warned that it is alone.
+	joinFailures map[string]SeedFailure
+	lastJoinWarn time.Time
 }
 
 // New creates the memberlist, builds the first ring (just us,
@@ -102,6 +113,9 @@ func New(cfg Config) (*Membership, error) {
 		meta:    meta,
 		badMeta: make(map[string]string),
 		view:    make(map[string]nodeView),
+
+		nameTaken:    make(chan *ErrNameTaken, 1),
+		joinFailures: make(map[string]SeedFailure),
 	}
 	m.current.Store(first)
 
@@ -110,6 +124,7 @@ func New(cfg Config) (*Membership, error) {
 	ml := *cfg.Memberlist
 	ml.Delegate = hooks{m}
 	ml.Events = hooks{m}
+	ml.Conflict = hooks{m}
 	ml.LogOutput = nil
 	ml.Logger = newStdLogger(cfg.Logger)
 	cfg.Memberlist = &ml

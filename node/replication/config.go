@@ -22,6 +22,10 @@ type Config struct {
 	// Joins says the node was told to join others (it has seeds): it
 	// bootstraps a fresh cluster only once its ring holds them.
 	Joins bool
+	// Bootstrap lets a node that Joins, has never had a peer and whose
+	// ring holds only itself claim the partitions it waited SyncTimeout
+	// for: form a new cluster alone. Without it such a node waits.
+	Bootstrap bool
 	// TransferRate caps the bytes per second sent in whole-partition
 	// transfers, over all peers; 0 means unlimited.
 	TransferRate int64

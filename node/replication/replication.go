@@ -197,6 +197,9 @@ type Replicator struct {
 	throttle  *throttle    // paces whole-partition transfers
 	transfers atomic.Int64 // whole partitions and hand-overs sent
 
+	sawPeer       atomic.Bool // some ring held another member: this node has been part of a cluster
+	declinedClaim sync.Once   // logs that a node alone with seeds does not claim
+
 	stop chan struct{}
 	wg   sync.WaitGroup // the senders and Run's loops
 }
@@ -250,6 +253,14 @@ func (r *Replicator) left() bool { return r.hooks.Left != nil && r.hooks.Left() 
 // node, which would look like a fresh cluster with nobody Active.
 func (r *Replicator) joinedOrAlone(x *ring.Ring) bool {
 	return !r.cfg.Joins || len(x.Members()) > 1
+}
+
+// aloneWithSeeds reports whether this node was told to join others, has
+// never had a peer, and its ring x holds only itself. Partitions it
+// claims then would form a new cluster of one: only Bootstrap allows
+// that, so a typo in --join cannot split a cluster.
+func (r *Replicator) aloneWithSeeds(x *ring.Ring) bool {
+	return r.cfg.Joins && len(x.Members()) <= 1 && !r.sawPeer.Load()
 }
 
 // Syncing reports whether this node owns partition p in its ring but does
@@ -361,6 +372,9 @@ func pusher(prev, cur *ring.Ring, p int) string {
 func (r *Replicator) OnRing(cur *ring.Ring) (*Plan, func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(cur.Members()) > 1 {
+		r.sawPeer.Store(true)
+	}
 	old := r.plan.Load()
 	fut := r.future(cur)
 	pn := &planner{
@@ -670,12 +684,32 @@ func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
 	for p := range r.parts {
 		part := &r.parts[p]
 		if since := part.waitSince.Load(); since != 0 && now-since > int64(timeout) && part.lostAt.Load() == 0 {
-			part.got()
 			claimed = append(claimed, p)
 		}
 	}
 	if len(claimed) == 0 {
 		return
+	}
+	if pl := r.plan.Load(); pl != nil && r.aloneWithSeeds(pl.ring) {
+		// No hand-over is late: nobody answered. Claiming would form a
+		// new cluster, which only Bootstrap allows (the join loop says
+		// why each seed failed).
+		if !r.cfg.Bootstrap {
+			r.declinedClaim.Do(func() {
+				r.log.Warn("not forming a cluster alone: this node was given seeds and none answered; it waits for them (start one node with --bootstrap to form a new cluster)",
+					"waited", timeout)
+			})
+			return
+		}
+		for _, p := range claimed {
+			r.parts[p].got()
+		}
+		r.log.Warn("no seed answered: forming a new cluster alone, as --bootstrap allows", "waited", timeout)
+		r.onHoldings()
+		return
+	}
+	for _, p := range claimed {
+		r.parts[p].got()
 	}
 	r.metrics.Claimed.Add(float64(len(claimed)))
 	r.log.Warn("partitions claimed without a hand-over: their sender never finished; counts may miss its last writes until other holders' copies arrive", "partitions", len(claimed), "waited", timeout)

@@ -162,6 +162,8 @@ type Node struct {
 	cmd  *exec.Cmd
 	logs *logBuffer
 	done chan struct{} // closed when the process exits
+
+	exitCode int // set before done is closed
 }
 
 // Options for a started node.
@@ -270,6 +272,7 @@ func (n *Node) launchOnce() error {
 	go func() {
 		<-scanned // the pipe is drained before Wait closes it
 		n.cmd.Wait()
+		n.exitCode = n.cmd.ProcessState.ExitCode()
 		close(n.done)
 	}()
 	select {
@@ -318,6 +321,18 @@ func (n *Node) Running() bool {
 		return false
 	default:
 		return true
+	}
+}
+
+// Exited waits up to timeout for the process to exit on its own and
+// returns its exit status (-1 when a signal ended it); ok is false when it
+// is still running.
+func (n *Node) Exited(timeout time.Duration) (code int, ok bool) {
+	select {
+	case <-n.done:
+		return n.exitCode, true
+	case <-time.After(timeout):
+		return 0, false
 	}
 }
 
