@@ -37,5 +37,5 @@ func (n *Node) httpHandler() http.Handler {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	return mux
+	return n.metrics.http.wrap(mux)
 }

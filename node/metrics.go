@@ -109,6 +109,7 @@ type metrics struct {
 	undos              *prometheus.CounterVec
 
 	time *timeMetrics // times refused and clamped (timetrust.go)
+	http *httpMetrics // requests to the HTTP address (httpmetrics.go)
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
@@ -162,6 +163,9 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		}
 	}
 	var err error
+	if m.http, err = newHTTPMetrics(reg); err != nil {
+		return nil, err
+	}
 	if m.time, err = newTimeMetrics(reg, n.engine); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,10 @@ type pageMember struct {
 	Queue                    uint64
 	Lag                      string
 	Self                     bool
+	// RingPrimaries is how many partitions the ring picture colors for
+	// it (its primaries in this node's ring), and Share that as a percentage.
+	RingPrimaries int
+	Share         string
 }
 
 type pageArc struct {
@@ -42,6 +47,11 @@ type pageData struct {
 	Partitions, Replicas  int
 	Members               []pageMember
 	Arcs                  []pageArc
+	Unowned               int // partitions the ring picture shows grey
+	// The fail-over chart's time axis: a label every two minutes.
+	Ticks []pageTick
+	// Endpoints lists everything the HTTP address serves, for the footer.
+	Endpoints []pageEndpoint
 	BackupReads, Syncing  uint64
 	APIFailOpen, APICalls int64
 	Generated             string
@@ -51,6 +61,31 @@ type pageData struct {
 	RecentSpan          string
 	RecentAPI, RecentSR int64
 	RecentBR, RecentSF  int64
+}
+
+type pageTick struct {
+	X     float64
+	Label string
+}
+
+type pageEndpoint struct{ Method, Path, What string }
+
+// httpEndpoints is everything a node's HTTP address may serve, in the
+// footer's order. A test keeps it in step with the routes.
+var httpEndpoints = []pageEndpoint{
+	{"GET", "/", "this page"},
+	{"GET", "/metrics", "Prometheus metrics"},
+	{"GET", "/healthz", "alive"},
+	{"GET", "/readyz", "ready to serve (503 and the reason otherwise)"},
+	{"POST", "/v1/check", "JSON API"},
+	{"POST", "/v1/allow", "JSON API"},
+	{"POST", "/v1/record", "JSON API"},
+	{"POST", "/v1/reserve", "JSON API"},
+	{"POST", "/v1/release", "JSON API"},
+	{"POST", "/v1/link", "JSON API"},
+	{"POST", "/v1/unlink", "JSON API"},
+	{"POST", "/v1/resolve", "JSON API"},
+	{"GET", "/debug/pprof/", "Go profiles, with --pprof"},
 }
 
 type pageBar struct {
@@ -94,6 +129,7 @@ func (n *Node) pageData(ctx context.Context) *pageData {
 		Partitions: rg.Partitions(),
 		Replicas:   n.cfg.Membership.Ring.Replicas,
 		Generated:  time.Now().UTC().Format(time.RFC3339),
+		Endpoints:  httpEndpoints,
 	}
 	// Every member's status, asked concurrently (this node's directly).
 	statuses := make([]*proto.Status, len(members))
@@ -140,13 +176,18 @@ func (n *Node) pageData(ctx context.Context) *pageData {
 	n.page.mu.Unlock()
 	sort.SliceStable(d.Members, func(i, j int) bool { return d.Members[i].Name < d.Members[j].Name })
 
-	// The ring: one arc per partition, in its primary's color.
+	// The ring: one arc per partition, in its primary's color; the
+	// legend counts them.
 	const cx, cy, r0, r1 = 160.0, 160.0, 90.0, 150.0
 	P := rg.Partitions()
+	primaries := map[string]int{}
 	for p := range P {
 		owners := rg.Owners(p)
 		color, title := "#dddddd", fmt.Sprintf("partition %d: no owner", p)
-		if len(owners) > 0 {
+		if len(owners) == 0 {
+			d.Unowned++
+		} else {
+			primaries[rg.Member(owners[0]).Name]++
 			var names []string
 			for _, o := range owners {
 				names = append(names, rg.Member(o).Name)
@@ -160,6 +201,11 @@ func (n *Node) pageData(ctx context.Context) *pageData {
 			cx+r1*math.Cos(a0), cy+r1*math.Sin(a0), r1, r1, cx+r1*math.Cos(a1), cy+r1*math.Sin(a1),
 			cx+r0*math.Cos(a1), cy+r0*math.Sin(a1), r0, r0, cx+r0*math.Cos(a0), cy+r0*math.Sin(a0))
 		d.Arcs = append(d.Arcs, pageArc{Path: path, Color: color, Title: title})
+	}
+	for i := range d.Members {
+		m := &d.Members[i]
+		m.RingPrimaries = primaries[m.Name]
+		m.Share = fmt.Sprintf("%.1f%%", 100*float64(m.RingPrimaries)/float64(max(P, 1)))
 	}
 	d.BackupReads = uint64(counterValue(n.metrics.backupReads))
 	d.Syncing = uint64(counterValue(n.metrics.syncingRefusals))
@@ -189,6 +235,14 @@ func (d *pageData) recent(h []recentSample) {
 		d.RecentSF += s.StrictFailures
 	}
 	bw := width / recentSteps
+	const tick = 2 * time.Minute
+	for t := time.Duration(0); t <= recentSteps*recentStep; t += tick {
+		label := "now"
+		if t > 0 {
+			label = "-" + strings.TrimSuffix(t.String(), "0s")
+		}
+		d.Ticks = append(d.Ticks, pageTick{X: width - float64(t/recentStep)*bw, Label: label})
+	}
 	for i, s := range h {
 		if s.total() == 0 {
 			continue
@@ -233,17 +287,20 @@ th{background:#f6f6f6} td.l,th.l{text-align:left} .dot{display:inline-block;widt
 <svg id="ring" width="320" height="320" viewBox="0 0 320 320" role="img" aria-label="partition ownership">
 {{range .Arcs}}<path d="{{.Path}}" fill="{{.Color}}" stroke="#fff" stroke-width="0.5"><title>{{.Title}}</title></path>
 {{end}}<text x="160" y="165" text-anchor="middle" font-size="13">{{.Partitions}} partitions</text>
-</svg></div>
+</svg>
+<div id="legend">{{range .Members}}<div><span class="dot" style="background:{{.Color}}"></span>{{.Name}}: {{.RingPrimaries}} primaries ({{.Share}})</div>
+{{end}}{{if .Unowned}}<div><span class="dot" style="background:#dddddd"></span>no owner: {{.Unowned}}</div>{{end}}<small>one slice per partition, in its primary's color; hover a slice for its owners</small></div></div>
 <div class="card"><b>This node</b><br>
 checks answered as a backup (stale): {{.BackupReads}}<br>
 requests refused while syncing: {{.Syncing}}<br>
 JSON API: {{.APICalls}} calls, <span {{if .APIFailOpen}}class="bad"{{end}}>{{.APIFailOpen}} failed open</span>
 </div>
 <div class="card" id="recent"><b>Recent fail-overs on this node</b> (last {{.RecentSpan}}, 10 s bars)<br>
-<svg width="300" height="60" viewBox="0 0 300 60" role="img" aria-label="recent fail-overs">
+<svg width="310" height="76" viewBox="-5 0 310 76" role="img" aria-label="recent fail-overs">
 <rect x="0" y="0" width="300" height="60" fill="#fafafa" stroke="#eee"/>
 {{range .Bars}}<rect x="{{printf "%.1f" .X}}" y="{{printf "%.1f" .Y}}" width="4" height="{{printf "%.1f" .H}}" fill="#d62728"><title>{{.Title}}</title></rect>
-{{end}}</svg><br>
+{{end}}<g class="axis" font-size="10" fill="#666">{{range .Ticks}}<line x1="{{printf "%.1f" .X}}" y1="60" x2="{{printf "%.1f" .X}}" y2="64" stroke="#999"/><text x="{{printf "%.1f" .X}}" y="74" text-anchor="middle">{{.Label}}</text>
+{{end}}</g></svg><br>
 <span {{if .RecentTotal}}class="bad"{{end}}>{{.RecentTotal}} events</span>: {{.RecentAPI}} JSON API fail-open, {{.RecentSR}} refused while syncing,
 {{.RecentBR}} backup reads, {{.RecentSF}} strict write failures<br>
 <small>Go clients count their own fail-opens (fcap_client_policy_verdicts_total).</small>
@@ -258,6 +315,6 @@ JSON API: {{.APICalls}} calls, <span {{if .APIFailOpen}}class="bad"{{end}}>{{.AP
 {{else}}<td colspan="10" class="l bad">unreachable: {{.Err}}</td>{{end}}
 </tr>{{end}}
 </table>
-<div class="sub">Metrics: <a href="/metrics">/metrics</a> · health: <a href="/healthz">/healthz</a>, <a href="/readyz">/readyz</a> · JSON API: POST /v1/check, /v1/allow, /v1/record, /v1/reserve, /v1/release</div>
+<div class="sub" id="endpoints">Served here: {{range $i, $e := .Endpoints}}{{if $i}} · {{end}}{{if eq $e.Method "GET"}}<a href="{{$e.Path}}">{{$e.Path}}</a>{{else}}{{$e.Method}} {{$e.Path}}{{end}} ({{$e.What}}){{end}}</div>
 </body></html>
 `))
