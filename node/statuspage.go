@@ -43,15 +43,15 @@ type pageArc struct {
 }
 
 type pageData struct {
-	Self, Epoch           string
-	Partitions, Replicas  int
-	Members               []pageMember
-	Arcs                  []pageArc
-	Unowned               int // partitions the ring picture shows grey
+	Self, Epoch          string
+	Partitions, Replicas int
+	Members              []pageMember
+	Arcs                 []pageArc
+	Unowned              int // partitions the ring picture shows grey
 	// The fail-over chart's time axis: a label every two minutes.
 	Ticks []pageTick
 	// Endpoints lists everything the HTTP address serves, for the footer.
-	Endpoints []pageEndpoint
+	Endpoints             []pageEndpoint
 	BackupReads, Syncing  uint64
 	APIFailOpen, APICalls int64
 	Generated             string
