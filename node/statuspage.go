@@ -64,8 +64,9 @@ type pageData struct {
 }
 
 type pageTick struct {
-	X     float64
-	Label string
+	X      float64
+	Label  string
+	Anchor string // the end labels stay inside the chart
 }
 
 type pageEndpoint struct{ Method, Path, What string }
@@ -241,7 +242,14 @@ func (d *pageData) recent(h []recentSample) {
 		if t > 0 {
 			label = "-" + strings.TrimSuffix(t.String(), "0s")
 		}
-		d.Ticks = append(d.Ticks, pageTick{X: width - float64(t/recentStep)*bw, Label: label})
+		anchor := "middle"
+		switch t {
+		case 0:
+			anchor = "end"
+		case recentSteps * recentStep:
+			anchor = "start"
+		}
+		d.Ticks = append(d.Ticks, pageTick{X: width - float64(t/recentStep)*bw, Label: label, Anchor: anchor})
 	}
 	for i, s := range h {
 		if s.total() == 0 {
@@ -299,7 +307,7 @@ JSON API: {{.APICalls}} calls, <span {{if .APIFailOpen}}class="bad"{{end}}>{{.AP
 <svg width="310" height="76" viewBox="-5 0 310 76" role="img" aria-label="recent fail-overs">
 <rect x="0" y="0" width="300" height="60" fill="#fafafa" stroke="#eee"/>
 {{range .Bars}}<rect x="{{printf "%.1f" .X}}" y="{{printf "%.1f" .Y}}" width="4" height="{{printf "%.1f" .H}}" fill="#d62728"><title>{{.Title}}</title></rect>
-{{end}}<g class="axis" font-size="10" fill="#666">{{range .Ticks}}<line x1="{{printf "%.1f" .X}}" y1="60" x2="{{printf "%.1f" .X}}" y2="64" stroke="#999"/><text x="{{printf "%.1f" .X}}" y="74" text-anchor="middle">{{.Label}}</text>
+{{end}}<g class="axis" font-size="10" fill="#666">{{range .Ticks}}<line x1="{{printf "%.1f" .X}}" y1="60" x2="{{printf "%.1f" .X}}" y2="64" stroke="#999"/><text x="{{printf "%.1f" .X}}" y="74" text-anchor="{{.Anchor}}">{{.Label}}</text>
 {{end}}</g></svg><br>
 <span {{if .RecentTotal}}class="bad"{{end}}>{{.RecentTotal}} events</span>: {{.RecentAPI}} JSON API fail-open, {{.RecentSR}} refused while syncing,
 {{.RecentBR}} backup reads, {{.RecentSF}} strict write failures<br>

@@ -49,7 +49,7 @@ curl -sf "$URL" >/dev/null # a first load, so the next shows request rates
 "$WORK/fcapbench" --addr "127.0.0.1:$BASE" --workload check --duration 2s --warmup 0s --quiet >/dev/null
 
 mkdir -p "$(dirname "$OUT")"
-chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,900 \
+chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1000 \
 	--screenshot="$OUT" "$URL" >/dev/null 2>&1
-go run ./scripts/pngcheck "$OUT" 1200 900
+go run ./scripts/pngcheck "$OUT" 1200 1000
 echo "status page screenshot: $OUT"
