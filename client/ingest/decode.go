@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,7 +40,8 @@ type Decoder interface {
 //
 // A cap's window is milliseconds, or a Go duration string ("1h", "24h");
 // algorithm is sliding (default), buckets or fixed; mode soft (default)
-// or strict. Unknown fields are ignored, so producers may carry more.
+// or strict. Unknown fields are ignored, so producers may carry more;
+// keys are case-sensitive.
 type JSON struct{}
 
 // jsonImpression is the wire form of one impression.
@@ -112,20 +112,13 @@ func (w *jsonWindow) UnmarshalJSON(b []byte) error {
 
 // Decode implements Decoder.
 func (JSON) Decode(dst []client.RecordItem, r *kgo.Record) ([]client.RecordItem, error) {
-	v := bytes.TrimLeft(r.Value, " \t\r\n")
-	var imps []jsonImpression
-	if len(v) > 0 && v[0] == '[' {
-		if err := json.Unmarshal(v, &imps); err != nil {
-			return dst, err
-		}
-		if len(imps) == 0 {
-			return dst, errors.New("an empty array: no impression")
-		}
-	} else {
-		imps = make([]jsonImpression, 1)
-		if err := json.Unmarshal(v, &imps[0]); err != nil {
-			return dst, err
-		}
+	var buf [1]jsonImpression
+	imps, err := scanImpressions(r.Value, buf[:0])
+	if err != nil {
+		return dst, err
+	}
+	if len(imps) == 0 {
+		return dst, errors.New("an empty array: no impression")
 	}
 	for i := range imps {
 		it, err := imps[i].item(r.Timestamp)

@@ -69,13 +69,23 @@ func (in *Ingester) process(ctx context.Context, b *batch) bool {
 
 	if len(items) > 0 {
 		acks := in.rec.RecordSync(ctx, items)
+		var byStatus [3]int // Recorded, Duplicate, Stale
+		defer func() {
+			for s, n := range byStatus {
+				if n > 0 {
+					in.m.status(fcap.RecordStatus(s)).Add(float64(n))
+				}
+			}
+		}()
 		for i := range states {
 			st := &states[i]
 			for j := st.start; j < st.end; j++ {
 				a := acks[j]
 				switch {
 				case a.Err == nil:
-					in.m.status(a.Status).Inc()
+					if int(a.Status) < len(byStatus) {
+						byStatus[a.Status]++
+					}
 				case client.IsRefused(a.Err):
 					if st.err == nil {
 						st.reason, st.err = ReasonInvalid, a.Err
@@ -95,13 +105,23 @@ func (in *Ingester) process(ctx context.Context, b *batch) bool {
 		return false
 	}
 	at := time.Now()
+	topic, n := "", 0
 	for i := range states {
 		r := states[i].r
-		in.m.records.WithLabelValues(r.Topic).Inc()
+		if r.Topic != topic {
+			if n > 0 {
+				in.m.records.WithLabelValues(topic).Add(float64(n))
+			}
+			topic, n = r.Topic, 0
+		}
+		n++
 		in.m.delay.Observe(at.Sub(r.Timestamp).Seconds())
 		if in.cfg.Acked != nil {
 			in.cfg.Acked(r, at)
 		}
+	}
+	if n > 0 {
+		in.m.records.WithLabelValues(topic).Add(float64(n))
 	}
 	return true
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,6 +40,12 @@ func benchIngester(b *testing.B, k *kafka, seeds []string, acked func(*kgo.Recor
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.Acked = acked
 	cfg.KafkaOptions = []kgo.Opt{kgo.FetchMaxWait(10 * time.Millisecond)}
+	if w, err := strconv.Atoi(os.Getenv("FCAP_INGEST_BENCH_WORKERS")); err == nil {
+		cfg.Workers = w
+	}
+	if n, err := strconv.Atoi(os.Getenv("FCAP_INGEST_BENCH_BATCH")); err == nil {
+		cfg.BatchRecords = n
+	}
 	var rec ingest.Recorder = instant{}
 	var c *client.Client
 	if len(seeds) > 0 {
@@ -114,14 +121,25 @@ func BenchmarkIngestThroughput(b *testing.B) {
 			for range b.N {
 				k := startKafkaB(b, 8, topic)
 				produceMany(b, k, n, "imp")
-				var seeds []string
+				var (
+					seeds []string
+					node  *cluster.Node
+				)
 				if target == "fcap" {
-					seeds = cluster.Seeds(cluster.StartCluster(b, 1, cluster.Options{})...)
+					node = cluster.StartCluster(b, 1, cluster.Options{})[0]
+					seeds = cluster.Seeds(node)
 				}
-				var seen atomic.Int64
+				cpu0, nodeCPU0 := selfCPU(), nodeCPU(b, node)
+				// The clock starts at the first acknowledgement: joining
+				// the group (kfake delays a new group's first rebalance by
+				// 3 s) is not ingestion.
+				var (
+					seen  atomic.Int64
+					first atomic.Int64 // UnixNano of the first acknowledgement
+				)
 				all := make(chan struct{})
-				start := time.Now()
-				stop := benchIngester(b, k, seeds, func(*kgo.Record, time.Time) {
+				stop := benchIngester(b, k, seeds, func(_ *kgo.Record, at time.Time) {
+					first.CompareAndSwap(0, at.UnixNano())
 					if seen.Add(1) == int64(n) {
 						close(all)
 					}
@@ -131,9 +149,15 @@ func BenchmarkIngestThroughput(b *testing.B) {
 				case <-time.After(10 * time.Minute):
 					b.Fatalf("only %d of %d impressions acknowledged", seen.Load(), n)
 				}
-				el := time.Since(start)
+				el := time.Since(time.Unix(0, first.Load()))
+				cpu, ncpu := selfCPU()-cpu0, nodeCPU(b, node)-nodeCPU0
 				stop()
 				b.ReportMetric(float64(n)/el.Seconds(), "impressions/s")
+				// CPU per million impressions: the test process (kfake
+				// serving the fetches, the ingester, the client) and the
+				// node; what a busy shared machine does not change much.
+				b.ReportMetric(cpu.Seconds()/float64(n)*1e6, "ingest-cpu-s/M")
+				b.ReportMetric(ncpu/float64(n)*1e6, "node-cpu-s/M")
 				b.ReportMetric(0, "ns/op")
 			}
 		})
@@ -196,4 +220,21 @@ func BenchmarkIngestDelay(b *testing.B) {
 			}
 		})
 	}
+}
+
+// selfCPU is the CPU time this process used so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// nodeCPU is the CPU seconds the node used so far (0 without a node).
+func nodeCPU(b *testing.B, n *cluster.Node) float64 {
+	if n == nil {
+		return 0
+	}
+	return n.Metric("process_cpu_seconds_total")
 }
