@@ -9,10 +9,12 @@ type Impression struct {
 	// same ID inside the impression's longest window changes nothing.
 	ID string
 	// Time is when it played, in Unix milliseconds (ticks, to the
-	// engine). Through the client, the JSON API and the wire, 0 means
-	// now: the impression is sent without a time and the owner node
-	// stamps it with its clock. Only the engine itself, driven by tests
-	// and replays in explicit ticks, takes 0 as tick 0.
+	// engine). Through the client and the JSON API, 0 means now: the
+	// client stamps it with its clock when Record is called (the JSON
+	// API: the node that received it), once, so every copy carries the
+	// same time; the wire's omitted time is the owner's clock. Only the
+	// engine itself, driven by tests and replays in explicit ticks,
+	// takes 0 as tick 0.
 	Time int64
 	// Caps are the caps it counts against (creative, campaign,
 	// advertiser, ...). Their limits set how much each sliding counter

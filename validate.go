@@ -202,7 +202,7 @@ func ValidateTime(t int64) error {
 
 // Validate checks an impression: a non-empty ID of at most
 // lim.MaxIDLength bytes, a time in [0, MaxTime] (0 means now to the
-// client, the JSON API and the wire: see Impression.Time) and valid caps.
+// client and the JSON API: see Impression.Time) and valid caps.
 // It does not judge the time against a clock: the owner node does that
 // (fcapd --max-clock-skew).
 func (imp *Impression) Validate(lim Limits) error {

@@ -65,7 +65,7 @@ const (
 // a backup owner, which replicates them to the owner; strict ones wait
 // for their owner (or its successor). An impression Record would refuse
 // up front (Config.Limits) is refused here too, without a request; a
-// time of 0 means now, as for Record. An acknowledged strict impression
+// time of 0 means now, stamped once as for Record. An acknowledged strict impression
 // is on every owner; a soft one is on its owner and replicated
 // asynchronously (DESIGN.md).
 func (c *Client) RecordSync(ctx context.Context, items []RecordItem) []RecordAck {
@@ -86,7 +86,9 @@ func (c *Client) RecordSync(ctx context.Context, items []RecordItem) []RecordAck
 			o := callOptions{device: true}
 			viewer = c.canonical(ctx, viewer, &o, time.Now().Add(c.cfg.RecordTimeout))
 		}
-		pending = append(pending, syncItem{i: i, rec: recItem{viewer: viewer, imp: it.Impression}})
+		imp := it.Impression
+		stampNow(&imp) // once: every attempt carries the same time
+		pending = append(pending, syncItem{i: i, rec: recItem{viewer: viewer, imp: imp}})
 	}
 	for attempt := 0; len(pending) > 0; attempt++ {
 		if attempt > 0 {
@@ -204,7 +206,7 @@ func syncItemSize(it *recItem) int {
 func (c *Client) syncSend(ctx context.Context, d dest, items []syncItem, acks []RecordAck) []syncItem {
 	req := proto.Record{Items: make([]proto.RecordItem, len(items)), Backup: d.backup}
 	for i := range items {
-		req.Items[i] = proto.RecordItem{Viewer: items[i].rec.viewer, Impression: items[i].rec.imp, HasTime: items[i].rec.imp.Time != 0}
+		req.Items[i] = proto.RecordItem{Viewer: items[i].rec.viewer, Impression: items[i].rec.imp, HasTime: true}
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.RecordTimeout)
 	deadline, _ := rctx.Deadline()

@@ -28,17 +28,27 @@ import (
 // Config.RecordQueue impressions are already waiting, and ErrClosed after
 // Close. nil means queued.
 //
-// imp.Time is when the ad played, in Unix milliseconds. 0 means now: the
-// impression is sent without a time and the owner stamps it with its own
-// clock when it arrives (within RecordLinger, later if it is retried).
+// imp.Time is when the ad played, in Unix milliseconds. 0 means now: this
+// machine's clock when Record is called, stamped before the impression
+// is queued, so every attempt and every copy (an owner's, a backup's
+// standing in for it) carries the same time and a merge counts it once.
 // A time further ahead of the owner's clock than it accepts (fcapd
-// --max-clock-skew) is refused by the owner and dropped (counted with
-// reason "future_time"): the client cannot judge another machine's clock.
+// --max-clock-skew, default a minute: keep clocks synchronised) is
+// refused by the owner and dropped (counted with reason "future_time"):
+// the client cannot judge another machine's clock.
 func (c *Client) Record(viewer string, imp fcap.Impression) error {
 	if err := c.validateRecord(viewer, &imp); err != nil {
 		return err
 	}
+	stampNow(&imp)
 	return c.rec.add(viewer, imp)
+}
+
+// stampNow gives an impression without a time (0) the current time.
+func stampNow(imp *fcap.Impression) {
+	if imp.Time == 0 {
+		imp.Time = time.Now().UnixMilli()
+	}
 }
 
 // RecordDevice is Record for an impression a device played: the device
@@ -48,6 +58,7 @@ func (c *Client) RecordDevice(device string, imp fcap.Impression) error {
 	if err := c.validateRecord(device, &imp); err != nil {
 		return err
 	}
+	stampNow(&imp)
 	o := callOptions{device: true}
 	ctx := context.Background()
 	return c.rec.add(c.canonical(ctx, device, &o, c.deadline(ctx, time.Now())), imp)
@@ -251,9 +262,7 @@ func (r *recorder) send(batch []recItem) {
 	for d, items := range groups {
 		req := proto.Record{Items: make([]proto.RecordItem, len(items)), Backup: d.backup}
 		for i, it := range items {
-			// Time 0 is "now": sent without a time, the owner
-			// stamps it with its clock.
-			req.Items[i] = proto.RecordItem{Viewer: it.viewer, Impression: it.imp, HasTime: it.imp.Time != 0}
+			req.Items[i] = proto.RecordItem{Viewer: it.viewer, Impression: it.imp, HasTime: true}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RecordTimeout)
 		cl, err := c.roundTrip(ctx, d.p, &req, proto.TypeRecordResult, time.Now().Add(c.cfg.RecordTimeout), true)

@@ -10,6 +10,7 @@ import (
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/proto"
 )
 
 // TestRecordRefusesInvalidAtOnce: an impression the owner would refuse
@@ -85,7 +86,7 @@ func TestRecordLimitsFollowTheConfig(t *testing.T) {
 }
 
 // TestRecordZeroTimeIsNow: an impression without a time is counted now
-// (the owner's clock), not at tick 0, where it would be long expired.
+// (the client stamps it), not at tick 0, where it would be long expired.
 func TestRecordZeroTimeIsNow(t *testing.T) {
 	cfg := node.DefaultLocalConfig("zero-time")
 	cfg.Logger = quiet
@@ -113,5 +114,55 @@ func TestRecordZeroTimeIsNow(t *testing.T) {
 	}
 	if v := res.Verdicts[0]; v.Failed() || v.Remaining != 2 {
 		t.Errorf("after one impression without a time: %+v, want 2 of 3 left", v)
+	}
+}
+
+// TestZeroTimeIsStampedOnce: an impression without a time is stamped
+// with the client's clock when Record is called, and every attempt
+// carries that one time, so copies of it (a retry, a backup standing in
+// for the owner) are one impression to a merge, not two at two times.
+func TestZeroTimeIsStampedOnce(t *testing.T) {
+	type attempt struct {
+		has  bool
+		time int64
+	}
+	attempts := make(chan attempt, 10)
+	f := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
+		if hdr.Type != proto.TypeRecord {
+			return nil
+		}
+		var m proto.Record
+		if err := proto.Decode(body, &m); err != nil || len(m.Items) != 1 {
+			return nil
+		}
+		attempts <- attempt{m.Items[0].HasTime, m.Items[0].Impression.Time}
+		res := &proto.RecordResult{Results: []proto.ItemResult{{Status: fcap.Recorded}}}
+		if len(attempts) == 1 { // the first attempt: the owner is busy, try again
+			res.Results[0] = proto.ItemResult{Code: proto.CodeOverloaded}
+		}
+		return res
+	})
+	c := newClient(t, func(cfg *client.Config) {
+		cfg.RecordRetryMin, cfg.RecordRetryMax = time.Millisecond, 2*time.Millisecond
+	}, f.addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().UnixMilli()
+	if err := c.Record("v", fcap.Impression{ID: "no-time", Caps: []fcap.Cap{soft}}); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().UnixMilli()
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first, second := <-attempts, <-attempts
+	if !first.has || first.time < before || first.time > after {
+		t.Errorf("first attempt: %+v, want the time of the Record call, in [%d, %d]", first, before, after)
+	}
+	if second != first {
+		t.Errorf("the retry carried %+v, the first attempt %+v: want one time", second, first)
 	}
 }

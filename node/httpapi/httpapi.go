@@ -18,8 +18,8 @@
 // see client.Device) before the counters are touched.
 //
 // A cap is {"scope", "id", "limit", "window", "algorithm"?, "mode"?}.
-// An impression's "time" is Unix milliseconds; 0 or none means now (the
-// owner's clock). A record is validated here, as its owner would validate
+// An impression's "time" is Unix milliseconds; 0 or none means now (this
+// node's clock when it receives the record). A record is validated here, as its owner would validate
 // it (the same checks, package fcap, with this node's limits), and an
 // invalid one is refused with 400 naming the field and the values
 // accepted; nothing is queued.
@@ -394,7 +394,8 @@ func (a *API) record(w http.ResponseWriter, r *http.Request) {
 	}
 	// Record validates the impression as its owner would (the client's
 	// Limits are this node's) and refuses it at once: a 400 here, not a
-	// drop counted later. A time of 0 (or none) is the owner's clock.
+	// drop counted later. A time of 0 (or none) is now, by this node's
+	// clock (client.Record stamps it).
 	if req.Device != "" {
 		err = a.c.RecordDevice(id, imp)
 	} else {
