@@ -43,9 +43,10 @@ type RecordAck struct {
 	// Err is nil when the owner acknowledged the impression. Otherwise it
 	// wraps ErrBadRequest (the impression is invalid; ErrFutureTime, which
 	// wraps it, when its time is ahead of the owner's clock by more than
-	// the owner accepts): sending it again cannot succeed. Or it is the
-	// context's error (or ErrClosed): the impression was not
-	// acknowledged in time and may or may not count; send it again.
+	// the owner accepts): sending it again cannot succeed. Or it wraps
+	// ErrUnavailable and the context's error (or is ErrClosed): the
+	// impression was not acknowledged in time and may or may not count;
+	// send it again.
 	Err error
 }
 
@@ -119,7 +120,7 @@ func (c *Client) syncStopped(ctx context.Context) error {
 	default:
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("impression not acknowledged: %w", err)
+		return fmt.Errorf("%w: impression not acknowledged: %w", ErrUnavailable, err)
 	}
 	return nil
 }

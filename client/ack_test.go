@@ -67,8 +67,8 @@ func TestRecordSyncUnacknowledged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	acks := c.RecordSync(ctx, []client.RecordItem{{Viewer: "v", Impression: fcap.Impression{ID: "i", Time: 5, Caps: []fcap.Cap{soft}}}})
-	if err := acks[0].Err; err == nil || client.IsRefused(err) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err %v, want not acknowledged: the context's deadline", err)
+	if err := acks[0].Err; err == nil || client.IsRefused(err) || !errors.Is(err, client.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want not acknowledged: ErrUnavailable and the context's deadline", err)
 	}
 }
 

@@ -126,7 +126,7 @@ func BenchmarkIngestThroughput(b *testing.B) {
 					node  *cluster.Node
 				)
 				if target == "fcap" {
-					node = cluster.StartCluster(b, 1, cluster.Options{})[0]
+					node = startOne(b)[0]
 					seeds = cluster.Seeds(node)
 				}
 				cpu0, nodeCPU0 := selfCPU(), nodeCPU(b, node)
@@ -178,7 +178,7 @@ func BenchmarkIngestDelay(b *testing.B) {
 				k := startKafkaB(b, 8, topic)
 				var seeds []string
 				if target == "fcap" {
-					seeds = cluster.Seeds(cluster.StartCluster(b, 1, cluster.Options{})...)
+					seeds = cluster.Seeds(startOne(b)...)
 				}
 				var mu sync.Mutex
 				h := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)

@@ -300,3 +300,12 @@ func (l *logBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// startOne starts a cluster of one node (no seeds: it forms alone) and
+// waits until it is ready.
+func startOne(t testing.TB) []*cluster.Node {
+	t.Helper()
+	nodes := []*cluster.Node{cluster.Start(t, "n1", cluster.Options{})}
+	cluster.WaitActive(t, nodes, 1)
+	return nodes
+}

@@ -79,7 +79,7 @@ func checkCounts(t *testing.T, got, want map[string]int64) {
 // was acknowledged but not committed is deduplicated by impression id).
 func TestIngesterKill9MidStream(t *testing.T) {
 	k := startKafka(t, 4, topic)
-	nodes := cluster.StartCluster(t, 1, cluster.Options{})
+	nodes := startOne(t)
 	c := cluster.NewClient(t, cluster.Seeds(nodes...))
 	jcaps, caps := hourCap("soft")
 	s := newStream(k, topic, 4, 50, jcaps)
@@ -135,7 +135,7 @@ func TestNodeKill9(t *testing.T) {
 // the dead-letter topic with its reason in a header.
 func TestPoisonRecords(t *testing.T) {
 	k := startKafka(t, 1, topic, "dead")
-	nodes := cluster.StartCluster(t, 1, cluster.Options{})
+	nodes := startOne(t)
 	c := cluster.NewClient(t, cluster.Seeds(nodes...))
 	jcaps, caps := hourCap("soft")
 	now := time.Now()
@@ -209,7 +209,7 @@ func TestRebuildFromTime(t *testing.T) {
 	}
 	_, total := s.expected()
 
-	lost := cluster.StartCluster(t, 1, cluster.Options{})
+	lost := startOne(t)
 	ing := startIngester(t, ingestArgs(k, lost)...)
 	waitCaughtUp(t, k, ing)
 	ing.stop()
@@ -224,7 +224,7 @@ func TestRebuildFromTime(t *testing.T) {
 	}
 	cluster.KillAll(lost)
 
-	fresh := cluster.StartCluster(t, 1, cluster.Options{})
+	fresh := startOne(t)
 	ing = startIngester(t, ingestArgs(k, fresh, "--from-time", now.Add(-time.Hour).Format(time.RFC3339Nano))...)
 	// The group was at the end already: wait for the replay itself.
 	cluster.Eventually(t, deadline, func() bool { return ing.metric("fcap_ingest_records_total") >= 1500 },
