@@ -54,6 +54,9 @@ type viewerExt struct {
 	seen []seenID      // remembered impression ids, sorted by hash
 	res  []reservation // live (and not yet swept) reservations
 	id   *identity     // device link and linked devices (identity.go)
+	// erasedAt is when the viewer was last erased (erase.go), 0 if never
+	// or forgotten.
+	erasedAt int64
 }
 
 type reservation struct {

@@ -22,8 +22,31 @@ import "github.com/fcap-io/fcap"
 // released reservation) comes back until it expires: it can deny, never
 // over-grant.
 
-// mergeViewer merges nv into v. The stripe's lock is held.
+// mergeViewer merges nv into v. The stripe's lock is held. An erasure
+// either copy carries applies to both first (erase.go).
 func (e *Engine) mergeViewer(v, nv *viewer) {
+	floor := e.eraseMerge(v, nv)
+	e.mergeCounters(v, nv, floor)
+	if nv.ext == nil {
+		return
+	}
+	if floor >= 0 {
+		// nv had not seen v's erasure: of its extras, only identity
+		// decisions dated after it count.
+		if nv.ext.id != nil {
+			if id := nv.ext.id.after(floor); id != nil {
+				v.ensureID().merge(id)
+			}
+		}
+		return
+	}
+	e.mergeExt(v, nv)
+}
+
+// mergeCounters merges nv's counters into v, skipping what is dated at
+// or before floor (-1: nothing skipped): a sliding timestamp, a fixed
+// window or a bucket that starts there.
+func (e *Engine) mergeCounters(v, nv *viewer, floor int64) {
 	for i := range nv.nkeys() {
 		nh := nv.header(i)
 		c := []fcap.Cap{{Limit: int64(nh.limit), Window: nh.window, Algorithm: nh.algo}}
@@ -49,6 +72,9 @@ func (e *Engine) mergeViewer(v, nv *viewer) {
 					x++ // v holds this one
 					continue
 				}
+				if t <= floor {
+					continue
+				}
 				add = append(add, t)
 			}
 			for _, t := range add {
@@ -56,7 +82,7 @@ func (e *Engine) mergeViewer(v, nv *viewer) {
 			}
 		case fcap.Fixed:
 			inBucket, inCount := get64(nv.arena, nh.off), int64(nv.arena[nh.off+2])
-			if inCount == 0 {
+			if inCount == 0 || inBucket*nh.window <= floor {
 				continue
 			}
 			var held int64
@@ -78,7 +104,7 @@ func (e *Engine) mergeViewer(v, nv *viewer) {
 			ring := int64(nh.n - 2)
 			head := get64(nv.arena, nh.off)
 			for b := head - ring + 1; b <= head; b++ {
-				if b < 0 {
+				if b < 0 || b*g <= floor {
 					continue
 				}
 				want := int64(nv.arena[nh.off+2+int(b%ring)])
@@ -98,9 +124,10 @@ func (e *Engine) mergeViewer(v, nv *viewer) {
 			}
 		}
 	}
-	if nv.ext == nil {
-		return
-	}
+}
+
+// mergeExt merges nv's identity, remembered ids and reservations into v.
+func (e *Engine) mergeExt(v, nv *viewer) {
 	if nv.ext.id != nil {
 		v.ensureID().merge(nv.ext.id)
 	}

@@ -48,7 +48,7 @@ func (e *Engine) Record(viewer string, imp fcap.Impression) (fcap.RecordStatus, 
 		}
 		e.settle(s, v, before, v.nkeys())
 	}
-	if imp.Time <= e.hw.Load()-longest {
+	if imp.Time <= e.hw.Load()-longest || (v != nil && !v.recordable(imp.Time)) {
 		return fcap.Stale, nil
 	}
 	if v != nil && v.ext != nil {

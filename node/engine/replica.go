@@ -24,9 +24,15 @@ var ErrBadState = errors.New("bad viewer state")
 
 const (
 	stateVersion = 1
+	// stateVersionErased is the version of a state that carries an
+	// erasure (erase.go): the time follows the identity section. Other
+	// states keep version 1, so a node that predates erasure still reads
+	// them, and refuses (not misreads) one it could not keep.
+	stateVersionErased = 2
 
 	stateWide     = 1 << 0
 	stateIdentity = 1 << 1 // an identity section follows the reservations
+	stateErased   = 1 << 2 // the erasure time follows (version 2 only)
 	stateAbsent   = 1 << 7 // the viewer holds nothing: the importer deletes it
 )
 
@@ -66,7 +72,12 @@ func (e *Engine) Export(key uint64, dst []byte) []byte {
 }
 
 func exportViewer(dst []byte, key uint64, v *viewer) []byte {
-	dst = append(dst, stateVersion)
+	erased := v.erasedAt()
+	if erased > 0 {
+		dst = append(dst, stateVersionErased)
+	} else {
+		dst = append(dst, stateVersion)
+	}
 	dst = binary.LittleEndian.AppendUint64(dst, key)
 	if v == nil || (v.nkeys() == 0 && v.ext == nil) {
 		return append(dst, stateAbsent)
@@ -81,6 +92,9 @@ func exportViewer(dst []byte, key uint64, v *viewer) []byte {
 	}
 	if id != nil {
 		flags |= stateIdentity
+	}
+	if erased > 0 {
+		flags |= stateErased
 	}
 	dst = append(dst, flags)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(v.base))
@@ -120,6 +134,9 @@ func exportViewer(dst []byte, key uint64, v *viewer) []byte {
 			}
 			dst = append(dst, gone)
 		}
+	}
+	if erased > 0 {
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(erased))
 	}
 	return dst
 }
@@ -281,13 +298,17 @@ type decodedState struct {
 // returns it with the number of bytes it took.
 func (e *Engine) decodeState(data []byte) (decodedState, int, error) {
 	r := &stateReader{b: data}
-	if r.u8() != stateVersion && r.err == nil {
+	version := r.u8()
+	if version != stateVersion && version != stateVersionErased && r.err == nil {
 		return decodedState{}, 0, fmt.Errorf("%w: unknown version", ErrBadState)
 	}
 	key := r.u64()
 	flags := r.u8()
 	if r.err != nil {
 		return decodedState{}, 0, r.err
+	}
+	if (flags&stateErased != 0) != (version == stateVersionErased) || (flags&stateErased != 0 && flags&stateAbsent != 0) {
+		return decodedState{}, 0, fmt.Errorf("%w: erasure flag in a version %d state", ErrBadState, version)
 	}
 	if key == 0 {
 		return decodedState{}, 0, fmt.Errorf("%w: viewer key 0", ErrBadState)
@@ -351,10 +372,16 @@ func (e *Engine) decodeState(data []byte) (decodedState, int, error) {
 			x.id = id
 		}
 	}
+	if flags&stateErased != 0 {
+		x.erasedAt = int64(r.u64())
+		if r.err == nil && (x.erasedAt <= 0 || x.erasedAt > fcap.MaxTime) {
+			r.err = fmt.Errorf("%w: bad erasure time", ErrBadState)
+		}
+	}
 	if r.err != nil {
 		return decodedState{}, 0, r.err
 	}
-	if x.wide || len(x.seen) > 0 || len(x.res) > 0 || x.id != nil {
+	if x.wide || len(x.seen) > 0 || len(x.res) > 0 || x.id != nil || x.erasedAt != 0 {
 		nv.ext = x
 	}
 	if err := e.checkState(&nv); err != nil {
@@ -515,7 +542,7 @@ func (e *Engine) Keys(fn func(key uint64) bool) {
 // StateKey returns the viewer key of an exported state (Export's
 // output) without decoding the rest, and false if data is not one.
 func StateKey(data []byte) (uint64, bool) {
-	if len(data) < 9 || data[0] != stateVersion {
+	if len(data) < 9 || (data[0] != stateVersion && data[0] != stateVersionErased) {
 		return 0, false
 	}
 	return binary.LittleEndian.Uint64(data[1:9]), true

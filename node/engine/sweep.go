@@ -97,6 +97,7 @@ func (v *viewer) sweep(hw int64) bool {
 	if x := v.ext; x != nil {
 		x.pruneReservations(hw)
 		x.pruneSeen(hw)
+		x.pruneErasure(hw)
 		if x.id != nil {
 			if x.id.prune(hw); x.id.empty() {
 				x.id = nil
