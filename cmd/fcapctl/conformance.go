@@ -6,10 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
-	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node/conformance"
 	"github.com/fcap-io/fcap/node/engine"
 )
@@ -46,31 +44,19 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "fcapctl conformance: --offset %q: want \"now\" or an integer\n", *offset)
 			return 2
 		}
-		cfg := client.DefaultConfig(strings.Split(*addr, ",")...)
-		t, err := conn.tls()
+		admin, err := conn.admin()
 		if err != nil {
 			fmt.Fprintf(stderr, "fcapctl conformance: %v\n", err)
-			return 2
+			return exitUsage
 		}
-		cfg.TLS = t
-		if cfg.Token, err = conn.token(); err != nil {
-			fmt.Fprintf(stderr, "fcapctl conformance: %v\n", err)
-			return 2
-		}
-		cfg.Timeout = *timeout
-		c, err := client.New(cfg)
-		if err != nil {
-			fmt.Fprintf(stderr, "fcapctl conformance: %v\n", err)
-			return 2
-		}
-		defer c.Close(context.Background())
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = c.WaitReady(ctx)
+		c, err := dialCluster(ctx, admin, splitAddrs(*addr), *timeout, stderr)
 		cancel()
 		if err != nil {
-			fmt.Fprintf(stderr, "fcapctl conformance: cannot reach the cluster at %s: %v\n", *addr, err)
-			return 2
+			fmt.Fprintf(stderr, "fcapctl conformance: %v\n", err)
+			return exitError
 		}
+		defer c.Close(context.Background())
 		factory = conformance.Cluster(c, fmt.Sprintf("fcapctl-conformance-%d-", time.Now().UnixNano()), off)
 	}
 	type failureOut struct {
