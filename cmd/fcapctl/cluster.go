@@ -116,19 +116,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	wg.Wait()
 	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].Name < out.Members[j].Name })
-	for _, m := range out.Members {
-		switch {
-		case m.refused:
-			out.Problems = append(out.Problems, fmt.Sprintf("%s (%s) refused the status request: %s", m.Name, m.Addr, m.Error))
-		case !m.Reachable:
-			out.Problems = append(out.Problems, fmt.Sprintf("%s (%s) is unreachable: %s", m.Name, m.Addr, m.Error))
-		case m.JoinError != "":
-			out.Problems = append(out.Problems, fmt.Sprintf("%s has joined no cluster: %s", m.Name, m.JoinError))
-		case m.UnderReplicated > 0:
-			out.Problems = append(out.Problems, fmt.Sprintf("%s is primary of %d under-replicated partitions", m.Name, m.UnderReplicated))
-		}
-	}
-	out.Healthy = len(out.Problems) == 0
+	out.judge()
 	if *asJSON {
 		b, _ := json.MarshalIndent(out, "", "  ")
 		fmt.Fprintln(stdout, string(b))
@@ -142,6 +130,26 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		return exitDegraded
 	}
 	return exitOK
+}
+
+// judge lists what makes the cluster unhealthy: a member that did not
+// answer or refused, a node joined to none of its seeds, a primary with
+// under-replicated partitions.
+func (out *statusOut) judge() {
+	out.Problems = []string{}
+	for _, m := range out.Members {
+		switch {
+		case m.refused:
+			out.Problems = append(out.Problems, fmt.Sprintf("%s (%s) refused the status request: %s", m.Name, m.Addr, m.Error))
+		case !m.Reachable:
+			out.Problems = append(out.Problems, fmt.Sprintf("%s (%s) is unreachable: %s", m.Name, m.Addr, m.Error))
+		case m.JoinError != "":
+			out.Problems = append(out.Problems, fmt.Sprintf("%s has joined no cluster: %s", m.Name, m.JoinError))
+		case m.UnderReplicated > 0:
+			out.Problems = append(out.Problems, fmt.Sprintf("%s is primary of %d under-replicated partitions", m.Name, m.UnderReplicated))
+		}
+	}
+	out.Healthy = len(out.Problems) == 0
 }
 
 // printStatus prints the status table; a member that did not answer
@@ -159,7 +167,11 @@ func printStatus(stdout io.Writer, out *statusOut) {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.Name, m.Addr, state, strings.Repeat("-\t", 9)+"-")
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", m.Name, m.Addr, m.State, m.Epoch,
+		epoch := m.Epoch
+		if epoch == "" {
+			epoch = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", m.Name, m.Addr, m.State, epoch,
 			m.Primaries, m.Backups, m.Syncing, m.Handing, m.ReplicationQueue, m.UnderReplicated, m.Viewers, m.Keys, bytesString(m.Bytes))
 	}
 	w.Flush()
