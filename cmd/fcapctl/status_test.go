@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestStatusJudgesEveryProblem: each kind of trouble makes the cluster
+// unhealthy (exit 4) and is named; the table keeps one column per header
+// for a member that did not answer.
+func TestStatusJudgesEveryProblem(t *testing.T) {
+	healthy := statusMember{Name: "a", Addr: "10.0.0.1:7700", State: "active", Reachable: true, Primaries: 271}
+	for _, c := range []struct {
+		name string
+		m    statusMember
+		says string
+	}{
+		{"unreachable", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "active", Error: "connection refused"}, "b (10.0.0.2:7700) is unreachable: connection refused"},
+		{"refused", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "active", Error: "denied", refused: true}, "refused the status request"},
+		{"not joined", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "joining", Reachable: true, JoinError: "not joined: no seed answered; 10.0.0.9:7946: refused"}, "b has joined no cluster: not joined"},
+		{"under-replicated", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "active", Reachable: true, UnderReplicated: 7}, "b is primary of 7 under-replicated partitions"},
+	} {
+		out := statusOut{Epoch: epochString(1), Partitions: 271, Replicas: 2, Members: []statusMember{healthy, c.m}}
+		out.judge()
+		if out.Healthy || len(out.Problems) != 1 || !strings.Contains(out.Problems[0], c.says) {
+			t.Errorf("%s: healthy %v, problems %q; want one saying %q", c.name, out.Healthy, out.Problems, c.says)
+		}
+		var b bytes.Buffer
+		printStatus(&b, &out)
+		var header int
+		for _, line := range strings.Split(b.String(), "\n") {
+			f := strings.Fields(line)
+			switch {
+			case len(f) > 0 && f[0] == "NAME":
+				header = len(f)
+			case len(f) > 0 && (f[0] == "a" || f[0] == "b") && len(f) != header:
+				t.Errorf("%s: row %q has %d columns, the header %d", c.name, line, len(f), header)
+			}
+		}
+	}
+	out := statusOut{Members: []statusMember{healthy}}
+	out.judge()
+	if !out.Healthy || len(out.Problems) != 0 {
+		t.Errorf("a healthy cluster: %+v", out)
+	}
+}
