@@ -46,9 +46,10 @@ type Config struct {
 	// 2048.
 	BatchRecords int
 
-	// Workers is how many batches are recorded at once. Workers times
-	// BatchRecords bounds the records in flight: when the cluster is
-	// slow, the ingester stops polling, it never drops. Default 4.
+	// Workers is how many batches are recorded at once. PollRecords plus
+	// Workers times BatchRecords bounds the records in flight (polled
+	// and not yet acknowledged): when the cluster is slow, the ingester
+	// stops polling, it never drops. Default 4.
 	Workers int
 
 	// CommitInterval is how often acknowledged positions are committed.

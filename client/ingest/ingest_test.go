@@ -379,3 +379,60 @@ func TestJSONDecode(t *testing.T) {
 		})
 	}
 }
+
+// TestBackPressure: while the cluster answers nothing, the records in
+// flight stay within PollRecords + Workers x BatchRecords and none is counted or
+// committed; once it answers, every one counts.
+func TestBackPressure(t *testing.T) {
+	brokers, p := kafka(t, 4, "imps")
+	now := time.Now().UnixMilli()
+	f := newFakeCluster()
+	var recs []*kgo.Record
+	for i := range 2000 {
+		recs = append(recs, &kgo.Record{Topic: "imps", Partition: int32(i % 4), Value: impJSON(fmt.Sprint(i), now)})
+	}
+	produce(t, p, recs...)
+	gate := make(chan struct{})
+	cfg := testConfig(brokers, "imps")
+	cfg.Workers, cfg.BatchRecords, cfg.PollRecords = 2, 50, 100
+	in := start(t, cfg, gatedCluster{f, gate})
+
+	eventually(t, "the workers are full", func() bool { return in.track.records() >= 150 })
+	for range 20 {
+		if n := in.track.records(); n > 200 {
+			t.Fatalf("%d records in flight, want at most PollRecords + Workers x BatchRecords = 200", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for part := range int32(4) {
+		if got := committed(t, brokers, "g", "imps", part); got > 0 {
+			t.Fatalf("partition %d committed at %d while nothing was acknowledged", part, got)
+		}
+	}
+	close(gate)
+	eventually(t, "every record counts once the cluster answers", func() bool { return f.distinct() == 2000 })
+	for i := range 2000 {
+		if n := f.count(fmt.Sprint(i)); n != 1 {
+			t.Fatalf("impression %d counted %d times", i, n)
+		}
+	}
+}
+
+// gatedCluster answers nothing until gate closes.
+type gatedCluster struct {
+	*fakeCluster
+	gate chan struct{}
+}
+
+func (g gatedCluster) RecordSync(ctx context.Context, items []client.RecordItem) []client.RecordAck {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		acks := make([]client.RecordAck, len(items))
+		for i := range acks {
+			acks[i].Err = ctx.Err()
+		}
+		return acks
+	}
+	return g.fakeCluster.RecordSync(ctx, items)
+}

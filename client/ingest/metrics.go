@@ -38,7 +38,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fcap_ingest_lag_records",
 			Help: "Per partition this ingester owns: the high watermark minus the committed offset (records not yet accounted for)."}, []string{"topic", "partition"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fcap_ingest_in_flight_records",
-			Help: "Records polled and not yet accounted for (bounded by workers times batch records)."}),
+			Help: "Records polled and not yet accounted for (at most poll records plus workers times batch records)."}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fcap_ingest_batch_seconds",
 			Help:    "Time to get a batch's impressions acknowledged by the cluster.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),

@@ -82,7 +82,7 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*opti
 	}
 	fs.StringVar(&scopes, "scopes", env("FCAP_SCOPES", ""), `cap scopes the cluster accepts, comma-separated, or "*" for any: as fcapd --scopes; a record naming another is bad ("invalid") (FCAP_SCOPES) (default creative,campaign,advertiser)`)
 	intFlag(&o.ingest.Limits.MaxIDLength, "max-id-length", "FCAP_MAX_ID_LENGTH", "longest viewer, cap and impression id the cluster accepts, in bytes: as fcapd --max-id-length; 0: fcapd's default")
-	intFlag(&o.ingest.Workers, "workers", "FCAP_INGEST_WORKERS", "batches recorded at once; workers times batch-records bounds the records in flight")
+	intFlag(&o.ingest.Workers, "workers", "FCAP_INGEST_WORKERS", "batches recorded at once; poll-records plus workers times batch-records bounds the records in flight")
 	intFlag(&o.ingest.BatchRecords, "batch-records", "FCAP_INGEST_BATCH_RECORDS", "records recorded as one batch")
 	intFlag(&o.ingest.PollRecords, "poll-records", "FCAP_INGEST_POLL_RECORDS", "records taken from Kafka in one poll")
 	durFlag(&o.ingest.CommitInterval, "commit-interval", "FCAP_INGEST_COMMIT_INTERVAL", "how often acknowledged offsets are committed")

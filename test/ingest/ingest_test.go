@@ -85,13 +85,18 @@ func TestIngesterKill9MidStream(t *testing.T) {
 	s := newStream(k, topic, 4, 50, jcaps)
 	s.start(50, 20*time.Millisecond)
 
-	ing := startIngester(t, ingestArgs(k, nodes)...)
+	first := startIngester(t, ingestArgs(k, nodes)...)
 	cluster.Eventually(t, deadline, func() bool {
-		return k.committedAny(group) && ing.metric(`fcap_ingest_impressions_total{result="recorded"}`) >= 1000
-	}, "the ingester recorded and committed nothing; logs:\n%s", ing.logs)
-	ing.kill()
+		return k.committedAny(group) && first.metric(`fcap_ingest_impressions_total{result="recorded"}`) >= 1000
+	}, "the ingester recorded and committed nothing; logs:\n%s", first.logs)
+	first.kill()
 	time.Sleep(time.Second) // the stream goes on while no ingester runs
-	ing = startIngester(t, ingestArgs(k, nodes)...)
+	ing := startIngester(t, ingestArgs(k, nodes)...)
+	defer func() {
+		if t.Failed() {
+			t.Logf("first ingester:\n%s\nsecond ingester:\n%s", first.logs, ing.logs)
+		}
+	}()
 	time.Sleep(time.Second)
 	s.stop()
 
