@@ -73,14 +73,9 @@ func (h *handler) strictTimeout(deadline time.Time) (time.Duration, bool) {
 // counting it until it ages out there (it can deny, never over-grant; it
 // matters only once that backup serves the viewer).
 func (h *handler) revoke(viewer string, now int64, caps []fcap.Cap) {
-	wv := h.enter()
-	removed, err := h.n.engine.Revoke(viewer, now, caps...)
-	if err == nil && removed {
-		key := engine.ViewerKey(viewer)
-		wv.plan.Mark(key)
-		h.n.logChange(key)
-	}
-	h.leave(wv)
+	wr := &write{v: h.enter(), eng: engine.Write{Journal: h.n.journal}}
+	_, err := h.n.engine.RevokeWrite(&wr.eng, viewer, now, caps)
+	h.commit(wr)
 	if err != nil {
 		// The same viewer, time and caps were just granted: a bug.
 		h.n.log.Error("revoke a strict grant", "err", err)
@@ -92,13 +87,9 @@ func (h *handler) revoke(viewer string, now int64, caps []fcap.Cap) {
 // unreserve takes back a strict reservation this node could not
 // acknowledge (see revoke).
 func (h *handler) unreserve(viewer string, id uint64) {
-	wv := h.enter()
-	if err := h.n.engine.Release(viewer, id); err == nil {
-		key := engine.ViewerKey(viewer)
-		wv.plan.Mark(key)
-		h.n.logChange(key)
-	}
-	h.leave(wv)
+	wr := &write{v: h.enter(), eng: engine.Write{Journal: h.n.journal}}
+	h.n.engine.ReleaseWrite(&wr.eng, viewer, id)
+	h.commit(wr)
 	h.n.metrics.strictRevoked.Inc()
 }
 

@@ -27,8 +27,9 @@ import (
 // exported state to the write-ahead log. Replaying imports each state in
 // log order, so the last one of each viewer wins: replaying a record
 // twice, or a record a snapshot already holds, counts nothing twice.
-// Exporting under the log's lock keeps each viewer's states in the log in
-// the order they happened.
+// A state is appended under its viewer's stripe lock, by the write that
+// produced it (engine.Write, engine.LogState), which keeps each viewer's
+// states in the log in the order they happened.
 //
 // States applied from replication are logged too, so a node's disk holds
 // what its RAM held, backups included: a whole cluster killed at once
@@ -145,13 +146,15 @@ func (d *durable) apply(p []byte) {
 	}
 }
 
-// changed logs the current state of a viewer and returns the record's
-// sequence number for wait.
-func (d *durable) changed(key uint64) uint64 {
+// Append logs one viewer state the engine fills in (engine.Journal),
+// under the viewer's stripe lock: the payload is the log record kind, the
+// engine's high-water mark, then the state. It returns the record's
+// sequence number for Wait.
+func (d *durable) Append(fill func(dst []byte) ([]byte, int64)) uint64 {
 	return d.log.Append(func(b []byte) ([]byte, int64) {
 		b = append(b, logState)
 		b = binary.LittleEndian.AppendUint64(b, uint64(d.eng.HighWater()))
-		return d.eng.ExportUntil(key, b)
+		return fill(b)
 	})
 }
 
@@ -314,10 +317,10 @@ func (d *durable) register(reg prometheus.Registerer) error {
 // logChange logs a viewer's state after a write changed it; 0 when the
 // node keeps no log.
 func (n *Node) logChange(key uint64) uint64 {
-	if n.durable == nil {
+	if n.journal == nil {
 		return 0
 	}
-	return n.durable.changed(key)
+	return n.engine.LogState(n.journal, key)
 }
 
 // waitLogged returns once the record logChange numbered seq is as

@@ -129,10 +129,10 @@ func TestRestartTime(t *testing.T) {
 				for v := range viewers {
 					viewer := "viewer-" + strconv.Itoa(v)
 					imp := fcap.Impression{ID: strconv.Itoa(k), Time: int64(k), Caps: caps}
-					if _, err := eng.Record(viewer, imp); err != nil {
+					w := engine.Write{Journal: d}
+					if _, err := eng.RecordWrite(&w, viewer, imp); err != nil {
 						t.Fatal(err)
 					}
-					d.changed(engine.ViewerKey(viewer))
 				}
 			}
 			wrote := time.Since(start)

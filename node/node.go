@@ -33,7 +33,8 @@ type Node struct {
 	cfg     Config
 	log     *slog.Logger
 	engine  *engine.Engine
-	durable *durable // the data dir's log and snapshots; nil when memory only
+	durable *durable       // the data dir's log and snapshots; nil when memory only
+	journal engine.Journal // durable as the engine's journal; nil (untyped) when memory only
 	members *gossip.Membership
 	metrics *metrics
 	clock   func() int64
@@ -187,6 +188,7 @@ func Start(cfg Config) (*Node, error) {
 		if n.durable, err = openDurable(cfg, eng, n.log, cfg.Registerer, n.metrics.time); err != nil {
 			return nil, fmt.Errorf("open data dir: %w", err)
 		}
+		n.journal = n.durable
 	}
 	if err := n.listen(); err != nil {
 		n.closeListeners()

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -105,33 +104,26 @@ func (g *grantMemory) take(viewer string, id uint64) (grantEntry, bool) {
 
 // undo answers an Undo: the grant it names is taken back if this node
 // still holds it, else nothing changes.
-func (h *handler) undo(out []byte, hdr proto.Header, body []byte, epoch uint64) ([]byte, opKind, outcome) {
+func (h *handler) undo(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
 	var m proto.Undo
+	epoch := v.ring.Epoch()
 	if err := proto.Decode(body, &m); err != nil {
 		return h.failErr(out, hdr, err, epoch, opUndo)
 	}
 	if err := h.n.engine.ValidateViewer(m.Viewer); err != nil {
 		return h.failErr(out, hdr, err, epoch, opUndo)
 	}
-	wv := h.enter()
-	if code := h.serves(wv, m.Viewer); code != 0 {
-		h.leave(wv)
+	wr := &h.wr
+	if code := h.begin(wr, m.Viewer, false, nil); code != 0 {
 		return h.refuse(out, hdr, code, epoch, opUndo)
 	}
 	g, ok := h.n.grants.take(m.Viewer, m.Grant)
-	var seq uint64
 	if ok {
-		removed, err := h.n.engine.Revoke(g.viewer, g.now, g.caps...)
-		if err == nil && removed {
-			key := engine.ViewerKey(g.viewer)
-			wv.plan.Mark(key)
-			seq = h.n.logChange(key)
-		}
-		if err != nil {
+		if _, err := h.n.engine.RevokeWrite(&wr.eng, g.viewer, g.now, g.caps); err != nil {
 			h.n.log.Error("undo a strict grant", "err", err) // it was granted with these: a bug
 		}
 	}
-	h.leave(wv)
+	seq := h.commit(wr)
 	res := "unknown"
 	if ok {
 		res = "undone"

@@ -15,6 +15,12 @@ import (
 // Live reservations count against the caps. The verdict's Remaining is
 // what is left after this impression.
 func (e *Engine) Allow(viewer string, now int64, caps ...fcap.Cap) (fcap.Verdict, error) {
+	return e.AllowWrite(nil, viewer, now, caps)
+}
+
+// AllowWrite is Allow that reports the viewer it changed, and appends
+// its new state to w's journal, through w (see Write).
+func (e *Engine) AllowWrite(w *Write, viewer string, now int64, caps []fcap.Cap) (vd fcap.Verdict, err error) {
 	if err := e.validateViewer(viewer); err != nil {
 		return fcap.Verdict{}, err
 	}
@@ -33,8 +39,15 @@ func (e *Engine) Allow(viewer string, now int64, caps ...fcap.Cap) (fcap.Verdict
 	s := e.stripeOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if w != nil {
+		defer func() {
+			if err == nil && vd.Allowed {
+				w.wrote(e, s, h)
+			}
+		}()
+	}
 	v := s.lookup(h)
-	vd := v.evaluate(caps, khs, now)
+	vd = v.evaluate(caps, khs, now)
 	if !vd.Allowed {
 		return vd, nil
 	}
@@ -54,6 +67,12 @@ func (e *Engine) Allow(viewer string, now int64, caps ...fcap.Cap) (fcap.Verdict
 // now+ttl, until Release, or until an impression naming it is recorded.
 // It returns the reservation id (never 0) when allowed.
 func (e *Engine) Reserve(viewer string, c fcap.Candidate, now, ttl int64) (fcap.Verdict, uint64, error) {
+	return e.ReserveWrite(nil, viewer, c, now, ttl)
+}
+
+// ReserveWrite is Reserve that reports the viewer it changed through w
+// (see Write).
+func (e *Engine) ReserveWrite(w *Write, viewer string, c fcap.Candidate, now, ttl int64) (vd fcap.Verdict, id uint64, err error) {
 	if err := e.validateViewer(viewer); err != nil {
 		return fcap.Verdict{}, 0, err
 	}
@@ -75,8 +94,15 @@ func (e *Engine) Reserve(viewer string, c fcap.Candidate, now, ttl int64) (fcap.
 	s := e.stripeOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if w != nil {
+		defer func() {
+			if err == nil && vd.Allowed {
+				w.wrote(e, s, h)
+			}
+		}()
+	}
 	v := s.lookup(h)
-	vd := v.evaluate(c.Caps, khs, now)
+	vd = v.evaluate(c.Caps, khs, now)
 	if !vd.Allowed {
 		return vd, 0, nil
 	}
@@ -123,6 +149,12 @@ func newReservationID() uint64 {
 // success). "Now" is the engine's clock when it has one, else the
 // high-water mark.
 func (e *Engine) Release(viewer string, id uint64) error {
+	return e.ReleaseWrite(nil, viewer, id)
+}
+
+// ReleaseWrite is Release that reports the viewer it changed through w
+// (see Write).
+func (e *Engine) ReleaseWrite(w *Write, viewer string, id uint64) (err error) {
 	if err := e.validateViewer(viewer); err != nil {
 		return err
 	}
@@ -133,6 +165,13 @@ func (e *Engine) Release(viewer string, id uint64) error {
 	s := e.stripeOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if w != nil {
+		defer func() {
+			if err == nil {
+				w.wrote(e, s, h)
+			}
+		}()
+	}
 	v := s.lookup(h)
 	if v == nil || v.ext == nil {
 		return fcap.ErrUnknownReservation

@@ -12,7 +12,12 @@ func (e *Engine) ExportUntil(key uint64, dst []byte) ([]byte, int64) {
 	s := e.stripeOf(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v := s.lookup(key)
+	return e.exportUntil(dst, key, s.lookup(key))
+}
+
+// exportUntil is ExportUntil of the viewer v (nil: absent) under its
+// stripe's lock.
+func (e *Engine) exportUntil(dst []byte, key uint64, v *viewer) ([]byte, int64) {
 	// With a clock, impressions may lie up to MaxFuture ahead of the
 	// high-water mark, which stays at the clock: they matter that much
 	// longer.

@@ -12,6 +12,13 @@ import (
 // the high-water mark) is ignored and reported Stale. A reservation the
 // impression names is dropped in every case.
 func (e *Engine) Record(viewer string, imp fcap.Impression) (fcap.RecordStatus, error) {
+	return e.RecordWrite(nil, viewer, imp)
+}
+
+// RecordWrite is Record that reports the viewer it changed through w
+// (see Write): a Recorded impression, or one naming a reservation (which
+// is dropped whatever the status).
+func (e *Engine) RecordWrite(w *Write, viewer string, imp fcap.Impression) (st fcap.RecordStatus, err error) {
 	if err := e.validateViewer(viewer); err != nil {
 		return 0, err
 	}
@@ -41,6 +48,13 @@ func (e *Engine) Record(viewer string, imp fcap.Impression) (fcap.RecordStatus, 
 	s := e.stripeOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if w != nil {
+		defer func() {
+			if err == nil && (st == fcap.Recorded || imp.Reservation != 0) {
+				w.wrote(e, s, h)
+			}
+		}()
+	}
 	v := s.lookup(h)
 	if v != nil && v.ext != nil && imp.Reservation != 0 {
 		before := v.bytes()

@@ -15,6 +15,12 @@ import "github.com/fcap-io/fcap"
 // to a later window) no longer counts, and is left alone. The high-water
 // mark does not move back.
 func (e *Engine) Revoke(viewer string, now int64, caps ...fcap.Cap) (bool, error) {
+	return e.RevokeWrite(nil, viewer, now, caps)
+}
+
+// RevokeWrite is Revoke that reports the viewer it changed through w
+// (see Write).
+func (e *Engine) RevokeWrite(w *Write, viewer string, now int64, caps []fcap.Cap) (removed bool, err error) {
 	if err := e.validateViewer(viewer); err != nil {
 		return false, err
 	}
@@ -31,12 +37,18 @@ func (e *Engine) Revoke(viewer string, now int64, caps ...fcap.Cap) (bool, error
 	s := e.stripeOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if w != nil {
+		defer func() {
+			if err == nil && removed {
+				w.wrote(e, s, h)
+			}
+		}()
+	}
 	v := s.lookup(h)
 	if v == nil {
 		return false, nil
 	}
 	before, keys := v.bytes(), v.nkeys()
-	removed := false
 	for i, kh := range khs {
 		if !firstOf(khs, i) {
 			continue

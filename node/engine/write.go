@@ -1,0 +1,70 @@
+package engine
+
+// Writes and their journal.
+//
+// A node logs the state a write leaves a viewer in (node/wal), and
+// replicates that viewer to its backups. The *Write variants of the
+// write operations (AllowWrite, RecordWrite, ReserveWrite, ReleaseWrite,
+// RevokeWrite) say which viewer they changed, so the caller does not
+// hash the viewer id again, and append its new state to a Journal under
+// the viewer's stripe lock: the same lock the write took, once. One
+// viewer's states reach the journal in the order its writes happened, so
+// replaying the journal leaves each viewer as its last write did.
+//
+// Every append to a journal happens under a stripe lock (LogState too):
+// a journal's own lock is always taken inside a stripe's, never around
+// one.
+
+// Journal receives the state writes leave viewers in (node/wal's
+// Log.Append).
+type Journal interface {
+	// Append appends one record: fill appends the viewer's state to dst
+	// and returns it with the time from which the state no longer
+	// matters (as ExportUntil). Append returns the record's sequence
+	// number, 0 when it keeps none. It must not call into the engine.
+	Append(fill func(dst []byte) ([]byte, int64)) uint64
+}
+
+// Write carries a write's journal in and what the write changed out.
+// Reset it (or use a new one) before each write.
+type Write struct {
+	// Journal, if not nil, receives the changed viewer's state.
+	Journal Journal
+
+	// Changed says the write changed a viewer; Key is that viewer's key
+	// (ViewerKey of its id), Seq the journal's sequence number of its
+	// new state (0 without a journal, or when the journal kept none).
+	Changed bool
+	Key     uint64
+	Seq     uint64
+
+	e *Engine
+	v *viewer // the changed viewer, while fill runs
+}
+
+// wrote records that the write changed the viewer with key h, and logs
+// its state. The caller holds s.mu.
+func (w *Write) wrote(e *Engine, s *stripe, h uint64) {
+	w.Changed, w.Key = true, h
+	if w.Journal == nil {
+		return
+	}
+	w.e, w.v = e, s.lookup(h)
+	w.Seq = w.Journal.Append(w.fill)
+	w.e, w.v = nil, nil
+}
+
+func (w *Write) fill(dst []byte) ([]byte, int64) { return w.e.exportUntil(dst, w.Key, w.v) }
+
+// LogState appends the current state of the viewer with the given key to
+// j under its stripe lock, for a change made without a *Write operation
+// (a merge from a peer, an identity change). It returns the record's
+// sequence number.
+func (e *Engine) LogState(j Journal, key uint64) uint64 {
+	s := e.stripeOf(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := Write{Journal: j}
+	w.wrote(e, s, key)
+	return w.Seq
+}
