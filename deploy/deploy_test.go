@@ -25,7 +25,7 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 	cfg.Registerer = reg
 	cfg.Gatherer = reg
 	cfg.HTTPAPI = false
-	cfg.DataDir = t.TempDir() // the log and snapshot metrics exist only on a durable node
+	cfg.Storage.DataDir = t.TempDir() // the log and snapshot metrics exist only on a durable node
 	nd, err := node.Start(cfg)
 	if err != nil {
 		t.Fatal(err)

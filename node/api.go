@@ -26,16 +26,16 @@ func (n *Node) startAPI() error {
 	cfg.Registerer = n.cfg.Registerer
 	// The API's client reaches the nodes as any client does: over TLS
 	// when they serve it, and with tokens when they require them.
-	cfg.TLS = n.cfg.PeerTLS
+	cfg.TLS = n.cfg.Security.PeerTLS
 	// The API refuses at once what this node's engine would refuse.
 	cfg.Limits = n.cfg.Engine.Limits()
 	opts := httpapi.Options{MaxBody: n.cfg.APIMaxBody, Timeout: n.cfg.APITimeout, Clock: n.clock, MaxClockSkew: n.cfg.MaxClockSkew}
-	if len(n.cfg.Tokens) > 0 {
+	if len(n.cfg.Security.Tokens) > 0 {
 		// HTTP callers present an ad server's or operator's token; the
 		// client itself uses one too (a peer token may not check).
 		opts.Tokens = map[string]bool{}
-		for tok, role := range n.cfg.Tokens {
-			if rolePerms[role].may(proto.TypeAllow) {
+		for tok, role := range n.cfg.Security.Tokens {
+			if role.Perms().May(proto.TypeAllow) {
 				opts.Tokens[tok] = true
 				if cfg.Token == "" || role == RoleAdServer {
 					cfg.Token = tok

@@ -1,150 +1,26 @@
 package node
 
 import (
-	"bufio"
-	"crypto/sha256"
-	"crypto/subtle"
-	"errors"
 	"fmt"
 	"io"
-	"strings"
 
+	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/proto"
 )
 
-// Role is what a token lets a connection do.
-type Role uint8
+// Role is what a token lets a connection do (security.Role).
+type Role = security.Role
 
-// The roles. 0 is no role: a connection that has not authenticated.
+// The roles (security.RoleAdServer and the others).
 const (
-	// RoleAdServer may ask what ad servers ask: ping, topology, check,
-	// allow, record, reserve, release.
-	RoleAdServer Role = iota + 1
-	// RoleOperator may send every request: the ad server's, status,
-	// drain, gossip keys, and the peers'.
-	RoleOperator
-	// RolePeer is another node: ping, topology, replication and
-	// partition requests.
-	RolePeer
+	RoleAdServer = security.RoleAdServer
+	RoleOperator = security.RoleOperator
+	RolePeer     = security.RolePeer
 )
 
-var roleNames = map[Role]string{RoleAdServer: "adserver", RoleOperator: "operator", RolePeer: "peer"}
-
-// String returns the role's name as the tokens file spells it.
-func (r Role) String() string {
-	if s, ok := roleNames[r]; ok {
-		return s
-	}
-	return fmt.Sprintf("role(%d)", uint8(r))
-}
-
-// perms is a set of message types, one bit per type (every request type
-// is below 64).
-type perms uint64
-
-func permsOf(ts ...proto.Type) perms {
-	var p perms
-	for _, t := range ts {
-		p |= 1 << t
-	}
-	return p
-}
-
-// may reports whether the set holds t; a type past 63 is in no set.
-func (p perms) may(t proto.Type) bool { return t < 64 && p&(1<<t) != 0 }
-
-// allPerms allows everything: nodes without tokens, and operators.
-const allPerms = ^perms(0)
-
-var rolePerms = map[Role]perms{
-	RoleAdServer: permsOf(proto.TypePing, proto.TypeTopologyRequest, proto.TypeCheck, proto.TypeAllow,
-		proto.TypeRecord, proto.TypeReserve, proto.TypeRelease, proto.TypeLink, proto.TypeUnlink, proto.TypeResolve, proto.TypeUndo),
-	RoleOperator: allPerms,
-	RolePeer:     permsOf(proto.TypePing, proto.TypeTopologyRequest, proto.TypeReplicate, proto.TypeSyncRequest, proto.TypeLinkDevice),
-}
-
-// minTokenLen is the shortest token a tokens file may hold.
-const minTokenLen = 16
-
-// ParseTokens reads a tokens file: one "role token" per line (roles
-// adserver, operator, peer), blank lines and lines starting with # are
-// skipped. A token is at least 16 characters and maps to one role;
-// several tokens may share a role (to rotate one: add the new token,
-// move the clients, remove the old). peer is the file's last peer
-// token: the one a node presents to the others (Config.PeerToken), so a
-// new peer token is appended, given to every node, then the old one
-// removed. Errors never quote a token.
+// ParseTokens reads a tokens file (security.ParseTokens).
 func ParseTokens(r io.Reader) (tokens map[string]Role, peer string, err error) {
-	byName := map[string]Role{}
-	for role, name := range roleNames {
-		byName[name] = role
-	}
-	tokens = map[string]Role{}
-	sc := bufio.NewScanner(r)
-	for line := 1; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		fields := strings.Fields(text)
-		if len(fields) != 2 {
-			return nil, "", fmt.Errorf("tokens line %d: want \"role token\"", line)
-		}
-		role, ok := byName[fields[0]]
-		if !ok {
-			return nil, "", fmt.Errorf("tokens line %d: unknown role %q (adserver, operator or peer)", line, fields[0])
-		}
-		tok := fields[1]
-		if len(tok) < minTokenLen {
-			return nil, "", fmt.Errorf("tokens line %d: token shorter than %d characters", line, minTokenLen)
-		}
-		if old, dup := tokens[tok]; dup && old != role {
-			return nil, "", fmt.Errorf("tokens line %d: token already given role %s", line, old)
-		}
-		tokens[tok] = role
-		if role == RolePeer {
-			peer = tok
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, "", err
-	}
-	if len(tokens) == 0 {
-		return nil, "", errors.New("tokens file holds no token")
-	}
-	if peer == "" {
-		return nil, "", errors.New("tokens file holds no peer token: nodes could not replicate to each other")
-	}
-	return tokens, peer, nil
-}
-
-// tokenTable finds a token's role comparing SHA-256 digests in constant
-// time, every entry each time, so the answer's timing says nothing of
-// how much of a token matched.
-type tokenTable []tokenEntry
-
-type tokenEntry struct {
-	sum  [sha256.Size]byte
-	role Role
-}
-
-func newTokenTable(tokens map[string]Role) tokenTable {
-	t := make(tokenTable, 0, len(tokens))
-	for tok, role := range tokens {
-		t = append(t, tokenEntry{sha256.Sum256([]byte(tok)), role})
-	}
-	return t
-}
-
-func (t tokenTable) role(token string) Role {
-	sum := sha256.Sum256([]byte(token))
-	var found Role
-	for i := range t {
-		if subtle.ConstantTimeCompare(sum[:], t[i].sum[:]) == 1 {
-			found = t[i].role
-		}
-	}
-	return found
+	return security.ParseTokens(r)
 }
 
 // hello answers a Hello: the connection takes the token's role, or is
@@ -158,13 +34,13 @@ func (h *handler) hello(out []byte, hdr proto.Header, body []byte, epoch uint64)
 	if len(h.n.tokens) == 0 {
 		return h.reply(out, hdr.ID, &proto.HelloResult{}, opHello)
 	}
-	role := h.n.tokens.role(m.Token)
+	role := h.n.tokens.Role(m.Token)
 	if role == 0 {
 		h.perms, h.hangup = 0, true
 		h.n.metrics.authFailures.Inc()
 		return h.failErr(out, hdr, refusal(proto.CodeUnauthenticated, "unknown token"), epoch, opHello)
 	}
-	h.perms = rolePerms[role]
+	h.perms = role.Perms()
 	h.role = role
 	return h.reply(out, hdr.ID, &proto.HelloResult{Role: role.String()}, opHello)
 }
@@ -177,4 +53,10 @@ func (h *handler) deny(out []byte, hdr proto.Header, epoch uint64) ([]byte, opKi
 		err = refusal(proto.CodePermissionDenied, "role %s may not send %s", h.role, hdr.Type)
 	}
 	return h.failErr(out, hdr, err, epoch, opDenied)
+}
+
+// refusal is an error answer with a message of its own, so the client
+// reads "fcap: bad request: <message>" rather than the sentinel twice.
+func refusal(code proto.Code, format string, args ...any) *proto.Error {
+	return &proto.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }

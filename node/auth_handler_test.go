@@ -33,8 +33,8 @@ func authNode(t *testing.T) *Node {
 	cfg := DefaultLocalConfig("auth")
 	cfg.HTTPAddr = ""
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg.Tokens = map[string]Role{"adserver-token-0001": RoleAdServer, "peer-token-00000001": RolePeer}
-	cfg.PeerToken = "peer-token-00000001"
+	cfg.Security.Tokens = map[string]Role{"adserver-token-0001": RoleAdServer, "peer-token-00000001": RolePeer}
+	cfg.Security.PeerToken = "peer-token-00000001"
 	n, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,7 +13,9 @@ import (
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/node/httpapi"
-	"github.com/fcap-io/fcap/node/wal"
+	"github.com/fcap-io/fcap/node/replication"
+	"github.com/fcap-io/fcap/node/security"
+	"github.com/fcap-io/fcap/node/storage"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -126,10 +127,6 @@ type Config struct {
 	// Default false: they expose internals and cost CPU while running.
 	Pprof bool
 
-	// ReplicationTimeout bounds one replication message to a peer (its
-	// write and its answer). Default 10s.
-	ReplicationTimeout time.Duration
-
 	// MaxDevicesPerViewer bounds the devices linked to one viewer
 	// (identity). Default 32.
 	MaxDevicesPerViewer int
@@ -147,14 +144,14 @@ type Config struct {
 	// clients move to the new owners without a failed call. Default 2s.
 	Linger time.Duration
 
-	// DropGrace is how long the state of a partition this node no longer
-	// owns is kept before it is dropped. Default 60s.
-	DropGrace time.Duration
+	// Replication paces and bounds replication and partition moves
+	// (Timeout, TransferRate, DropGrace, SyncTimeout); the node fills in
+	// the rest. Default replication.DefaultConfig().
+	Replication replication.Config
 
-	// SyncTimeout is how long a node waits for a partition's hand-over
-	// before it serves the partition with what it holds (the sender
-	// failed in the middle; its last writes may be missing). Default 10s.
-	SyncTimeout time.Duration
+	// Security is what the data plane trusts: TLS, and the tokens of
+	// its connections. Default: plaintext, no authentication.
+	Security security.Config
 
 	// Bootstrap lets a node given seeds (Membership.Seeds) form a new
 	// cluster alone when, after SyncTimeout, it has joined none of them.
@@ -163,69 +160,10 @@ type Config struct {
 	// A node without seeds always forms its own. Default false.
 	Bootstrap bool
 
-	// TLS, if not nil, serves the data plane over TLS only, with this
-	// config: its certificate, and ClientAuth and ClientCAs to require
-	// and verify client certificates. A client that does not speak TLS
-	// gets one plaintext Error frame (CodeUnsupported) and is closed.
-	// Default nil: plaintext.
-	TLS *tls.Config
-
-	// PeerTLS, if not nil, dials other nodes' data planes (replication,
-	// partition requests) over TLS with this config: RootCAs verify the
-	// peers, Certificates are the client certificate they may require.
-	// Required when TLS is set: every node of a cluster serves TLS or
-	// none does. Default nil: plaintext.
-	PeerTLS *tls.Config
-
-	// Tokens, when not empty, makes every data-plane connection
-	// authenticate: its first frame is a Hello with one of these tokens,
-	// and the token's role decides what it may ask (see Role). A request
-	// before a valid Hello gets ErrUnauthenticated, one outside the role
-	// ErrPermissionDenied; either changes nothing. ParseTokens reads a
-	// tokens file. Default nil: no authentication.
-	Tokens map[string]Role
-
-	// PeerToken is the token this node presents to other nodes (Hello on
-	// its replication and partition-request connections): a peer (or
-	// operator) token of Tokens, which every node of the cluster shares.
-	// Required when Tokens is set. Default empty.
-	PeerToken string
-
-	// TransferRate caps the bytes per second this node sends in
-	// whole-partition transfers (joins, re-replication after a crash),
-	// over all peers, so moving partitions does not starve the data
-	// plane. Changes and hand-overs are not throttled. 0 means
-	// unlimited. Default 64 MiB/s.
-	TransferRate int64
-
-	// DataDir, when set, makes the node durable: it logs every write to
-	// a write-ahead log there, snapshots its state, and loads both at
-	// start before it serves (durable.go). Empty: memory only.
-	DataDir string
-
-	// Fsync is when the log fsyncs: wal.Always acknowledges a write only
-	// once it is on disk (group commit), wal.Interval fsyncs every
-	// FsyncInterval, wal.Never leaves it to the kernel. Under every
-	// policy a write is acknowledged only once its record is written to
-	// the OS, so a process crash loses nothing acknowledged. Default
-	// Interval.
-	Fsync wal.Policy
-
-	// FsyncInterval is how often the log fsyncs under wal.Interval.
-	// Default 10ms.
-	FsyncInterval time.Duration
-
-	// SegmentSize is the size of a log segment file. Default 64 MiB.
-	SegmentSize int64
-
-	// SnapshotInterval is how often the node snapshots its state into
-	// DataDir, so a restart replays only the log after it. 0 disables
-	// snapshots. Default 5m.
-	SnapshotInterval time.Duration
-
-	// PruneInterval is how often log segments no longer needed (covered
-	// by a snapshot, or aged out) are deleted. Default 30s.
-	PruneInterval time.Duration
+	// Storage makes the node durable when its DataDir is set: a
+	// write-ahead log, snapshots, and their load at start. Default
+	// storage.DefaultConfig(): memory only.
+	Storage storage.Config
 }
 
 // DefaultConfig returns a production configuration: a one-node cluster
@@ -249,23 +187,15 @@ func DefaultConfig() Config {
 
 		HandshakeTimeout:    2 * time.Second,
 		MaxClockSkew:        time.Minute,
-		ReplicationTimeout:  10 * time.Second,
 		StrictTimeout:       time.Second,
 		MaxDevicesPerViewer: 32,
 		DrainTimeout:        60 * time.Second,
 		Linger:              2 * time.Second,
-		DropGrace:           60 * time.Second,
-		SyncTimeout:         10 * time.Second,
-		TransferRate:        64 << 20,
 
-		HTTPAPI:          true,
-		APITimeout:       20 * time.Millisecond,
-		APIMaxBody:       httpapi.DefaultMaxBody,
-		Fsync:            wal.Interval,
-		FsyncInterval:    10 * time.Millisecond,
-		SegmentSize:      64 << 20,
-		SnapshotInterval: 5 * time.Minute,
-		PruneInterval:    30 * time.Second,
+		HTTPAPI:    true,
+		APITimeout: 20 * time.Millisecond,
+		APIMaxBody: httpapi.DefaultMaxBody,
+		Storage:    storage.DefaultConfig(),
 	}
 	c.Membership.Memberlist.BindAddr = "127.0.0.1"
 	c.Membership.Memberlist.BindPort = 7946
@@ -288,8 +218,7 @@ func DefaultLocalConfig(name string) Config {
 	c.Engine = engine.DefaultLocalConfig()
 	c.DrainTimeout = 20 * time.Second
 	c.Linger = 500 * time.Millisecond
-	c.DropGrace = 5 * time.Second
-	c.SyncTimeout = 10 * time.Second
+	c.Replication.DropGrace = 5 * time.Second
 	return c
 }
 
@@ -339,27 +268,17 @@ func (c *Config) Validate() error {
 	if c.MaxDevicesPerViewer < 1 {
 		errs = append(errs, fmt.Errorf("node config: MaxDevicesPerViewer must be at least 1, got %d", c.MaxDevicesPerViewer))
 	}
-	if c.ReplicationTimeout <= 0 || c.StrictTimeout <= 0 || c.DrainTimeout <= 0 || c.Linger < 0 || c.DropGrace <= 0 || c.SyncTimeout <= 0 {
-		errs = append(errs, errors.New("node config: ReplicationTimeout, StrictTimeout, DrainTimeout, DropGrace and SyncTimeout must be positive, Linger not negative"))
+	if c.StrictTimeout <= 0 || c.DrainTimeout <= 0 || c.Linger < 0 {
+		errs = append(errs, errors.New("node config: StrictTimeout and DrainTimeout must be positive, Linger not negative"))
 	}
-	if c.TLS != nil && len(c.TLS.Certificates) == 0 && c.TLS.GetCertificate == nil && c.TLS.GetConfigForClient == nil {
-		errs = append(errs, errors.New("node config: TLS has no certificate"))
+	if err := c.Security.Validate(); err != nil {
+		errs = append(errs, err)
 	}
-	if c.TLS != nil && c.PeerTLS == nil {
-		errs = append(errs, errors.New("node config: TLS is set but PeerTLS is not: peers serve TLS too, so dialing them needs it"))
+	if err := c.Replication.Validate(); err != nil {
+		errs = append(errs, err)
 	}
-	if len(c.Tokens) > 0 {
-		if r := c.Tokens[c.PeerToken]; r != RolePeer && r != RoleOperator {
-			errs = append(errs, errors.New("node config: Tokens is set but PeerToken is not one of its peer tokens: nodes could not replicate"))
-		}
-	}
-	if c.TransferRate < 0 {
-		errs = append(errs, fmt.Errorf("node config: TransferRate must not be negative, got %d", c.TransferRate))
-	}
-	if c.DataDir != "" {
-		if c.Fsync > wal.Never || c.FsyncInterval <= 0 || c.SegmentSize < 4096 || c.SnapshotInterval < 0 || c.PruneInterval <= 0 {
-			errs = append(errs, fmt.Errorf("node config: with a DataDir, Fsync must be a wal policy, FsyncInterval and PruneInterval positive, SegmentSize at least 4 KiB, SnapshotInterval not negative"))
-		}
+	if err := c.Storage.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.Engine.Validate(); err != nil {
 		errs = append(errs, err)

@@ -19,8 +19,8 @@ const (
 
 // withTokens makes a node require tokens.
 func withTokens(c *node.Config) {
-	c.Tokens = map[string]node.Role{connsToken: node.RoleAdServer, connsPeer: node.RolePeer}
-	c.PeerToken = connsPeer
+	c.Security.Tokens = map[string]node.Role{connsToken: node.RoleAdServer, connsPeer: node.RolePeer}
+	c.Security.PeerToken = connsPeer
 }
 
 // wireConn is a data-plane connection driven frame by frame.

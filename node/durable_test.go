@@ -20,8 +20,8 @@ import (
 func startDurable(t *testing.T, dir string, mutate ...func(*node.Config)) *node.Node {
 	t.Helper()
 	nodes := startCluster(t, 1, append([]func(*node.Config){func(c *node.Config) {
-		c.DataDir = dir
-		c.Fsync = wal.Always
+		c.Storage.DataDir = dir
+		c.Storage.Fsync = wal.Always
 	}}, mutate...)...)
 	return nodes[0]
 }
@@ -143,7 +143,7 @@ func TestSnapshotPlusLogTail(t *testing.T) {
 // cut replays every write the snapshot may have missed.
 func TestSnapshotDuringWrites(t *testing.T) {
 	dir := t.TempDir()
-	n := startDurable(t, dir, func(c *node.Config) { c.Fsync = wal.Interval })
+	n := startDurable(t, dir, func(c *node.Config) { c.Storage.Fsync = wal.Interval })
 	c := newClient(t, []*node.Node{n})
 	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 1000, Window: 1 << 40}
 	const viewers, writers = 30, 4

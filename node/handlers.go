@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -33,7 +34,7 @@ type handler struct {
 
 	// perms are the request types this connection may send: all of
 	// them when the node has no tokens, else those of role, set by Hello.
-	perms perms
+	perms security.Perms
 	role  Role
 	// hangup closes the connection once the response is written (a
 	// failed Hello: no guessing tokens on one connection).
@@ -53,7 +54,7 @@ type handler struct {
 var handlerSlots atomic.Int64
 
 func newHandler(n *Node) *handler {
-	h := &handler{n: n, slot: int(handlerSlots.Add(1)), perms: allPerms}
+	h := &handler{n: n, slot: int(handlerSlots.Add(1)), perms: security.AllPerms}
 	if len(n.tokens) > 0 {
 		h.perms = 0
 	}
@@ -126,7 +127,7 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 	if hdr.Type == proto.TypeHello {
 		return h.hello(out, hdr, body, v.ring.Epoch())
 	}
-	if h.perms != allPerms && !h.perms.may(hdr.Type) {
+	if h.perms != security.AllPerms && !h.perms.May(hdr.Type) {
 		return h.deny(out, hdr, v.ring.Epoch())
 	}
 	if int(hdr.Type) < len(ops) && ops[hdr.Type] != nil {

@@ -5,6 +5,10 @@ import (
 	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fcap-io/fcap/node/statuspage"
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
 )
 
 // httpHandler serves metrics and health for operators and load balancers.
@@ -25,7 +29,7 @@ func (n *Node) httpHandler() http.Handler {
 		}
 		w.Write([]byte("ready\n"))
 	})
-	mux.HandleFunc("GET /{$}", n.serveStatusPage)
+	mux.Handle("GET /{$}", n.page)
 	if n.cfg.HTTPAPI {
 		mux.HandleFunc("/v1/", n.serveAPI)
 	}
@@ -38,4 +42,25 @@ func (n *Node) httpHandler() http.Handler {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return n.metrics.http.wrap(mux)
+}
+
+// pageSource is the node as its status page reads it.
+type pageSource struct{ n *Node }
+
+func (s pageSource) Name() string          { return s.n.cfg.Name }
+func (s pageSource) Ring() *ring.Ring      { return s.n.Ring() }
+func (s pageSource) Status() *proto.Status { return s.n.status() }
+
+func (s pageSource) Counters() statuspage.Counters {
+	m := s.n.metrics
+	c := statuspage.Counters{
+		SyncRefusals:   int64(counterValue(m.syncingRefusals)),
+		BackupReads:    int64(counterValue(m.backupReads)),
+		StrictFailures: int64(counterValue(m.strictFailures)),
+	}
+	if s.n.apiClient != nil {
+		st := s.n.apiClient.Stats()
+		c.APICalls, c.APIFailOpen = st.Calls, st.FailOpen
+	}
+	return c
 }

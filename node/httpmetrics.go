@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fcap-io/fcap/node/statuspage"
 )
 
 // HTTP metrics: every request to the HTTP address (the JSON API, the
 // probes, /metrics, the status page), by route and status code, and its
 // latency by route. Routes are the fixed list the status page shows
-// (httpEndpoints); anything else is "other", so a scanner cannot grow the
+// (statuspage.Endpoints); anything else is "other", so a scanner cannot grow the
 // label set.
 
 type httpMetrics struct {
@@ -39,7 +41,7 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 	}
 	// Every route's series exist from the start, at 0, so rates and
 	// ratios have a base before the first request.
-	for _, e := range httpEndpoints {
+	for _, e := range statuspage.Endpoints {
 		m.requests.WithLabelValues(e.Path, "200")
 		m.latency.WithLabelValues(e.Path)
 	}
@@ -48,7 +50,7 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 
 // httpRoute names the route of a path for the metrics' labels.
 func httpRoute(path string) string {
-	for _, e := range httpEndpoints {
+	for _, e := range statuspage.Endpoints {
 		if path == e.Path || strings.HasSuffix(e.Path, "/") && e.Path != "/" && strings.HasPrefix(path, e.Path) {
 			return e.Path
 		}

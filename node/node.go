@@ -24,6 +24,9 @@ import (
 	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/node/httpapi"
 	"github.com/fcap-io/fcap/node/replication"
+	"github.com/fcap-io/fcap/node/security"
+	"github.com/fcap-io/fcap/node/statuspage"
+	"github.com/fcap-io/fcap/node/storage"
 	"github.com/fcap-io/fcap/ring"
 )
 
@@ -33,7 +36,7 @@ type Node struct {
 	cfg     Config
 	log     *slog.Logger
 	engine  *engine.Engine
-	durable *durable       // the data dir's log and snapshots; nil when memory only
+	durable *storage.Store // the data dir's log and snapshots; nil when memory only
 	journal engine.Journal // durable as the engine's journal; nil (untyped) when memory only
 	members *gossip.Membership
 	metrics *metrics
@@ -45,8 +48,7 @@ type Node struct {
 	httpLn    net.Listener
 	api       atomic.Pointer[httpapi.API] // the JSON API, once its client is up
 	apiClient *client.Client
-	page      statusPage
-	recent    recentEvents
+	page      *statuspage.Page
 
 	view   atomic.Pointer[view] // the ring as this node routes by
 	ringMu sync.Mutex           // orders view changes (gossip callbacks and Start)
@@ -59,12 +61,11 @@ type Node struct {
 	activate chan struct{}
 	replans  chan struct{}
 
-	tokens tokenTable // Config.Tokens; empty: no authentication
+	tokens security.TokenTable // Security.Tokens; empty: no authentication
 
 	grants grantMemory // strict grants a client may give back (undo.go)
 
-	// keyMu orders changes of the gossip keyring (GossipKey requests).
-	keyMu sync.Mutex
+	gossipKeys *security.GossipKeys // GossipKey requests
 
 	drainOnce sync.Once
 	drainErr  error
@@ -142,8 +143,10 @@ func Start(cfg Config) (*Node, error) {
 		activate: make(chan struct{}, 1),
 		replans:  make(chan struct{}, 1),
 	}
-	n.tokens = newTokenTable(cfg.Tokens)
+	n.tokens = security.NewTokenTable(cfg.Security.Tokens)
 	n.peers = newPeers(cfg)
+	n.page = statuspage.New(pageSource{n}, client.NodeStatus, n.log)
+	n.gossipKeys = security.NewGossipKeys(cfg.Membership.Memberlist, cfg.Name, n.log)
 	eng, err := engine.New(cfg.Engine)
 	if err != nil {
 		return nil, err
@@ -152,17 +155,10 @@ func Start(cfg Config) (*Node, error) {
 	if n.metrics, err = newMetrics(cfg.Registerer, n); err != nil {
 		return nil, err
 	}
-	n.repl = replication.New(replication.Config{
-		Name:         cfg.Name,
-		Ring:         cfg.Membership.Ring,
-		Joins:        len(cfg.Membership.Seeds) > 0,
-		Bootstrap:    cfg.Bootstrap,
-		TransferRate: cfg.TransferRate,
-		Timeout:      cfg.ReplicationTimeout,
-		DropGrace:    cfg.DropGrace,
-		SyncTimeout:  cfg.SyncTimeout,
-		Logger:       n.log,
-	}, replication.Deps{
+	rc := cfg.Replication
+	rc.Name, rc.Ring, rc.Joins, rc.Logger = cfg.Name, cfg.Membership.Ring, len(cfg.Membership.Seeds) > 0, n.log
+	rc.Bootstrap = cfg.Bootstrap
+	n.repl = replication.New(rc, replication.Deps{
 		Engine: eng,
 		Log:    nodeLog{n},
 		Peers:  n.peers,
@@ -182,10 +178,17 @@ func Start(cfg Config) (*Node, error) {
 			ObserveHighWater: func(hw int64) { n.metrics.time.observe(n.engine, fromReplication, hw) },
 		},
 	})
-	if cfg.DataDir != "" {
+	if cfg.Storage.DataDir != "" {
 		// Loaded before anything listens: the node starts with what it
 		// held, then catches up from its peers as any restart does.
-		if n.durable, err = openDurable(cfg, eng, n.log, cfg.Registerer, n.metrics.time); err != nil {
+		observe := func(snapshot bool, hw int64) {
+			src := fromLog
+			if snapshot {
+				src = fromSnapshot
+			}
+			n.metrics.time.observe(eng, src, hw)
+		}
+		if n.durable, err = storage.Open(cfg.Storage, eng, n.log, cfg.Registerer, observe); err != nil {
 			return nil, fmt.Errorf("open data dir: %w", err)
 		}
 		n.journal = n.durable
@@ -231,14 +234,14 @@ func Start(cfg Config) (*Node, error) {
 	n.goFunc(func() { n.replanner(ctx) })
 	n.goFunc(func() { n.repl.Run(ctx) })
 	if n.durable != nil {
-		n.goFunc(func() { n.durable.run(ctx) })
+		n.goFunc(func() { n.durable.Run(ctx) })
 	}
 	n.maybeActivate()
 	n.goFunc(n.acceptLoop)
 	if err := n.startAPI(); err != nil {
 		n.log.Error("http api not started", "err", err)
 	}
-	n.goFunc(func() { n.recorder(ctx) }) // reads n.apiClient: after startAPI
+	n.goFunc(func() { n.page.Run(ctx) }) // reads n.apiClient: after startAPI
 	if n.http != nil {
 		n.goFunc(func() {
 			if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -257,8 +260,8 @@ func (n *Node) listen() error {
 	if n.data, err = net.Listen("tcp", n.cfg.DataAddr); err != nil {
 		return fmt.Errorf("listen data plane: %w", err)
 	}
-	if n.cfg.TLS != nil {
-		n.data = tls.NewListener(n.data, n.cfg.TLS)
+	if n.cfg.Security.TLS != nil {
+		n.data = tls.NewListener(n.data, n.cfg.Security.TLS)
 	}
 	n.dataAddr = n.cfg.AdvertiseDataAddr
 	if n.dataAddr == "" {
@@ -586,8 +589,35 @@ func (n *Node) closeDurable() error {
 	if n.durable == nil {
 		return nil
 	}
-	if err := n.durable.close(); err != nil {
+	if err := n.durable.Close(); err != nil {
 		return fmt.Errorf("close data dir: %w", err)
 	}
 	return nil
+}
+
+// Snapshot writes a snapshot of the node's state now (it also happens
+// every Storage.SnapshotInterval). It fails when the node has no data dir.
+func (n *Node) Snapshot() error {
+	if n.durable == nil {
+		return errors.New("snapshot: the node has no data dir")
+	}
+	return n.durable.Snapshot()
+}
+
+// logChange logs a viewer's state after a change made outside the
+// engine's *Write operations (a merge, an identity change); 0 when the
+// node keeps no log.
+func (n *Node) logChange(key uint64) uint64 {
+	if n.journal == nil {
+		return 0
+	}
+	return n.engine.LogState(n.journal, key)
+}
+
+// waitLogged returns once the record numbered seq is as durable as the
+// fsync policy promises.
+func (n *Node) waitLogged(seq uint64) {
+	if seq != 0 {
+		n.durable.Wait(seq)
+	}
 }

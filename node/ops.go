@@ -159,7 +159,7 @@ func (h *handler) gossipKey(out []byte, v *view, hdr proto.Header, body []byte) 
 	if err := proto.Decode(body, &m); err != nil {
 		return h.failErr(out, hdr, err, v.ring.Epoch(), opGossipKey)
 	}
-	res, err := h.n.gossipKey(&m)
+	res, err := h.n.gossipKeys.Apply(&m)
 	if err != nil {
 		return h.failErr(out, hdr, err, v.ring.Epoch(), opGossipKey)
 	}

@@ -20,12 +20,12 @@ type peers struct{ admin client.Admin }
 
 func newPeers(cfg Config) *peers {
 	p := &peers{admin: client.Admin{
-		TLS: cfg.PeerTLS,
+		TLS: cfg.Security.PeerTLS,
 		// Answers carry viewer states (LinkDevice) and topologies.
 		MaxFrame: max(cfg.MaxFrame, proto.MaxReplicateBytes+1<<16),
 	}}
-	if len(cfg.Tokens) > 0 {
-		p.admin.Token = cfg.PeerToken
+	if len(cfg.Security.Tokens) > 0 {
+		p.admin.Token = cfg.Security.PeerToken
 	}
 	return p
 }

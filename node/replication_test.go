@@ -158,7 +158,7 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 	// transfer: if it did, the first write would be answered only once
 	// the move was over, and far fewer than minWrites would be counted.
 	const strictTimeout, minWrites = 30 * time.Second, 5
-	slow := func(c *node.Config) { c.TransferRate, c.StrictTimeout = rate, strictTimeout }
+	slow := func(c *node.Config) { c.Replication.TransferRate, c.StrictTimeout = rate, strictTimeout }
 	nodes := startCluster(t, 2, slow)
 	// Load state straight into the engines of the viewers' owners.
 	load := fcap.Cap{Scope: "campaign", ID: "load", Limit: 8, Window: 1 << 40}
@@ -179,7 +179,7 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 
 	cfg := node.DefaultLocalConfig("node-new")
 	cfg.Logger = quiet
-	cfg.TransferRate, cfg.StrictTimeout = rate, strictTimeout
+	cfg.Replication.TransferRate, cfg.StrictTimeout = rate, strictTimeout
 	cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
 	start := time.Now()
 	late, err := node.Start(cfg)

@@ -25,7 +25,7 @@ func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
 	for i := range 2 {
 		cfg := DefaultLocalConfig(fmt.Sprintf("resend-%d", i))
 		cfg.Logger = quiet
-		cfg.TransferRate = 256 << 10 // a partition of a megabyte takes seconds
+		cfg.Replication.TransferRate = 256 << 10 // a partition of a megabyte takes seconds
 		if i > 0 {
 			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
 		}

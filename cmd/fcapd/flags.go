@@ -206,7 +206,7 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.APITimeout = o.apiTimeout
 	cfg.MaxClockSkew = o.maxClockSkew
 	cfg.Engine.MemoryLimit = o.memoryLimit
-	cfg.TransferRate = o.transferRate
+	cfg.Replication.TransferRate = o.transferRate
 	cfg.MaxConns, cfg.MaxFrame = o.maxConns, o.maxFrame
 	cfg.MaxPendingConns, cfg.HandshakeTimeout = o.maxPendingConns, o.handshakeTimeout
 	cfg.MaxDevicesPerViewer = o.maxDevices
@@ -255,7 +255,7 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 			return cfg, err
 		}
 	}
-	if cfg.TLS, cfg.PeerTLS, err = o.loadTLS(); err != nil {
+	if cfg.Security.TLS, cfg.Security.PeerTLS, err = o.loadTLS(); err != nil {
 		return cfg, err
 	}
 	if o.tokensFile != "" {
@@ -263,7 +263,7 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("--tokens-file: %w", err)
 		}
-		cfg.Tokens, cfg.PeerToken, err = node.ParseTokens(f)
+		cfg.Security.Tokens, cfg.Security.PeerToken, err = node.ParseTokens(f)
 		f.Close()
 		if err != nil {
 			return cfg, fmt.Errorf("--tokens-file %s: %w", o.tokensFile, err)

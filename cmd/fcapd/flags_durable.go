@@ -37,11 +37,11 @@ func (d *durableOptions) define(fs *flag.FlagSet, getenv func(string) string, de
 		return nil
 	}
 	fs.StringVar(&d.dir, "data-dir", env("FCAP_DATA_DIR", ""), "directory for the write-ahead log and snapshots; empty keeps counters in memory only (env FCAP_DATA_DIR)")
-	fs.StringVar(&d.fsync, "fsync", env("FCAP_FSYNC", def.Fsync.String()), "when the log fsyncs: always (a write is acknowledged once on disk, group commit), interval, or never (env FCAP_FSYNC)")
-	if err := dur(&d.fsyncInterval, "fsync-interval", "FCAP_FSYNC_INTERVAL", def.FsyncInterval, "how often --fsync interval fsyncs the log"); err != nil {
+	fs.StringVar(&d.fsync, "fsync", env("FCAP_FSYNC", def.Storage.Fsync.String()), "when the log fsyncs: always (a write is acknowledged once on disk, group commit), interval, or never (env FCAP_FSYNC)")
+	if err := dur(&d.fsyncInterval, "fsync-interval", "FCAP_FSYNC_INTERVAL", def.Storage.FsyncInterval, "how often --fsync interval fsyncs the log"); err != nil {
 		return err
 	}
-	return dur(&d.snapshotInterval, "snapshot-interval", "FCAP_SNAPSHOT_INTERVAL", def.SnapshotInterval, "how often to snapshot the counters into --data-dir; 0 disables")
+	return dur(&d.snapshotInterval, "snapshot-interval", "FCAP_SNAPSHOT_INTERVAL", def.Storage.SnapshotInterval, "how often to snapshot the counters into --data-dir; 0 disables")
 }
 
 func (d *durableOptions) apply(cfg *node.Config) error {
@@ -49,10 +49,10 @@ func (d *durableOptions) apply(cfg *node.Config) error {
 	if err != nil {
 		return fmt.Errorf("--fsync: %w", err)
 	}
-	cfg.DataDir = d.dir
-	cfg.Fsync = p
-	cfg.FsyncInterval = d.fsyncInterval
-	cfg.SnapshotInterval = d.snapshotInterval
+	cfg.Storage.DataDir = d.dir
+	cfg.Storage.Fsync = p
+	cfg.Storage.FsyncInterval = d.fsyncInterval
+	cfg.Storage.SnapshotInterval = d.snapshotInterval
 	return nil
 }
 

@@ -23,8 +23,8 @@ func TestDefaultsMakeAOneNodeLoopbackCluster(t *testing.T) {
 	if cfg.DataAddr != "127.0.0.1:7700" || cfg.HTTPAddr != "127.0.0.1:7780" || ml.BindAddr != "127.0.0.1" || ml.BindPort != 7946 {
 		t.Errorf("defaults: data %s http %s gossip %s:%d", cfg.DataAddr, cfg.HTTPAddr, ml.BindAddr, ml.BindPort)
 	}
-	if len(cfg.Membership.Seeds) != 0 || cfg.Membership.Ring.Replicas != 2 || cfg.Engine.MemoryLimit <= 0 || cfg.TransferRate != 64<<20 {
-		t.Errorf("seeds %v replicas %d memory %d transfer rate %d", cfg.Membership.Seeds, cfg.Membership.Ring.Replicas, cfg.Engine.MemoryLimit, cfg.TransferRate)
+	if len(cfg.Membership.Seeds) != 0 || cfg.Membership.Ring.Replicas != 2 || cfg.Engine.MemoryLimit <= 0 || cfg.Replication.TransferRate != 64<<20 {
+		t.Errorf("seeds %v replicas %d memory %d transfer rate %d", cfg.Membership.Seeds, cfg.Membership.Ring.Replicas, cfg.Engine.MemoryLimit, cfg.Replication.TransferRate)
 	}
 }
 

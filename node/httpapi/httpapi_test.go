@@ -300,8 +300,8 @@ func TestTokens(t *testing.T) {
 	cfg := node.DefaultLocalConfig("api-tokens")
 	cfg.Logger = quiet
 	cfg.APITimeout = 2 * time.Second
-	cfg.Tokens = map[string]node.Role{ad: node.RoleAdServer, peer: node.RolePeer}
-	cfg.PeerToken = peer
+	cfg.Security.Tokens = map[string]node.Role{ad: node.RoleAdServer, peer: node.RolePeer}
+	cfg.Security.PeerToken = peer
 	nd, err := node.Start(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,34 +12,56 @@ import (
 	"github.com/fcap-io/fcap/ring"
 )
 
-// Config configures a Replicator. The node fills it from its own Config.
+// Config configures a Replicator. Start from DefaultConfig; the node
+// fills in Name, Ring, Joins and Logger.
 type Config struct {
-	// Name is this node's member name.
+	// Timeout bounds one replication message to a peer: its write and
+	// its answer. Default 10s.
+	Timeout time.Duration
+	// TransferRate caps the bytes per second this node sends in
+	// whole-partition transfers (joins, re-replication after a crash),
+	// over all peers, so moving partitions does not starve the data
+	// plane. Changes and hand-overs are not throttled. 0 means
+	// unlimited. Default 64 MiB/s.
+	TransferRate int64
+	// DropGrace is how long the state of a partition this node no
+	// longer owns is kept before it is dropped. Default 60s.
+	DropGrace time.Duration
+	// SyncTimeout is how long a node waits for a partition's hand-over
+	// before it serves the partition with what it holds (the sender
+	// failed in the middle; its last writes may be missing). Default 10s.
+	SyncTimeout time.Duration
+
+	// Name is this node's member name. Set by the node.
 	Name string
 	// Ring configures the rings this node builds (the future ring, with
-	// Joining members Active and Leaving ones gone). Its Partitions is
-	// the number of partitions tracked.
+	// Joining members Active and Leaving ones gone); its Partitions is
+	// the number of partitions tracked. Set by the node.
 	Ring ring.Config
 	// Joins says the node was told to join others (it has seeds): it
-	// bootstraps a fresh cluster only once its ring holds them.
+	// bootstraps a fresh cluster only once its ring holds them. Set by
+	// the node.
 	Joins bool
 	// Bootstrap lets a node that Joins, has never had a peer and whose
 	// ring holds only itself claim the partitions it waited SyncTimeout
-	// for: form a new cluster alone. Without it such a node waits.
+	// for: form a new cluster alone. Without it such a node waits. Set
+	// by the node (its Config.Bootstrap).
 	Bootstrap bool
-	// TransferRate caps the bytes per second sent in whole-partition
-	// transfers, over all peers; 0 means unlimited.
-	TransferRate int64
-	// Timeout bounds one replication message: its write and its answer.
-	Timeout time.Duration
-	// DropGrace is how long the state of a partition this node no
-	// longer owns is kept before Run drops it.
-	DropGrace time.Duration
-	// SyncTimeout is how long a partition's hand-over is awaited before
-	// Run claims the partition with what this node holds.
-	SyncTimeout time.Duration
-	// Logger receives the replicator's logs.
+	// Logger receives the replicator's logs. Set by the node.
 	Logger *slog.Logger
+}
+
+// DefaultConfig returns the production defaults.
+func DefaultConfig() Config {
+	return Config{Timeout: 10 * time.Second, TransferRate: 64 << 20, DropGrace: 60 * time.Second, SyncTimeout: 10 * time.Second}
+}
+
+// Validate checks the fields a caller sets.
+func (c *Config) Validate() error {
+	if c.Timeout <= 0 || c.DropGrace <= 0 || c.SyncTimeout <= 0 || c.TransferRate < 0 {
+		return fmt.Errorf("replication config: Timeout (%v), DropGrace (%v) and SyncTimeout (%v) must be positive, TransferRate (%d) not negative", c.Timeout, c.DropGrace, c.SyncTimeout, c.TransferRate)
+	}
+	return nil
 }
 
 // Deps are what a Replicator needs of the node.

@@ -1,9 +1,11 @@
-package node
+// Package storage makes a node durable (Config.DataDir): a write-ahead
+// log of the states writes leave viewers in, periodic snapshots, and the
+// load of both at start.
+package storage
 
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,8 +21,6 @@ import (
 	"github.com/fcap-io/fcap/node/wal"
 )
 
-// Durability (Config.DataDir).
-//
 // The node logs state, not operations, the way it replicates: after a
 // write changes a viewer (a client's Record, Allow, Reserve or Release,
 // or a state applied from replication), it appends the viewer's whole
@@ -35,9 +35,10 @@ import (
 // what its RAM held, backups included: a whole cluster killed at once
 // comes back with every partition, and a node that was a backup serves
 // what it held if it must (the usual catch-up rules still apply, see
-// replicate.go: a restarted node that has peers waits for their push).
+// node/replication: a restarted node that has peers waits for their
+// push).
 //
-// Without a data dir none of this exists: n.durable is nil and the
+// Without a data dir none of this exists: the node has no Store and the
 // request path pays one nil check.
 
 // Record kinds of the node's log payloads (append only).
@@ -45,12 +46,13 @@ const (
 	logState byte = 1 // high-water uint64, then an engine state
 )
 
-// durable is the node's log and snapshots.
-type durable struct {
-	cfg    Config
-	log    *wal.Log
-	eng    *engine.Engine
-	logger *slog.Logger
+// Store is a node's log and snapshots.
+type Store struct {
+	cfg     Config
+	log     *wal.Log
+	eng     *engine.Engine
+	logger  *slog.Logger
+	observe func(fromSnapshot bool, highWater int64)
 
 	keepFrom atomic.Uint64 // log segments below this id are covered by a snapshot
 
@@ -62,14 +64,18 @@ type durable struct {
 
 	fsyncSeconds prometheus.Histogram
 	badRecords   atomic.Int64 // records that decoded but did not import
-
-	times *timeMetrics // counts high-water marks clamped at load
 }
 
-// openDurable opens the data dir, loads what it holds into eng and
-// starts the log. It runs before the node serves anything.
-func openDurable(cfg Config, eng *engine.Engine, logger *slog.Logger, reg prometheus.Registerer, tm *timeMetrics) (*durable, error) {
-	d := &durable{cfg: cfg, eng: eng, logger: logger, times: tm}
+// Open opens the data dir, loads what it holds into eng and starts the
+// log. It runs before the node serves anything. observe, if not nil, sees
+// the high-water mark of every state loaded, in order, and must advance
+// eng's (engine.Observe) as it sees fit; nil advances it unchecked. Its
+// metrics register on reg.
+func Open(cfg Config, eng *engine.Engine, logger *slog.Logger, reg prometheus.Registerer, observe func(fromSnapshot bool, highWater int64)) (*Store, error) {
+	if observe == nil {
+		observe = func(_ bool, hw int64) { eng.Observe(hw) }
+	}
+	d := &Store{cfg: cfg, eng: eng, logger: logger, observe: observe}
 	d.fsyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fcap_log_fsync_seconds",
 		Help:    "Time each fsync of the write-ahead log took.",
@@ -95,8 +101,8 @@ func openDurable(cfg Config, eng *engine.Engine, logger *slog.Logger, reg promet
 	// On every core: the snapshot's states, then the log's, each viewer's
 	// in order on one goroutine (load.go).
 	ld := newLoader(runtime.GOMAXPROCS(0), d.apply)
-	from, snapshots := d.loadSnapshot(d.observing(fromSnapshot, ld.add))
-	st, err := l.Replay(from, d.observing(fromLog, ld.add))
+	from, snapshots := d.loadSnapshot(d.observing(true, ld.add))
+	st, err := l.Replay(from, d.observing(false, ld.add))
 	ld.wait()
 	if err != nil {
 		return nil, err
@@ -122,10 +128,10 @@ func openDurable(cfg Config, eng *engine.Engine, logger *slog.Logger, reg promet
 // mark is counted by its source. A mark beyond the node's clock (a log
 // written by a node that took callers' times on trust, or whose clock
 // ran ahead) is clamped and counted.
-func (d *durable) observing(src timeSource, add func([]byte)) func([]byte) {
+func (d *Store) observing(fromSnapshot bool, add func([]byte)) func([]byte) {
 	return func(p []byte) {
 		if len(p) >= 9 && p[0] == logState {
-			d.times.observe(d.eng, src, int64(binary.LittleEndian.Uint64(p[1:])))
+			d.observe(fromSnapshot, int64(binary.LittleEndian.Uint64(p[1:])))
 		}
 		add(p)
 	}
@@ -134,7 +140,7 @@ func (d *durable) observing(src timeSource, add func([]byte)) func([]byte) {
 // apply loads one logged payload's state into the engine (its
 // high-water mark was observed as it was read). Bad bytes are counted
 // and skipped, never fatal.
-func (d *durable) apply(p []byte) {
+func (d *Store) apply(p []byte) {
 	if len(p) < 9 || p[0] != logState {
 		d.badRecords.Add(1)
 		return
@@ -150,7 +156,7 @@ func (d *durable) apply(p []byte) {
 // under the viewer's stripe lock: the payload is the log record kind, the
 // engine's high-water mark, then the state. It returns the record's
 // sequence number for Wait.
-func (d *durable) Append(fill func(dst []byte) ([]byte, int64)) uint64 {
+func (d *Store) Append(fill func(dst []byte) ([]byte, int64)) uint64 {
 	return d.log.Append(func(b []byte) ([]byte, int64) {
 		b = append(b, logState)
 		b = binary.LittleEndian.AppendUint64(b, uint64(d.eng.HighWater()))
@@ -158,8 +164,8 @@ func (d *durable) Append(fill func(dst []byte) ([]byte, int64)) uint64 {
 	})
 }
 
-// run prunes the log and takes snapshots until ctx is done.
-func (d *durable) run(ctx context.Context) {
+// Run prunes the log and takes snapshots until ctx is done.
+func (d *Store) Run(ctx context.Context) {
 	t := time.NewTicker(d.cfg.PruneInterval)
 	defer t.Stop()
 	var snap <-chan time.Time
@@ -175,19 +181,19 @@ func (d *durable) run(ctx context.Context) {
 		case <-t.C:
 			d.prune()
 		case <-snap:
-			if err := d.snapshot(); err != nil {
+			if err := d.Snapshot(); err != nil {
 				d.logger.Error("storage: snapshot failed; the log keeps everything since the last one", "err", err)
 			}
 		}
 	}
 }
 
-func (d *durable) snapDir() string { return filepath.Join(d.cfg.DataDir, "snapshots") }
+func (d *Store) snapDir() string { return filepath.Join(d.cfg.DataDir, "snapshots") }
 
 // loadSnapshot gives apply the states of the newest snapshot that loads
 // whole, and returns the log segment to replay from (0, everything, when
 // none does) and the number of states it held.
-func (d *durable) loadSnapshot(apply func([]byte)) (from, records uint64) {
+func (d *Store) loadSnapshot(apply func([]byte)) (from, records uint64) {
 	snaps, err := wal.Snapshots(d.snapDir())
 	if err != nil {
 		d.logger.Error("storage: cannot list snapshots; replaying the whole log", "err", err)
@@ -208,11 +214,11 @@ func (d *durable) loadSnapshot(apply func([]byte)) (from, records uint64) {
 	return 0, 0
 }
 
-// snapshot writes every viewer's state to a new snapshot while writes go
+// Snapshot writes every viewer's state to a new snapshot while writes go
 // on, then deletes what it makes useless. The log is cut first: every
 // write logged after the cut replays after the snapshot, and replaying a
 // state the snapshot already holds changes nothing.
-func (d *durable) snapshot() error {
+func (d *Store) Snapshot() error {
 	d.snapMu.Lock()
 	defer d.snapMu.Unlock()
 	start := time.Now()
@@ -256,26 +262,22 @@ func (d *durable) snapshot() error {
 	return nil
 }
 
-// Snapshot writes a snapshot of the node's state now (it also happens
-// every Config.SnapshotInterval). It fails when the node has no data dir.
-func (n *Node) Snapshot() error {
-	if n.durable == nil {
-		return errors.New("snapshot: the node has no data dir")
-	}
-	return n.durable.snapshot()
-}
-
 // prune deletes log segments that a snapshot covers or whose every state
 // has aged out of its longest window.
-func (d *durable) prune() {
+func (d *Store) prune() {
 	if n := d.log.Prune(d.eng.HighWater(), d.keepFrom.Load()); n > 0 {
 		d.logger.Debug("storage: deleted log segments", "segments", n)
 	}
 }
 
-func (d *durable) close() error { return d.log.Close() }
+// Close writes and fsyncs what the log holds and closes it.
+func (d *Store) Close() error { return d.log.Close() }
 
-func (d *durable) register(reg prometheus.Registerer) error {
+// Wait returns once the record numbered seq (Append) is as durable as the
+// fsync policy promises.
+func (d *Store) Wait(seq uint64) { d.log.Wait(seq) }
+
+func (d *Store) register(reg prometheus.Registerer) error {
 	stat := func(f func(wal.Stats) float64) func() float64 {
 		return func() float64 { return f(d.log.Stats()) }
 	}
@@ -312,21 +314,4 @@ func (d *durable) register(reg prometheus.Registerer) error {
 		}
 	}
 	return nil
-}
-
-// logChange logs a viewer's state after a write changed it; 0 when the
-// node keeps no log.
-func (n *Node) logChange(key uint64) uint64 {
-	if n.journal == nil {
-		return 0
-	}
-	return n.engine.LogState(n.journal, key)
-}
-
-// waitLogged returns once the record logChange numbered seq is as
-// durable as the fsync policy promises.
-func (n *Node) waitLogged(seq uint64) {
-	if seq != 0 {
-		n.durable.log.Wait(seq)
-	}
 }

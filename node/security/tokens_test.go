@@ -1,4 +1,4 @@
-package node
+package security
 
 import (
 	"strings"
@@ -50,26 +50,26 @@ func TestRolePermissions(t *testing.T) {
 			[]proto.Type{proto.TypeCheck, proto.TypeAllow, proto.TypeStatusRequest, proto.TypeDrain, proto.TypeGossipKey, proto.TypeReplicate},
 			nil},
 	} {
-		p := rolePerms[c.role]
+		p := c.role.Perms()
 		for _, ty := range c.may {
-			if !p.may(ty) {
+			if !p.May(ty) {
 				t.Errorf("%s may not send %s", c.role, ty)
 			}
 		}
 		for _, ty := range c.not {
-			if p.may(ty) {
+			if p.May(ty) {
 				t.Errorf("%s may send %s", c.role, ty)
 			}
 		}
 	}
-	if (perms(0)).may(200) || rolePerms[RoleAdServer].may(200) {
+	if (Perms(0)).May(200) || RoleAdServer.Perms().May(200) {
 		t.Error("a type past 63 is allowed")
 	}
 }
 
 func TestTokenTable(t *testing.T) {
-	tt := newTokenTable(map[string]Role{"aaaaaaaaaaaaaaaa": RoleAdServer, "pppppppppppppppp": RolePeer})
-	if tt.role("aaaaaaaaaaaaaaaa") != RoleAdServer || tt.role("pppppppppppppppp") != RolePeer || tt.role("aaaaaaaaaaaaaaa") != 0 || tt.role("") != 0 {
+	tt := NewTokenTable(map[string]Role{"aaaaaaaaaaaaaaaa": RoleAdServer, "pppppppppppppppp": RolePeer})
+	if tt.Role("aaaaaaaaaaaaaaaa") != RoleAdServer || tt.Role("pppppppppppppppp") != RolePeer || tt.Role("aaaaaaaaaaaaaaa") != 0 || tt.Role("") != 0 {
 		t.Error("token lookup")
 	}
 }

@@ -1,24 +1,45 @@
-package node
+package security
 
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/hashicorp/memberlist"
 
 	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/proto"
 )
 
-// gossipKey applies a GossipKey request to this node's own gossip
-// keyring (the one memberlist encrypts and decrypts with) and describes
-// the keyring afterwards. Nothing is persisted: a restarted node starts
-// with the key its flags give.
-func (n *Node) gossipKey(m *proto.GossipKey) (*proto.GossipKeyResult, error) {
-	kr := n.cfg.Membership.Memberlist.Keyring
-	if kr == nil || len(kr.GetKeys()) == 0 {
-		return nil, refusal(proto.CodeUnsupported, "gossip encryption is off on %s (start it with --gossip-key-file)", n.cfg.Name)
+// GossipKeys applies GossipKey requests to a node's own gossip keyring
+// (the one memberlist encrypts and decrypts with), one at a time.
+type GossipKeys struct {
+	mu   sync.Mutex         // orders changes of the keyring
+	ml   *memberlist.Config // its Keyring, set once memberlist starts
+	name string
+	log  *slog.Logger
+}
+
+// NewGossipKeys returns the operations on the keyring of the node name's
+// memberlist config (nil, or none, when gossip encryption is off).
+func NewGossipKeys(ml *memberlist.Config, name string, log *slog.Logger) *GossipKeys {
+	return &GossipKeys{ml: ml, name: name, log: log}
+}
+
+// Apply applies a GossipKey request and describes the keyring
+// afterwards. Nothing is persisted: a restarted node starts with the key
+// its flags give.
+func (g *GossipKeys) Apply(m *proto.GossipKey) (*proto.GossipKeyResult, error) {
+	var kr *memberlist.Keyring
+	if g.ml != nil {
+		kr = g.ml.Keyring
 	}
-	n.keyMu.Lock()
-	defer n.keyMu.Unlock()
+	if kr == nil || len(kr.GetKeys()) == 0 {
+		return nil, refusal(proto.CodeUnsupported, "gossip encryption is off on %s (start it with --gossip-key-file)", g.name)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	var key []byte
 	if m.Op != proto.GossipKeyList {
 		var err error
@@ -33,17 +54,17 @@ func (n *Node) gossipKey(m *proto.GossipKey) (*proto.GossipKeyResult, error) {
 		if err := kr.AddKey(key); err != nil {
 			return nil, refusal(proto.CodeBadRequest, "install key %s: %v", fp, err)
 		}
-		n.log.Info("gossip key installed", "key", fp)
+		g.log.Info("gossip key installed", "key", fp)
 	case proto.GossipKeyUse:
 		if err := kr.UseKey(key); err != nil {
 			return nil, refusal(proto.CodeBadRequest, "use key %s: %v", fp, err)
 		}
-		n.log.Info("gossip key in use", "key", fp)
+		g.log.Info("gossip key in use", "key", fp)
 	case proto.GossipKeyRemove:
 		if err := removeGossipKey(kr, key); err != nil {
 			return nil, refusal(proto.CodeBadRequest, "remove key %s: %v", fp, err)
 		}
-		n.log.Info("gossip key removed", "key", fp)
+		g.log.Info("gossip key removed", "key", fp)
 	default:
 		return nil, refusal(proto.CodeBadRequest, "unknown gossip key operation %d", m.Op)
 	}

@@ -1,9 +1,15 @@
-package node
+// Package statuspage serves a node's status page: the cluster as the node
+// sees it, in one self-contained HTML page (no scripts, no external
+// assets) that reloads itself. Each member's figures come from its own
+// Status over the data plane; request rates are the change since the
+// previous page load.
+package statuspage
 
 import (
 	"context"
 	"fmt"
 	"html/template"
+	"log/slog"
 	"math"
 	"net/http"
 	"sort"
@@ -11,14 +17,52 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
 )
 
-// The status page at / : the cluster as this node sees it, in one
-// self-contained HTML page (no scripts, no external assets) that reloads
-// itself. Each member's figures come from its own Status over the data
-// plane; request rates are the change since the previous page load.
+// Source is what the page reads of its node.
+type Source interface {
+	// Name is the node's member name.
+	Name() string
+	// Ring is the ring the node routes by.
+	Ring() *ring.Ring
+	// Status is the node's own status, as it answers a StatusRequest.
+	Status() *proto.Status
+	// Counters are the node's cumulative event counts.
+	Counters() Counters
+}
+
+// Counters are a node's cumulative counts of the events that make ad
+// servers fall back.
+type Counters struct {
+	APICalls       int64 // JSON API calls
+	APIFailOpen    int64 // JSON API calls answered by the failure policy as open
+	SyncRefusals   int64 // requests refused while their partition was arriving
+	BackupReads    int64 // checks answered as a backup (the owner was unreachable)
+	StrictFailures int64 // strict writes refused: a backup did not acknowledge
+}
+
+// StatusFunc asks the member at addr for its status.
+type StatusFunc func(ctx context.Context, addr string) (*proto.Status, error)
+
+// Page is a node's status page, an http.Handler for "GET /".
+type Page struct {
+	src      Source
+	statusOf StatusFunc
+	log      *slog.Logger
+
+	mu   sync.Mutex
+	last map[string]pageSample // guarded by mu
+
+	recent recentEvents
+}
+
+// New returns the status page of the node src describes; statusOf asks
+// the other members for theirs.
+func New(src Source, statusOf StatusFunc, log *slog.Logger) *Page {
+	return &Page{src: src, statusOf: statusOf, log: log, last: map[string]pageSample{}}
+}
 
 type pageMember struct {
 	Name, Addr, State, Color string
@@ -51,7 +95,7 @@ type pageData struct {
 	// The fail-over chart's time axis: a label every two minutes.
 	Ticks []pageTick
 	// Endpoints lists everything the HTTP address serves, for the footer.
-	Endpoints             []pageEndpoint
+	Endpoints             []Endpoint
 	BackupReads, Syncing  uint64
 	APIFailOpen, APICalls int64
 	Generated             string
@@ -69,11 +113,12 @@ type pageTick struct {
 	Anchor string // the end labels stay inside the chart
 }
 
-type pageEndpoint struct{ Method, Path, What string }
+// Endpoint is one route of a node's HTTP address.
+type Endpoint struct{ Method, Path, What string }
 
-// httpEndpoints is everything a node's HTTP address may serve, in the
+// Endpoints is everything a node's HTTP address may serve, in the
 // footer's order. A test keeps it in step with the routes.
-var httpEndpoints = []pageEndpoint{
+var Endpoints = []Endpoint{
 	{"GET", "/", "this page"},
 	{"GET", "/metrics", "Prometheus metrics"},
 	{"GET", "/healthz", "alive"},
@@ -100,63 +145,57 @@ type pageSample struct {
 	requests uint64
 }
 
-type statusPage struct {
-	mu   sync.Mutex
-	last map[string]pageSample // guarded by mu
-}
-
 var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"}
 
-func (n *Node) serveStatusPage(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP renders the page.
+func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/" {
 		http.NotFound(w, r)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	d := n.pageData(ctx)
+	d := p.data(ctx)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := pageTemplate.Execute(w, d); err != nil {
-		n.log.Debug("status page", "err", err)
+		p.log.Debug("status page", "err", err)
 	}
 }
 
-func (n *Node) pageData(ctx context.Context) *pageData {
-	rg := n.Ring()
+func (p *Page) data(ctx context.Context) *pageData {
+	self := p.src.Name()
+	rg := p.src.Ring()
 	members := rg.Members()
 	d := &pageData{
-		Self:       n.cfg.Name,
+		Self:       self,
 		Epoch:      fmt.Sprintf("%016x", rg.Epoch()),
 		Partitions: rg.Partitions(),
-		Replicas:   n.cfg.Membership.Ring.Replicas,
+		Replicas:   rg.Replicas(),
 		Generated:  time.Now().UTC().Format(time.RFC3339),
-		Endpoints:  httpEndpoints,
+		Endpoints:  Endpoints,
 	}
 	// Every member's status, asked concurrently (this node's directly).
 	statuses := make([]*proto.Status, len(members))
 	errs := make([]error, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {
-		if m.Name == n.cfg.Name {
-			statuses[i] = n.status()
+		if m.Name == self {
+			statuses[i] = p.src.Status()
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			statuses[i], errs[i] = client.NodeStatus(ctx, m.Addr)
+			statuses[i], errs[i] = p.statusOf(ctx, m.Addr)
 		}()
 	}
 	wg.Wait()
 
-	n.page.mu.Lock()
-	if n.page.last == nil {
-		n.page.last = map[string]pageSample{}
-	}
+	p.mu.Lock()
 	now := time.Now()
 	colors := map[string]string{}
 	for i, m := range members {
-		pm := pageMember{Name: m.Name, Addr: m.Addr, State: m.State.String(), Color: palette[i%len(palette)], Self: m.Name == n.cfg.Name, Rate: "-", Lag: "-", Memory: "-"}
+		pm := pageMember{Name: m.Name, Addr: m.Addr, State: m.State.String(), Color: palette[i%len(palette)], Self: m.Name == self, Rate: "-", Lag: "-", Memory: "-"}
 		colors[m.Name] = pm.Color
 		if st := statuses[i]; st != nil {
 			pm.Reachable = true
@@ -165,16 +204,16 @@ func (n *Node) pageData(ctx context.Context) *pageData {
 			pm.Memory = humanBytes(st.Bytes)
 			pm.Syncing, pm.UnderRepl, pm.Queue = st.Syncing, st.UnderReplicated, st.ReplicationQueue
 			pm.Lag = (time.Duration(st.LagMillis) * time.Millisecond).String()
-			if prev, ok := n.page.last[m.Name]; ok && st.Requests >= prev.requests && now.Sub(prev.at) > 0 {
+			if prev, ok := p.last[m.Name]; ok && st.Requests >= prev.requests && now.Sub(prev.at) > 0 {
 				pm.Rate = fmt.Sprintf("%.0f/s", float64(st.Requests-prev.requests)/now.Sub(prev.at).Seconds())
 			}
-			n.page.last[m.Name] = pageSample{now, st.Requests}
+			p.last[m.Name] = pageSample{now, st.Requests}
 		} else if errs[i] != nil {
 			pm.Err = errs[i].Error()
 		}
 		d.Members = append(d.Members, pm)
 	}
-	n.page.mu.Unlock()
+	p.mu.Unlock()
 	sort.SliceStable(d.Members, func(i, j int) bool { return d.Members[i].Name < d.Members[j].Name })
 
 	// The ring: one arc per partition, in its primary's color; the
@@ -182,9 +221,9 @@ func (n *Node) pageData(ctx context.Context) *pageData {
 	const cx, cy, r0, r1 = 160.0, 160.0, 90.0, 150.0
 	P := rg.Partitions()
 	primaries := map[string]int{}
-	for p := range P {
-		owners := rg.Owners(p)
-		color, title := "#dddddd", fmt.Sprintf("partition %d: no owner", p)
+	for part := range P {
+		owners := rg.Owners(part)
+		color, title := "#dddddd", fmt.Sprintf("partition %d: no owner", part)
 		if len(owners) == 0 {
 			d.Unowned++
 		} else {
@@ -194,10 +233,10 @@ func (n *Node) pageData(ctx context.Context) *pageData {
 				names = append(names, rg.Member(o).Name)
 			}
 			color = colors[names[0]]
-			title = fmt.Sprintf("partition %d: %v", p, names)
+			title = fmt.Sprintf("partition %d: %v", part, names)
 		}
-		a0 := 2*math.Pi*float64(p)/float64(P) - math.Pi/2
-		a1 := 2*math.Pi*float64(p+1)/float64(P) - math.Pi/2
+		a0 := 2*math.Pi*float64(part)/float64(P) - math.Pi/2
+		a1 := 2*math.Pi*float64(part+1)/float64(P) - math.Pi/2
 		path := fmt.Sprintf("M%.1f,%.1f A%.0f,%.0f 0 0 1 %.1f,%.1f L%.1f,%.1f A%.0f,%.0f 0 0 0 %.1f,%.1f Z",
 			cx+r1*math.Cos(a0), cy+r1*math.Sin(a0), r1, r1, cx+r1*math.Cos(a1), cy+r1*math.Sin(a1),
 			cx+r0*math.Cos(a1), cy+r0*math.Sin(a1), r0, r0, cx+r0*math.Cos(a0), cy+r0*math.Sin(a0))
@@ -208,13 +247,10 @@ func (n *Node) pageData(ctx context.Context) *pageData {
 		m.RingPrimaries = primaries[m.Name]
 		m.Share = fmt.Sprintf("%.1f%%", 100*float64(m.RingPrimaries)/float64(max(P, 1)))
 	}
-	d.BackupReads = uint64(counterValue(n.metrics.backupReads))
-	d.Syncing = uint64(counterValue(n.metrics.syncingRefusals))
-	if n.apiClient != nil {
-		st := n.apiClient.Stats()
-		d.APIFailOpen, d.APICalls = st.FailOpen, st.Calls
-	}
-	d.recent(n.recentHistory())
+	c := p.src.Counters()
+	d.BackupReads, d.Syncing = uint64(c.BackupReads), uint64(c.SyncRefusals)
+	d.APIFailOpen, d.APICalls = c.APIFailOpen, c.APICalls
+	d.recent(p.history())
 	return d
 }
 

@@ -1,4 +1,4 @@
-package node
+package statuspage
 
 import (
 	"context"
@@ -39,23 +39,21 @@ type recentEvents struct {
 }
 
 // counters reads the cumulative counters.
-func (n *Node) recentCounters() recentSample {
-	s := recentSample{
+func (p *Page) counters() recentSample {
+	c := p.src.Counters()
+	return recentSample{
 		At:             time.Now(),
-		SyncRefusals:   int64(counterValue(n.metrics.syncingRefusals)),
-		BackupReads:    int64(counterValue(n.metrics.backupReads)),
-		StrictFailures: int64(counterValue(n.metrics.strictFailures)),
+		APIFailOpen:    c.APIFailOpen,
+		SyncRefusals:   c.SyncRefusals,
+		BackupReads:    c.BackupReads,
+		StrictFailures: c.StrictFailures,
 	}
-	if n.apiClient != nil {
-		s.APIFailOpen = n.apiClient.Stats().FailOpen
-	}
-	return s
 }
 
 // sampleRecent records one step.
-func (n *Node) sampleRecent() {
-	cur := n.recentCounters()
-	r := &n.recent
+func (p *Page) sample() {
+	cur := p.counters()
+	r := &p.recent
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d := recentSample{
@@ -72,18 +70,18 @@ func (n *Node) sampleRecent() {
 	}
 }
 
-// recentHistory returns the steps recorded, oldest first.
-func (n *Node) recentHistory() []recentSample {
-	n.recent.mu.Lock()
-	defer n.recent.mu.Unlock()
-	return append([]recentSample(nil), n.recent.samples...)
+// history returns the steps recorded, oldest first.
+func (p *Page) history() []recentSample {
+	p.recent.mu.Lock()
+	defer p.recent.mu.Unlock()
+	return append([]recentSample(nil), p.recent.samples...)
 }
 
-// recorder samples every recentStep until ctx ends.
-func (n *Node) recorder(ctx context.Context) {
-	n.recent.mu.Lock()
-	n.recent.last = n.recentCounters()
-	n.recent.mu.Unlock()
+// Run samples the recent fail-overs every recentStep until ctx ends.
+func (p *Page) Run(ctx context.Context) {
+	p.recent.mu.Lock()
+	p.recent.last = p.counters()
+	p.recent.mu.Unlock()
 	t := time.NewTicker(recentStep)
 	defer t.Stop()
 	for {
@@ -91,7 +89,7 @@ func (n *Node) recorder(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			n.sampleRecent()
+			p.sample()
 		}
 	}
 }
