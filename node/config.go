@@ -192,10 +192,11 @@ func DefaultConfig() Config {
 		DrainTimeout:        60 * time.Second,
 		Linger:              2 * time.Second,
 
-		HTTPAPI:    true,
-		APITimeout: 20 * time.Millisecond,
-		APIMaxBody: httpapi.DefaultMaxBody,
-		Storage:    storage.DefaultConfig(),
+		HTTPAPI:     true,
+		APITimeout:  20 * time.Millisecond,
+		APIMaxBody:  httpapi.DefaultMaxBody,
+		Storage:     storage.DefaultConfig(),
+		Replication: replication.DefaultConfig(),
 	}
 	c.Membership.Memberlist.BindAddr = "127.0.0.1"
 	c.Membership.Memberlist.BindPort = 7946

@@ -4,7 +4,6 @@
 package node
 
 import (
-	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node/conns"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/node/httpapi"
@@ -70,16 +70,7 @@ type Node struct {
 	drainOnce sync.Once
 	drainErr  error
 
-	connMu sync.Mutex
-	// The fields below are guarded by connMu.
-	// conns holds the open data-plane connections, evicted ones
-	// included until they close.
-	conns map[net.Conn]*connState
-	// pending holds the connections that have not authenticated, oldest
-	// first (*connState); authed counts those that have. Together they
-	// are the places taken under MaxConns.
-	pending *list.List
-	authed  int
+	conns *conns.Places // the data-plane connections
 
 	stopSweep context.CancelFunc
 	wg        sync.WaitGroup // every goroutine the node starts
@@ -138,8 +129,6 @@ func Start(cfg Config) (*Node, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.Name),
 		clock:    cfg.Clock,
-		conns:    map[net.Conn]*connState{},
-		pending:  list.New(),
 		activate: make(chan struct{}, 1),
 		replans:  make(chan struct{}, 1),
 	}
@@ -155,6 +144,7 @@ func Start(cfg Config) (*Node, error) {
 	if n.metrics, err = newMetrics(cfg.Registerer, n); err != nil {
 		return nil, err
 	}
+	n.conns = conns.New(cfg.MaxConns, cfg.MaxPendingConns, conns.Metrics{Open: n.metrics.conns, Pending: n.metrics.pendingConns, Evicted: n.metrics.evictedConns})
 	rc := cfg.Replication
 	rc.Name, rc.Ring, rc.Joins, rc.Logger = cfg.Name, cfg.Membership.Ring, len(cfg.Membership.Seeds) > 0, n.log
 	rc.Bootstrap = cfg.Bootstrap
@@ -474,7 +464,7 @@ leave:
 		// take its partitions; a new owner that waits for a hand-over
 		// from this node asks for it (sync.go), and this node, which
 		// writes nothing now, sends it.
-		if err := n.handedOver(ctx, last); err != nil {
+		if err := n.repl.HandedOver(ctx, last); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -573,7 +563,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		n.closeConns()
+		n.conns.CloseAll()
 		<-done
 		errs = append(errs, fmt.Errorf("shutdown: %w", ctx.Err()))
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/fcap-io/fcap/node/conns"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -37,14 +38,14 @@ func (n *Node) acceptLoop() {
 			continue
 		}
 		backoff = 0
-		st := n.track(c)
+		st := n.conns.Track(c)
 		if st == nil {
 			n.metrics.refusedConns.Inc()
 			n.goFunc(func() { n.refuse(c) })
 			continue
 		}
 		n.goFunc(func() {
-			defer n.untrack(st)
+			defer n.conns.Untrack(st)
 			n.serveConn(st)
 		})
 	}
@@ -56,34 +57,15 @@ func (n *Node) acceptLoop() {
 // after doing so, and this sets deadlines after draining, so no read
 // sleeps through the drain.
 func (n *Node) drainConns(ctx context.Context) {
-	n.connMu.Lock()
-	for c := range n.conns {
-		// Wake blocked reads; buffered requests are still answered.
-		c.SetReadDeadline(time.Now())
-	}
-	n.connMu.Unlock()
+	n.conns.Drain()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	for {
-		n.connMu.Lock()
-		left := len(n.conns)
-		n.connMu.Unlock()
-		if left == 0 {
-			return
-		}
+	for n.conns.Open() > 0 {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-	}
-}
-
-func (n *Node) closeConns() {
-	n.connMu.Lock()
-	defer n.connMu.Unlock()
-	for c := range n.conns {
-		c.Close()
 	}
 }
 
@@ -104,8 +86,8 @@ const helloMaxFrame = 4 << 10
 // malformed beyond recovery, the connection idles out or does not
 // authenticate in time, loses its place to a newer one, or the node
 // drains.
-func (n *Node) serveConn(st *connState) {
-	c := st.c
+func (n *Node) serveConn(st *conns.Conn) {
+	c := st.Conn
 	if !n.handshake(c) {
 		return
 	}
@@ -207,7 +189,7 @@ func (n *Node) serveConn(st *connState) {
 			if !authed && (!tokens || h.role != 0) {
 				// Authenticated: a Hello with a token, or, on a node
 				// without tokens, a first complete request.
-				if !n.promote(st) {
+				if !n.conns.Promote(st) {
 					// It lost its place meanwhile; its answer may be
 					// pending apart, so the notice goes through w too.
 					out = h.fail(out, proto.Header{}, proto.CodeOverloaded, evictedMessage)

@@ -4,29 +4,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/node/storage"
 	"github.com/fcap-io/fcap/proto"
-	"github.com/fcap-io/fcap/ring"
 )
 
-// Reconciliation (fcapctl verify). A node digests what each viewer of
-// the asked partitions counts at the asked time (engine.Digest), from
-// its RAM and, when asked and it keeps a log, from what its snapshot and
-// log replay to. fcapctl compares the RAM digests of a partition's
-// owners, and each node's RAM with its log, so a counter that drifted
-// from its replicas or from the durable record surfaces instead of being
-// trusted.
-//
-// Writes go on while a node verifies. A viewer written after the log
-// was cut for the replay has a newer state in RAM than in the replayed
-// log; such viewers are found by reading the log written meanwhile, and
-// their log digest is taken to be their RAM digest (they are counted in
-// Changed, not judged).
-
-// inFlight is how long verify waits before its second cut, so that a
-// write that changed a viewer before the RAM pass has logged it (a
-// handler logs right after the engine call).
-const inFlight = 50 * time.Millisecond
+// Reconciliation (fcapctl verify): this node picks the partitions and
+// says which it holds; storage.Digests digests them, from RAM and from
+// the log.
 
 // verify answers a Verify.
 func (n *Node) verify(v *view, m *proto.Verify) (*proto.VerifyResult, error) {
@@ -44,111 +28,16 @@ func (n *Node) verify(v *view, m *proto.Verify) (*proto.VerifyResult, error) {
 			want[p] = true
 		}
 	}
-	accept := func(key uint64) bool { return want[ring.PartitionOf(key, P)] }
 	now := m.Now
 	if now <= 0 {
 		now = time.Now().UnixMilli()
 	}
 	res := &proto.VerifyResult{Node: n.cfg.Name, Epoch: v.ring.Epoch()}
-	index := make([]int, P)
 	for p := range P {
-		index[p] = -1
 		if want[p] {
-			index[p] = len(res.Partitions)
 			res.Partitions = append(res.Partitions, proto.PartitionDigest{Partition: uint32(p), Held: n.repl.Holds(p)})
 		}
 	}
-
-	// The log first: everything logged before the cut, replayed into a
-	// scratch engine (only the asked partitions: memory for those alone).
-	var replayed *engine.Engine
-	var cut uint64
-	if m.Log && n.durable != nil {
-		var err error
-		replayed, cut, err = n.durable.Replay(n.cfg.Engine, accept)
-		if err != nil {
-			res.LogError = err.Error()
-			replayed = nil
-		}
-	}
-
-	type digests struct{ ram, log uint64 }
-	var viewers map[uint64]*digests
-	if m.Viewers {
-		viewers = map[uint64]*digests{}
-	}
-	ram := map[uint64]uint64{} // only while the log is compared: RAM digests to stand in for changed viewers
-	n.engine.Keys(func(key uint64) bool {
-		p := ring.PartitionOf(key, P)
-		if !want[p] {
-			return true
-		}
-		d, _ := n.engine.Digest(key, now)
-		if d == 0 {
-			return true
-		}
-		pd := &res.Partitions[index[p]]
-		pd.Viewers++
-		pd.Sum = engine.CombineDigests(pd.Sum, d)
-		if replayed != nil {
-			ram[key] = d
-		}
-		if viewers != nil {
-			viewers[key] = &digests{ram: d}
-		}
-		return true
-	})
-
-	if replayed != nil {
-		time.Sleep(inFlight)
-		changed, err := n.durable.ChangedSince(cut)
-		if err != nil {
-			res.LogError = err.Error()
-		} else {
-			res.Logged = true
-			res.Changed = uint64(len(changed))
-			logDigest := func(key uint64) uint64 {
-				if changed[key] {
-					return ram[key]
-				}
-				d, _ := replayed.Digest(key, now)
-				return d
-			}
-			seen := map[uint64]bool{}
-			add := func(key uint64) {
-				if seen[key] {
-					return
-				}
-				seen[key] = true
-				d := logDigest(key)
-				if viewers != nil && (d != 0 || viewers[key] != nil) {
-					if viewers[key] == nil {
-						viewers[key] = &digests{}
-					}
-					viewers[key].log = d
-				}
-				if d == 0 {
-					return
-				}
-				pd := &res.Partitions[index[ring.PartitionOf(key, P)]]
-				pd.LogViewers++
-				pd.LogSum = engine.CombineDigests(pd.LogSum, d)
-			}
-			replayed.Keys(func(key uint64) bool { add(key); return true })
-			for key := range changed {
-				if accept(key) {
-					add(key)
-				}
-			}
-		}
-	}
-
-	for key, d := range viewers {
-		if len(res.Viewers) == proto.MaxVerifyViewers {
-			res.Truncated = true
-			break
-		}
-		res.Viewers = append(res.Viewers, proto.ViewerDigest{Key: key, Sum: d.ram, Log: d.log})
-	}
+	storage.Digests(n.engine, n.durable, n.cfg.Engine, want, now, m.Viewers, m.Log, res)
 	return res, nil
 }

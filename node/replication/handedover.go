@@ -1,4 +1,4 @@
-package node
+package replication
 
 import (
 	"context"
@@ -19,14 +19,14 @@ import (
 // deadline passes first, the drain fails and says which node still
 // waits for what.
 
-// handedOver polls the members of ring r other than this node until
+// HandedOver polls the members of ring x other than this node until
 // every one of them has a ring without this node and no partition it
 // waits for, or ctx ends; then it returns an error naming those that
 // have not.
-func (n *Node) handedOver(ctx context.Context, r *ring.Ring) error {
+func (r *Replicator) HandedOver(ctx context.Context, x *ring.Ring) error {
 	var peers []ring.Member
-	for _, m := range r.Members() {
-		if m.Name != n.cfg.Name && m.State.Owns() {
+	for _, m := range x.Members() {
+		if m.Name != r.cfg.Name && m.State.Owns() {
 			peers = append(peers, m)
 		}
 	}
@@ -36,7 +36,7 @@ func (n *Node) handedOver(ctx context.Context, r *ring.Ring) error {
 	for {
 		var waiting []string
 		for _, m := range peers {
-			if why := n.peerWaits(ctx, m); why != "" {
+			if why := r.peerWaits(ctx, m); why != "" {
 				waiting = append(waiting, m.Name+": "+why)
 			}
 		}
@@ -54,18 +54,18 @@ func (n *Node) handedOver(ctx context.Context, r *ring.Ring) error {
 // peerWaits asks a member whether it is done with this node's drain: ""
 // when its ring no longer holds this node and it waits for no partition,
 // otherwise why not.
-func (n *Node) peerWaits(ctx context.Context, m ring.Member) string {
+func (r *Replicator) peerWaits(ctx context.Context, m ring.Member) string {
 	var topo proto.Topology
-	if err := n.peers.Call(ctx, m.Addr, &proto.TopologyRequest{}, &topo); err != nil {
+	if err := r.peers.Call(ctx, m.Addr, &proto.TopologyRequest{}, &topo); err != nil {
 		return fmt.Sprintf("unreachable (%v)", err)
 	}
 	for _, x := range topo.Members {
-		if x.Name == n.cfg.Name {
-			return "its ring still holds " + n.cfg.Name
+		if x.Name == r.cfg.Name {
+			return "its ring still holds " + r.cfg.Name
 		}
 	}
 	var st proto.Status
-	if err := n.peers.Call(ctx, m.Addr, &proto.StatusRequest{}, &st); err != nil {
+	if err := r.peers.Call(ctx, m.Addr, &proto.StatusRequest{}, &st); err != nil {
 		return fmt.Sprintf("unreachable (%v)", err)
 	}
 	if st.Syncing > 0 {
