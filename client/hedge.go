@@ -216,6 +216,13 @@ func (c *Client) hedgedCheck(ctx context.Context, viewer string, req *proto.Chec
 		}
 	}
 	tm.Reset(time.Until(deadline))
+	return c.race(ctx, owner, backup, first, second, hedged, sentAt, tm)
+}
+
+// race waits for the first good answer of the owner's call and the
+// backup's, until tm (set to the deadline) fires.
+func (c *Client) race(ctx context.Context, owner, backup *peer, first, second *call, hedged bool, sentAt time.Time, tm *time.Timer) (*call, bool, error) {
+	var err error
 	for first != nil || second != nil {
 		var a, b <-chan struct{}
 		if first != nil {

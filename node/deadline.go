@@ -7,6 +7,7 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -44,11 +45,11 @@ func late(d time.Time) bool { return !d.IsZero() && !time.Now().Before(d) }
 // tooLate answers a request the node did not start because its budget ran
 // out before its turn came (it waited behind others on its connection,
 // or in the socket).
-func (h *handler) tooLate(out []byte, hdr proto.Header, epoch uint64, op opKind) ([]byte, opKind, outcome) {
-	h.n.metrics.lateRefusals.Inc()
+func (h *handler) tooLate(out []byte, hdr proto.Header, epoch uint64, op metrics.Op) ([]byte, metrics.Op, metrics.Outcome) {
+	h.n.metrics.LateRefusals.Inc()
 	msg := &proto.Error{Code: proto.CodeDeadlineExceeded, Message: "the request's budget ran out before it started", Epoch: epoch}
 	b, _ := proto.AppendFrame(out, hdr.ID, msg)
-	return b, op, outcomeDeadline
+	return b, op, metrics.OutcomeDeadline
 }
 
 // strictTimeout is how long a strict write may wait for its backups:
@@ -81,7 +82,7 @@ func (h *handler) revoke(viewer string, now int64, caps []fcap.Cap) {
 		h.n.log.Error("revoke a strict grant", "err", err)
 		return
 	}
-	h.n.metrics.strictRevoked.Inc()
+	h.n.metrics.StrictRevoked.Inc()
 }
 
 // unreserve takes back a strict reservation this node could not
@@ -90,7 +91,7 @@ func (h *handler) unreserve(viewer string, id uint64) {
 	wr := &write{v: h.enter(), eng: engine.Write{Journal: h.n.journal}}
 	h.n.engine.ReleaseWrite(&wr.eng, viewer, id)
 	h.commit(wr)
-	h.n.metrics.strictRevoked.Inc()
+	h.n.metrics.StrictRevoked.Inc()
 }
 
 // lateErr is the error a strict write whose sync ended with err answers

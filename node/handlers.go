@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
@@ -82,22 +83,22 @@ func (h *handler) leave(v *view) { v.plan.Leave(h.slot) }
 // handle answers one request, appending the response frame to out.
 func (h *handler) handle(out []byte, hdr proto.Header, body []byte) []byte {
 	h.start = time.Now()
-	var op opKind
-	var oc outcome
+	var op metrics.Op
+	var oc metrics.Outcome
 	if h.conn != nil && runsApart(hdr.Type) {
 		out, op, oc = h.apart(out, h.start, hdr, body)
 	} else {
 		out, op, oc = h.dispatch(out, h.n.view.Load(), hdr, body)
 	}
-	if oc != outcomeApart {
-		h.n.metrics.observe(op, oc, time.Since(h.start))
+	if oc != metrics.OutcomeApart {
+		h.n.metrics.Observe(op, oc, time.Since(h.start))
 	}
 	return out
 }
 
 // op answers one request type: parse, operate, answer (appending the
 // response frame to out). v is the view the request is routed by.
-type op func(h *handler, out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome)
+type op func(h *handler, out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome)
 
 // ops are the handlers by request type; Hello is answered before the
 // permission check, every other type after it.
@@ -123,7 +124,7 @@ var ops = [64]op{
 	proto.TypeGossipKey:       (*handler).gossipKey,
 }
 
-func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	if hdr.Type == proto.TypeHello {
 		return h.hello(out, hdr, body, v.ring.Epoch())
 	}
@@ -133,19 +134,19 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 	if int(hdr.Type) < len(ops) && ops[hdr.Type] != nil {
 		return ops[hdr.Type](h, out, v, hdr, body)
 	}
-	return h.fail(out, hdr, proto.CodeUnsupported, "unknown message type "+hdr.Type.String()), opUnknown, outcomeBadRequest
+	return h.fail(out, hdr, proto.CodeUnsupported, "unknown message type "+hdr.Type.String()), metrics.OpUnknown, metrics.OutcomeBadRequest
 }
 
 // identityReply answers an identity request: its result, a refusal, or
 // an error.
-func (h *handler) identityReply(out []byte, hdr proto.Header, res proto.Message, code proto.Code, err error, epoch uint64) ([]byte, opKind, outcome) {
+func (h *handler) identityReply(out []byte, hdr proto.Header, res proto.Message, code proto.Code, err error, epoch uint64) ([]byte, metrics.Op, metrics.Outcome) {
 	switch {
 	case err != nil:
-		return h.failErr(out, hdr, err, epoch, opIdentity)
+		return h.failErr(out, hdr, err, epoch, metrics.OpIdentity)
 	case code != 0:
-		return h.refuse(out, hdr, code, epoch, opIdentity)
+		return h.refuse(out, hdr, code, epoch, metrics.OpIdentity)
 	}
-	return h.reply(out, hdr.ID, res, opIdentity)
+	return h.reply(out, hdr.ID, res, metrics.OpIdentity)
 }
 
 // serves returns 0 when this node answers for the viewer: it is the
@@ -173,14 +174,14 @@ func partitionOf(v *view, viewer string) int {
 }
 
 // refuse answers a request this node does not serve.
-func (h *handler) refuse(out []byte, hdr proto.Header, code proto.Code, epoch uint64, op opKind) ([]byte, opKind, outcome) {
+func (h *handler) refuse(out []byte, hdr proto.Header, code proto.Code, epoch uint64, op metrics.Op) ([]byte, metrics.Op, metrics.Outcome) {
 	if code == proto.CodeNotOwner {
 		return h.notOwner(out, hdr, epoch, op)
 	}
-	h.n.metrics.syncingRefusals.Inc()
+	h.n.metrics.SyncingRefusals.Inc()
 	msg := &proto.Error{Code: code, Message: "partition not received yet", Epoch: epoch}
 	b, _ := proto.AppendFrame(out, hdr.ID, msg)
-	return b, op, outcomeError
+	return b, op, metrics.OutcomeError
 }
 
 // owns reports whether this node is the primary owner of the viewer.
@@ -211,31 +212,31 @@ func (h *handler) now(t int64, has bool) int64 {
 	return h.n.clock()
 }
 
-func (h *handler) reply(out []byte, id uint64, m proto.Message, op opKind) ([]byte, opKind, outcome) {
+func (h *handler) reply(out []byte, id uint64, m proto.Message, op metrics.Op) ([]byte, metrics.Op, metrics.Outcome) {
 	b, err := proto.AppendFrame(out, id, m)
 	if err != nil {
 		// Our own message failed to encode: a bug, not the client's.
 		h.n.log.Error("encode response", "type", m.Type().String(), "err", err)
-		return h.fail(out, proto.Header{ID: id}, proto.CodeInternal, "encode response"), op, outcomeError
+		return h.fail(out, proto.Header{ID: id}, proto.CodeInternal, "encode response"), op, metrics.OutcomeError
 	}
-	return b, op, outcomeOK
+	return b, op, metrics.OutcomeOK
 }
 
-func (h *handler) notOwner(out []byte, hdr proto.Header, epoch uint64, op opKind) ([]byte, opKind, outcome) {
-	h.n.metrics.notOwner.Inc()
+func (h *handler) notOwner(out []byte, hdr proto.Header, epoch uint64, op metrics.Op) ([]byte, metrics.Op, metrics.Outcome) {
+	h.n.metrics.NotOwner.Inc()
 	msg := &proto.Error{Code: proto.CodeNotOwner, Message: "not the owner of this viewer", Epoch: epoch}
 	b, _ := proto.AppendFrame(out, hdr.ID, msg)
-	return b, op, outcomeNotOwner
+	return b, op, metrics.OutcomeNotOwner
 }
 
-func (h *handler) failErr(out []byte, hdr proto.Header, err error, epoch uint64, op opKind) ([]byte, opKind, outcome) {
-	h.n.metrics.time.refusedTime(op, err)
+func (h *handler) failErr(out []byte, hdr proto.Header, err error, epoch uint64, op metrics.Op) ([]byte, metrics.Op, metrics.Outcome) {
+	h.n.metrics.Time.RefusedTime(op, err)
 	msg := proto.NewError(err, epoch)
 	b, encErr := proto.AppendFrame(out, hdr.ID, msg)
 	if encErr != nil {
-		return out, op, outcomeError
+		return out, op, metrics.OutcomeError
 	}
-	return b, op, outcomeOf(msg.Code)
+	return b, op, metrics.OutcomeOf(msg.Code)
 }
 
 // fail appends an Error frame.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/node/statuspage"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
@@ -41,7 +42,7 @@ func (n *Node) httpHandler() http.Handler {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	return n.metrics.http.wrap(mux)
+	return n.metrics.HTTP.Wrap(mux)
 }
 
 // pageSource is the node as its status page reads it.
@@ -54,13 +55,41 @@ func (s pageSource) Status() *proto.Status { return s.n.status() }
 func (s pageSource) Counters() statuspage.Counters {
 	m := s.n.metrics
 	c := statuspage.Counters{
-		SyncRefusals:   int64(counterValue(m.syncingRefusals)),
-		BackupReads:    int64(counterValue(m.backupReads)),
-		StrictFailures: int64(counterValue(m.strictFailures)),
+		SyncRefusals:   int64(m.SyncingRefusals.Value()),
+		BackupReads:    int64(m.BackupReads.Value()),
+		StrictFailures: int64(m.StrictFailures.Value()),
 	}
 	if s.n.apiClient != nil {
 		st := s.n.apiClient.Stats()
 		c.APICalls, c.APIFailOpen = st.Calls, st.FailOpen
 	}
 	return c
+}
+
+// metricsSource is the node as its collectors read it at scrape time.
+type metricsSource struct{ n *Node }
+
+func (s metricsSource) Name() string { return s.n.cfg.Name }
+
+func (s metricsSource) View() (*ring.Ring, bool) {
+	v := s.n.view.Load()
+	return v.ring, v.in
+}
+
+func (s metricsSource) SelfState() ring.State { return s.n.membership().Self().State }
+
+func (s metricsSource) Replication() metrics.Replication {
+	q, lag := s.n.repl.Queued()
+	return metrics.Replication{Queue: q, Lag: lag, Handing: s.n.repl.Handing(),
+		UnderReplicated: s.n.repl.UnderReplicated(), Syncing: s.n.repl.SyncingCount(s.n.view.Load().ring)}
+}
+
+// httpRoutes are the paths of statuspage.Endpoints, the routes the HTTP
+// metrics count by.
+func httpRoutes() []string {
+	var out []string
+	for _, e := range statuspage.Endpoints {
+		out = append(out, e.Path)
+	}
+	return out
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/node/httpapi"
+	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/node/replication"
 	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/node/statuspage"
@@ -38,8 +39,10 @@ type Node struct {
 	engine  *engine.Engine
 	durable *storage.Store // the data dir's log and snapshots; nil when memory only
 	journal engine.Journal // durable as the engine's journal; nil (untyped) when memory only
-	members *gossip.Membership
-	metrics *metrics
+	// members is the node's gossip membership, set once it started;
+	// callbacks may run before that.
+	members atomic.Pointer[gossip.Membership]
+	metrics *metrics.Set
 	clock   func() int64
 
 	data      net.Listener
@@ -53,8 +56,7 @@ type Node struct {
 	view   atomic.Pointer[view] // the ring as this node routes by
 	ringMu sync.Mutex           // orders view changes (gossip callbacks and Start)
 	repl   *replication.Replicator
-	peers  *peers                            // calls to other nodes
-	gossip atomic.Pointer[gossip.Membership] // members, for callbacks that may run before Start returns
+	peers  *peers // calls to other nodes
 
 	draining atomic.Bool // no new connections, requests end the connection once answered
 	left     atomic.Bool // handed over and left the gossip pool: answer NotOwner
@@ -72,8 +74,8 @@ type Node struct {
 
 	conns *conns.Places // the data-plane connections
 
-	stopSweep context.CancelFunc
-	wg        sync.WaitGroup // every goroutine the node starts
+	stopLoops context.CancelFunc // stops every loop run started
+	wg        sync.WaitGroup     // every goroutine the node starts
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -97,28 +99,7 @@ func newView(r *ring.Ring, name string, pl *replication.Plan) *view {
 // configured seeds in the background and starts serving. It returns once
 // every listener is bound.
 func Start(cfg Config) (*Node, error) {
-	if cfg.Clock == nil {
-		cfg.Clock = wallClockMillis
-	}
-	// The node's clock is the engine's: callers' times are bounded by it
-	// (SECURITY.md, "Time").
-	cfg.Engine.Clock = cfg.Clock
-	cfg.Engine.MaxFuture = cfg.MaxClockSkew.Milliseconds()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Registerer == nil {
-		// A registry of the node's own, with the Go runtime's and the
-		// process's figures (heap, GC, RSS, file descriptors).
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		cfg.Registerer, cfg.Gatherer = reg, reg
-	}
-	if cfg.Gatherer == nil {
-		if g, ok := cfg.Registerer.(prometheus.Gatherer); ok {
-			cfg.Gatherer = g
-		}
-	}
+	cfg = withDefaults(cfg)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -141,23 +122,76 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.engine = eng
-	if n.metrics, err = newMetrics(cfg.Registerer, n); err != nil {
+	if n.metrics, err = metrics.New(cfg.Registerer, eng, metricsSource{n}, httpRoutes()); err != nil {
 		return nil, err
 	}
-	n.conns = conns.New(cfg.MaxConns, cfg.MaxPendingConns, conns.Metrics{Open: n.metrics.conns, Pending: n.metrics.pendingConns, Evicted: n.metrics.evictedConns})
+	n.conns = conns.New(cfg.MaxConns, cfg.MaxPendingConns, conns.Metrics{Open: n.metrics.Conns, Pending: n.metrics.PendingConns, Evicted: n.metrics.EvictedConns})
+	n.repl = n.newReplicator()
+	if err := n.openStorage(); err != nil {
+		return nil, err
+	}
+	if err := n.listen(); err != nil {
+		n.closeListeners()
+		n.closeDurable()
+		return nil, err
+	}
+	if err := n.joinGossip(); err != nil {
+		n.closeListeners()
+		n.closeDurable()
+		return nil, fmt.Errorf("start gossip: %w", err)
+	}
+	n.run()
+	n.log.Info("fcapd ready",
+		"data", n.dataAddr, "gossip", n.membership().GossipAddr(), "http", n.httpAddr(),
+		"partitions", cfg.Membership.Ring.Partitions, "replicas", cfg.Membership.Ring.Replicas)
+	return n, nil
+}
+
+// withDefaults fills in what cfg leaves to the node: the clock (the
+// engine's too), the logger, the metrics registry.
+func withDefaults(cfg Config) Config {
+	if cfg.Clock == nil {
+		cfg.Clock = wallClockMillis
+	}
+	// The node's clock is the engine's: callers' times are bounded by it
+	// (SECURITY.md, "Time").
+	cfg.Engine.Clock = cfg.Clock
+	cfg.Engine.MaxFuture = cfg.MaxClockSkew.Milliseconds()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registerer == nil {
+		// A registry of the node's own, with the Go runtime's and the
+		// process's figures (heap, GC, RSS, file descriptors).
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		cfg.Registerer, cfg.Gatherer = reg, reg
+	}
+	if cfg.Gatherer == nil {
+		if g, ok := cfg.Registerer.(prometheus.Gatherer); ok {
+			cfg.Gatherer = g
+		}
+	}
+	return cfg
+}
+
+// newReplicator returns the node's replication, knowing the node only
+// through narrow interfaces and hooks.
+func (n *Node) newReplicator() *replication.Replicator {
+	cfg := n.cfg
 	rc := cfg.Replication
 	rc.Name, rc.Ring, rc.Joins, rc.Logger = cfg.Name, cfg.Membership.Ring, len(cfg.Membership.Seeds) > 0, n.log
 	rc.Bootstrap = cfg.Bootstrap
-	n.repl = replication.New(rc, replication.Deps{
-		Engine: eng,
+	return replication.New(rc, replication.Deps{
+		Engine: n.engine,
 		Log:    nodeLog{n},
 		Peers:  n.peers,
 		Metrics: replication.Metrics{
-			Transfers:       n.metrics.transfers,
-			ReplicatedBytes: n.metrics.replicatedBytes,
-			Errors:          n.metrics.replicationErrors,
-			Refused:         n.metrics.replicationRefused,
-			Claimed:         n.metrics.claimed,
+			Transfers:       n.metrics.Transfers,
+			ReplicatedBytes: n.metrics.ReplicatedBytes,
+			Errors:          n.metrics.ReplicationErrors,
+			Refused:         n.metrics.ReplicationRefused,
+			Claimed:         n.metrics.Claimed,
 		},
 		Hooks: replication.Hooks{
 			Left: n.left.Load,
@@ -165,30 +199,37 @@ func Start(cfg Config) (*Node, error) {
 				n.maybeActivate()
 				n.replan()
 			},
-			ObserveHighWater: func(hw int64) { n.metrics.time.observe(n.engine, fromReplication, hw) },
+			ObserveHighWater: func(hw int64) { n.metrics.Time.Observe(n.engine, metrics.FromReplication, hw) },
 		},
 	})
-	if cfg.Storage.DataDir != "" {
-		// Loaded before anything listens: the node starts with what it
-		// held, then catches up from its peers as any restart does.
-		observe := func(snapshot bool, hw int64) {
-			src := fromLog
-			if snapshot {
-				src = fromSnapshot
-			}
-			n.metrics.time.observe(eng, src, hw)
-		}
-		if n.durable, err = storage.Open(cfg.Storage, eng, n.log, cfg.Registerer, observe); err != nil {
-			return nil, fmt.Errorf("open data dir: %w", err)
-		}
-		n.journal = n.durable
-	}
-	if err := n.listen(); err != nil {
-		n.closeListeners()
-		n.closeDurable()
-		return nil, err
-	}
+}
 
+// openStorage loads the data dir, if the node has one, before anything
+// listens: the node starts with what it held, then catches up from its
+// peers as any restart does.
+func (n *Node) openStorage() error {
+	if n.cfg.Storage.DataDir == "" {
+		return nil
+	}
+	observe := func(snapshot bool, hw int64) {
+		src := metrics.FromLog
+		if snapshot {
+			src = metrics.FromSnapshot
+		}
+		n.metrics.Time.Observe(n.engine, src, hw)
+	}
+	var err error
+	if n.durable, err = storage.Open(n.cfg.Storage, n.engine, n.log, n.cfg.Registerer, observe); err != nil {
+		return fmt.Errorf("open data dir: %w", err)
+	}
+	n.journal = n.durable
+	return nil
+}
+
+// joinGossip starts the node's membership, Joining, and plans its first
+// ring.
+func (n *Node) joinGossip() error {
+	cfg := n.cfg
 	mcfg := cfg.Membership
 	mcfg.Self = ring.Member{
 		Name:     cfg.Name,
@@ -202,47 +243,47 @@ func Start(cfg Config) (*Node, error) {
 	mcfg.Memberlist.Name = cfg.Name
 	mcfg.Logger = n.log
 	mcfg.OnChange = n.onRingChange
-	if n.members, err = gossip.New(mcfg); err != nil {
-		n.closeListeners()
-		n.closeDurable()
-		return nil, fmt.Errorf("start gossip: %w", err)
+	m, err := gossip.New(mcfg)
+	if err != nil {
+		return err
 	}
-	n.gossip.Store(n.members)
+	n.members.Store(m)
 	n.ringMu.Lock()
 	if n.view.Load() == nil { // a ring change may have set it already
-		first := n.members.Ring()
+		first := m.Ring()
 		pl, start := n.repl.OnRing(first)
 		n.view.Store(newView(first, cfg.Name, pl))
 		start()
 	}
 	n.ringMu.Unlock()
+	return nil
+}
 
+// run starts the node's loops (the engine's sweeper, activation, replans,
+// replication's, storage's, the status page's) and its servers.
+func (n *Node) run() {
 	ctx, cancel := context.WithCancel(context.Background())
-	n.stopSweep = cancel
-	n.goFunc(func() { n.engine.Run(ctx) })
-	n.goFunc(func() { n.activator(ctx) })
-	n.goFunc(func() { n.replanner(ctx) })
-	n.goFunc(func() { n.repl.Run(ctx) })
+	n.stopLoops = cancel
+	n.wg.Go(func() { n.engine.Run(ctx) })
+	n.wg.Go(func() { n.activator(ctx) })
+	n.wg.Go(func() { n.replanner(ctx) })
+	n.wg.Go(func() { n.repl.Run(ctx) })
 	if n.durable != nil {
-		n.goFunc(func() { n.durable.Run(ctx) })
+		n.wg.Go(func() { n.durable.Run(ctx) })
 	}
 	n.maybeActivate()
-	n.goFunc(n.acceptLoop)
+	n.wg.Go(n.acceptLoop)
 	if err := n.startAPI(); err != nil {
 		n.log.Error("http api not started", "err", err)
 	}
-	n.goFunc(func() { n.page.Run(ctx) }) // reads n.apiClient: after startAPI
+	n.wg.Go(func() { n.page.Run(ctx) }) // reads n.apiClient: after startAPI
 	if n.http != nil {
-		n.goFunc(func() {
+		n.wg.Go(func() {
 			if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				n.log.Error("http server stopped", "err", err)
 			}
 		})
 	}
-	n.log.Info("fcapd ready",
-		"data", n.dataAddr, "gossip", n.members.GossipAddr(), "http", n.httpAddr(),
-		"partitions", mcfg.Ring.Partitions, "replicas", mcfg.Ring.Replicas)
-	return n, nil
 }
 
 func (n *Node) listen() error {
@@ -287,21 +328,15 @@ func (n *Node) httpAddr() string {
 	return n.httpLn.Addr().String()
 }
 
-// goFunc runs f on a goroutine that Shutdown waits for.
-func (n *Node) goFunc(f func()) {
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		f()
-	}()
-}
+// membership is the node's gossip membership (set before Start returns).
+func (n *Node) membership() *gossip.Membership { return n.members.Load() }
 
 func (n *Node) onRingChange(old, cur *ring.Ring) {
 	// The plan first: a view never points at a plan that is not ready.
 	n.ringMu.Lock()
 	// Always the newest ring, read under the lock: a replan or a late
 	// callback must never put an older ring back.
-	if m := n.gossip.Load(); m != nil {
+	if m := n.members.Load(); m != nil {
 		cur = m.Ring()
 	}
 	if cur == nil {
@@ -321,7 +356,7 @@ func (n *Node) onRingChange(old, cur *ring.Ring) {
 		n.log.Debug("replanned", "epoch", fmt.Sprintf("%016x", cur.Epoch()))
 		return
 	}
-	n.metrics.ringChanges.Inc()
+	n.metrics.RingChanges.Inc()
 	n.log.Info("ring changed", "epoch", fmt.Sprintf("%016x", cur.Epoch()), "members", len(cur.Members()), "owners", cur.ActiveMembers())
 	n.maybeActivate()
 }
@@ -329,7 +364,7 @@ func (n *Node) onRingChange(old, cur *ring.Ring) {
 // NameTaken receives, once, the conflict found while this node was still
 // joining: a live member of the cluster already has its name. The node
 // cannot take its place on the ring; the caller should shut it down.
-func (n *Node) NameTaken() <-chan *gossip.ErrNameTaken { return n.members.NameTaken() }
+func (n *Node) NameTaken() <-chan *gossip.ErrNameTaken { return n.membership().NameTaken() }
 
 // replan plans the current ring again, after this node received
 // partitions it may now have to push on.
@@ -375,7 +410,7 @@ func (n *Node) activator(ctx context.Context) {
 		case <-n.activate:
 		case <-tick.C:
 		}
-		if n.members.Self().State != ring.Joining || n.draining.Load() {
+		if n.membership().Self().State != ring.Joining || n.draining.Load() {
 			continue
 		}
 		missing := n.repl.Missing()
@@ -386,7 +421,7 @@ func (n *Node) activator(ctx context.Context) {
 			}
 			continue
 		}
-		if err := n.members.SetState(ring.Active); err != nil {
+		if err := n.membership().SetState(ring.Active); err != nil {
 			n.log.Warn("turn active", "err", err)
 			continue
 		}
@@ -421,9 +456,9 @@ func (n *Node) drain(ctx context.Context) (int, error) {
 		}
 	}
 	var errs []error
-	if others && n.members.Self().State == ring.Active {
+	if others && n.membership().Self().State == ring.Active {
 		n.log.Info("draining: handing partitions over")
-		if err := n.members.SetState(ring.Leaving); err != nil {
+		if err := n.membership().SetState(ring.Leaving); err != nil {
 			return 0, fmt.Errorf("drain: %w", err)
 		}
 		// Wait until this node's ring shows it Leaving (the hand-overs
@@ -456,7 +491,7 @@ leave:
 	}
 	sent := int(n.repl.Transfers() - before)
 	last := n.view.Load().ring
-	if err := n.members.Leave(2 * time.Second); err != nil {
+	if err := n.membership().Leave(2 * time.Second); err != nil {
 		n.log.Warn("leave gossip", "err", err)
 	}
 	if others {
@@ -491,7 +526,7 @@ func (n *Node) DataAddr() string { return n.dataAddr }
 func (n *Node) HTTPAddr() string { return n.httpAddr() }
 
 // GossipAddr returns the address gossip is bound to.
-func (n *Node) GossipAddr() string { return n.members.GossipAddr() }
+func (n *Node) GossipAddr() string { return n.membership().GossipAddr() }
 
 // Ring returns the ring the node currently routes by.
 func (n *Node) Ring() *ring.Ring { return n.view.Load().ring }
@@ -514,7 +549,7 @@ func (n *Node) notReady() string {
 	}
 	switch {
 	case !v.in || v.ring.Member(v.self).State != ring.Active:
-		if js := n.members.JoinStatus().Summary(); js != "" {
+		if js := n.membership().JoinStatus().Summary(); js != "" {
 			return js // a node alone stays Joining until a seed answers
 		}
 		return "joining: receiving the partitions it will own"
@@ -526,7 +561,7 @@ func (n *Node) notReady() string {
 
 // Shutdown stops the node gracefully: it stops accepting connections,
 // lets every connection finish the requests it has read, leaves the
-// gossip pool, and stops the sweeper and HTTP. It returns when every
+// gossip pool, and stops its loops and HTTP. It returns when every
 // goroutine has ended or ctx is done (then it closes what is left).
 // Calling it again returns the first call's result.
 func (n *Node) Shutdown(ctx context.Context) error {
@@ -544,10 +579,10 @@ func (n *Node) shutdown(ctx context.Context) error {
 	n.data.Close()
 	n.drainConns(ctx)
 	n.repl.Close()
-	if err := n.members.Shutdown(); err != nil {
+	if err := n.membership().Shutdown(); err != nil {
 		errs = append(errs, fmt.Errorf("stop gossip: %w", err))
 	}
-	n.stopSweep()
+	n.stopLoops()
 	if n.http != nil {
 		if err := n.http.Shutdown(ctx); err != nil {
 			n.http.Close()

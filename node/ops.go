@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -11,32 +12,32 @@ import (
 // reads, peer traffic, identity and admin requests. Each parses its
 // request, operates and answers.
 
-func (h *handler) ping(out []byte, v *view, hdr proto.Header, _ []byte) ([]byte, opKind, outcome) {
-	return h.reply(out, hdr.ID, &proto.Pong{Epoch: v.ring.Epoch(), Name: h.n.cfg.Name}, opPing)
+func (h *handler) ping(out []byte, v *view, hdr proto.Header, _ []byte) ([]byte, metrics.Op, metrics.Outcome) {
+	return h.reply(out, hdr.ID, &proto.Pong{Epoch: v.ring.Epoch(), Name: h.n.cfg.Name}, metrics.OpPing)
 }
 
-func (h *handler) topology(out []byte, v *view, hdr proto.Header, _ []byte) ([]byte, opKind, outcome) {
-	return h.reply(out, hdr.ID, topologyOf(v.ring), opTopology)
+func (h *handler) topology(out []byte, v *view, hdr proto.Header, _ []byte) ([]byte, metrics.Op, metrics.Outcome) {
+	return h.reply(out, hdr.ID, topologyOf(v.ring), metrics.OpTopology)
 }
 
-func (h *handler) check(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) check(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	m := &h.checkMsg
 	epoch := v.ring.Epoch()
 	if err := proto.Decode(body, m); err != nil {
-		return h.failErr(out, hdr, err, epoch, opCheck)
+		return h.failErr(out, hdr, err, epoch, metrics.OpCheck)
 	}
 	if late(h.deadline(m.Budget)) {
-		return h.tooLate(out, hdr, epoch, opCheck)
+		return h.tooLate(out, hdr, epoch, metrics.OpCheck)
 	}
 	stale := false
 	if code := h.serves(v, m.Viewer); code != 0 {
 		// A backup answers only a client that asked for it (the owner
 		// did not answer); strict caps never ask.
 		if code != proto.CodeNotOwner || !m.Backup || !v.backs(m.Viewer) || h.n.repl.Syncing(partitionOf(v, m.Viewer)) {
-			return h.refuse(out, hdr, code, epoch, opCheck)
+			return h.refuse(out, hdr, code, epoch, metrics.OpCheck)
 		}
 		stale = true
-		h.n.metrics.backupReads.Inc()
+		h.n.metrics.BackupReads.Inc()
 	}
 	now := h.now(m.Now, m.HasNow)
 	res := &h.checkRes
@@ -44,102 +45,102 @@ func (h *handler) check(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 	var err error
 	res.Verdicts, h.left, err = h.n.engine.CheckTableCaps(m.Viewer, &m.Table, now, res.Verdicts[:0], h.left[:0])
 	if err != nil {
-		return h.failErr(out, hdr, err, epoch, opCheck)
+		return h.failErr(out, hdr, err, epoch, metrics.OpCheck)
 	}
 	res.Left = res.Left[:0]
 	for _, l := range h.left {
 		res.Left = append(res.Left, uint16(min(l, 0xFFFF)))
 	}
 	res.Epoch, res.Now = epoch, now
-	return h.reply(out, hdr.ID, res, opCheck)
+	return h.reply(out, hdr.ID, res, metrics.OpCheck)
 }
 
-func (h *handler) replicate(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) replicate(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	m := &h.replicateMsg
 	epoch := v.ring.Epoch()
 	if err := proto.Decode(body, m); err != nil {
-		return h.failErr(out, hdr, err, epoch, opReplicate)
+		return h.failErr(out, hdr, err, epoch, metrics.OpReplicate)
 	}
 	res, err := h.n.repl.Apply(m)
 	if err != nil {
-		return h.failErr(out, hdr, err, epoch, opReplicate)
+		return h.failErr(out, hdr, err, epoch, metrics.OpReplicate)
 	}
 	res.Epoch = epoch
-	return h.reply(out, hdr.ID, &res, opReplicate)
+	return h.reply(out, hdr.ID, &res, metrics.OpReplicate)
 }
 
-func (h *handler) syncRequest(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) syncRequest(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	var m proto.SyncRequest
 	if err := proto.Decode(body, &m); err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), opReplicate)
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpReplicate)
 	}
-	return h.reply(out, hdr.ID, &proto.SyncResult{Pushing: h.n.repl.ServeSync(m.From, m.Partitions, m.Handoffs)}, opReplicate)
+	return h.reply(out, hdr.ID, &proto.SyncResult{Pushing: h.n.repl.ServeSync(m.From, m.Partitions, m.Handoffs)}, metrics.OpReplicate)
 }
 
-func (h *handler) statusRequest(out []byte, _ *view, hdr proto.Header, _ []byte) ([]byte, opKind, outcome) {
-	return h.reply(out, hdr.ID, h.n.status(), opStatus)
+func (h *handler) statusRequest(out []byte, _ *view, hdr proto.Header, _ []byte) ([]byte, metrics.Op, metrics.Outcome) {
+	return h.reply(out, hdr.ID, h.n.status(), metrics.OpStatus)
 }
 
-func (h *handler) inspect(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) inspect(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	var m proto.Inspect
 	if err := proto.Decode(body, &m); err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), opStatus)
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpStatus)
 	}
-	return h.reply(out, hdr.ID, h.n.inspect(v, m.Viewer), opStatus)
+	return h.reply(out, hdr.ID, h.n.inspect(v, m.Viewer), metrics.OpStatus)
 }
 
-func (h *handler) verify(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) verify(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	var m proto.Verify
 	if err := proto.Decode(body, &m); err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), opVerify)
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpVerify)
 	}
 	res, err := h.n.verify(v, &m)
 	if err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), opVerify)
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpVerify)
 	}
-	return h.reply(out, hdr.ID, res, opVerify)
+	return h.reply(out, hdr.ID, res, metrics.OpVerify)
 }
 
-func (h *handler) resolveOp(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) resolveOp(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	var m proto.Resolve
 	if err := proto.Decode(body, &m); err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), opIdentity)
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpIdentity)
 	}
 	res, code, err := h.resolve(v, &m, v.ring.Epoch())
 	return h.identityReply(out, hdr, res, code, err, v.ring.Epoch())
 }
 
-func (h *handler) linkOp(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) linkOp(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	var m proto.Link
 	if err := proto.Decode(body, &m); err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), opIdentity)
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpIdentity)
 	}
 	res, code, err := h.link(v, &m, v.ring.Epoch())
 	return h.identityReply(out, hdr, res, code, err, v.ring.Epoch())
 }
 
-func (h *handler) unlinkOp(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) unlinkOp(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	var m proto.Unlink
 	if err := proto.Decode(body, &m); err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), opIdentity)
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpIdentity)
 	}
 	res, code, err := h.unlink(v, &m, v.ring.Epoch())
 	return h.identityReply(out, hdr, res, code, err, v.ring.Epoch())
 }
 
-func (h *handler) linkDeviceOp(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) linkDeviceOp(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	var m proto.LinkDevice
 	if err := proto.Decode(body, &m); err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), opIdentity)
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpIdentity)
 	}
 	res, code, err := h.linkDevice(&m)
 	return h.identityReply(out, hdr, res, code, err, v.ring.Epoch())
 }
 
-func (h *handler) drain(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) drain(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	var m proto.Drain
 	if err := proto.Decode(body, &m); err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), opDrain)
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpDrain)
 	}
 	ctx := context.Background()
 	if m.TimeoutMillis > 0 {
@@ -149,19 +150,19 @@ func (h *handler) drain(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 	}
 	sent, err := h.n.Drain(ctx)
 	if err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), opDrain)
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpDrain)
 	}
-	return h.reply(out, hdr.ID, &proto.DrainResult{Partitions: uint64(sent)}, opDrain)
+	return h.reply(out, hdr.ID, &proto.DrainResult{Partitions: uint64(sent)}, metrics.OpDrain)
 }
 
-func (h *handler) gossipKey(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) gossipKey(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	var m proto.GossipKey
 	if err := proto.Decode(body, &m); err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), opGossipKey)
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpGossipKey)
 	}
 	res, err := h.n.gossipKeys.Apply(&m)
 	if err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), opGossipKey)
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpGossipKey)
 	}
-	return h.reply(out, hdr.ID, res, opGossipKey)
+	return h.reply(out, hdr.ID, res, metrics.OpGossipKey)
 }

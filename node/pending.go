@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -51,7 +52,7 @@ func (w *connWriter) write(b []byte) bool {
 	defer w.mu.Unlock()
 	w.c.SetWriteDeadline(time.Now().Add(w.n.cfg.WriteTimeout))
 	if _, err := w.c.Write(b); err != nil {
-		w.n.metrics.writeErrors.Inc()
+		w.n.metrics.WriteErrors.Inc()
 		w.c.Close()
 		return false
 	}
@@ -63,7 +64,7 @@ func (w *connWriter) wait() { w.pending.Wait() }
 
 // respond is the part of a request that answers it, appending the
 // response to out.
-type respond func(out []byte) ([]byte, opKind, outcome)
+type respond func(out []byte) ([]byte, metrics.Op, metrics.Outcome)
 
 var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
@@ -71,7 +72,7 @@ var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b 
 // serves a connection, and at once (appending to out) otherwise: the
 // handler benchmarks and in-process calls. start is when the request's
 // handling began, for its latency.
-func (h *handler) later(out []byte, start time.Time, finish respond) ([]byte, opKind, outcome) {
+func (h *handler) later(out []byte, start time.Time, finish respond) ([]byte, metrics.Op, metrics.Outcome) {
 	w := h.conn
 	if w == nil {
 		return finish(out)
@@ -85,14 +86,14 @@ func (h *handler) later(out []byte, start time.Time, finish respond) ([]byte, op
 		}()
 		bp := respBufs.Get().(*[]byte)
 		b, op, oc := finish((*bp)[:0])
-		h.n.metrics.observe(op, oc, time.Since(start))
+		h.n.metrics.Observe(op, oc, time.Since(start))
 		w.write(b)
 		if cap(b) <= 64<<10 {
 			*bp = b[:0]
 			respBufs.Put(bp)
 		}
 	}()
-	return out, opUnknown, outcomeApart
+	return out, metrics.OpUnknown, metrics.OutcomeApart
 }
 
 // runsApart reports whether a request type runs whole apart from its
@@ -109,10 +110,10 @@ func runsApart(t proto.Type) bool {
 // apart runs a whole request apart from the connection's reader, on a
 // handler of its own with the connection's permissions and a copy of the
 // body (the reader reuses its buffer).
-func (h *handler) apart(out []byte, start time.Time, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) apart(out []byte, start time.Time, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	sub := &handler{n: h.n, slot: h.slot, perms: h.perms, role: h.role}
 	body = bytes.Clone(body)
-	return h.later(out, start, func(out []byte) ([]byte, opKind, outcome) {
+	return h.later(out, start, func(out []byte) ([]byte, metrics.Op, metrics.Outcome) {
 		return sub.dispatch(out, sub.n.view.Load(), hdr, body)
 	})
 }

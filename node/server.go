@@ -40,11 +40,11 @@ func (n *Node) acceptLoop() {
 		backoff = 0
 		st := n.conns.Track(c)
 		if st == nil {
-			n.metrics.refusedConns.Inc()
-			n.goFunc(func() { n.refuse(c) })
+			n.metrics.RefusedConns.Inc()
+			n.wg.Go(func() { n.refuse(c) })
 			continue
 		}
-		n.goFunc(func() {
+		n.wg.Go(func() {
 			defer n.conns.Untrack(st)
 			n.serveConn(st)
 		})
@@ -82,6 +82,64 @@ const (
 // Hello on a node with tokens: a Hello holds one token.
 const helloMaxFrame = 4 << 10
 
+// firstBytes waits for a connection's first bytes: its first frame's
+// header without tokens, its first byte with them. It reports false when
+// the connection is to be closed (it idled out, failed, lost its place,
+// or the node drains).
+//
+// A connection that sends nothing costs no buffers: they are made when
+// its first byte arrives, so idle connections (a flood, or clients'
+// spare pools) hold a goroutine each and little else. With tokens, the
+// Hello is due HandshakeTimeout after the connect. Without, an idle
+// connection is idle (IdleTimeout), and the header of its first request
+// is due HandshakeTimeout after its first byte; the body, which may be a
+// megabyte, is read as any request's.
+func (n *Node) firstBytes(st *conns.Conn, tokens bool) ([]byte, bool) {
+	c := st.Conn
+	if tokens {
+		c.SetReadDeadline(time.Now().Add(n.cfg.HandshakeTimeout))
+	} else {
+		c.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
+	}
+	if n.draining.Load() || n.evicted(st) {
+		return nil, false
+	}
+	var first [proto.HeaderSize]byte
+	held := 1
+	if _, err := io.ReadFull(c, first[:1]); err != nil {
+		if !n.evicted(st) {
+			n.readFailed(c, err, tokens)
+		}
+		return nil, false
+	}
+	if tokens {
+		return first[:held], true
+	}
+	c.SetReadDeadline(time.Now().Add(n.cfg.HandshakeTimeout))
+	if n.draining.Load() || n.evicted(st) {
+		return nil, false
+	}
+	// The length first: one the Reader refuses is refused now, not after
+	// a header that may never come.
+	k, err := io.ReadFull(c, first[1:4])
+	held += k
+	if length := binary.BigEndian.Uint32(first[:4]); err == nil && length >= proto.HeaderSize-4 && uint64(length) <= uint64(n.cfg.MaxFrame) {
+		k, err = io.ReadFull(c, first[4:])
+		held += k
+	}
+	if err != nil {
+		if !n.evicted(st) && errors.Is(err, os.ErrDeadlineExceeded) {
+			n.readFailed(c, err, true)
+		}
+		return nil, false
+	}
+	c.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
+	if n.draining.Load() || n.evicted(st) {
+		return nil, false
+	}
+	return first[:held], true
+}
+
 // serveConn reads and answers requests until the peer closes, a frame is
 // malformed beyond recovery, the connection idles out or does not
 // authenticate in time, loses its place to a newer one, or the node
@@ -92,58 +150,15 @@ func (n *Node) serveConn(st *conns.Conn) {
 		return
 	}
 	tokens := len(n.tokens) > 0
-	// A connection that sends nothing costs no buffers: they are made
-	// when its first byte arrives, so idle connections (a flood, or
-	// clients' spare pools) hold a goroutine each and little else. With
-	// tokens, the Hello is due HandshakeTimeout after the connect.
-	// Without, an idle connection is idle (IdleTimeout), and the header
-	// of its first request is due HandshakeTimeout after its first byte;
-	// the body, which may be a megabyte, is read as any request's.
-	if tokens {
-		c.SetReadDeadline(time.Now().Add(n.cfg.HandshakeTimeout))
-	} else {
-		c.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
-	}
-	if n.draining.Load() || n.evicted(st) {
+	first, ok := n.firstBytes(st, tokens)
+	if !ok {
 		return
-	}
-	var first [proto.HeaderSize]byte
-	held := 1
-	if _, err := io.ReadFull(c, first[:1]); err != nil {
-		if !n.evicted(st) {
-			n.readFailed(c, err, tokens)
-		}
-		return
-	}
-	if !tokens {
-		c.SetReadDeadline(time.Now().Add(n.cfg.HandshakeTimeout))
-		if n.draining.Load() || n.evicted(st) {
-			return
-		}
-		// The length first: one the Reader refuses is refused now, not
-		// after a header that may never come.
-		k, err := io.ReadFull(c, first[1:4])
-		held += k
-		if length := binary.BigEndian.Uint32(first[:4]); err == nil && length >= proto.HeaderSize-4 && uint64(length) <= uint64(n.cfg.MaxFrame) {
-			k, err = io.ReadFull(c, first[4:])
-			held += k
-		}
-		if err != nil {
-			if !n.evicted(st) && errors.Is(err, os.ErrDeadlineExceeded) {
-				n.readFailed(c, err, true)
-			}
-			return
-		}
-		c.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
-		if n.draining.Load() || n.evicted(st) {
-			return
-		}
 	}
 	maxFrame := n.cfg.MaxFrame
 	if tokens {
 		maxFrame = min(maxFrame, helloMaxFrame)
 	}
-	r := proto.NewReaderSize(io.MultiReader(bytes.NewReader(first[:held]), c), maxFrame, pendingReadBuffer)
+	r := proto.NewReaderSize(io.MultiReader(bytes.NewReader(first), c), maxFrame, pendingReadBuffer)
 	w := newConnWriter(n, c)
 	defer w.wait() // answers still pending go out before the connection closes
 	h := newHandler(n)
@@ -204,7 +219,7 @@ func (n *Node) serveConn(st *conns.Conn) {
 			out = h.fail(out, hdr, proto.CodeUnsupported, "unsupported protocol version")
 		case errors.Is(err, proto.ErrFrameTooLarge), errors.Is(err, proto.ErrFrameTooShort):
 			// The stream cannot be trusted past a bad length: say why, close.
-			n.metrics.badFrames.Inc()
+			n.metrics.BadFrames.Inc()
 			n.log.Debug("connection closed: bad frame", "remote", c.RemoteAddr().String(), "err", err)
 			msg := err.Error()
 			if tokens && !authed && errors.Is(err, proto.ErrFrameTooLarge) {
@@ -237,9 +252,9 @@ func (n *Node) readFailed(c net.Conn, err error, handshaking bool) {
 			return
 		}
 		if handshaking {
-			n.metrics.handshakeClosed.Inc()
+			n.metrics.HandshakeClosed.Inc()
 		} else {
-			n.metrics.idleClosed.Inc()
+			n.metrics.IdleClosed.Inc()
 		}
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 	default:

@@ -13,7 +13,7 @@ func (n *Node) status() *proto.Status {
 	s := &proto.Status{
 		Name:             n.cfg.Name,
 		Epoch:            v.ring.Epoch(),
-		State:            uint8(n.members.Self().State),
+		State:            uint8(n.membership().Self().State),
 		Viewers:          uint64(st.Viewers),
 		Keys:             uint64(st.Keys),
 		Bytes:            uint64(max(st.Bytes, 0)),
@@ -21,9 +21,9 @@ func (n *Node) status() *proto.Status {
 		ReplicationQueue: uint64(q),
 		UnderReplicated:  uint64(n.repl.UnderReplicated()),
 		Members:          uint64(len(v.ring.Members())),
-		Requests:         n.metrics.answered(),
+		Requests:         n.metrics.Answered(),
 		LagMillis:        uint64(lag.Milliseconds()),
-		JoinError:        n.members.JoinStatus().Summary(),
+		JoinError:        n.membership().JoinStatus().Summary(),
 	}
 	if v.in {
 		for p := range v.ring.Partitions() {

@@ -26,7 +26,7 @@ func (n *Node) handshake(c net.Conn) bool {
 		tc.SetDeadline(time.Time{})
 		return true
 	}
-	n.metrics.tlsFailures.Inc()
+	n.metrics.TLSFailures.Inc()
 	n.log.Debug("tls handshake", "remote", c.RemoteAddr().String(), "err", err)
 	var rh tls.RecordHeaderError
 	if errors.As(err, &rh) && rh.Conn != nil {

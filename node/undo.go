@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -104,18 +105,18 @@ func (g *grantMemory) take(viewer string, id uint64) (grantEntry, bool) {
 
 // undo answers an Undo: the grant it names is taken back if this node
 // still holds it, else nothing changes.
-func (h *handler) undo(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) undo(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	var m proto.Undo
 	epoch := v.ring.Epoch()
 	if err := proto.Decode(body, &m); err != nil {
-		return h.failErr(out, hdr, err, epoch, opUndo)
+		return h.failErr(out, hdr, err, epoch, metrics.OpUndo)
 	}
 	if err := h.n.engine.ValidateViewer(m.Viewer); err != nil {
-		return h.failErr(out, hdr, err, epoch, opUndo)
+		return h.failErr(out, hdr, err, epoch, metrics.OpUndo)
 	}
 	wr := &h.wr
 	if code := h.begin(wr, m.Viewer, false, nil); code != 0 {
-		return h.refuse(out, hdr, code, epoch, opUndo)
+		return h.refuse(out, hdr, code, epoch, metrics.OpUndo)
 	}
 	g, ok := h.n.grants.take(m.Viewer, m.Grant)
 	if ok {
@@ -128,12 +129,12 @@ func (h *handler) undo(out []byte, v *view, hdr proto.Header, body []byte) ([]by
 	if ok {
 		res = "undone"
 	}
-	h.n.metrics.undos.WithLabelValues(res).Inc()
+	h.n.metrics.Undos.WithLabelValues(res).Inc()
 	if seq == 0 {
-		return h.reply(out, hdr.ID, &proto.UndoResult{Epoch: epoch, Undone: ok}, opUndo)
+		return h.reply(out, hdr.ID, &proto.UndoResult{Epoch: epoch, Undone: ok}, metrics.OpUndo)
 	}
-	return h.later(out, h.start, func(out []byte) ([]byte, opKind, outcome) {
+	return h.later(out, h.start, func(out []byte) ([]byte, metrics.Op, metrics.Outcome) {
 		h.n.waitLogged(seq)
-		return h.reply(out, hdr.ID, &proto.UndoResult{Epoch: epoch, Undone: ok}, opUndo)
+		return h.reply(out, hdr.ID, &proto.UndoResult{Epoch: epoch, Undone: ok}, metrics.OpUndo)
 	})
 }

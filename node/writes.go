@@ -8,6 +8,7 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -66,7 +67,7 @@ func (h *handler) mark(wr *write) {
 	}
 	if wr.standIn {
 		wr.v.plan.MarkStandIn(wr.eng.Key)
-		h.n.metrics.standInWrites.Inc()
+		h.n.metrics.StandInWrites.Inc()
 		return
 	}
 	wr.v.plan.Mark(wr.eng.Key)
@@ -75,30 +76,30 @@ func (h *handler) mark(wr *write) {
 // partition is the partition of the viewer a write changed.
 func (wr *write) partition() int { return ring.PartitionOf(wr.eng.Key, wr.v.ring.Partitions()) }
 
-func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	m := &h.allowMsg
 	epoch := v.ring.Epoch()
 	if err := proto.Decode(body, m); err != nil {
-		return h.failErr(out, hdr, err, epoch, opAllow)
+		return h.failErr(out, hdr, err, epoch, metrics.OpAllow)
 	}
 	deadline := h.deadline(m.Budget)
 	if late(deadline) {
-		return h.tooLate(out, hdr, epoch, opAllow)
+		return h.tooLate(out, hdr, epoch, metrics.OpAllow)
 	}
 	wr := &h.wr
 	if code := h.begin(wr, m.Viewer, m.Backup, m.Caps); code != 0 {
-		return h.refuse(out, hdr, code, epoch, opAllow)
+		return h.refuse(out, hdr, code, epoch, metrics.OpAllow)
 	}
 	now := h.now(m.Now, m.HasNow)
 	vd, err := h.n.engine.AllowWrite(&wr.eng, m.Viewer, now, m.Caps)
 	seq := h.commit(wr)
 	if err != nil {
-		return h.failErr(out, hdr, err, epoch, opAllow)
+		return h.failErr(out, hdr, err, epoch, metrics.OpAllow)
 	}
 	sync := vd.Allowed && strict(m.Caps)
 	if seq == 0 && !sync {
 		h.allowRes = proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd}
-		return h.reply(out, hdr.ID, &h.allowRes, opAllow)
+		return h.reply(out, hdr.ID, &h.allowRes, metrics.OpAllow)
 	}
 	// It waits (its log record, its backups): apart from the reader,
 	// with its own copies of what the reader's buffer holds.
@@ -107,7 +108,7 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 	if sync {
 		viewer, caps = strings.Clone(viewer), cloneCaps(caps)
 	}
-	return h.later(out, h.start, func(out []byte) ([]byte, opKind, outcome) {
+	return h.later(out, h.start, func(out []byte) ([]byte, metrics.Op, metrics.Outcome) {
 		h.n.waitLogged(seq)
 		if sync {
 			// A strict grant stands only if the backups hold it and the
@@ -115,7 +116,7 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 			// client fails closed on a slot that stays free.
 			if err := h.syncKey(wv, key, p, deadline); err != nil || late(deadline) {
 				h.revoke(viewer, now, caps)
-				return h.failErr(out, hdr, lateErr(err, deadline), epoch, opAllow)
+				return h.failErr(out, hdr, lateErr(err, deadline), epoch, metrics.OpAllow)
 			}
 		}
 		var grant uint64
@@ -124,15 +125,15 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 			// can give the slot back with an Undo (undo.go).
 			grant = h.n.grants.put(viewer, now, caps)
 		}
-		return h.reply(out, hdr.ID, &proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd, Grant: grant}, opAllow)
+		return h.reply(out, hdr.ID, &proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd, Grant: grant}, metrics.OpAllow)
 	})
 }
 
-func (h *handler) record(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) record(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	m := &h.recordMsg
 	epoch := v.ring.Epoch()
 	if err := proto.Decode(body, m); err != nil {
-		return h.failErr(out, hdr, err, epoch, opRecord)
+		return h.failErr(out, hdr, err, epoch, metrics.OpRecord)
 	}
 	res := &h.recordRes
 	res.Epoch = epoch
@@ -150,12 +151,12 @@ func (h *handler) record(out []byte, v *view, hdr proto.Header, body []byte) ([]
 	}
 	h.leave(wv)
 	if seq == 0 && len(syncs) == 0 {
-		return h.reply(out, hdr.ID, res, opRecord)
+		return h.reply(out, hdr.ID, res, metrics.OpRecord)
 	}
 	// It waits: apart from the reader, with its own copy of the results
 	// (the handler reuses its own).
 	res = &proto.RecordResult{Epoch: epoch, Results: slices.Clone(res.Results)}
-	return h.later(out, h.start, func(out []byte) ([]byte, opKind, outcome) {
+	return h.later(out, h.start, func(out []byte) ([]byte, metrics.Op, metrics.Outcome) {
 		h.n.waitLogged(seq)
 		for _, it := range syncs {
 			if err := h.syncKey(wv, it.key, it.part, time.Time{}); err != nil {
@@ -164,7 +165,7 @@ func (h *handler) record(out []byte, v *view, hdr proto.Header, body []byte) ([]
 				res.Results[it.i] = proto.ItemResult{Code: proto.CodeOverloaded}
 			}
 		}
-		return h.reply(out, hdr.ID, res, opRecord)
+		return h.reply(out, hdr.ID, res, metrics.OpRecord)
 	})
 }
 
@@ -184,7 +185,7 @@ func (h *handler) recordItem(v *view, it *proto.RecordItem, backup bool) (proto.
 	if code := h.serves(v, it.Viewer); code != 0 {
 		if !backup || it.Impression.Reservation != 0 || !h.standsIn(v, code, it.Viewer, it.Impression.Caps) {
 			if code == proto.CodeNotOwner {
-				h.n.metrics.notOwner.Inc()
+				h.n.metrics.NotOwner.Inc()
 			}
 			return proto.ItemResult{Code: code}, wr
 		}
@@ -197,43 +198,43 @@ func (h *handler) recordItem(v *view, it *proto.RecordItem, backup bool) (proto.
 	st, err := h.n.engine.RecordWrite(&wr.eng, it.Viewer, imp)
 	h.mark(wr)
 	if err != nil {
-		h.n.metrics.time.refusedTime(opRecord, err)
+		h.n.metrics.Time.RefusedTime(metrics.OpRecord, err)
 		return proto.ItemResult{Code: proto.CodeOf(err)}, wr
 	}
 	return proto.ItemResult{Status: st}, wr
 }
 
-func (h *handler) reserve(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) reserve(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	m := &h.reserveMsg
 	epoch := v.ring.Epoch()
 	if err := proto.Decode(body, m); err != nil {
-		return h.failErr(out, hdr, err, epoch, opReserve)
+		return h.failErr(out, hdr, err, epoch, metrics.OpReserve)
 	}
 	deadline := h.deadline(m.Budget)
 	if late(deadline) {
-		return h.tooLate(out, hdr, epoch, opReserve)
+		return h.tooLate(out, hdr, epoch, metrics.OpReserve)
 	}
 	wr := &h.wr
 	if code := h.begin(wr, m.Viewer, false, nil); code != 0 {
-		return h.refuse(out, hdr, code, epoch, opReserve)
+		return h.refuse(out, hdr, code, epoch, metrics.OpReserve)
 	}
 	now := h.now(m.Now, m.HasNow)
 	vd, id, err := h.n.engine.ReserveWrite(&wr.eng, m.Viewer, fcap.Candidate{Caps: m.Caps}, now, m.TTL)
 	seq := h.commit(wr)
 	if err != nil {
-		return h.failErr(out, hdr, err, epoch, opReserve)
+		return h.failErr(out, hdr, err, epoch, metrics.OpReserve)
 	}
 	sync := vd.Allowed && strict(m.Caps)
 	if seq == 0 && !sync {
 		h.reserveRes = proto.ReserveResult{Epoch: epoch, Now: now, Verdict: vd, ID: id}
-		return h.reply(out, hdr.ID, &h.reserveRes, opReserve)
+		return h.reply(out, hdr.ID, &h.reserveRes, metrics.OpReserve)
 	}
 	wv, key, p := wr.v, wr.eng.Key, wr.partition()
 	viewer := m.Viewer
 	if sync {
 		viewer = strings.Clone(viewer) // the reader reuses the buffer it aliases
 	}
-	return h.later(out, h.start, func(out []byte) ([]byte, opKind, outcome) {
+	return h.later(out, h.start, func(out []byte) ([]byte, metrics.Op, metrics.Outcome) {
 		h.n.waitLogged(seq)
 		if sync {
 			if err := h.syncKey(wv, key, p, deadline); err != nil || late(deadline) {
@@ -241,35 +242,35 @@ func (h *handler) reserve(out []byte, v *view, hdr proto.Header, body []byte) ([
 				// the client will not see it: drop it, the client fails
 				// closed.
 				h.unreserve(viewer, id)
-				return h.failErr(out, hdr, lateErr(err, deadline), epoch, opReserve)
+				return h.failErr(out, hdr, lateErr(err, deadline), epoch, metrics.OpReserve)
 			}
 		}
-		return h.reply(out, hdr.ID, &proto.ReserveResult{Epoch: epoch, Now: now, Verdict: vd, ID: id}, opReserve)
+		return h.reply(out, hdr.ID, &proto.ReserveResult{Epoch: epoch, Now: now, Verdict: vd, ID: id}, metrics.OpReserve)
 	})
 }
 
-func (h *handler) release(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, opKind, outcome) {
+func (h *handler) release(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	m := &h.releaseMsg
 	epoch := v.ring.Epoch()
 	if err := proto.Decode(body, m); err != nil {
-		return h.failErr(out, hdr, err, epoch, opRelease)
+		return h.failErr(out, hdr, err, epoch, metrics.OpRelease)
 	}
 	wr := &h.wr
 	if code := h.begin(wr, m.Viewer, false, nil); code != 0 {
-		return h.refuse(out, hdr, code, epoch, opRelease)
+		return h.refuse(out, hdr, code, epoch, metrics.OpRelease)
 	}
 	err := h.n.engine.ReleaseWrite(&wr.eng, m.Viewer, m.ID)
 	seq := h.commit(wr)
 	if err != nil {
-		return h.failErr(out, hdr, err, epoch, opRelease)
+		return h.failErr(out, hdr, err, epoch, metrics.OpRelease)
 	}
 	if seq == 0 {
 		h.releaseRes = proto.ReleaseResult{Epoch: epoch}
-		return h.reply(out, hdr.ID, &h.releaseRes, opRelease)
+		return h.reply(out, hdr.ID, &h.releaseRes, metrics.OpRelease)
 	}
-	return h.later(out, h.start, func(out []byte) ([]byte, opKind, outcome) {
+	return h.later(out, h.start, func(out []byte) ([]byte, metrics.Op, metrics.Outcome) {
 		h.n.waitLogged(seq)
-		return h.reply(out, hdr.ID, &proto.ReleaseResult{Epoch: epoch}, opRelease)
+		return h.reply(out, hdr.ID, &proto.ReleaseResult{Epoch: epoch}, metrics.OpRelease)
 	})
 }
 
@@ -299,7 +300,7 @@ func (h *handler) syncKey(v *view, key uint64, p int, deadline time.Time) error 
 		if byDeadline && late(deadline) {
 			return fmt.Errorf("%w: %v", proto.ErrDeadlineExceeded, err)
 		}
-		h.n.metrics.strictFailures.Inc()
+		h.n.metrics.StrictFailures.Inc()
 		return fmt.Errorf("%w: %v", proto.ErrOverloaded, err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package node
+package metrics
 
 import (
 	"errors"
@@ -21,26 +21,26 @@ import (
 // and counted here, so a peer running ahead, or a log written before this
 // bound existed, shows on /metrics instead of silently ageing state.
 
-// timeSource is where a high-water mark the node did not choose came from.
-type timeSource uint8
+// TimeSource is where a high-water mark the node did not choose came from.
+type TimeSource uint8
 
 const (
-	fromReplication timeSource = iota // a peer's Replicate
-	fromLog                           // a log record replayed at start
-	fromSnapshot                      // a snapshot loaded at start
+	FromReplication TimeSource = iota // a peer's Replicate
+	FromLog                           // a log record replayed at start
+	FromSnapshot                      // a snapshot loaded at start
 	numTimeSources
 )
 
 var timeSourceNames = [numTimeSources]string{"replication", "log", "snapshot"}
 
-// timeMetrics count the times the node would not take as given.
-type timeMetrics struct {
-	refused [numOps]prometheus.Counter
+// Time count the times the node would not take as given.
+type Time struct {
+	refused [NumOps]prometheus.Counter
 	clamped [numTimeSources]prometheus.Counter
 }
 
-func newTimeMetrics(reg prometheus.Registerer, eng *engine.Engine) (*timeMetrics, error) {
-	m := &timeMetrics{}
+func newTime(reg prometheus.Registerer, eng *engine.Engine) (*Time, error) {
+	m := &Time{}
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fcap_time_refused_total",
 		Help: "Requests (and record items) refused because their time was more than MaxClockSkew ahead of the node's clock, by operation. Nothing they asked was done.",
@@ -49,7 +49,7 @@ func newTimeMetrics(reg prometheus.Registerer, eng *engine.Engine) (*timeMetrics
 		Name: "fcap_time_clamped_total",
 		Help: "High-water marks more than MaxClockSkew ahead of the node's clock, from a peer's replication, the log or a snapshot, clamped to the node's clock, by source.",
 	}, []string{"source"})
-	for op := range numOps {
+	for op := range NumOps {
 		m.refused[op] = refused.WithLabelValues(opNames[op])
 	}
 	for src := range numTimeSources {
@@ -67,17 +67,17 @@ func newTimeMetrics(reg prometheus.Registerer, eng *engine.Engine) (*timeMetrics
 	return m, nil
 }
 
-// refusedTime counts err if it refused a time ahead of the clock.
-func (m *timeMetrics) refusedTime(op opKind, err error) {
+// RefusedTime counts err if it refused a time ahead of the clock.
+func (m *Time) RefusedTime(op Op, err error) {
 	if errors.Is(err, fcap.ErrFutureTime) {
 		m.refused[op].Inc()
 	}
 }
 
-// observe advances eng's high-water mark to a time from src, clamped to
+// Observe advances eng's high-water mark to a time from src, clamped to
 // the engine's clock, and counts a clamp beyond the skew. m may be nil
 // (a replay that counts nothing).
-func (m *timeMetrics) observe(eng *engine.Engine, src timeSource, t int64) {
+func (m *Time) Observe(eng *engine.Engine, src TimeSource, t int64) {
 	if eng.Observe(t) && m != nil {
 		m.clamped[src].Inc()
 	}

@@ -1,4 +1,4 @@
-package node
+package metrics
 
 import (
 	"net/http"
@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/fcap-io/fcap/node/statuspage"
 )
 
 // HTTP metrics: every request to the HTTP address (the JSON API, the
@@ -17,13 +15,16 @@ import (
 // (statuspage.Endpoints); anything else is "other", so a scanner cannot grow the
 // label set.
 
-type httpMetrics struct {
+// HTTP counts and times the requests to the HTTP address.
+type HTTP struct {
+	routes   []string
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 }
 
-func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
-	m := &httpMetrics{
+func newHTTP(reg prometheus.Registerer, routes []string) (*HTTP, error) {
+	m := &HTTP{
+		routes: routes,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fcap_http_requests_total",
 			Help: "Requests to the HTTP address (JSON API, health, metrics, status page), by route and status code; unknown paths count as route \"other\".",
@@ -41,30 +42,30 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 	}
 	// Every route's series exist from the start, at 0, so rates and
 	// ratios have a base before the first request.
-	for _, e := range statuspage.Endpoints {
-		m.requests.WithLabelValues(e.Path, "200")
-		m.latency.WithLabelValues(e.Path)
+	for _, r := range routes {
+		m.requests.WithLabelValues(r, "200")
+		m.latency.WithLabelValues(r)
 	}
 	return m, nil
 }
 
-// httpRoute names the route of a path for the metrics' labels.
-func httpRoute(path string) string {
-	for _, e := range statuspage.Endpoints {
-		if path == e.Path || strings.HasSuffix(e.Path, "/") && e.Path != "/" && strings.HasPrefix(path, e.Path) {
-			return e.Path
+// route names the route of a path for the metrics' labels.
+func (m *HTTP) route(path string) string {
+	for _, r := range m.routes {
+		if path == r || strings.HasSuffix(r, "/") && r != "/" && strings.HasPrefix(path, r) {
+			return r
 		}
 	}
 	return "other"
 }
 
-// wrap counts and times each request next answers.
-func (m *httpMetrics) wrap(next http.Handler) http.Handler {
+// Wrap counts and times each request next answers.
+func (m *HTTP) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(sw, r)
-		route := httpRoute(r.URL.Path)
+		route := m.route(r.URL.Path)
 		m.requests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
 		m.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	})
