@@ -15,14 +15,22 @@ package engine
 // a journal's own lock is always taken inside a stripe's, never around
 // one.
 
-// Journal receives the state writes leave viewers in (node/wal's
-// Log.Append).
+// Journal receives the state writes leave viewers in (a write-ahead
+// log).
 type Journal interface {
-	// Append appends one record: fill appends the viewer's state to dst
-	// and returns it with the time from which the state no longer
-	// matters (as ExportUntil). Append returns the record's sequence
-	// number, 0 when it keeps none. It must not call into the engine.
-	Append(fill func(dst []byte) ([]byte, int64)) uint64
+	// Append appends one record holding st and returns the record's
+	// sequence number, 0 when it keeps none. It must not call into the
+	// engine, nor keep st past the call.
+	Append(st State) uint64
+}
+
+// State is a viewer's state as a Journal receives it, valid during
+// Journal.Append only.
+type State interface {
+	// AppendTo appends the state to dst, in the form Import takes, and
+	// returns it with the time from which the state no longer matters
+	// (as ExportUntil).
+	AppendTo(dst []byte) ([]byte, int64)
 }
 
 // Write carries a write's journal in and what the write changed out.
@@ -50,11 +58,13 @@ func (w *Write) wrote(e *Engine, s *stripe, h uint64) {
 		return
 	}
 	w.e, w.v = e, s.lookup(h)
-	w.Seq = w.Journal.Append(w.fill)
+	w.Seq = w.Journal.Append(w)
 	w.e, w.v = nil, nil
 }
 
-func (w *Write) fill(dst []byte) ([]byte, int64) { return w.e.exportUntil(dst, w.Key, w.v) }
+// AppendTo is State: the changed viewer's state, while the journal
+// appends it (a *Write passes itself, which allocates nothing).
+func (w *Write) AppendTo(dst []byte) ([]byte, int64) { return w.e.exportUntil(dst, w.Key, w.v) }
 
 // LogState appends the current state of the viewer with the given key to
 // j under its stripe lock, for a change made without a *Write operation

@@ -152,15 +152,15 @@ func (d *Store) apply(p []byte) {
 	}
 }
 
-// Append logs one viewer state the engine fills in (engine.Journal),
+// Append logs one viewer state the engine gives it (engine.Journal),
 // under the viewer's stripe lock: the payload is the log record kind, the
 // engine's high-water mark, then the state. It returns the record's
 // sequence number for Wait.
-func (d *Store) Append(fill func(dst []byte) ([]byte, int64)) uint64 {
+func (d *Store) Append(st engine.State) uint64 {
 	return d.log.Append(func(b []byte) ([]byte, int64) {
 		b = append(b, logState)
 		b = binary.LittleEndian.AppendUint64(b, uint64(d.eng.HighWater()))
-		return fill(b)
+		return st.AppendTo(b)
 	})
 }
 
