@@ -102,38 +102,40 @@ func (h *handler) verify(out []byte, v *view, hdr proto.Header, body []byte) ([]
 }
 
 func (h *handler) resolveOp(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
-	var m proto.Resolve
-	if err := proto.Decode(body, &m); err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpIdentity)
-	}
-	res, code, err := h.resolve(v, &m, v.ring.Epoch())
-	return h.identityReply(out, hdr, res, code, err, v.ring.Epoch())
+	return identityOp(h, out, v, hdr, body, func(m *proto.Resolve) (proto.Message, proto.Code, error) {
+		return h.resolve(v, m, v.ring.Epoch())
+	})
 }
 
 func (h *handler) linkOp(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
-	var m proto.Link
-	if err := proto.Decode(body, &m); err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpIdentity)
-	}
-	res, code, err := h.link(v, &m, v.ring.Epoch())
-	return h.identityReply(out, hdr, res, code, err, v.ring.Epoch())
+	return identityOp(h, out, v, hdr, body, func(m *proto.Link) (proto.Message, proto.Code, error) {
+		return h.link(v, m, v.ring.Epoch())
+	})
 }
 
 func (h *handler) unlinkOp(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
-	var m proto.Unlink
-	if err := proto.Decode(body, &m); err != nil {
-		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpIdentity)
-	}
-	res, code, err := h.unlink(v, &m, v.ring.Epoch())
-	return h.identityReply(out, hdr, res, code, err, v.ring.Epoch())
+	return identityOp(h, out, v, hdr, body, func(m *proto.Unlink) (proto.Message, proto.Code, error) {
+		return h.unlink(v, m, v.ring.Epoch())
+	})
 }
 
 func (h *handler) linkDeviceOp(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
-	var m proto.LinkDevice
-	if err := proto.Decode(body, &m); err != nil {
+	return identityOp(h, out, v, hdr, body, func(m *proto.LinkDevice) (proto.Message, proto.Code, error) {
+		return h.linkDevice(m)
+	})
+}
+
+// identityOp decodes an identity request and answers with what do
+// returns: its result, a refusal, or an error.
+func identityOp[M any, P interface {
+	*M
+	proto.Message
+}](h *handler, out []byte, v *view, hdr proto.Header, body []byte, do func(P) (proto.Message, proto.Code, error)) ([]byte, metrics.Op, metrics.Outcome) {
+	m := P(new(M))
+	if err := proto.Decode(body, m); err != nil {
 		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpIdentity)
 	}
-	res, code, err := h.linkDevice(&m)
+	res, code, err := do(m)
 	return h.identityReply(out, hdr, res, code, err, v.ring.Epoch())
 }
 
