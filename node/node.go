@@ -433,7 +433,7 @@ func (n *Node) activator(ctx context.Context) {
 // gossip pool: it turns Leaving (others compute the ring without it and
 // it keeps serving), sends what it alone must send, then leaves, and
 // returns once every member it left behind has a ring without it and
-// waits for no partition (drain.go); it then answers NotOwner for Linger
+// waits for no partition (replication.HandedOver); it then answers NotOwner for Linger
 // so clients move without a failed call. It returns the number of
 // partition transfers it sent, and an error saying what was not handed
 // over if the hand-over did not finish within ctx and DrainTimeout (the
@@ -463,32 +463,18 @@ func (n *Node) drain(ctx context.Context) (int, error) {
 		}
 		// Wait until this node's ring shows it Leaving (the hand-overs
 		// are planned then) and everything planned is sent.
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
+		leaving := func() bool {
 			v := n.view.Load()
-			q, _ := n.repl.Queued()
-			if v.in && v.ring.Member(v.self).State == ring.Leaving && n.repl.Handing() == 0 && q == 0 {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				n.log.Warn("drain: hand-over unfinished, leaving anyway", "handing", n.repl.Handing(), "queued", q)
-				errs = append(errs, fmt.Errorf("%d partition transfers unsent and %d changes unreplicated when the drain's time ran out", n.repl.Handing(), q))
-				goto leave
-			case <-tick.C:
-			}
+			return v.in && v.ring.Member(v.self).State == ring.Leaving
+		}
+		if err := n.repl.AwaitSent(ctx, leaving); err != nil {
+			errs = append(errs, err)
 		}
 	}
-leave:
 	// Stop taking writes, then send the last changes, then leave: nothing
 	// is acknowledged that the next owners do not get.
 	n.left.Store(true)
-	for flushed := time.Now().Add(5 * time.Second); time.Now().Before(flushed) && ctx.Err() == nil; time.Sleep(10 * time.Millisecond) {
-		if q, _ := n.repl.Queued(); q == 0 {
-			break
-		}
-	}
+	n.repl.Flush(ctx, 5*time.Second)
 	sent := int(n.repl.Transfers() - before)
 	last := n.view.Load().ring
 	if err := n.membership().Leave(2 * time.Second); err != nil {

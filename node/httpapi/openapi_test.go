@@ -306,8 +306,8 @@ func tokenNode(t *testing.T) *node.Node {
 	cfg := node.DefaultLocalConfig("api-spec")
 	cfg.Logger = quiet
 	cfg.APITimeout = 2 * time.Second // a loaded test machine
-	cfg.Tokens = map[string]node.Role{specToken: node.RoleAdServer, specPeer: node.RolePeer}
-	cfg.PeerToken = specPeer
+	cfg.Security.Tokens = map[string]node.Role{specToken: node.RoleAdServer, specPeer: node.RolePeer}
+	cfg.Security.PeerToken = specPeer
 	nd, err := node.Start(cfg)
 	if err != nil {
 		t.Fatal(err)

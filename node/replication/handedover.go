@@ -73,3 +73,33 @@ func (r *Replicator) peerWaits(ctx context.Context, m ring.Member) string {
 	}
 	return ""
 }
+
+// AwaitSent waits until ready reports the hand-overs planned (the node's
+// ring shows it Leaving) and nothing planned is left to send, or ctx
+// ends; then it says what was left.
+func (r *Replicator) AwaitSent(ctx context.Context, ready func() bool) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		q, _ := r.Queued()
+		if ready() && r.Handing() == 0 && q == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			r.log.Warn("drain: hand-over unfinished, leaving anyway", "handing", r.Handing(), "queued", q)
+			return fmt.Errorf("%d partition transfers unsent and %d changes unreplicated when the drain's time ran out", r.Handing(), q)
+		case <-tick.C:
+		}
+	}
+}
+
+// Flush waits until no change is queued for any peer, for d at most and
+// not past ctx.
+func (r *Replicator) Flush(ctx context.Context, d time.Duration) {
+	for until := time.Now().Add(d); time.Now().Before(until) && ctx.Err() == nil; time.Sleep(10 * time.Millisecond) {
+		if q, _ := r.Queued(); q == 0 {
+			return
+		}
+	}
+}
