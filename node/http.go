@@ -83,13 +83,3 @@ func (s metricsSource) Replication() metrics.Replication {
 	return metrics.Replication{Queue: q, Lag: lag, Handing: s.n.repl.Handing(),
 		UnderReplicated: s.n.repl.UnderReplicated(), Syncing: s.n.repl.SyncingCount(s.n.view.Load().ring)}
 }
-
-// httpRoutes are the paths of statuspage.Endpoints, the routes the HTTP
-// metrics count by.
-func httpRoutes() []string {
-	var out []string
-	for _, e := range statuspage.Endpoints {
-		out = append(out, e.Path)
-	}
-	return out
-}

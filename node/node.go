@@ -122,7 +122,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.engine = eng
-	if n.metrics, err = metrics.New(cfg.Registerer, eng, metricsSource{n}, httpRoutes()); err != nil {
+	if n.metrics, err = metrics.New(cfg.Registerer, eng, metricsSource{n}, statuspage.Routes()); err != nil {
 		return nil, err
 	}
 	n.conns = conns.New(cfg.MaxConns, cfg.MaxPendingConns, conns.Metrics{Open: n.metrics.Conns, Pending: n.metrics.PendingConns, Evicted: n.metrics.EvictedConns})

@@ -134,6 +134,15 @@ var Endpoints = []Endpoint{
 	{"GET", "/debug/pprof/", "Go profiles, with --pprof"},
 }
 
+// Routes are the paths of Endpoints.
+func Routes() []string {
+	var out []string
+	for _, e := range Endpoints {
+		out = append(out, e.Path)
+	}
+	return out
+}
+
 type pageBar struct {
 	X, Y, H float64
 	Title   string
