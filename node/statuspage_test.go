@@ -171,7 +171,7 @@ func TestStatusPageNamesOnlyExportedMetrics(t *testing.T) {
 	}
 	page := httpGet(t, "http://"+nodes[0].HTTPAddr()+"/")
 	named := regexp.MustCompile(`\bfcap_[a-z_]+`).FindAllString(page, -1)
-	src, err := os.ReadFile("statuspage.go")
+	src, err := os.ReadFile("statuspage/statuspage.go")
 	if err != nil {
 		t.Fatal(err)
 	}
