@@ -169,7 +169,9 @@ func (in *Ingester) poll(ctx context.Context) {
 		})
 		batches = batches[:0]
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			in.track.add(p, &batches, in.cfg.BatchRecords)
+			if from, to := in.track.add(p, &batches, in.cfg.BatchRecords); to > from {
+				in.log.Info("fetch skipped offsets (compaction or transaction markers)", "topic", p.Topic, "partition", p.Partition, "from", from, "to", to)
+			}
 		})
 		in.m.inFlight.Set(float64(in.track.records()))
 		for i, b := range batches {

@@ -52,6 +52,8 @@ type partState struct {
 	// inFlight counts the segments dispatched and neither finished nor
 	// abandoned.
 	inFlight int
+	// last is the offset of the last record added, -1 none.
+	last int64
 }
 
 // tracker holds every partition the ingester owns.
@@ -77,22 +79,32 @@ func newTracker() *tracker {
 func (t *tracker) part(k tp) *partState {
 	ps := t.parts[k]
 	if ps == nil {
-		ps = &partState{tp: k, next: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1, start: -1, hwm: -1}
+		ps = &partState{tp: k, next: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1, start: -1, hwm: -1, last: -1}
 		t.parts[k] = ps
 	}
 	return ps
 }
 
 // add cuts a fetched partition's records into segments appended to the
-// batches being built, and records its high watermark.
-func (t *tracker) add(p kgo.FetchTopicPartition, out *[]*batch, batchRecords int) {
+// batches being built, and records its high watermark. It returns the
+// offsets the fetch skipped since the last one ([from, to), empty when
+// contiguous): legitimate on a compacted or transactional topic, a
+// broker's fault on a plain one, and worth a log line either way, since
+// the committed offset moves past them.
+func (t *tracker) add(p kgo.FetchTopicPartition, out *[]*batch, batchRecords int) (gapFrom, gapTo int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ps := t.part(tp{p.Topic, p.Partition})
 	ps.hwm = p.HighWatermark
 	recs := p.Records
-	if len(recs) > 0 && ps.start < 0 {
-		ps.start = recs[0].Offset
+	if len(recs) > 0 {
+		if ps.start < 0 {
+			ps.start = recs[0].Offset
+		}
+		if ps.last >= 0 && recs[0].Offset > ps.last+1 {
+			gapFrom, gapTo = ps.last+1, recs[0].Offset
+		}
+		ps.last = recs[len(recs)-1].Offset
 	}
 	for len(recs) > 0 {
 		if len(*out) == 0 || (*out)[len(*out)-1].n >= batchRecords {
@@ -108,6 +120,7 @@ func (t *tracker) add(p kgo.FetchTopicPartition, out *[]*batch, batchRecords int
 		ps.inFlight++
 		t.inFlight += n
 	}
+	return gapFrom, gapTo
 }
 
 // finish marks a batch accounted for and moves the committable offsets.
