@@ -48,6 +48,9 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*opti
 	}
 	var (
 		brokers, topics, seeds, fromTime, scopes string
+		tlsCA, tlsCert, tlsKey                   string
+		kafkaTLS                                 bool
+		kafkaCA, kafkaCert, kafkaKey             string
 		errs                                     []error
 	)
 	fs.StringVar(&brokers, "brokers", env("FCAP_INGEST_BROKERS", ""), "Kafka seed brokers, comma-separated (FCAP_INGEST_BROKERS); required")
@@ -95,6 +98,13 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*opti
 	o.client.DialTimeout = time.Second
 	durFlag(&o.client.DialTimeout, "dial-timeout", "FCAP_INGEST_DIAL_TIMEOUT", "deadline to connect to a node")
 	fs.StringVar(&o.tokenFile, "token-file", env("FCAP_INGEST_TOKEN_FILE", ""), "file holding the token presented to nodes started with a tokens file (a role allowed to record) (FCAP_INGEST_TOKEN_FILE)")
+	fs.StringVar(&tlsCA, "tls-ca", env("FCAP_INGEST_TLS_CA", ""), "PEM CA file verifying the nodes' certificates: connect to nodes over TLS (FCAP_INGEST_TLS_CA)")
+	fs.StringVar(&tlsCert, "tls-cert", env("FCAP_INGEST_TLS_CERT", ""), "PEM client certificate for nodes started with --tls-client-ca (FCAP_INGEST_TLS_CERT)")
+	fs.StringVar(&tlsKey, "tls-key", env("FCAP_INGEST_TLS_KEY", ""), "PEM key of --tls-cert (FCAP_INGEST_TLS_KEY)")
+	fs.BoolVar(&kafkaTLS, "kafka-tls", env("FCAP_INGEST_KAFKA_TLS", "") == "true", "connect to the brokers over TLS (FCAP_INGEST_KAFKA_TLS=true)")
+	fs.StringVar(&kafkaCA, "kafka-tls-ca", env("FCAP_INGEST_KAFKA_TLS_CA", ""), "PEM CA file verifying the brokers (implies --kafka-tls; empty: the system's roots) (FCAP_INGEST_KAFKA_TLS_CA)")
+	fs.StringVar(&kafkaCert, "kafka-tls-cert", env("FCAP_INGEST_KAFKA_TLS_CERT", ""), "PEM client certificate for the brokers (FCAP_INGEST_KAFKA_TLS_CERT)")
+	fs.StringVar(&kafkaKey, "kafka-tls-key", env("FCAP_INGEST_KAFKA_TLS_KEY", ""), "PEM key of --kafka-tls-cert (FCAP_INGEST_KAFKA_TLS_KEY)")
 	fs.StringVar(&o.http, "http", env("FCAP_INGEST_HTTP", "127.0.0.1:9102"), "address serving /metrics and /healthz (FCAP_INGEST_HTTP)")
 	fs.StringVar(&o.logLevel, "log-level", env("FCAP_LOG_LEVEL", "info"), "debug, info, warn or error (FCAP_LOG_LEVEL)")
 	fs.StringVar(&o.logFormat, "log-format", env("FCAP_LOG_FORMAT", "text"), "text or json (FCAP_LOG_FORMAT)")
@@ -124,6 +134,21 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*opti
 		errs = append(errs, fmt.Errorf("--session-timeout must be positive, got %v", o.session))
 	}
 	o.ingest.KafkaOptions = append(o.ingest.KafkaOptions, kgo.SessionTimeout(o.session), kgo.ClientID("fcapingest"))
+	if tlsCA != "" || tlsCert != "" || tlsKey != "" {
+		cfg, err := client.LoadTLS(tlsCA, tlsCert, tlsKey)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--tls-*: %w", err))
+		}
+		o.client.TLS = cfg
+	}
+	if kafkaTLS || kafkaCA != "" || kafkaCert != "" || kafkaKey != "" {
+		cfg, err := client.LoadTLS(kafkaCA, kafkaCert, kafkaKey)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--kafka-tls-*: %w", err))
+		} else {
+			o.ingest.KafkaOptions = append(o.ingest.KafkaOptions, kgo.DialTLSConfig(cfg))
+		}
+	}
 	if o.tokenFile != "" {
 		b, err := os.ReadFile(o.tokenFile)
 		if err != nil {

@@ -40,6 +40,8 @@ func TestParseFlagsRefuses(t *testing.T) {
 		"zero workers":     {"--brokers", "k", "--topics", "t", "--seeds", "s", "--workers", "0"},
 		"dead letter loop": {"--brokers", "k", "--topics", "t", "--seeds", "s", "--dead-letter-topic", "t"},
 		"extra argument":   {"--brokers", "k", "--topics", "t", "--seeds", "s", "now"},
+		"missing tls ca":   {"--brokers", "k", "--topics", "t", "--seeds", "s", "--tls-ca", "/nonexistent/ca.pem"},
+		"cert without key": {"--brokers", "k", "--topics", "t", "--seeds", "s", "--kafka-tls-cert", "c.pem"},
 	} {
 		if _, err := parseFlags(args, env(nil), io.Discard); err == nil {
 			t.Errorf("%s: accepted", name)
