@@ -317,21 +317,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// soleSurvivor reports whether self was one of p's previous owners and
-// every other one is gone: nobody is left to hand p over to it.
-func soleSurvivor(prev, cur *ring.Ring, p int, self string) bool {
-	owners := names(prev, p)
-	if !contains(owners, self) {
-		return false
-	}
-	for _, name := range owners {
-		if name != self && survived(prev, cur, name) {
-			return false
-		}
-	}
-	return true
-}
-
 // survived reports whether member name of ring prev is still in cur as
 // the same process. A node killed and started again faster than gossip
 // declares it dead shows up only as a new incarnation of the same name:
@@ -507,11 +492,11 @@ func (pn *planner) holding(p int, curOwners, futOwners []string) {
 		part.lostAt.Store(0)
 		switch {
 		case part.have.Load():
-		case pn.bootstrap || soleSurvivor(pn.prev, pn.cur, p, pn.self):
-			// Nobody else can hand it over: a fresh cluster, or every
-			// other previous owner is gone. This node is its authority.
+		case pn.bootstrap:
+			// A fresh cluster: nobody else has anything to hand over.
+			// This node is every partition's authority.
 			part.got()
-			pn.r.log.Debug("partition: authority", "partition", p, "bootstrap", pn.bootstrap)
+			pn.r.log.Debug("partition: authority", "partition", p, "bootstrap", true)
 		default:
 			part.wait(pn.now)
 		}
