@@ -38,6 +38,7 @@ type call struct {
 	unlink   proto.UnlinkResult
 	resolve  proto.ResolveResult
 	undo     proto.UndoResult
+	erase    proto.EraseResult
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -93,6 +94,8 @@ func (cl *call) deliver(hdr proto.Header, body []byte) {
 		}
 	case hdr.Type == proto.TypeUndoResult:
 		err = proto.Decode(body, &cl.undo)
+	case hdr.Type == proto.TypeEraseResult:
+		err = proto.Decode(body, &cl.erase)
 	case hdr.Type == proto.TypePong:
 		if err = proto.Decode(body, &cl.pong); err == nil {
 			cl.pong.Name = strings.Clone(cl.pong.Name)

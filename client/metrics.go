@@ -20,10 +20,11 @@ const (
 	opLink
 	opUnlink
 	opResolve
+	opErase
 	numOps
 )
 
-var opNames = [numOps]string{"check", "allow", "reserve", "release", "link", "unlink", "resolve"}
+var opNames = [numOps]string{"check", "allow", "reserve", "release", "link", "unlink", "resolve", "erase"}
 
 type outcome uint8
 

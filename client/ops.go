@@ -372,6 +372,8 @@ func epochOf(cl *call) uint64 {
 		return cl.release.Epoch
 	case proto.TypeUndoResult:
 		return cl.undo.Epoch
+	case proto.TypeEraseResult:
+		return cl.erase.Epoch
 	case proto.TypeRecordResult:
 		return cl.record.Epoch
 	case proto.TypeLinkResult:

@@ -110,6 +110,7 @@ var ops = [64]op{
 	proto.TypeRecord:          (*handler).record,
 	proto.TypeReserve:         (*handler).reserve,
 	proto.TypeUndo:            (*handler).undo,
+	proto.TypeErase:           (*handler).erase,
 	proto.TypeRelease:         (*handler).release,
 	proto.TypeReplicate:       (*handler).replicate,
 	proto.TypeSyncRequest:     (*handler).syncRequest,

@@ -170,6 +170,8 @@ func testCases() []testCase {
 		{name: "undo", msg: &Undo{Viewer: "viewer-1", Grant: 0x9e3779b97f4a7c15}},
 		{name: "undo-result", msg: &UndoResult{Epoch: 12, Undone: true}},
 		{name: "undo-result/nothing", msg: &UndoResult{Epoch: 12}},
+		{name: "erase", msg: &Erase{Viewer: "viewer-1"}},
+		{name: "erase-result", msg: &EraseResult{Epoch: 12, Devices: 2}},
 		{name: "replicate", msg: &Replicate{From: "node-1", Epoch: 7, HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}, Done: []uint32{0, 270}, Handoff: []uint32{3}}},
 		{name: "replicate/empty", msg: &Replicate{}},
 		{name: "replicate-result", msg: &ReplicateResult{Epoch: 7, Applied: 31, Refused: 2}},
@@ -308,6 +310,10 @@ func wireForm(m Message) []any {
 		return []any{m.Viewer, u(m.Grant)}
 	case *UndoResult:
 		return []any{u(m.Epoch), m.Undone}
+	case *Erase:
+		return []any{m.Viewer}
+	case *EraseResult:
+		return []any{u(m.Epoch), u(m.Devices)}
 	case *Reserve:
 		return []any{m.Viewer, optTime(m.Now, m.HasNow), m.TTL, capsForm(m.Caps), budgetForm(m.Budget)}
 	case *ReserveResult:

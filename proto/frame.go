@@ -107,6 +107,8 @@ const (
 	TypeLinkDeviceResult Type = 51 // LinkDeviceResult: answers LinkDevice
 	TypeUndo             Type = 52 // Undo: give back a strict grant the caller gave up on
 	TypeUndoResult       Type = 53 // UndoResult: answers Undo
+	TypeErase            Type = 54 // Erase: forget a viewer (privacy requests)
+	TypeEraseResult      Type = 55 // EraseResult: answers Erase
 )
 
 var typeNames = [...]string{
@@ -151,6 +153,8 @@ var typeNames = [...]string{
 	TypeLinkDeviceResult: "link_device_result",
 	TypeUndo:             "undo",
 	TypeUndoResult:       "undo_result",
+	TypeErase:            "erase",
+	TypeEraseResult:      "erase_result",
 }
 
 // String returns the type's name in snake case ("check_result"), fit for
@@ -273,6 +277,10 @@ func NewMessage(t Type) Message {
 		return new(Undo)
 	case TypeUndoResult:
 		return new(UndoResult)
+	case TypeErase:
+		return new(Erase)
+	case TypeEraseResult:
+		return new(EraseResult)
 	}
 	return nil
 }

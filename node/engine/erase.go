@@ -142,6 +142,12 @@ func (x *viewerExt) pruneErasure(now int64) {
 	}
 }
 
+// tombstone reports whether v holds nothing but an erasure.
+func (v *viewer) tombstone() bool {
+	x := v.ext
+	return v.nkeys() == 0 && x != nil && x.erasedAt != 0 && !x.wide && len(x.seen) == 0 && len(x.res) == 0 && (x.id == nil || x.id.empty())
+}
+
 // recordable reports whether an impression at t may count on v: not
 // one at or before v's erasure.
 func (v *viewer) recordable(t int64) bool {

@@ -71,7 +71,8 @@ func (e *Engine) Viewer(viewer string) (ViewerState, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.lookup(h)
-	if v == nil {
+	if v == nil || v.tombstone() {
+		// An erasure's tombstone holds nothing of the viewer.
 		return ViewerState{}, false
 	}
 	var st ViewerState

@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/test/cluster"
+)
+
+// TestEraseSurvivesWholeClusterKill9: a viewer with impressions on caps of
+// every algorithm, a remembered impression id and a linked device is
+// erased on three durable nodes (R=2); then every node is killed with
+// kill -9 and restarted from its log and snapshots. Nothing of the viewer
+// comes back on any owner (fcapctl keys), the device is its own viewer
+// again, and a Check shows every cap's full limit.
+func TestEraseSurvivesWholeClusterKill9(t *testing.T) {
+	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2, DataDir: t.TempDir()})
+	cluster.WaitActive(t, nodes, 3)
+	c := newClient(t, nodes)
+	const viewer, device = "erase-me", "erase-me-phone"
+	caps := []fcap.Cap{
+		{Scope: "campaign", ID: "erase-s", Limit: 50, Window: 3_600_000},
+		{Scope: "campaign", ID: "erase-f", Limit: 50, Window: 3_600_000, Algorithm: fcap.Fixed},
+		{Scope: "campaign", ID: "erase-b", Limit: 50, Window: 3_600_000, Algorithm: fcap.Buckets},
+		{Scope: "campaign", ID: "erase-strict", Limit: 50, Window: 3_600_000, Mode: fcap.Strict},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Link(ctx, device, viewer); err != nil {
+		t.Fatalf("link: %v", err)
+	}
+	var items []client.RecordItem
+	for i := range 5 {
+		items = append(items, client.RecordItem{Viewer: viewer, Impression: fcap.Impression{ID: fmt.Sprint("erase-imp-", i), Caps: caps}})
+	}
+	for i, ack := range c.RecordSync(ctx, items) {
+		if ack.Err != nil || ack.Status != fcap.Recorded {
+			t.Fatalf("record %d: %v %v", i, ack.Status, ack.Err)
+		}
+	}
+	for _, cp := range caps {
+		if n := countCap(t, c, viewer, cp); n != 5 {
+			t.Fatalf("%s: %d counted before the erasure, want 5", cp.ID, n)
+		}
+	}
+
+	if err := c.Erase(ctx, viewer); err != nil {
+		t.Fatalf("erase: %v", err)
+	}
+	assertErased(t, nodes, viewer, device)
+	if got := sum(t, nodes, "fcap_erased_viewers_total"); got != 1 {
+		t.Errorf("fcap_erased_viewers_total = %v over the nodes, want 1", got)
+	}
+
+	cluster.KillAll(nodes)
+	for _, n := range nodes {
+		n.Restart()
+	}
+	cluster.WaitActive(t, nodes, 3)
+	assertErased(t, nodes, viewer, device)
+	c2 := newClient(t, nodes)
+	for _, cp := range caps {
+		if n := countCap(t, c2, viewer, cp); n != 0 {
+			t.Errorf("%s: %d counted after the erasure and a restart, want 0", cp.ID, n)
+		}
+	}
+	resolved, err := c2.Resolve(ctx, device)
+	if err != nil || resolved != device {
+		t.Errorf("Resolve(%q) after the erasure = %q, %v; want the device itself", device, resolved, err)
+	}
+	// Erasing again (a retried privacy request) is fine.
+	if err := c2.Erase(ctx, viewer); err != nil {
+		t.Errorf("erase again: %v", err)
+	}
+}
+
+// assertErased waits until no owner of viewer holds anything of it
+// (fcapctl keys on every owner) and device holds no link.
+func assertErased(t *testing.T, nodes []*cluster.Node, viewer, device string) {
+	t.Helper()
+	cluster.Eventually(t, 30*time.Second, func() bool {
+		for _, id := range []string{viewer, device} {
+			out := runFcapctl(t, "keys", "--addr", nodes[0].Data, "--json", id)
+			var ks struct {
+				Owners []struct {
+					Error string
+					State *struct {
+						Found    bool
+						LinkedTo string `json:"linked_to"`
+						Devices  []string
+					}
+				}
+			}
+			if err := json.Unmarshal([]byte(out), &ks); err != nil {
+				t.Fatalf("fcapctl keys: %v\n%s", err, out)
+			}
+			if len(ks.Owners) != 2 {
+				return false
+			}
+			for _, o := range ks.Owners {
+				if o.Error != "" || o.State == nil {
+					return false
+				}
+				if id == viewer && o.State.Found {
+					return false
+				}
+				if id == device && (o.State.LinkedTo != "" || len(o.State.Devices) > 0) {
+					return false
+				}
+			}
+		}
+		return true
+	}, "an owner still holds something of the erased viewer")
+}
