@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/fcap-io/fcap/internal/buildinfo"
+	"github.com/fcap-io/fcap/node/buildinfo"
 )
 
 // runVersion prints fcapctl's build.

@@ -20,8 +20,8 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"github.com/fcap-io/fcap/internal/buildinfo"
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/buildinfo"
 )
 
 func main() {

@@ -14,7 +14,7 @@ import (
 
 // version is set at link time by release builds:
 //
-//	go build -ldflags "-X github.com/fcap-io/fcap/internal/buildinfo.version=v1.2.0" ./cmd/...
+//	go build -ldflags "-X github.com/fcap-io/fcap/node/buildinfo.version=v1.2.0" ./cmd/...
 var version string
 
 // Info is one build's identity.
