@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -25,6 +27,9 @@ func (c *Client) Erase(ctx context.Context, viewer string) error {
 	start := time.Now()
 	if c.closed() {
 		return ErrClosed
+	}
+	if err := fcap.ValidateViewer(viewer, c.cfg.Limits); err != nil {
+		return fmt.Errorf("%w: erase: %w", ErrBadRequest, err)
 	}
 	defer c.resolved.drop(viewer)
 	cl, err := c.owned(ctx, viewer, &proto.Erase{Viewer: viewer}, proto.TypeEraseResult, identityDeadline(ctx))

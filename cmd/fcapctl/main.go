@@ -24,6 +24,7 @@ var commands = map[string]command{
 	"drain":       {"hand a node's partitions over and make it leave the cluster", runDrain},
 	"ring":        {"partition ownership and load per node", runRing},
 	"keys":        {"every counter of one viewer, on each of its owners", runKeys},
+	"erase":       {"forget a viewer everywhere (privacy requests), for good", runErase},
 	"check":       {"read-only verdicts for a viewer's candidate ads", runCheck},
 	"allow":       {"check and record one impression atomically", runAllow},
 	"record":      {"record a played impression and wait for its acknowledgement", runRecord},

@@ -11,6 +11,7 @@
 //	POST /v1/release  {"viewer", "reservation"}
 //	POST /v1/link     {"device", "viewer"}  -> {"merged"}
 //	POST /v1/unlink   {"device"}            -> {"viewer"}
+//	DELETE /v1/viewers/{viewer}             -> 204 (erased everywhere)
 //	POST /v1/resolve  {"device"}            -> {"viewer"}
 //
 // check, allow, record and reserve take "device" instead of "viewer" to
@@ -105,6 +106,11 @@ func New(c *client.Client, opts Options) *API {
 	for path, h := range routes {
 		a.mux.HandleFunc("POST "+path, h)
 	}
+	a.mux.HandleFunc("DELETE /v1/viewers/{viewer}", a.erase)
+	a.mux.HandleFunc("/v1/viewers/{viewer}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", http.MethodDelete)
+		replyError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" "+r.URL.Path+": only DELETE is served")
+	})
 	// Everything else answers in the API's error shape, not the
 	// ServeMux's text/plain: 405 for another method on a route, 404 for
 	// an unknown path.
@@ -509,6 +515,23 @@ func (a *API) unlink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, http.StatusOK, ViewerResponse{Viewer: was})
+}
+
+// erase answers DELETE /v1/viewers/{viewer}: the viewer is forgotten
+// everywhere (client.Erase), 204 once its owner and every backup erased
+// it.
+func (a *API) erase(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel, err := a.context(r, identityTimeout)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	defer cancel()
+	if err := a.c.Erase(ctx, r.PathValue("viewer")); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (a *API) resolve(w http.ResponseWriter, r *http.Request) {

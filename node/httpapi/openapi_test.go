@@ -280,6 +280,11 @@ func TestOpenAPIAgreesWithALiveNode(t *testing.T) {
 		{name: "resolve", path: "/v1/resolve", body: `{"device":"phone"}`, status: 200},
 		{name: "resolve without a device", path: "/v1/resolve", body: `{}`, status: 400, specRefuses: true},
 		{name: "unlink", path: "/v1/unlink", body: `{"device":"phone"}`, status: 200},
+		{name: "erase", method: http.MethodDelete, path: "/v1/viewers/person", status: 204},
+		{name: "erase again", method: http.MethodDelete, path: "/v1/viewers/person", status: 204},
+		{name: "erase a 300-byte viewer", method: http.MethodDelete, path: "/v1/viewers/" + strings.Repeat("v", 300), status: 400, code: httpapi.CodeBadRequest},
+		{name: "erase with timeout 0", method: http.MethodDelete, path: "/v1/viewers/person", header: with("X-Fcap-Timeout-Ms", "0"), status: 400, specRefuses: true},
+		{name: "GET of a viewer", method: http.MethodGet, path: "/v1/viewers/person", status: 405, code: httpapi.CodeMethodNotAllowed},
 
 		// paths and methods the spec does not have
 		{name: "GET of a route", method: http.MethodGet, path: "/v1/check", status: 405, code: httpapi.CodeMethodNotAllowed},
@@ -362,6 +367,7 @@ func TestOpenAPIAgreesWhenTheClusterIsDown(t *testing.T) {
 		{name: "release", path: "/v1/release", body: `{"viewer":"v","reservation":"42"}`, status: 502, code: httpapi.CodeUnavailable},
 		{name: "link", path: "/v1/link", body: `{"device":"d","viewer":"v"}`, status: 502, code: httpapi.CodeUnavailable},
 		{name: "unlink", path: "/v1/unlink", body: `{"device":"d"}`, status: 502, code: httpapi.CodeUnavailable},
+		{name: "erase", method: http.MethodDelete, path: "/v1/viewers/v", status: 502, code: httpapi.CodeUnavailable},
 		{name: "resolve", path: "/v1/resolve", body: `{"device":"d"}`, status: 502, code: httpapi.CodeUnavailable},
 		{name: "record", path: "/v1/record", body: `{"viewer":"v","impression":{"id":"i1","caps":[` + capJSON + `]}}`, status: 202},
 		{name: "record with the queue full", path: "/v1/record", body: `{"viewer":"v","impression":{"id":"i2","caps":[` + capJSON + `]}}`, status: 503, code: httpapi.CodeQueueFull},
