@@ -1,0 +1,68 @@
+package node
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// TestEraseOnANodeWithTokens: an adserver erases a viewer with a linked
+// device and impressions; the device is unlinked, the node holds nothing
+// of the viewer, and an impression dated before the erasure no longer
+// counts. A peer may send the Unlink an erasure needs, not an Erase.
+func TestEraseOnANodeWithTokens(t *testing.T) {
+	n := authNode(t)
+	h := newHandler(n)
+	hello := func(h *handler, token string) {
+		t.Helper()
+		hh, hb := request(t, &proto.Hello{Token: token})
+		if _, err := answer(t, h.handle(nil, hh, hb)); err != nil {
+			t.Fatalf("hello: %v", err)
+		}
+	}
+	hello(h, "adserver-token-0001")
+	call := func(h *handler, m proto.Message, want proto.Type) error {
+		t.Helper()
+		hdr, body := request(t, m)
+		typ, err := answer(t, h.handle(nil, hdr, body))
+		if err == nil && typ.Type != want {
+			t.Fatalf("%s answered %s", m.Type(), typ.Type)
+		}
+		return err
+	}
+	if err := call(h, &proto.Link{Device: "phone", Viewer: "v"}, proto.TypeLinkResult); err != nil {
+		t.Fatalf("link: %v", err)
+	}
+	caps := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 5, Window: 3_600_000}}
+	before := time.Now().UnixMilli()
+	if st, err := n.engine.Record("v", fcap.Impression{ID: "i", Time: before, Caps: caps}); err != nil || st != fcap.Recorded {
+		t.Fatalf("record: %v %v", st, err)
+	}
+	if err := call(h, &proto.Erase{Viewer: "v"}, proto.TypeEraseResult); err != nil {
+		t.Fatalf("erase: %v", err)
+	}
+	if _, found := n.engine.Viewer("v"); found {
+		t.Error("the node still holds the erased viewer")
+	}
+	if _, linked, _ := n.engine.Resolve("phone"); linked {
+		t.Error("the erased viewer's device is still linked")
+	}
+	if st, err := n.engine.Record("v", fcap.Impression{ID: "j", Time: before, Caps: caps}); err != nil || st != fcap.Stale {
+		t.Errorf("record dated before the erasure: %v %v, want stale", st, err)
+	}
+	if err := call(h, &proto.Erase{Viewer: ""}, proto.TypeEraseResult); !errors.Is(err, proto.ErrBadRequest) {
+		t.Errorf("erase of an empty viewer: %v, want a bad request", err)
+	}
+
+	peer := newHandler(n)
+	hello(peer, "peer-token-00000001")
+	if err := call(peer, &proto.Erase{Viewer: "v"}, proto.TypeEraseResult); !errors.Is(err, proto.ErrPermissionDenied) {
+		t.Errorf("erase as a peer: %v, want permission denied", err)
+	}
+	if err := call(peer, &proto.Unlink{Device: "phone"}, proto.TypeUnlinkResult); err != nil {
+		t.Errorf("unlink as a peer (an erasure's step): %v", err)
+	}
+}
