@@ -504,7 +504,11 @@ func StartCluster(t testing.TB, n int, o Options) []*Node {
 	nodes := make([]*Node, n)
 	for i := range nodes {
 		oo := o
-		oo.Seeds = append(append([]string(nil), o.Seeds...), ports...)
+		if n > 1 || len(o.Seeds) > 0 {
+			// A node given seeds never forms a cluster alone (fcapd
+			// --bootstrap): one node started by itself gets none.
+			oo.Seeds = append(append([]string(nil), o.Seeds...), ports...)
+		}
 		nodes[i] = newNode(t, fmt.Sprintf("n%d", i+1), ports[i], oo)
 	}
 	errs := make([]error, n)
