@@ -194,22 +194,7 @@ func TestOpenAPIAgreesWithALiveNode(t *testing.T) {
 
 	// A reservation to release, one to release twice, and one that
 	// expired (reserved in the past, its ttl over by the node's clock).
-	reserveID := func(viewer, body string) string {
-		var res httpapi.ReserveResponse
-		req, _ := http.NewRequest(http.MethodPost, base+"/v1/reserve", strings.NewReader(body))
-		for k, v := range auth {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || res.Reservation == "" || res.Viewer != viewer {
-			t.Fatalf("reserve %s: %d %+v %v", body, resp.StatusCode, res, err)
-		}
-		return res.Reservation
-	}
+	reserveID := func(viewer, body string) string { return reserveOn(t, base, auth, viewer, body) }
 	live := reserveID("rv", `{"viewer":"rv","candidate":{"caps":[`+capJSON("r", 5)+`]},"ttl_ms":60000}`)
 	expired := reserveID("rv", fmt.Sprintf(`{"viewer":"rv","candidate":{"caps":[%s]},"ttl_ms":1000,"now":%d}`, capJSON("r", 5), now-10_000))
 
@@ -302,6 +287,25 @@ func TestOpenAPIAgreesWithALiveNode(t *testing.T) {
 	if len(res.Verdicts) != 2 || fmt.Sprint(res.Verdicts[0].CapsRemaining) != "[3 5]" || fmt.Sprint(res.Verdicts[1].CapsRemaining) != "[5]" {
 		t.Errorf("check: %+v, want caps_remaining [3 5] and [5]", res.Verdicts)
 	}
+}
+
+// reserveOn takes a reservation through the API and returns its id.
+func reserveOn(t *testing.T, base string, auth map[string]string, viewer, body string) string {
+	t.Helper()
+	var res httpapi.ReserveResponse
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/reserve", strings.NewReader(body))
+	for k, v := range auth {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || res.Reservation == "" || res.Viewer != viewer {
+		t.Fatalf("reserve %s: %d %+v %v", body, resp.StatusCode, res, err)
+	}
+	return res.Reservation
 }
 
 // tokenNode starts a node with an ad server's and a peer's token and
