@@ -54,7 +54,7 @@ func (h *handler) erase(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 	if to, linked, err := h.n.engine.Resolve(viewer); err == nil && linked {
 		// The erased id is a device: its viewer's list names it.
 		if _, code, err := h.unlink(v, &proto.Unlink{Device: viewer}, epoch); err != nil || code != 0 {
-			failed = append(failed, fmt.Errorf("its link to %q: %v", to, errors.Join(err, codeErr(code))))
+			failed = append(failed, fmt.Errorf("its link to %q: %v", to, errors.Join(err, code.Sentinel())))
 		}
 	}
 	if len(failed) > 0 {
@@ -81,14 +81,6 @@ func (h *handler) erase(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 	}
 	h.n.metrics.Erased.Inc()
 	return h.reply(out, hdr.ID, &proto.EraseResult{Epoch: epoch, Devices: uint64(len(devices))}, metrics.OpErase)
-}
-
-// codeErr is a refusal code as an error, nil for 0.
-func codeErr(code proto.Code) error {
-	if code == 0 {
-		return nil
-	}
-	return fmt.Errorf("refused: %v", code)
 }
 
 // unlinkOn unlinks device on its owner: this node, or the owner's over

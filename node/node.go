@@ -22,6 +22,7 @@ import (
 	"github.com/fcap-io/fcap/node/conns"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/gossip"
+	"github.com/fcap-io/fcap/node/grants"
 	"github.com/fcap-io/fcap/node/httpapi"
 	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/node/replication"
@@ -65,7 +66,7 @@ type Node struct {
 
 	tokens security.TokenTable // Security.Tokens; empty: no authentication
 
-	grants grantMemory // strict grants a client may give back (undo.go)
+	grants grants.Memory // strict grants a client may give back (undo.go)
 
 	gossipKeys *security.GossipKeys // GossipKey requests
 

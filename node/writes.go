@@ -123,7 +123,7 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 		if sync {
 			// Its answer may still reach the client after it gave up: it
 			// can give the slot back with an Undo (undo.go).
-			grant = h.n.grants.put(viewer, now, caps)
+			grant = h.n.grants.Put(viewer, now, caps)
 		}
 		return h.reply(out, hdr.ID, &proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd, Grant: grant}, metrics.OpAllow)
 	})
