@@ -9,7 +9,6 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -75,13 +74,7 @@ func TestRecordSyncUnacknowledged(t *testing.T) {
 // TestRecordSyncAgainstANode: an impression counts once, however often
 // it is sent.
 func TestRecordSyncAgainstANode(t *testing.T) {
-	cfg := node.DefaultLocalConfig("solo")
-	cfg.Logger = quiet
-	nd, err := node.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nd.Shutdown(context.Background())
+	nd := soloNode(t, "solo")
 	c := newClient(t, nil, nd.DataAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

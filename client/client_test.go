@@ -331,14 +331,22 @@ func TestRecordDropsAndCountsWhenFull(t *testing.T) {
 	}
 }
 
-func TestClientAgainstANode(t *testing.T) {
-	cfg := node.DefaultLocalConfig("solo")
+// soloNode starts a one-node cluster in this process, shut down when the
+// test ends (after its clients, which close first).
+func soloNode(t testing.TB, name string) *node.Node {
+	t.Helper()
+	cfg := node.DefaultLocalConfig(name)
 	cfg.Logger = quiet
 	nd, err := node.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nd.Shutdown(context.Background())
+	t.Cleanup(func() { nd.Shutdown(context.Background()) })
+	return nd
+}
+
+func TestClientAgainstANode(t *testing.T) {
+	nd := soloNode(t, "solo")
 	c := newClient(t, nil, nd.DataAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -9,7 +9,6 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -18,13 +17,7 @@ import (
 // opens its connections through it, with the address the topology names
 // (tests route through fault-injecting proxies this way).
 func TestDialHookCarriesEveryConnection(t *testing.T) {
-	cfg := node.DefaultLocalConfig("dialed")
-	cfg.Logger = quiet
-	nd, err := node.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nd.Shutdown(context.Background())
+	nd := soloNode(t, "dialed")
 	var dials atomic.Int64
 	var wrongAddr atomic.Value
 	c := newClient(t, func(c *client.Config) {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node"
 )
 
 // BenchmarkIdentityCheck: what naming a device costs a 100-candidate
@@ -19,13 +18,7 @@ import (
 //
 //	go test -run XXX -bench BenchmarkIdentityCheck -benchtime 3s ./client/
 func BenchmarkIdentityCheck(b *testing.B) {
-	cfg := node.DefaultLocalConfig("bench")
-	cfg.Logger = quiet
-	nd, err := node.Start(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nd.Shutdown(context.Background())
+	nd := soloNode(b, "bench")
 	var cands []fcap.Candidate
 	for i := range 100 {
 		cands = append(cands, fcap.Candidate{Caps: []fcap.Cap{

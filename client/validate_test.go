@@ -9,7 +9,6 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -88,13 +87,7 @@ func TestRecordLimitsFollowTheConfig(t *testing.T) {
 // TestRecordZeroTimeIsNow: an impression without a time is counted now
 // (the client stamps it), not at tick 0, where it would be long expired.
 func TestRecordZeroTimeIsNow(t *testing.T) {
-	cfg := node.DefaultLocalConfig("zero-time")
-	cfg.Logger = quiet
-	nd, err := node.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nd.Shutdown(context.Background())
+	nd := soloNode(t, "zero-time")
 	c := newClient(t, nil, nd.DataAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
