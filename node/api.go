@@ -7,6 +7,7 @@ import (
 
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node/httpapi"
+	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -30,6 +31,8 @@ func (n *Node) startAPI() error {
 	// The API refuses at once what this node's engine would refuse.
 	cfg.Limits = n.cfg.Engine.Limits()
 	opts := httpapi.Options{MaxBody: n.cfg.APIMaxBody, Timeout: n.cfg.APITimeout, Clock: n.clock, MaxClockSkew: n.cfg.MaxClockSkew}
+	ops := map[string]metrics.Op{"check": metrics.OpCheck, "allow": metrics.OpAllow, "reserve": metrics.OpReserve, "record": metrics.OpRecord}
+	opts.RefusedTime = func(op string) { n.metrics.Time.Refused(ops[op]) }
 	if len(n.cfg.Security.Tokens) > 0 {
 		// HTTP callers present an ad server's or operator's token; the
 		// client itself uses one too (a peer token may not check).

@@ -84,6 +84,10 @@ type Options struct {
 	Clock func() int64
 	// MaxClockSkew is how far ahead of Clock an impression's time may be.
 	MaxClockSkew time.Duration
+	// RefusedTime, when set, is told of each call refused here for a
+	// time ahead of Clock, by operation ("check", "allow", "reserve",
+	// "record"), so the node counts it with the ones it refuses itself.
+	RefusedTime func(op string)
 }
 
 // API is the HTTP handler.
@@ -317,7 +321,7 @@ func (a *API) check(w http.ResponseWriter, r *http.Request) {
 		}
 		cands[i] = fcap.Candidate{Caps: caps}
 	}
-	id, opts, err := target(req.Viewer, req.Device, req.Now)
+	id, opts, err := a.target("check", req.Viewer, req.Device, req.Now)
 	if err != nil {
 		fail(w, err)
 		return
@@ -351,7 +355,7 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	id, opts, err := target(req.Viewer, req.Device, req.Now)
+	id, opts, err := a.target("allow", req.Viewer, req.Device, req.Now)
 	if err != nil {
 		fail(w, err)
 		return
@@ -387,13 +391,14 @@ func (a *API) record(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	id, _, err := target(req.Viewer, req.Device, nil)
+	id, _, err := a.target("record", req.Viewer, req.Device, nil)
 	if err != nil {
 		fail(w, err)
 		return
 	}
 	if c := a.opts.Clock; c != nil && imp.Time != 0 {
 		if ahead := imp.Time - c(); ahead > a.opts.MaxClockSkew.Milliseconds() {
+			a.refusedTime("record")
 			fail(w, fmt.Errorf("%w: impression time %d is %d ms ahead of the node's clock, at most %d accepted", client.ErrFutureTime, imp.Time, ahead, a.opts.MaxClockSkew.Milliseconds()))
 			return
 		}
@@ -428,7 +433,7 @@ func (a *API) reserve(w http.ResponseWriter, r *http.Request) {
 		fail(w, fmt.Errorf("%w: ttl_ms must be positive", errInvalid))
 		return
 	}
-	id, opts, err := target(req.Viewer, req.Device, req.Now)
+	id, opts, err := a.target("reserve", req.Viewer, req.Device, req.Now)
 	if err != nil {
 		fail(w, err)
 		return
@@ -554,8 +559,17 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 }
 
 // target is the id a call names and its options: the viewer, or the
-// device to resolve (exactly one of them).
-func target(viewer, device string, now *int64) (string, []client.CallOption, error) {
+// device to resolve (exactly one of them). A call's time further ahead of
+// this node's clock than MaxClockSkew is refused here, at the edge, as a
+// record's is: the owner would refuse it too, and a 400 must not depend
+// on whether the cluster answered in time.
+func (a *API) target(op, viewer, device string, now *int64) (string, []client.CallOption, error) {
+	if c := a.opts.Clock; c != nil && now != nil {
+		if ahead := *now - c(); ahead > a.opts.MaxClockSkew.Milliseconds() {
+			a.refusedTime(op)
+			return "", nil, fmt.Errorf("%w: now %d is %d ms ahead of the node's clock, at most %d accepted", client.ErrFutureTime, *now, ahead, a.opts.MaxClockSkew.Milliseconds())
+		}
+	}
 	opts := at(now)
 	switch {
 	case viewer != "" && device != "":
@@ -564,6 +578,12 @@ func target(viewer, device string, now *int64) (string, []client.CallOption, err
 		return device, append(opts, client.Device()), nil
 	}
 	return viewer, opts, nil
+}
+
+func (a *API) refusedTime(op string) {
+	if a.opts.RefusedTime != nil {
+		a.opts.RefusedTime(op)
+	}
 }
 
 // identityTimeout bounds a link or unlink without an X-Fcap-Timeout-Ms

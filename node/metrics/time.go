@@ -74,6 +74,10 @@ func (m *Time) RefusedTime(op Op, err error) {
 	}
 }
 
+// Refused counts a time ahead of the clock refused before it reached the
+// engine (the JSON API refuses one at the edge).
+func (m *Time) Refused(op Op) { m.refused[op].Inc() }
+
 // Observe advances eng's high-water mark to a time from src, clamped to
 // the engine's clock, and counts a clamp beyond the skew. m may be nil
 // (a replay that counts nothing).
