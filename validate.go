@@ -122,11 +122,15 @@ func (l *Limits) maxCandidates() int {
 // MaxTime], a known algorithm and mode. The error wraps ErrInvalid and
 // the sentinel of the first field at fault, and names the field and the
 // values accepted.
-func (c *Cap) Validate(lim Limits) error {
-	maxID := lim.maxIDLength()
+func (c *Cap) Validate(lim Limits) error { return lim.CheckCap(c) }
+
+// CheckCap is c.Validate(*l) without copying the limits: the form a
+// hot path (the engine's every write) calls.
+func (l *Limits) CheckCap(c *Cap) error {
+	maxID := l.maxIDLength()
 	switch {
 	case c.Scope == "":
-		return fmt.Errorf("%w (scope: one of %s)", ErrEmptyScope, lim.AcceptedScopes())
+		return fmt.Errorf("%w (scope: one of %s)", ErrEmptyScope, l.AcceptedScopes())
 	case c.ID == "":
 		return ErrEmptyID
 	case len(c.Scope) > maxID:
@@ -141,8 +145,8 @@ func (c *Cap) Validate(lim Limits) error {
 		return fmt.Errorf("%w %d (sliding, buckets or fixed)", ErrUnknownAlgorithm, c.Algorithm)
 	case c.Mode >= NumModes:
 		return fmt.Errorf("%w %d (soft or strict)", ErrUnknownMode, c.Mode)
-	case !lim.ScopeKnown(c.Scope):
-		return fmt.Errorf("%w %q (accepted: %s)", ErrUnknownScope, c.Scope, lim.AcceptedScopes())
+	case !l.ScopeKnown(c.Scope):
+		return fmt.Errorf("%w %q (accepted: %s)", ErrUnknownScope, c.Scope, l.AcceptedScopes())
 	}
 	return nil
 }
@@ -150,15 +154,18 @@ func (c *Cap) Validate(lim Limits) error {
 // ValidateCaps checks the caps of one candidate, Allow, Reserve or
 // impression: at least one, at most lim.MaxCaps, each valid. The error
 // names the cap at fault by its index.
-func ValidateCaps(caps []Cap, lim Limits) error {
+func ValidateCaps(caps []Cap, lim Limits) error { return lim.CheckCaps(caps) }
+
+// CheckCaps is ValidateCaps(caps, *l) without copying the limits.
+func (l *Limits) CheckCaps(caps []Cap) error {
 	if len(caps) == 0 {
 		return ErrNoCaps
 	}
-	if n := lim.maxCaps(); len(caps) > n {
+	if n := l.maxCaps(); len(caps) > n {
 		return fmt.Errorf("%w: %d caps, at most %d", ErrTooManyCaps, len(caps), n)
 	}
 	for i := range caps {
-		if err := caps[i].Validate(lim); err != nil {
+		if err := l.CheckCap(&caps[i]); err != nil {
 			return fmt.Errorf("cap %d: %w", i, err)
 		}
 	}
@@ -173,7 +180,7 @@ func ValidateCandidates(cands []Candidate, lim Limits) error {
 		return fmt.Errorf("%w: %d candidates, at most %d", ErrTooManyCandidates, len(cands), n)
 	}
 	for i := range cands {
-		if err := ValidateCaps(cands[i].Caps, lim); err != nil {
+		if err := lim.CheckCaps(cands[i].Caps); err != nil {
 			return fmt.Errorf("candidate %d: %w", i, err)
 		}
 	}
@@ -182,11 +189,14 @@ func ValidateCandidates(cands []Candidate, lim Limits) error {
 
 // ValidateViewer checks a viewer (or device) id: not empty, at most
 // lim.MaxIDLength bytes.
-func ValidateViewer(viewer string, lim Limits) error {
+func ValidateViewer(viewer string, lim Limits) error { return lim.CheckViewer(viewer) }
+
+// CheckViewer is ValidateViewer(viewer, *l) without copying the limits.
+func (l *Limits) CheckViewer(viewer string) error {
 	if viewer == "" {
 		return ErrEmptyViewer
 	}
-	if n := lim.maxIDLength(); len(viewer) > n {
+	if n := l.maxIDLength(); len(viewer) > n {
 		return fmt.Errorf("%w: viewer is %d bytes, at most %d", ErrIDTooLong, len(viewer), n)
 	}
 	return nil
@@ -215,5 +225,5 @@ func (imp *Impression) Validate(lim Limits) error {
 	if err := ValidateTime(imp.Time); err != nil {
 		return fmt.Errorf("impression time: %w", err)
 	}
-	return ValidateCaps(imp.Caps, lim)
+	return lim.CheckCaps(imp.Caps)
 }

@@ -7,16 +7,16 @@ import "github.com/fcap-io/fcap"
 
 // validateCap checks one cap against the engine's configuration.
 func (e *Engine) validateCap(c *fcap.Cap) error {
-	return c.Validate(e.lim)
+	return e.lim.CheckCap(c)
 }
 
 // validateCaps checks a candidate's caps and their count.
 func (e *Engine) validateCaps(caps []fcap.Cap) error {
-	return fcap.ValidateCaps(caps, e.lim)
+	return e.lim.CheckCaps(caps)
 }
 
 func (e *Engine) validateViewer(viewer string) error {
-	return fcap.ValidateViewer(viewer, e.lim)
+	return e.lim.CheckViewer(viewer)
 }
 
 func validTime(t int64) bool { return t >= 0 && t <= fcap.MaxTime }
