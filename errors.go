@@ -31,6 +31,9 @@ var (
 	ErrTooManyCandidates  = fmt.Errorf("%w: more candidates than the configured maximum", ErrInvalid)
 	ErrZeroReservationID  = fmt.Errorf("%w: reservation id 0 is reserved for \"none\"", ErrInvalid)
 	ErrUnknownReservation = errors.New("unknown or expired reservation")
+	// ErrVoidMismatch refuses a Void whose impression time or caps are
+	// not those the impression id was recorded with.
+	ErrVoidMismatch = fmt.Errorf("%w: the impression's time or caps are not those it was recorded with", ErrInvalid)
 )
 
 // ErrFutureTime refuses a time further ahead of the engine's Clock than

@@ -57,6 +57,7 @@ type viewerExt struct {
 	// erasedAt is when the viewer was last erased (erase.go), 0 if never
 	// or forgotten.
 	erasedAt int64
+	voids    *voidSet // impressions voided (void.go), nil if none
 }
 
 type reservation struct {
@@ -275,6 +276,9 @@ func (v *viewer) bytes() int64 {
 		}
 		if x.id != nil {
 			b += x.id.bytes()
+		}
+		if x.voids != nil {
+			b += x.voids.bytes()
 		}
 	}
 	return b

@@ -182,5 +182,5 @@ func (x *viewerExt) pruneReservations(now int64) {
 
 // empty reports whether the extension holds nothing worth keeping.
 func (x *viewerExt) empty() bool {
-	return !x.wide && len(x.seen) == 0 && len(x.res) == 0 && (x.id == nil || x.id.empty()) && x.erasedAt == 0
+	return !x.wide && len(x.seen) == 0 && len(x.res) == 0 && (x.id == nil || x.id.empty()) && x.erasedAt == 0 && x.voids.count() == 0
 }

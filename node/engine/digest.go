@@ -18,7 +18,9 @@ import (
 // (in key-hash order), its kind and window, and the impressions inside
 // its window: a sliding counter's timestamps, a fixed counter's count, a
 // bucketed counter's counts bucket by bucket. Reservations and remembered
-// impression ids are not covered; identity links are (identity.go).
+// impression ids are not covered; identity links are (identity.go), and
+// so are void marks still in force (void.go): a copy that lacks one could
+// count its impression again.
 
 // Digest returns the digest of what the viewer with the given key counts
 // at time now, and the number of counters that count anything. A viewer
@@ -61,7 +63,15 @@ func (v *viewer) digest(key uint64, now int64) (uint64, int) {
 	if id != nil && id.empty() {
 		id = nil
 	}
-	if len(ls) == 0 && id == nil {
+	var marks []voidMark // in force at now, sorted by id
+	if v.ext != nil && v.ext.voids != nil {
+		for _, m := range v.ext.voids.marks {
+			if m.until > now {
+				marks = append(marks, m)
+			}
+		}
+	}
+	if len(ls) == 0 && id == nil && len(marks) == 0 {
 		return 0, 0
 	}
 	slices.SortFunc(ls, func(a, b live) int {
@@ -116,6 +126,10 @@ func (v *viewer) digest(key uint64, now int64) (uint64, int) {
 				word(1)
 			}
 		}
+	}
+	for _, m := range marks {
+		word(m.id)
+		word(uint64(m.at))
 	}
 	sum := d.Sum64()
 	if sum == 0 {

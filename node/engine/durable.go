@@ -35,6 +35,7 @@ func (e *Engine) exportUntil(dst []byte, key uint64, v *viewer) ([]byte, int64) 
 			for _, r := range v.ext.res {
 				until = max(until, r.expires)
 			}
+			until = max(until, v.ext.voids.until())
 		}
 	}
 	return exportViewer(dst, key, v), until

@@ -110,6 +110,9 @@ func (e *Engine) eraseMerge(v, nv *viewer) (floor int64) {
 				v.ext.id = kept
 			}
 		}
+		if old.ext != nil {
+			v.ext.voids = old.ext.voids.after(na)
+		}
 	}
 	if na < va {
 		return va
@@ -145,7 +148,7 @@ func (x *viewerExt) pruneErasure(now int64) {
 // tombstone reports whether v holds nothing but an erasure.
 func (v *viewer) tombstone() bool {
 	x := v.ext
-	return v.nkeys() == 0 && x != nil && x.erasedAt != 0 && !x.wide && len(x.seen) == 0 && len(x.res) == 0 && (x.id == nil || x.id.empty())
+	return v.nkeys() == 0 && x != nil && x.erasedAt != 0 && !x.wide && len(x.seen) == 0 && len(x.res) == 0 && (x.id == nil || x.id.empty()) && x.voids.count() == 0
 }
 
 // recordable reports whether an impression at t may count on v: not

@@ -26,6 +26,7 @@ import "github.com/fcap-io/fcap"
 // either copy carries applies to both first (erase.go).
 func (e *Engine) mergeViewer(v, nv *viewer) {
 	floor := e.eraseMerge(v, nv)
+	e.voidMerge(v, nv, floor)
 	e.mergeCounters(v, nv, floor)
 	if nv.ext == nil {
 		return

@@ -66,7 +66,7 @@ func (e *Engine) RecordWrite(w *Write, viewer string, imp fcap.Impression) (st f
 		return fcap.Stale, nil
 	}
 	if v != nil && v.ext != nil {
-		if v.ext.hasSeen(idh) {
+		if v.ext.hasSeen(idh) || v.voided(idh) {
 			return fcap.Duplicate, nil
 		}
 	}

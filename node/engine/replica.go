@@ -29,10 +29,15 @@ const (
 	// states keep version 1, so a node that predates erasure still reads
 	// them, and refuses (not misreads) one it could not keep.
 	stateVersionErased = 2
+	// stateVersionVoided is the version of a state that carries void
+	// marks (void.go), after the erasure time if any: a node that
+	// predates Void refuses it rather than dropping the marks.
+	stateVersionVoided = 3
 
 	stateWide     = 1 << 0
 	stateIdentity = 1 << 1 // an identity section follows the reservations
-	stateErased   = 1 << 2 // the erasure time follows (version 2 only)
+	stateErased   = 1 << 2 // the erasure time follows (version 2 or 3)
+	stateVoided   = 1 << 3 // void marks follow (version 3 only)
 	stateAbsent   = 1 << 7 // the viewer holds nothing: the importer deletes it
 )
 
@@ -73,9 +78,16 @@ func (e *Engine) Export(key uint64, dst []byte) []byte {
 
 func exportViewer(dst []byte, key uint64, v *viewer) []byte {
 	erased := v.erasedAt()
-	if erased > 0 {
+	var voids *voidSet
+	if v != nil && v.ext != nil && v.ext.voids.count() > 0 {
+		voids = v.ext.voids
+	}
+	switch {
+	case voids != nil:
+		dst = append(dst, stateVersionVoided)
+	case erased > 0:
 		dst = append(dst, stateVersionErased)
-	} else {
+	default:
 		dst = append(dst, stateVersion)
 	}
 	dst = binary.LittleEndian.AppendUint64(dst, key)
@@ -95,6 +107,9 @@ func exportViewer(dst []byte, key uint64, v *viewer) []byte {
 	}
 	if erased > 0 {
 		flags |= stateErased
+	}
+	if voids != nil {
+		flags |= stateVoided
 	}
 	dst = append(dst, flags)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(v.base))
@@ -137,6 +152,18 @@ func exportViewer(dst []byte, key uint64, v *viewer) []byte {
 	}
 	if erased > 0 {
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(erased))
+	}
+	if voids != nil {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(voids.marks)))
+		for _, m := range voids.marks {
+			dst = binary.LittleEndian.AppendUint64(dst, m.id)
+			dst = binary.LittleEndian.AppendUint64(dst, uint64(m.at))
+			dst = binary.LittleEndian.AppendUint64(dst, uint64(m.until))
+			dst = binary.LittleEndian.AppendUint16(dst, uint16(len(m.keys)))
+			for _, k := range m.keys {
+				dst = binary.LittleEndian.AppendUint64(dst, k)
+			}
+		}
 	}
 	return dst
 }
@@ -299,7 +326,7 @@ type decodedState struct {
 func (e *Engine) decodeState(data []byte) (decodedState, int, error) {
 	r := &stateReader{b: data}
 	version := r.u8()
-	if version != stateVersion && version != stateVersionErased && r.err == nil {
+	if (version < stateVersion || version > stateVersionVoided) && r.err == nil {
 		return decodedState{}, 0, fmt.Errorf("%w: unknown version", ErrBadState)
 	}
 	key := r.u64()
@@ -307,8 +334,8 @@ func (e *Engine) decodeState(data []byte) (decodedState, int, error) {
 	if r.err != nil {
 		return decodedState{}, 0, r.err
 	}
-	if (flags&stateErased != 0) != (version == stateVersionErased) || (flags&stateErased != 0 && flags&stateAbsent != 0) {
-		return decodedState{}, 0, fmt.Errorf("%w: erasure flag in a version %d state", ErrBadState, version)
+	if !flagsFit(version, flags) {
+		return decodedState{}, 0, fmt.Errorf("%w: flags %#x in a version %d state", ErrBadState, flags, version)
 	}
 	if key == 0 {
 		return decodedState{}, 0, fmt.Errorf("%w: viewer key 0", ErrBadState)
@@ -378,10 +405,13 @@ func (e *Engine) decodeState(data []byte) (decodedState, int, error) {
 			r.err = fmt.Errorf("%w: bad erasure time", ErrBadState)
 		}
 	}
+	if flags&stateVoided != 0 {
+		x.voids = e.decodeVoids(r)
+	}
 	if r.err != nil {
 		return decodedState{}, 0, r.err
 	}
-	if x.wide || len(x.seen) > 0 || len(x.res) > 0 || x.id != nil || x.erasedAt != 0 {
+	if x.wide || len(x.seen) > 0 || len(x.res) > 0 || x.id != nil || x.erasedAt != 0 || x.voids != nil {
 		nv.ext = x
 	}
 	if err := e.checkState(&nv); err != nil {
@@ -542,8 +572,62 @@ func (e *Engine) Keys(fn func(key uint64) bool) {
 // StateKey returns the viewer key of an exported state (Export's
 // output) without decoding the rest, and false if data is not one.
 func StateKey(data []byte) (uint64, bool) {
-	if len(data) < 9 || (data[0] != stateVersion && data[0] != stateVersionErased) {
+	if len(data) < 9 || data[0] < stateVersion || data[0] > stateVersionVoided {
 		return 0, false
 	}
 	return binary.LittleEndian.Uint64(data[1:9]), true
+}
+
+// flagsFit reports whether a state's flags agree with its version: an
+// erasure in version 2 or 3 only (2 requires one), void marks in version
+// 3 only (3 requires them), neither in an absent state.
+func flagsFit(version, flags byte) bool {
+	erased, voided := flags&stateErased != 0, flags&stateVoided != 0
+	if flags&stateAbsent != 0 {
+		return !erased && !voided && version == stateVersion
+	}
+	switch version {
+	case stateVersion:
+		return !erased && !voided
+	case stateVersionErased:
+		return erased && !voided
+	}
+	return voided
+}
+
+// decodeVoids reads a state's void marks: at most MaxDedupePerViewer,
+// each with valid times and at most MaxCapsPerCandidate keys, ids
+// distinct.
+func (e *Engine) decodeVoids(r *stateReader) *voidSet {
+	n := r.count(26, e.cfg.MaxDedupePerViewer)
+	if r.err != nil || n == 0 {
+		if r.err == nil {
+			r.err = fmt.Errorf("%w: void flag without marks", ErrBadState)
+		}
+		return nil
+	}
+	vs := &voidSet{marks: make([]voidMark, 0, n)}
+	for range n {
+		m := voidMark{id: r.u64(), at: int64(r.u64()), until: int64(r.u64())}
+		nk := int(r.u16())
+		if r.err == nil && (nk < 1 || nk > e.cfg.MaxCapsPerCandidate || nk*8 > len(r.b) || !validTime(m.at) || m.until < m.at || m.until-m.at > fcap.MaxTime) {
+			r.err = fmt.Errorf("%w: bad void mark", ErrBadState)
+		}
+		if r.err != nil {
+			return nil
+		}
+		m.keys = make([]uint64, nk)
+		for i := range m.keys {
+			m.keys[i] = r.u64()
+		}
+		vs.marks = append(vs.marks, m)
+	}
+	slices.SortFunc(vs.marks, func(a, b voidMark) int { return cmpMark(a, b.id) })
+	for i := 1; i < len(vs.marks); i++ {
+		if vs.marks[i].id == vs.marks[i-1].id {
+			r.err = fmt.Errorf("%w: impression voided twice", ErrBadState)
+			return nil
+		}
+	}
+	return vs
 }

@@ -49,24 +49,7 @@ func (e *Engine) RevokeWrite(w *Write, viewer string, now int64, caps []fcap.Cap
 		return false, nil
 	}
 	before, keys := v.bytes(), v.nkeys()
-	for i, kh := range khs {
-		if !firstOf(khs, i) {
-			continue
-		}
-		idx, ok := v.find(kh)
-		if !ok {
-			continue
-		}
-		hd := v.header(idx)
-		switch hd.algo {
-		case fcap.Sliding:
-			removed = v.slidingRemove(idx, &hd, now) || removed
-		case fcap.Fixed:
-			removed = v.fixedRemove(&hd, now) || removed
-		case fcap.Buckets:
-			removed = v.bucketsRemove(&hd, now) || removed
-		}
-	}
+	removed = v.unrecord(khs, now)
 	e.settle(s, v, before, keys)
 	return removed, nil
 }

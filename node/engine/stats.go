@@ -57,6 +57,7 @@ type ViewerState struct {
 	Keys          []KeyState
 	Reservations  int // held, live or not yet swept
 	RememberedIDs int // impression ids remembered for idempotency
+	VoidedIDs     int // impressions voided, their marks not yet expired (void.go)
 	// LinkedTo is the viewer this id counts as when it is a linked device;
 	// Devices are the devices linked to it now (identity.go).
 	LinkedTo string
@@ -104,6 +105,7 @@ func (e *Engine) Viewer(viewer string) (ViewerState, bool) {
 	if v.ext != nil {
 		st.Reservations = len(v.ext.res)
 		st.RememberedIDs = len(v.ext.seen)
+		st.VoidedIDs = v.ext.voids.count()
 		if id := v.ext.id; id != nil {
 			st.LinkedTo = id.viewer
 			for _, d := range id.devices {

@@ -98,6 +98,11 @@ func (v *viewer) sweep(hw int64) bool {
 		x.pruneReservations(hw)
 		x.pruneSeen(hw)
 		x.pruneErasure(hw)
+		if x.voids != nil {
+			if x.voids.prune(hw); len(x.voids.marks) == 0 {
+				x.voids = nil
+			}
+		}
 		if x.id != nil {
 			if x.id.prune(hw); x.id.empty() {
 				x.id = nil
