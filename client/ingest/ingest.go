@@ -169,8 +169,14 @@ func (in *Ingester) poll(ctx context.Context) {
 		})
 		batches = batches[:0]
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			if from, to := in.track.add(p, &batches, in.cfg.BatchRecords); to > from {
-				in.log.Info("fetch skipped offsets (compaction or transaction markers)", "topic", p.Topic, "partition", p.Partition, "from", from, "to", to)
+			f := in.track.add(p, &batches, in.cfg.BatchRecords)
+			switch {
+			case f.first >= 0:
+				in.log.Info("partition: consuming from", "topic", p.Topic, "partition", p.Partition, "offset", f.first)
+			case f.prev >= 0 && f.at > f.prev:
+				in.log.Info("fetch skipped offsets (compaction or transaction markers)", "topic", p.Topic, "partition", p.Partition, "from", f.prev, "to", f.at)
+			case f.prev >= 0 && f.at >= 0 && f.at < f.prev:
+				in.log.Warn("fetch went back; nothing past the records fetched again is committed before they are acknowledged", "topic", p.Topic, "partition", p.Partition, "from", f.prev, "to", f.at)
 			}
 		})
 		in.m.inFlight.Set(float64(in.track.records()))

@@ -40,8 +40,13 @@ type partState struct {
 	// committable offset, in offset order.
 	pending []*segment
 	// next is the offset to commit: one past the last record of the
-	// finished prefix of pending. Offset -1: nothing to commit yet.
+	// finished prefix of pending, but never past a record still in
+	// flight (a fetch that went back puts lower offsets behind higher
+	// ones in pending). Offset -1: nothing to commit yet.
 	next kgo.EpochOffset
+	// done is one past the highest record of the finished prefix of
+	// pending. Offset -1: none yet.
+	done kgo.EpochOffset
 	// committed is the last offset committed by this ingester, -1 none.
 	committed int64
 	// start is the first offset this ingester fetched, the baseline of
@@ -79,30 +84,45 @@ func newTracker() *tracker {
 func (t *tracker) part(k tp) *partState {
 	ps := t.parts[k]
 	if ps == nil {
-		ps = &partState{tp: k, next: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1, start: -1, hwm: -1, last: -1}
+		none := kgo.EpochOffset{Epoch: -1, Offset: -1}
+		ps = &partState{tp: k, next: none, done: none, committed: -1, start: -1, hwm: -1, last: -1}
 		t.parts[k] = ps
 	}
 	return ps
 }
 
+// fetched says where a fetch's records stand against the ones before it
+// on their partition: worth a log line when they do not follow on.
+type fetched struct {
+	// first is the first offset fetched since the partition was
+	// (re)assigned, -1 for a later fetch: where consuming resumed.
+	first int64
+	// prev is one past the last offset fetched before, -1 for none;
+	// at is this fetch's first offset. at > prev: the fetch skipped
+	// [prev, at) (legitimate on a compacted or transactional topic, a
+	// broker's fault on a plain one; the committed offset moves past
+	// them). at < prev: the fetch went back (the client reset its
+	// position: data loss detected, an offset out of range); the
+	// committed offset waits for the records fetched again.
+	prev, at int64
+}
+
 // add cuts a fetched partition's records into segments appended to the
-// batches being built, and records its high watermark. It returns the
-// offsets the fetch skipped since the last one ([from, to), empty when
-// contiguous): legitimate on a compacted or transactional topic, a
-// broker's fault on a plain one, and worth a log line either way, since
-// the committed offset moves past them.
-func (t *tracker) add(p kgo.FetchTopicPartition, out *[]*batch, batchRecords int) (gapFrom, gapTo int64) {
+// batches being built, and records its high watermark.
+func (t *tracker) add(p kgo.FetchTopicPartition, out *[]*batch, batchRecords int) fetched {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ps := t.part(tp{p.Topic, p.Partition})
 	ps.hwm = p.HighWatermark
 	recs := p.Records
+	f := fetched{first: -1, prev: -1, at: -1}
 	if len(recs) > 0 {
+		f.at = recs[0].Offset
 		if ps.start < 0 {
-			ps.start = recs[0].Offset
+			ps.start, f.first = recs[0].Offset, recs[0].Offset
 		}
-		if ps.last >= 0 && recs[0].Offset > ps.last+1 {
-			gapFrom, gapTo = ps.last+1, recs[0].Offset
+		if ps.last >= 0 {
+			f.prev = ps.last + 1
 		}
 		ps.last = recs[len(recs)-1].Offset
 	}
@@ -120,7 +140,7 @@ func (t *tracker) add(p kgo.FetchTopicPartition, out *[]*batch, batchRecords int
 		ps.inFlight++
 		t.inFlight += n
 	}
-	return gapFrom, gapTo
+	return f
 }
 
 // finish marks a batch accounted for and moves the committable offsets.
@@ -136,14 +156,31 @@ func (t *tracker) finish(b *batch) {
 		if t.parts[ps.tp] != ps {
 			continue
 		}
-		for len(ps.pending) > 0 && ps.pending[0].done {
-			last := ps.pending[0].records[len(ps.pending[0].records)-1]
-			ps.next = kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset + 1}
-			ps.pending[0] = nil
-			ps.pending = ps.pending[1:]
-		}
+		ps.advance()
 	}
 	t.changed.Broadcast()
+}
+
+// advance moves the committable offset over the finished prefix of
+// pending, but never past the first record of a segment still in
+// flight: pending is in fetch order, which is offset order unless a
+// fetch went back.
+func (ps *partState) advance() {
+	for len(ps.pending) > 0 && ps.pending[0].done {
+		last := ps.pending[0].records[len(ps.pending[0].records)-1]
+		if last.Offset+1 > ps.done.Offset {
+			ps.done = kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset + 1}
+		}
+		ps.pending[0] = nil
+		ps.pending = ps.pending[1:]
+	}
+	next := ps.done
+	for _, s := range ps.pending {
+		if first := s.records[0]; !s.done && first.Offset < next.Offset {
+			next = kgo.EpochOffset{Epoch: first.LeaderEpoch, Offset: first.Offset}
+		}
+	}
+	ps.next = next
 }
 
 // abandon gives up a batch that will not be accounted for (the ingester

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
@@ -44,6 +45,9 @@ type kafka struct {
 	brokers []string
 	prod    *kgo.Client
 	adm     *kadm.Client
+	// commits logs every offset commit the cluster received: who
+	// committed what, for the post-mortem of a miscount.
+	commits *logBuffer
 }
 
 func startKafka(t *testing.T, partitions int32, topics ...string) *kafka {
@@ -58,7 +62,20 @@ func startKafkaB(t testing.TB, partitions int32, topics ...string) *kafka {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	k := &kafka{t: t, brokers: c.ListenAddrs()}
+	k := &kafka{t: t, brokers: c.ListenAddrs(), commits: &logBuffer{}}
+	start := time.Now()
+	c.ControlKey(kmsg.OffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.OffsetCommitRequest)
+		var parts []string
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				parts = append(parts, fmt.Sprintf("%d:%d", p.Partition, p.Offset))
+			}
+		}
+		fmt.Fprintf(k.commits, "%8.3fs member %s generation %d: %s\n", time.Since(start).Seconds(), r.MemberID, r.Generation, strings.Join(parts, " "))
+		return nil, nil, false // observed, handled as usual
+	})
 	k.prod, err = kgo.NewClient(kgo.SeedBrokers(k.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)

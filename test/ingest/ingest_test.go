@@ -94,7 +94,7 @@ func TestIngesterKill9MidStream(t *testing.T) {
 	ing := startIngester(t, ingestArgs(k, nodes)...)
 	defer func() {
 		if t.Failed() {
-			t.Logf("first ingester:\n%s\nsecond ingester:\n%s", first.logs, ing.logs)
+			t.Logf("first ingester:\n%s\nsecond ingester:\n%s\noffset commits (partition:offset):\n%s", first.logs, ing.logs, k.commits)
 		}
 	}()
 	time.Sleep(time.Second)
