@@ -89,10 +89,7 @@ func (m *memLoad) exec(ctx context.Context, progress io.Writer) (*Result, error)
 	}
 	w := workload{Kind: "check", Viewers: m.viewers, Campaigns: m.campaigns, Candidates: 1, Zipf: 1.1, ZipfV: 1,
 		Limit: m.limit, Window: m.window}
-	x := newIDs(&w)
-	for v := range x.viewers { // the engine benchmark's ids
-		x.viewers[v] = fmt.Sprintf("viewer-%07d", v)
-	}
+	x := newIDsNamed(&w, func(b []byte, v int) []byte { return fmt.Appendf(b, "viewer-%07d", v) }) // the engine benchmark's ids
 	tgt, err := newTarget(m.kind, m.addrs, &w, x, targetOpts{timeout: m.timeout, conns: 2, pool: m.concurrency, redisCheck: "pipeline"})
 	if err != nil {
 		return nil, err
@@ -181,7 +178,7 @@ func (m *memLoad) load(ctx context.Context, tgt target, x *ids, progress io.Writ
 			for v := i; v < m.viewers; v += m.concurrency {
 				for k := range m.imps {
 					for c := range m.campaigns {
-						if err := m.one(ctx, tgt, x.viewers[v], v, c, k, t0+int64(k*1000+c)); err != nil {
+						if err := m.one(ctx, tgt, x.viewer(v), v, c, k, t0+int64(k*1000+c)); err != nil {
 							errs.Add(1)
 						}
 					}

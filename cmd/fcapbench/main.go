@@ -114,7 +114,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 			"       fcapbench floor-median FILE... medians over --floor runs (their --json files)\n\n")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.target, "target", "fcap", "system under test: "+strings.Join(targetKinds(), ", ")+" (null answers at once: the generator's own floor)")
+	fs.StringVar(&o.target, "target", "fcap", "system under test: "+strings.Join(targetKinds(), ", ")+" (null answers at once: the generator's own floor; raw sends fcap nodes one prebuilt request with the echo's caller: the node's share of a call)")
 	fs.StringVar(&o.name, "name", "", "the target's name in the results (default: --target)")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:7700", "target address(es), comma-separated (fcap: any nodes' data-plane addresses; Redis Cluster: any nodes')")
 	fs.StringVar(&o.w.Kind, "workload", "check", "allow (single Allow calls), check (ad requests of --candidates campaigns) or mix (check plus records)")

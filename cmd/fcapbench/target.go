@@ -32,7 +32,7 @@ type target interface {
 
 // targetKinds are the systems fcapbench can drive.
 func targetKinds() []string {
-	return append([]string{"fcap", "echo", "null"}, redisKinds...)
+	return append([]string{"fcap", "echo", "raw", "null"}, redisKinds...)
 }
 
 // targetOpts are the knobs of connecting to a target.
@@ -55,6 +55,8 @@ func newTarget(kind, addrs string, w *workload, x *ids, o targetOpts) (target, e
 		return newFcapTarget(addrs, w, x, o)
 	case kind == "echo":
 		return newEchoTarget(addrs, w, x, o)
+	case kind == "raw":
+		return newRawTarget(addrs, w, x, o)
 	case isRedisKind(kind):
 		return newRedisTarget(kind, addrs, w, x, o.pool, o.redisCheck)
 	}

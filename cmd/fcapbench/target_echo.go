@@ -26,6 +26,7 @@ import (
 // the floor is the machine's (network, scheduling, this process's
 // goroutines), not a client's.
 type echoTarget struct {
+	name    string   // "echo", or "raw" (target_raw.go)
 	addrs   []string // per place in conns
 	rr      atomic.Uint32
 	timeout time.Duration
@@ -53,7 +54,7 @@ type echoSizes struct {
 // are the longest the workload uses: a floor never smaller than fcap's
 // frames.
 func fcapFrameSizes(w *workload, x *ids) (echoSizes, error) {
-	viewer := x.viewers[len(x.viewers)-1]
+	viewer := x.viewer(x.viewerCount() - 1)
 	mode := fcap.Soft
 	if w.Mode == "strict" {
 		mode = fcap.Strict
@@ -92,6 +93,7 @@ func newEchoTarget(addrs string, w *workload, x *ids, o targetOpts) (*echoTarget
 		return nil, err
 	}
 	t := &echoTarget{
+		name:    "echo",
 		timeout: o.timeout,
 		check:   appendEchoFrame(nil, proto.TypeCheck, 0, sz.check, sz.checkResult),
 		allow:   appendEchoFrame(nil, proto.TypeAllow, 0, sz.allow, sz.allowResult),
@@ -134,7 +136,7 @@ func (t *echoTarget) pick() (*echoConn, error) {
 	return c, nil
 }
 
-func (t *echoTarget) Name() string { return "echo" }
+func (t *echoTarget) Name() string { return t.name }
 
 var errEchoTimeout = errors.New("echo: no answer before the deadline")
 

@@ -47,7 +47,7 @@ type gen struct {
 	w         *workload
 	rng       *rand.Rand
 	zipf      *rand.Zipf
-	viewerIDs []string // shared, read-only
+	viewerIDs *ids     // shared, read-only
 	campIDs   []string // shared, read-only
 	picked    []int
 	mark      []uint32 // per campaign: the draw that last picked it
@@ -58,21 +58,50 @@ type gen struct {
 
 // ids are built once and shared by every worker so the generator does
 // not allocate per request.
+//
+// The viewers' ids are one string and where each ends, not a string
+// each: a million strings are a million objects the generator's GC
+// marks on every cycle (a quarter of a second of its one core, landing
+// in some round of a run and making that target look slow), where one
+// string and one array without pointers are two it does not scan.
 type ids struct {
-	viewers   []string
-	campaigns []string
+	viewerBlob string   // every viewer's id, one after another
+	viewerEnd  []uint32 // viewerEnd[i]: where viewer i's id ends in viewerBlob
+	campaigns  []string
 }
 
+// newIDs names the workload's viewers "viewer-<i>".
 func newIDs(w *workload) *ids {
-	x := &ids{viewers: make([]string, w.Viewers), campaigns: make([]string, w.Campaigns)}
-	for i := range x.viewers {
-		x.viewers[i] = "viewer-" + strconv.Itoa(i)
+	return newIDsNamed(w, func(b []byte, i int) []byte { return strconv.AppendInt(append(b, "viewer-"...), int64(i), 10) })
+}
+
+// newIDsNamed names viewer i by what name appends to b.
+func newIDsNamed(w *workload, name func(b []byte, i int) []byte) *ids {
+	x := &ids{viewerEnd: make([]uint32, w.Viewers), campaigns: make([]string, w.Campaigns)}
+	var blob []byte
+	for i := range x.viewerEnd {
+		blob = name(blob, i)
+		x.viewerEnd[i] = uint32(len(blob))
 	}
+	x.viewerBlob = string(blob)
 	for i := range x.campaigns {
 		x.campaigns[i] = "campaign-" + strconv.Itoa(i)
 	}
 	return x
 }
+
+// viewer returns viewer i's id, a slice of the shared string: no
+// allocation.
+func (x *ids) viewer(i int) string {
+	start := uint32(0)
+	if i > 0 {
+		start = x.viewerEnd[i-1]
+	}
+	return x.viewerBlob[start:x.viewerEnd[i]]
+}
+
+// viewerCount is how many viewers there are.
+func (x *ids) viewerCount() int { return len(x.viewerEnd) }
 
 func newGen(w *workload, x *ids, seed uint64, worker int) *gen {
 	rng := rand.New(rand.NewPCG(seed, uint64(worker)))
@@ -80,7 +109,7 @@ func newGen(w *workload, x *ids, seed uint64, worker int) *gen {
 		w:         w,
 		rng:       rng,
 		zipf:      rand.NewZipf(rng, w.Zipf, w.ZipfV, uint64(w.Viewers-1)),
-		viewerIDs: x.viewers,
+		viewerIDs: x,
 		campIDs:   x.campaigns,
 		mark:      make([]uint32, w.Campaigns),
 		worker:    worker,
@@ -88,7 +117,7 @@ func newGen(w *workload, x *ids, seed uint64, worker int) *gen {
 }
 
 // viewer draws a viewer id (Zipf: a few viewers are very busy).
-func (g *gen) viewer() string { return g.viewerIDs[g.zipf.Uint64()] }
+func (g *gen) viewer() string { return g.viewerIDs.viewer(int(g.zipf.Uint64())) }
 
 // campaigns draws n distinct campaign indexes.
 func (g *gen) campaigns(n int) []int {
