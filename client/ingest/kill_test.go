@@ -1,0 +1,215 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fcap-io/fcap/client"
+)
+
+// mortal is what kill -9 does to an ingester, as the rest of the world
+// sees it: its connections to the brokers close at once, it dials no
+// more, and nothing it records afterwards reaches the cluster. Its
+// goroutines live on in the test process, but can no longer act.
+type mortal struct {
+	mu    sync.Mutex
+	dead  bool
+	conns []net.Conn
+	died  chan struct{}
+}
+
+func newMortal() *mortal { return &mortal{died: make(chan struct{})} }
+
+func (m *mortal) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dead {
+		return nil, fmt.Errorf("dial %s: the process is dead", host)
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err == nil {
+		m.conns = append(m.conns, c)
+	}
+	return c, err
+}
+
+func (m *mortal) kill() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dead = true
+	close(m.died)
+	for _, c := range m.conns {
+		c.Close()
+	}
+}
+
+// mortalCluster records through rec after a random delay of up to
+// delay, unless its process died meanwhile: then the request never
+// reaches the cluster (the worst case of a kill), and every call hangs
+// until its context ends, unanswered.
+type mortalCluster struct {
+	rec   Recorder
+	delay time.Duration
+	m     *mortal
+}
+
+func (mc mortalCluster) RecordSync(ctx context.Context, items []client.RecordItem) []client.RecordAck {
+	t := time.NewTimer(rand.N(mc.delay))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		mc.m.mu.Lock()
+		dead := mc.m.dead
+		mc.m.mu.Unlock()
+		if !dead {
+			return mc.rec.RecordSync(ctx, items)
+		}
+	case <-mc.m.died:
+	}
+	<-ctx.Done()
+	acks := make([]client.RecordAck, len(items))
+	for i := range acks {
+		acks[i].Err = ctx.Err()
+	}
+	return acks
+}
+
+// TestKill9MidStreamLosesNothing is TestIngesterKill9MidStream of
+// test/ingest in one process, so it can run many rounds: an ingester
+// killed (its broker connections cut, the dead member left in the group
+// until its session times out) while impressions stream in and batches
+// are in flight, a second one started a moment later; once the second
+// caught up, every impression produced was recorded.
+func TestKill9MidStreamLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams for seconds")
+	}
+	rounds := 5
+	for r := range rounds {
+		t.Run(fmt.Sprint("round", r), func(t *testing.T) { killRound(t) })
+	}
+}
+
+func killRound(t *testing.T) {
+	const partitions = 4
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "imps"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	brokers := kc.ListenAddrs()
+	p, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+
+	f := newFakeCluster()
+	cfg := testConfig(brokers, "imps")
+	cfg.BatchRecords = 100
+	cfg.CommitInterval = 20 * time.Millisecond
+	cfg.ShutdownTimeout = 10 * time.Millisecond
+	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond))
+
+	var (
+		mu sync.Mutex
+		n  int
+	)
+	stop := make(chan struct{})
+	streamed := make(chan struct{})
+	go func() {
+		defer close(streamed)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			mu.Lock()
+			now := time.Now().UnixMilli()
+			var recs []*kgo.Record
+			for range 50 {
+				recs = append(recs, &kgo.Record{Topic: "imps", Partition: int32(n % partitions), Value: impJSON(fmt.Sprint(n), now)})
+				n++
+			}
+			mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := p.ProduceSync(ctx, recs...).FirstErr()
+			cancel()
+			if err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+		}
+	}()
+
+	// The first ingester, killed at a random moment once it committed.
+	m := newMortal()
+	first := cfg
+	first.KafkaOptions = append(first.KafkaOptions, kgo.Dialer(m.dial))
+	// Answers take up to 100 ms: batches finish out of order, and the
+	// kill finds some acknowledged past others still in flight.
+	in, err := New(first, mortalCluster{f, 100 * time.Millisecond, m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	eventually(t, "the first ingester commits", func() bool {
+		for p := range int32(partitions) {
+			if committed(t, brokers, "g", "imps", p) > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+	m.kill()
+	time.Sleep(200 * time.Millisecond)
+	start(t, cfg, slowCluster{f, 5 * time.Millisecond})
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	<-streamed
+
+	mu.Lock()
+	total := n
+	mu.Unlock()
+	caughtUp := time.Now().Add(2 * time.Minute)
+	for {
+		sum := int64(0)
+		for p := range int32(partitions) {
+			sum += committed(t, brokers, "g", "imps", p)
+		}
+		if sum == int64(total) {
+			break
+		}
+		if time.Now().After(caughtUp) {
+			t.Fatalf("the second ingester did not commit every partition to its end: %d of %d", sum, total)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var lost []int
+	for i := range total {
+		if f.count(fmt.Sprint(i)) == 0 {
+			lost = append(lost, i)
+		}
+	}
+	if len(lost) > 0 {
+		t.Fatalf("%d of %d impressions committed past and never recorded: %v", len(lost), total, lost[:min(len(lost), 40)])
+	}
+}
