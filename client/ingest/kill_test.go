@@ -213,3 +213,185 @@ func killRound(t *testing.T) {
 		t.Fatalf("%d of %d impressions committed past and never recorded: %v", len(lost), total, lost[:min(len(lost), 40)])
 	}
 }
+
+// stallable is a process the machine stops running for a while (a
+// stalled VM, a starved container): its broker connections carry nothing
+// until it resumes, so its group session can expire under it while its
+// goroutines still hold batches.
+type stallable struct {
+	mu      sync.Mutex
+	resumed chan struct{} // nil while running; closed on resume
+}
+
+func (s *stallable) stall() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.resumed == nil {
+		s.resumed = make(chan struct{})
+	}
+}
+
+func (s *stallable) resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.resumed != nil {
+		close(s.resumed)
+		s.resumed = nil
+	}
+}
+
+func (s *stallable) wait() {
+	s.mu.Lock()
+	ch := s.resumed
+	s.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+func (s *stallable) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	s.wait()
+	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err != nil {
+		return nil, err
+	}
+	return stallConn{c, s}, nil
+}
+
+type stallConn struct {
+	net.Conn
+	s *stallable
+}
+
+func (c stallConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.s.wait() // what arrived meanwhile is read once it runs again
+	return n, err
+}
+
+func (c stallConn) Write(b []byte) (int, error) {
+	c.s.wait()
+	return c.Conn.Write(b)
+}
+
+// TestStalledMemberLosesNothing: of two ingesters sharing the stream,
+// one stalls past its session timeout with batches in flight: the group
+// gives its partitions to the other, and when it runs again its stale
+// commits are refused, it finds its partitions lost and rejoins. Once
+// the stream stops and the group caught up, every impression produced
+// was recorded.
+func TestStalledMemberLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams for seconds")
+	}
+	for r := range 3 {
+		t.Run(fmt.Sprint("round", r), func(t *testing.T) { stallRound(t) })
+	}
+}
+
+func stallRound(t *testing.T) {
+	const partitions = 4
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "imps"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	brokers := kc.ListenAddrs()
+	p, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+
+	f := newFakeCluster()
+	cfg := testConfig(brokers, "imps")
+	cfg.BatchRecords = 100
+	cfg.CommitInterval = 20 * time.Millisecond
+	cfg.RevokeTimeout = 50 * time.Millisecond
+	cfg.ShutdownTimeout = 10 * time.Millisecond
+	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond))
+
+	var (
+		mu sync.Mutex
+		n  int
+	)
+	stop := make(chan struct{})
+	streamed := make(chan struct{})
+	go func() {
+		defer close(streamed)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			mu.Lock()
+			now := time.Now().UnixMilli()
+			var recs []*kgo.Record
+			for range 50 {
+				recs = append(recs, &kgo.Record{Topic: "imps", Partition: int32(n % partitions), Value: impJSON(fmt.Sprint(n), now)})
+				n++
+			}
+			mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := p.ProduceSync(ctx, recs...).FirstErr()
+			cancel()
+			if err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+		}
+	}()
+
+	s := &stallable{}
+	stalling := cfg
+	stalling.KafkaOptions = append(stalling.KafkaOptions, kgo.Dialer(s.dial))
+	start(t, stalling, slowCluster{f, 100 * time.Millisecond})
+	start(t, cfg, slowCluster{f, 20 * time.Millisecond})
+	eventually(t, "the group commits", func() bool {
+		for p := range int32(partitions) {
+			if committed(t, brokers, "g", "imps", p) > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	for range 2 {
+		time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
+		s.stall()
+		time.Sleep(1500 * time.Millisecond) // past the session timeout
+		s.resume()
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	<-streamed
+
+	mu.Lock()
+	total := n
+	mu.Unlock()
+	caughtUp := time.Now().Add(2 * time.Minute)
+	for {
+		sum := int64(0)
+		for p := range int32(partitions) {
+			sum += committed(t, brokers, "g", "imps", p)
+		}
+		if sum == int64(total) {
+			break
+		}
+		if time.Now().After(caughtUp) {
+			t.Fatalf("the group did not commit every partition to its end: %d of %d", sum, total)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var lost []int
+	for i := range total {
+		if f.count(fmt.Sprint(i)) == 0 {
+			lost = append(lost, i)
+		}
+	}
+	if len(lost) > 0 {
+		t.Fatalf("%d of %d impressions committed past and never recorded: %v", len(lost), total, lost[:min(len(lost), 40)])
+	}
+}
