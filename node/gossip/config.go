@@ -124,8 +124,19 @@ func LANMemberlistConfig() *memberlist.Config {
 	ml.ProbeTimeout = 100 * time.Millisecond
 	ml.SuspicionMult = 2
 	ml.GossipInterval = 100 * time.Millisecond
+	ml.EnableCompression = false // see uncompressed
 	return ml
 }
+
+// uncompressed: memberlist compresses every packet it sends by default,
+// with a fresh LZW writer each time (about 10 KB of garbage a packet).
+// Gossip packets are small and a LAN's bandwidth is not scarce; the
+// garbage was half of what an idle node of a 3-node cluster allocated
+// (1.8 MB/s), and the GC cycles it paid for run on the core that
+// answers checks: with one core, the GC's mark worker holds it for up to
+// a few milliseconds at a time (Go execution traces, BENCHMARKS.md,
+// issue 21). Nodes still read compressed packets, so a cluster can mix
+// nodes with and without it.
 
 // DefaultLocalConfig returns defaults for tests and local runs:
 // memberlist.DefaultLocalConfig() bound to 127.0.0.1 on a port the kernel
@@ -144,6 +155,7 @@ func DefaultLocalConfig(self ring.Member) Config {
 	ml.RetransmitMult = 4
 	ml.PushPullInterval = time.Second
 	ml.GossipToTheDeadTime = 2 * time.Second
+	ml.EnableCompression = false // see uncompressed
 	c := DefaultConfig(self)
 	c.Memberlist = ml
 	c.JoinBackoffMin = 20 * time.Millisecond

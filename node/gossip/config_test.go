@@ -56,3 +56,18 @@ func TestMetaFitsMemberlist(t *testing.T) {
 		t.Fatalf("ring.MaxMetaSize = %d, memberlist.MetaMaxSize = %d", ring.MaxMetaSize, memberlist.MetaMaxSize)
 	}
 }
+
+// TestGossipUncompressed: the LAN and local profiles send packets as
+// they are; memberlist's default compression makes a fresh LZW writer per
+// packet, garbage whose GC cycles stall the core that answers checks.
+func TestGossipUncompressed(t *testing.T) {
+	self := ring.Member{Name: "n1"}
+	for name, ml := range map[string]*memberlist.Config{
+		"lan":   DefaultConfig(self).Memberlist,
+		"local": DefaultLocalConfig(self).Memberlist,
+	} {
+		if ml.EnableCompression {
+			t.Errorf("%s profile compresses gossip", name)
+		}
+	}
+}
