@@ -119,7 +119,7 @@ func (k *kafka) caughtUp(group, topic string) (bool, string) {
 		if found && c.Err == nil {
 			at = c.At
 		}
-		if at != e.Offset {
+		if e.Err != nil || at != e.Offset { // an end not listed is not reached
 			ok = false
 		}
 		where = append(where, fmt.Sprintf("%d:%d/%d", e.Partition, at, e.Offset))
