@@ -59,6 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// Let the GC work harder before the process nears its memory.
 		debug.SetMemoryLimit(opts.goMemLimit)
 	}
+	startGCFloor(gcFloorBytes, os.LookupEnv)
 	logger.Info("starting fcapd", "version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision, "name", cfg.Name, "memory_limit", cfg.Engine.MemoryLimit,
 		"storage", opts.durable.describe())
 	n, err := node.Start(cfg)
