@@ -22,10 +22,14 @@
 #   --nodes N       fcapd nodes, replicas min(N, 2) (default 1); all pinned
 #                   to the servers' CPU, fcapbench given the first
 #   --port-base N   loopback ports N..N+80+N (default 37700)
+#   --target T      fcap (default), or raw: the node driven by the echo's
+#                   caller with one prebuilt check (fcapbench --target raw),
+#                   its p99 over the echo's is the node's share, fcap's over
+#                   raw's the client's; one node only (raw asks the first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=3 DURATION=20s ROUNDS=5 OUT="" BASE=37700 NODES=1
+RUNS=3 DURATION=20s ROUNDS=5 OUT="" BASE=37700 NODES=1 TARGET=fcap
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--runs) RUNS=$2; shift ;;
@@ -34,11 +38,14 @@ while [ $# -gt 0 ]; do
 	--out) OUT=$2; shift ;;
 	--port-base) BASE=$2; shift ;;
 	--nodes) NODES=$2; shift ;;
+	--target) TARGET=$2; shift ;;
 	-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench-floor.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
 	esac
 	shift
 done
+[ "$TARGET" = fcap ] || [ "$TARGET" = raw ] || { echo "bench-floor.sh: --target must be fcap or raw" >&2; exit 2; }
+[ "$TARGET" = fcap ] || [ "$NODES" -eq 1 ] || { echo "bench-floor.sh: --target raw asks one node: give --nodes 1" >&2; exit 2; }
 [ -n "$OUT" ] || OUT=$(mktemp -d /tmp/fcap-floor.XXXXXX)
 mkdir -p "$OUT"
 
@@ -94,7 +101,7 @@ for _ in $(seq 600); do
 done
 ready || { echo "bench-floor.sh: the $NODES fcapd never became ready; see $OUT/fcapd*.log" >&2; exit 1; }
 
-COMMON=(--addr "127.0.0.1:$BASE" --workload check --candidates 100 --timeout 5ms --floor --floor-rounds "$ROUNDS"
+COMMON=(--target "$TARGET" --addr "127.0.0.1:$BASE" --workload check --candidates 100 --timeout 5ms --floor --floor-rounds "$ROUNDS"
 	"${ECHO_CPUS[@]}" --duration "$DURATION" --warmup 2s --quiet)
 for cfg in rate2000 halfpeak; do
 	files=()
