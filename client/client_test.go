@@ -18,6 +18,7 @@ import (
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -337,12 +338,7 @@ func soloNode(t testing.TB, name string) *node.Node {
 	t.Helper()
 	cfg := node.DefaultLocalConfig(name)
 	cfg.Logger = quiet
-	nd, err := node.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nd.Shutdown(context.Background()) })
-	return nd
+	return nodetest.Start(t, cfg)
 }
 
 func TestClientAgainstANode(t *testing.T) {

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -45,15 +44,20 @@ func TestClaimedPartitionGetsSurvivorsCopies(t *testing.T) {
 }
 
 // startNodes starts n in-process nodes named prefix-0.. that join the
-// first, stopped when the test ends; it does not wait for them to settle.
-func startNodes(t *testing.T, prefix string, n int) []*Node {
+// first, each config changed by mutate, stopped when the test ends; it
+// does not wait for them to settle. (node/nodetest does this for tests
+// outside the package; it imports node, so these cannot use it.)
+func startNodes(t *testing.T, prefix string, n int, mutate ...func(*Config)) []*Node {
 	t.Helper()
 	var nodes []*Node
 	for i := range n {
 		cfg := DefaultLocalConfig(fmt.Sprintf("%s-%d", prefix, i))
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 		if i > 0 {
 			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
+		}
+		for _, m := range mutate {
+			m(&cfg)
 		}
 		nd, err := Start(cfg)
 		if err != nil {

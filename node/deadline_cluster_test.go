@@ -14,6 +14,7 @@ import (
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/nodetest"
 )
 
 // TestLateStrictGrantIsTakenBack: a strict Allow whose sync to the backup
@@ -42,16 +43,7 @@ func TestLateStrictGrantIsTakenBack(t *testing.T) {
 			cfg.AdvertiseDataAddr = px.addr()
 			px.setTarget(cfg.DataAddr)
 		}
-		nd, err := node.Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			nd.Shutdown(ctx)
-		})
-		nodes = append(nodes, nd)
+		nodes = append(nodes, nodetest.Start(t, cfg))
 	}
 	eventually(t, 20*time.Second, func() bool {
 		return len(nodes[0].Ring().Members()) == 2 && nodes[0].Ready() && nodes[1].Ready()

@@ -20,6 +20,7 @@ import (
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 	"github.com/fcap-io/fcap/test/cluster"
@@ -35,37 +36,8 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // later ones joining the first, and waits until each sees n members.
 func startCluster(t *testing.T, n int, mutate ...func(*node.Config)) []*node.Node {
 	t.Helper()
-	var nodes []*node.Node
-	for i := range n {
-		cfg := node.DefaultLocalConfig(fmt.Sprintf("node-%d", i))
-		cfg.Logger = quiet
-		if i > 0 {
-			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
-		}
-		for _, m := range mutate {
-			m(&cfg)
-		}
-		nd, err := node.Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			nd.Shutdown(ctx)
-		})
-		nodes = append(nodes, nd)
-	}
-	// A minute: gossip on a busy machine may suspect a node that is
-	// only slow, and converging again takes seconds.
-	eventually(t, 60*time.Second, func() bool {
-		for _, nd := range nodes {
-			if len(nd.Ring().Members()) != n || !nd.Ready() {
-				return false
-			}
-		}
-		return true
-	}, "cluster of %d did not converge", n)
+	nodes := nodetest.Cluster(t, "node", n, mutate...)
+	nodetest.Settle(t, nodes, 60*time.Second)
 	return nodes
 }
 

@@ -1,10 +1,7 @@
 package node
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -20,26 +17,9 @@ import (
 // again, or its primary reports it under-replicated until some later
 // ring change although the peer holds it.
 func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var nodes []*Node
-	for i := range 2 {
-		cfg := DefaultLocalConfig(fmt.Sprintf("resend-%d", i))
-		cfg.Logger = quiet
+	nodes := startNodes(t, "resend", 2, func(cfg *Config) {
 		cfg.Replication.TransferRate = 256 << 10 // a partition of a megabyte takes seconds
-		if i > 0 {
-			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
-		}
-		nd, err := Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			nd.Shutdown(ctx)
-		})
-		nodes = append(nodes, nd)
-	}
+	})
 	a, b := nodes[0], nodes[1]
 	waitUntil(t, 20*time.Second, func() bool {
 		return len(a.Ring().Members()) == 2 && len(b.Ring().Members()) == 2 && a.Ready() && b.Ready() && a.repl.UnderReplicated() == 0

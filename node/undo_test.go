@@ -12,6 +12,7 @@ import (
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -30,15 +31,7 @@ func TestLateStrictGrantIsGivenBack(t *testing.T) {
 	cfg.DataAddr = freeAddr(t)
 	cfg.AdvertiseDataAddr = px.addr()
 	px.setTarget(cfg.DataAddr)
-	nd, err := node.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		nd.Shutdown(ctx)
-	})
+	nd := nodetest.Start(t, cfg)
 	eventually(t, 20*time.Second, nd.Ready, "the node is not ready")
 	c := newClient(t, []*node.Node{nd}, func(cfg *client.Config) { cfg.Timeout = 10 * time.Second })
 

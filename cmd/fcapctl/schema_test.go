@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/nodetest"
 )
 
 // schemaFile is the documented JSON of every --json output.
@@ -257,43 +255,11 @@ func TestEveryJSONOutputMatchesTheSchema(t *testing.T) {
 	check("drain", exitOK, "drain", "--addr", addr, "--json", nodes[1].Name())
 }
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
 // startNodes starts n nodes in this process, the later ones joining the
 // first, and waits until each sees them all and is ready.
 func startNodes(t *testing.T, n int) []*node.Node {
 	t.Helper()
-	var nodes []*node.Node
-	for i := range n {
-		cfg := node.DefaultLocalConfig(fmt.Sprintf("ctl-%d", i))
-		cfg.Logger = quiet
-		cfg.HTTPAPI = false
-		if i > 0 {
-			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
-		}
-		nd, err := node.Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			nd.Shutdown(ctx)
-		})
-		nodes = append(nodes, nd)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ok := true
-		for _, nd := range nodes {
-			ok = ok && len(nd.Ring().Members()) == n && nd.Ready()
-		}
-		if ok {
-			return nodes
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d nodes did not converge", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	nodes := nodetest.Cluster(t, "ctl", n, func(cfg *node.Config) { cfg.HTTPAPI = false })
+	nodetest.Settle(t, nodes, 60*time.Second)
+	return nodes
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/nodetest"
 )
 
 // The tests run the example as its own process (this test binary, run
@@ -30,23 +30,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = nodetest.Quiet
 
 // startNode starts a one-node fcap cluster in the test process.
 func startNode(t *testing.T) *node.Node {
 	t.Helper()
 	cfg := node.DefaultLocalConfig("adserver-example")
 	cfg.Logger = quiet
-	nd, err := node.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		nd.Shutdown(ctx)
-	})
-	return nd
+	return nodetest.Start(t, cfg)
 }
 
 // adServer is the example running as a process.

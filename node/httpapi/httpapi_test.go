@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,34 +15,19 @@ import (
 
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/httpapi"
+	"github.com/fcap-io/fcap/node/nodetest"
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = nodetest.Quiet
 
 // twoNodes starts a two-node cluster with R=1, so each node owns about
 // half of the viewers and the other half must be forwarded.
 func twoNodes(t *testing.T) []*node.Node {
 	t.Helper()
-	var nodes []*node.Node
-	for i := range 2 {
-		cfg := node.DefaultLocalConfig(fmt.Sprintf("api-%d", i))
-		cfg.Logger = quiet
+	nodes := nodetest.Cluster(t, "api", 2, func(cfg *node.Config) {
 		cfg.Membership.Ring.Replicas = 1
 		cfg.APITimeout = 2 * time.Second // a loaded test machine
-		if i > 0 {
-			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
-		}
-		nd, err := node.Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			nd.Shutdown(ctx)
-		})
-		nodes = append(nodes, nd)
-	}
+	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		// Both active on one ring: before that, ownership still moves and

@@ -19,6 +19,7 @@ import (
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/httpapi"
+	"github.com/fcap-io/fcap/node/nodetest"
 )
 
 // The JSON API and docs/openapi.yaml must agree. These tests send a set
@@ -317,15 +318,7 @@ func tokenNode(t *testing.T) *node.Node {
 	cfg.APITimeout = 2 * time.Second // a loaded test machine
 	cfg.Security.Tokens = map[string]node.Role{specToken: node.RoleAdServer, specPeer: node.RolePeer}
 	cfg.Security.PeerToken = specPeer
-	nd, err := node.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		nd.Shutdown(ctx)
-	})
+	nd := nodetest.Start(t, cfg)
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	probe := `{"viewer":"probe","caps":[{"scope":"campaign","id":"probe","limit":65535,"window":1}]}`
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {

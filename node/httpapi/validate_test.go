@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/httpapi"
+	"github.com/fcap-io/fcap/node/nodetest"
 )
 
 // oneNode starts a single node and waits until its API answers from it.
@@ -20,15 +20,7 @@ func oneNode(t *testing.T, name string, mutate ...func(*node.Config)) *node.Node
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	nd, err := node.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		nd.Shutdown(ctx)
-	})
+	nd := nodetest.Start(t, cfg)
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	waitReady(t, nd)
 	return nd

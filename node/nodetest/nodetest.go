@@ -1,0 +1,80 @@
+// Package nodetest starts fcap nodes inside a test's own process, on
+// loopback with ports the kernel picks, and stops them when the test ends:
+// what net/http/httptest is to an HTTP server. What only real processes
+// show (kill -9, restart, a node's flags) belongs to test/cluster.
+package nodetest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap/node"
+)
+
+// Quiet drops every record: a node's log is noise in a test that passes.
+var Quiet = slog.New(slog.DiscardHandler)
+
+// Start starts a node from cfg and shuts it down when the test ends,
+// giving the shutdown ten seconds. A node that does not start fails the
+// test.
+func Start(t testing.TB, cfg node.Config) *node.Node {
+	t.Helper()
+	nd, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		nd.Shutdown(ctx)
+	})
+	return nd
+}
+
+// Cluster starts n nodes named prefix-0 to prefix-<n-1> from
+// DefaultLocalConfig, logging to Quiet, the later ones joining the first.
+// Each mutate changes every node's config before it starts. Cluster does
+// not wait for the nodes to see each other: see Settle.
+func Cluster(t testing.TB, prefix string, n int, mutate ...func(*node.Config)) []*node.Node {
+	t.Helper()
+	var nodes []*node.Node
+	for i := range n {
+		cfg := node.DefaultLocalConfig(fmt.Sprintf("%s-%d", prefix, i))
+		cfg.Logger = Quiet
+		if i > 0 {
+			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
+		}
+		for _, m := range mutate {
+			m(&cfg)
+		}
+		nodes = append(nodes, Start(t, cfg))
+	}
+	return nodes
+}
+
+// Settle waits until every node is ready and sees all of them as members,
+// failing the test after timeout. Pass a generous one (a minute): gossip
+// on a busy machine may suspect a node that is only slow, and converging
+// again takes seconds.
+func Settle(t testing.TB, nodes []*node.Node, timeout time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !Settled(nodes); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d nodes did not converge in %v", len(nodes), timeout)
+		}
+	}
+}
+
+// Settled reports whether every node is ready and sees all of them as
+// members.
+func Settled(nodes []*node.Node) bool {
+	for _, nd := range nodes {
+		if len(nd.Ring().Members()) != len(nodes) || !nd.Ready() {
+			return false
+		}
+	}
+	return true
+}
