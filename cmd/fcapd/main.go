@@ -20,6 +20,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/fcap-io/fcap/internal/logging"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/buildinfo"
 )
@@ -41,7 +42,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fcapd: %v\n", err)
 		return 2
 	}
-	logger, err := newLogger(stderr, opts.logLevel, opts.logFormat)
+	logger, err := logging.New(stderr, opts.logLevel, opts.logFormat)
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapd: %v\n", err)
 		return 2
@@ -100,21 +101,6 @@ wait:
 // stop, 2 bad flags or configuration, exitNameTaken another live member
 // of the cluster already has this node's --name.
 const exitNameTaken = 3
-
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: %w", level, err)
-	}
-	ho := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, ho)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, ho)), nil
-	}
-	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
-}
 
 // reload re-reads what fcapd can renew without a restart (SIGHUP): the
 // data plane's TLS certificate, key and CA bundles. A file that does not

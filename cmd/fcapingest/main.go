@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/client/ingest"
+	"github.com/fcap-io/fcap/internal/logging"
 )
 
 func main() {
@@ -43,7 +43,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	logger, err := newLogger(os.Stderr, o.logLevel, o.logFormat)
+	logger, err := logging.New(os.Stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return err
 	}
@@ -89,19 +89,4 @@ func run(args []string) error {
 
 	logger.Info("fcapingest ready", "http", ln.Addr().String(), "brokers", o.ingest.Brokers, "topics", o.ingest.Topics, "seeds", o.client.Seeds)
 	return in.Run(ctx)
-}
-
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: %w", level, err)
-	}
-	ho := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, ho)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, ho)), nil
-	}
-	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
 }
