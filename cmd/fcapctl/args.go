@@ -2,6 +2,8 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"io"
 	"strings"
 )
 
@@ -38,4 +40,34 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 func isBoolFlag(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
+}
+
+// newFlagSet returns the flag set of the command name. Its errors go to
+// stderr, and so does its usage: the lines given, then the flags.
+func newFlagSet(name string, stderr io.Writer, usage ...string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if len(usage) > 0 {
+		fs.Usage = func() {
+			for _, l := range usage {
+				fmt.Fprintln(stderr, l)
+			}
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parsePositional parses args as parseArgs does and checks that at least
+// min positional arguments remain, and at most max (max < 0: no limit).
+// On a mistake it has printed why, or the usage, and returns false.
+func parsePositional(fs *flag.FlagSet, args []string, min, max int) bool {
+	if err := parseArgs(fs, args); err != nil {
+		return false
+	}
+	if n := fs.NArg(); n < min || max >= 0 && n > max {
+		fs.Usage()
+		return false
+	}
+	return true
 }

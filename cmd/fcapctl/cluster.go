@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -59,23 +58,16 @@ type statusOut struct {
 // seeds, or a partition is under-replicated, after printing everything it
 // learned.
 func runStatus(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("status", stderr,
+		"usage: fcapctl status [flags]",
+		"\nEvery member: its state, partitions, replication and memory.",
+		exitCodesHelp,
+	)
 	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
 	asJSON := fs.Bool("json", false, "print JSON (docs/fcapctl.md)")
 	timeout := fs.Duration("timeout", 5*time.Second, "deadline of the whole command")
 	conn := addConnFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fcapctl status [flags]")
-		fmt.Fprintln(stderr, "\nEvery member: its state, partitions, replication and memory.")
-		fmt.Fprintln(stderr, exitCodesHelp)
-		fs.PrintDefaults()
-	}
-	if err := parseArgs(fs, args); err != nil {
-		return exitUsage
-	}
-	if fs.NArg() != 0 {
-		fs.Usage()
+	if !parsePositional(fs, args, 0, 0) {
 		return exitUsage
 	}
 	admin, err := conn.admin()
@@ -201,22 +193,19 @@ func bytesString(b uint64) string {
 
 // runDrain asks a node to hand its partitions over and leave.
 func runDrain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("drain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("drain", stderr,
+		"usage: fcapctl drain [flags] NODE",
+		"       fcapctl drain --self [--addr ADDR]",
+		"\nHands NODE's partitions to their next owners (it keeps serving meanwhile),",
+		"then makes it leave the cluster. It returns once every other member serves",
+		"them; otherwise it exits 1 saying which member waits for what. The process",
+		"stays up; stop it afterwards.",
+	)
 	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long the hand-over may take")
 	asJSON := fs.Bool("json", false, "print JSON")
 	self := fs.Bool("self", false, "drain the node at --addr itself, whatever its name (for a preStop hook)")
 	conn := addConnFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fcapctl drain [flags] NODE")
-		fmt.Fprintln(stderr, "       fcapctl drain --self [--addr ADDR]")
-		fmt.Fprintln(stderr, "\nHands NODE's partitions to their next owners (it keeps serving meanwhile),")
-		fmt.Fprintln(stderr, "then makes it leave the cluster. It returns once every other member serves")
-		fmt.Fprintln(stderr, "them; otherwise it exits 1 saying which member waits for what. The process")
-		fmt.Fprintln(stderr, "stays up; stop it afterwards.")
-		fs.PrintDefaults()
-	}
 	if err := parseArgs(fs, args); err != nil {
 		return 2
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -14,25 +13,18 @@ import (
 
 // runConformance runs case files and ends with "N passed, M failed".
 func runConformance(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("conformance", stderr,
+		"usage: fcapctl conformance [flags] FILE.json...",
+		"\nRuns shared/conformance case files against the in-process engine, or a running",
+		"cluster with --addr (each case on fresh viewer ids), and prints each failing",
+		"case, then \"N passed, M failed\". Exit status 1 if any failed.",
+	)
 	addr := fs.String("addr", "", "run against the cluster of this data-plane address (host:port) instead of an in-process engine")
 	timeout := fs.Duration("timeout", 100*time.Millisecond, "with --addr: deadline of each call")
 	asJSON := fs.Bool("json", false, `print {"passed","failed","failures":[{"file","case","op","detail"}]}`)
 	conn := addConnFlags(fs)
 	offset := fs.String("offset", "now", `with --addr: added to every tick; "now" (the current Unix millisecond) keeps the cases' times near a live cluster's clock`)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fcapctl conformance [flags] FILE.json...")
-		fmt.Fprintln(stderr, "\nRuns shared/conformance case files against the in-process engine, or a running")
-		fmt.Fprintln(stderr, "cluster with --addr (each case on fresh viewer ids), and prints each failing")
-		fmt.Fprintln(stderr, "case, then \"N passed, M failed\". Exit status 1 if any failed.")
-		fs.PrintDefaults()
-	}
-	if err := parseArgs(fs, args); err != nil {
-		return 2
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
+	if !parsePositional(fs, args, 1, -1) {
 		return 2
 	}
 	factory := conformance.Engine(engine.DefaultLocalConfig())

@@ -186,11 +186,7 @@ func (d *dataFlags) connect(stderr io.Writer) (*client.Client, error) {
 // them, reads the CAPs as one candidate and connects. When c is nil the
 // command exits with code, having said why.
 func (d *dataFlags) start(name string, fs *flag.FlagSet, args []string, n int, stderr io.Writer) (c *client.Client, cand fcap.Candidate, code int) {
-	if err := parseArgs(fs, args); err != nil {
-		return nil, cand, 2
-	}
-	if fs.NArg() < n+1 {
-		fs.Usage()
+	if !parsePositional(fs, args, n+1, -1) {
 		return nil, cand, 2
 	}
 	cand, err := parseCandidate(strings.Join(fs.Args()[n:], "+"))
@@ -206,18 +202,15 @@ func (d *dataFlags) start(name string, fs *flag.FlagSet, args []string, n int, s
 }
 
 func newDataFlagSet(name, usage string, stderr io.Writer, d *dataFlags) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet(name, stderr,
+		usage,
+		"",
+		capSyntax,
+		"",
+		exitCodesHelp,
+		"",
+	)
 	d.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, usage)
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, capSyntax)
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, exitCodesHelp)
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
-	}
 	return fs
 }
 
@@ -265,11 +258,7 @@ func printVerdicts(stdout io.Writer, asJSON bool, vs []verdictOut) {
 func runCheck(args []string, stdout, stderr io.Writer) int {
 	var d dataFlags
 	fs := newDataFlagSet("check", "usage: fcapctl check [flags] VIEWER CANDIDATE...\n\nRead-only verdicts for each candidate (one CAP or CAP+CAP...).", stderr, &d)
-	if err := parseArgs(fs, args); err != nil {
-		return 2
-	}
-	if fs.NArg() < 2 {
-		fs.Usage()
+	if !parsePositional(fs, args, 2, -1) {
 		return 2
 	}
 	viewer := fs.Arg(0)
@@ -420,8 +409,7 @@ func runReserve(args []string, stdout, stderr io.Writer) int {
 // runRing prints how partitions are spread: per member, primaries and
 // backups; with --partitions, every partition's owners.
 func runRing(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ring", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("ring", stderr)
 	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
 	timeout := fs.Duration("timeout", 5*time.Second, "deadline of the whole command")
 	all := fs.Bool("partitions", false, "also list every partition's owners")

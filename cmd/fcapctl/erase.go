@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 )
@@ -13,22 +12,15 @@ import (
 // erased across restarts by a logged tombstone.
 func runErase(args []string, stdout, stderr io.Writer) int {
 	var d dataFlags
-	fs := flag.NewFlagSet("erase", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("erase", stderr,
+		"usage: fcapctl erase [flags] VIEWER",
+		"\nForget VIEWER everywhere (a privacy request): every counter, impression id,",
+		"reservation and device link, on its owner and backups, for good. Safe to repeat;",
+		"after an error, erase again to finish.",
+		"",
+	)
 	d.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fcapctl erase [flags] VIEWER")
-		fmt.Fprintln(stderr, "\nForget VIEWER everywhere (a privacy request): every counter, impression id,")
-		fmt.Fprintln(stderr, "reservation and device link, on its owner and backups, for good. Safe to repeat;")
-		fmt.Fprintln(stderr, "after an error, erase again to finish.")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
-	}
-	if err := parseArgs(fs, args); err != nil {
-		return 2
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
+	if !parsePositional(fs, args, 1, 1) {
 		return 2
 	}
 	viewer := fs.Arg(0)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,27 +25,20 @@ var gossipKeyOps = map[string]proto.GossipKeyOp{
 // memberlist has no cluster-wide key manager, so the request goes to
 // each member's data plane and each applies it to its own keyring.
 func runGossipKey(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("gossip-key", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("gossip-key", stderr,
+		"usage: fcapctl gossip-key [flags] install|use|remove KEY",
+		"       fcapctl gossip-key [flags] list",
+		"\nChanges the gossip keyring of every member of the cluster. To rotate:",
+		"install NEW, use NEW, remove OLD, each once every member succeeded.",
+		"Nothing is persisted: restart a node with the key in use (--gossip-key-file).",
+		"Keys are shown by fingerprint (first 8 bytes of their SHA-256).",
+	)
 	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
 	keyFile := fs.String("key-file", "", "file holding the base64 key (instead of the KEY argument, which shows in ps)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", 10*time.Second, "deadline of the whole command")
 	conn := addConnFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fcapctl gossip-key [flags] install|use|remove KEY")
-		fmt.Fprintln(stderr, "       fcapctl gossip-key [flags] list")
-		fmt.Fprintln(stderr, "\nChanges the gossip keyring of every member of the cluster. To rotate:")
-		fmt.Fprintln(stderr, "install NEW, use NEW, remove OLD, each once every member succeeded.")
-		fmt.Fprintln(stderr, "Nothing is persisted: restart a node with the key in use (--gossip-key-file).")
-		fmt.Fprintln(stderr, "Keys are shown by fingerprint (first 8 bytes of their SHA-256).")
-		fs.PrintDefaults()
-	}
-	if err := parseArgs(fs, args); err != nil {
-		return 2
-	}
-	if fs.NArg() < 1 {
-		fs.Usage()
+	if !parsePositional(fs, args, 1, -1) {
 		return 2
 	}
 	op, ok := gossipKeyOps[fs.Arg(0)]

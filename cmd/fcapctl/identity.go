@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 )
@@ -12,19 +11,12 @@ import (
 func runIdentity(name, usage string, nargs int) func(args []string, stdout, stderr io.Writer) int {
 	return func(args []string, stdout, stderr io.Writer) int {
 		var d dataFlags
-		fs := flag.NewFlagSet(name, flag.ContinueOnError)
-		fs.SetOutput(stderr)
+		fs := newFlagSet(name, stderr,
+			usage,
+			"",
+		)
 		d.register(fs)
-		fs.Usage = func() {
-			fmt.Fprintln(stderr, usage)
-			fmt.Fprintln(stderr)
-			fs.PrintDefaults()
-		}
-		if err := parseArgs(fs, args); err != nil {
-			return 2
-		}
-		if fs.NArg() != nargs {
-			fs.Usage()
+		if !parsePositional(fs, args, nargs, nargs) {
 			return 2
 		}
 		c, err := d.connect(stderr)

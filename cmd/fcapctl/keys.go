@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -18,24 +17,17 @@ import (
 // tickets ("why was this ad not shown?"). Counters are known to a node by
 // a hash of their cap; the CAPs given on the command line name them.
 func runKeys(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("keys", stderr,
+		"usage: fcapctl keys [flags] VIEWER [CAP...]",
+		"\nEvery counter VIEWER has, with its timestamps or counts, as each of its",
+		"owners holds it (the primary first: backups may lag by the replication delay).",
+		"CAPs, given as for check, label the counters they read.",
+	)
 	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
 	timeout := fs.Duration("timeout", 5*time.Second, "deadline of the whole command")
 	asJSON := fs.Bool("json", false, "print JSON")
 	conn := addConnFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fcapctl keys [flags] VIEWER [CAP...]")
-		fmt.Fprintln(stderr, "\nEvery counter VIEWER has, with its timestamps or counts, as each of its")
-		fmt.Fprintln(stderr, "owners holds it (the primary first: backups may lag by the replication delay).")
-		fmt.Fprintln(stderr, "CAPs, given as for check, label the counters they read.")
-		fs.PrintDefaults()
-	}
-	if err := parseArgs(fs, args); err != nil {
-		return 2
-	}
-	if fs.NArg() < 1 {
-		fs.Usage()
+	if !parsePositional(fs, args, 1, -1) {
 		return 2
 	}
 	viewer := fs.Arg(0)

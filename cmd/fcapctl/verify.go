@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -18,8 +17,17 @@ import (
 // snapshot's checksums; it changes nothing, and a node starting on the
 // dir truncates what it reports as damaged).
 func runVerify(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("verify", stderr,
+		"usage: fcapctl verify [flags]           reconcile a running cluster",
+		"       fcapctl verify DATA_DIR          check a stopped node's --data-dir",
+		"\nLive: every node digests what each viewer of its partitions counts at one",
+		"instant, from RAM and from what its snapshot and log replay to; the owners",
+		"of each partition are compared with each other and each node with its log.",
+		"A difference that stays unchanged over two settle intervals is drift; exit",
+		"status 1 on drift or an unreachable node. Needs an operator token on",
+		"secured clusters. Replaying a log takes memory for the copy while it runs.",
+		"Offline: checks the log and snapshots; exit status 1 if anything is damaged.",
+	)
 	addr := fs.String("addr", "127.0.0.1:7700", "live: data-plane address of any node (comma-separated for several)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "live: deadline of the whole command (replaying a large log takes a while)")
 	settle := fs.Duration("settle", 2*time.Second, "live: how long a difference must stay unchanged to count as drift (twice this is waited)")
@@ -27,18 +35,6 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	show := fs.Int("show", 20, "live: drifting viewers to list")
 	asJSON := fs.Bool("json", false, "print JSON")
 	conn := addConnFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fcapctl verify [flags]           reconcile a running cluster")
-		fmt.Fprintln(stderr, "       fcapctl verify DATA_DIR          check a stopped node's --data-dir")
-		fmt.Fprintln(stderr, "\nLive: every node digests what each viewer of its partitions counts at one")
-		fmt.Fprintln(stderr, "instant, from RAM and from what its snapshot and log replay to; the owners")
-		fmt.Fprintln(stderr, "of each partition are compared with each other and each node with its log.")
-		fmt.Fprintln(stderr, "A difference that stays unchanged over two settle intervals is drift; exit")
-		fmt.Fprintln(stderr, "status 1 on drift or an unreachable node. Needs an operator token on")
-		fmt.Fprintln(stderr, "secured clusters. Replaying a log takes memory for the copy while it runs.")
-		fmt.Fprintln(stderr, "Offline: checks the log and snapshots; exit status 1 if anything is damaged.")
-		fs.PrintDefaults()
-	}
 	if err := parseArgs(fs, args); err != nil {
 		return 2
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 
@@ -11,14 +10,9 @@ import (
 
 // runVersion prints fcapctl's build.
 func runVersion(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("version", stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parseArgs(fs, args); err != nil {
-		return exitUsage
-	}
-	if fs.NArg() != 0 {
-		fs.Usage()
+	if !parsePositional(fs, args, 0, 0) {
 		return exitUsage
 	}
 	i := buildinfo.Get()
