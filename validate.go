@@ -227,3 +227,13 @@ func (imp *Impression) Validate(lim Limits) error {
 	}
 	return lim.CheckCaps(imp.Caps)
 }
+
+// ValidateVoid checks an impression named for a Void: as Validate, and
+// its time is required (not 0: the time it was recorded with, which the
+// owner checks against the id it remembers).
+func (imp *Impression) ValidateVoid(lim Limits) error {
+	if imp.Time == 0 {
+		return fmt.Errorf("%w: impression time is required: the time the impression was recorded with", ErrBadTime)
+	}
+	return imp.Validate(lim)
+}

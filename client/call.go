@@ -39,6 +39,7 @@ type call struct {
 	resolve  proto.ResolveResult
 	undo     proto.UndoResult
 	erase    proto.EraseResult
+	void     proto.VoidResult
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -96,6 +97,8 @@ func (cl *call) deliver(hdr proto.Header, body []byte) {
 		err = proto.Decode(body, &cl.undo)
 	case hdr.Type == proto.TypeEraseResult:
 		err = proto.Decode(body, &cl.erase)
+	case hdr.Type == proto.TypeVoidResult:
+		err = proto.Decode(body, &cl.void)
 	case hdr.Type == proto.TypePong:
 		if err = proto.Decode(body, &cl.pong); err == nil {
 			cl.pong.Name = strings.Clone(cl.pong.Name)

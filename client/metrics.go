@@ -21,10 +21,11 @@ const (
 	opUnlink
 	opResolve
 	opErase
+	opVoid
 	numOps
 )
 
-var opNames = [numOps]string{"check", "allow", "reserve", "release", "link", "unlink", "resolve", "erase"}
+var opNames = [numOps]string{"check", "allow", "reserve", "release", "link", "unlink", "resolve", "erase", "void"}
 
 type outcome uint8
 

@@ -374,6 +374,8 @@ func epochOf(cl *call) uint64 {
 		return cl.undo.Epoch
 	case proto.TypeEraseResult:
 		return cl.erase.Epoch
+	case proto.TypeVoidResult:
+		return cl.void.Epoch
 	case proto.TypeRecordResult:
 		return cl.record.Epoch
 	case proto.TypeLinkResult:

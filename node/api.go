@@ -31,7 +31,7 @@ func (n *Node) startAPI() error {
 	// The API refuses at once what this node's engine would refuse.
 	cfg.Limits = n.cfg.Engine.Limits()
 	opts := httpapi.Options{MaxBody: n.cfg.APIMaxBody, Timeout: n.cfg.APITimeout, Clock: n.clock, MaxClockSkew: n.cfg.MaxClockSkew}
-	ops := map[string]metrics.Op{"check": metrics.OpCheck, "allow": metrics.OpAllow, "reserve": metrics.OpReserve, "record": metrics.OpRecord}
+	ops := map[string]metrics.Op{"check": metrics.OpCheck, "allow": metrics.OpAllow, "reserve": metrics.OpReserve, "record": metrics.OpRecord, "void": metrics.OpVoid}
 	opts.RefusedTime = func(op string) { n.metrics.Time.Refused(ops[op]) }
 	if len(n.cfg.Security.Tokens) > 0 {
 		// HTTP callers present an ad server's or operator's token; the

@@ -111,6 +111,7 @@ var ops = [64]op{
 	proto.TypeReserve:         (*handler).reserve,
 	proto.TypeUndo:            (*handler).undo,
 	proto.TypeErase:           (*handler).erase,
+	proto.TypeVoid:            (*handler).void,
 	proto.TypeRelease:         (*handler).release,
 	proto.TypeReplicate:       (*handler).replicate,
 	proto.TypeSyncRequest:     (*handler).syncRequest,

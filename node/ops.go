@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/node/metrics"
+	"github.com/fcap-io/fcap/node/storage"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -94,7 +95,7 @@ func (h *handler) verify(out []byte, v *view, hdr proto.Header, body []byte) ([]
 	if err := proto.Decode(body, &m); err != nil {
 		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpVerify)
 	}
-	res, err := h.n.verify(v, &m)
+	res, err := storage.Verify(h.n.engine, h.n.durable, h.n.cfg.Engine, v.ring, h.n.cfg.Name, v.in, h.n.repl.Holds, &m)
 	if err != nil {
 		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpVerify)
 	}

@@ -1,7 +1,7 @@
 package node
 
 import (
-	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/node/storage"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -49,33 +49,6 @@ func (n *Node) inspect(v *view, viewer string) *proto.ViewerState {
 		p, _ := v.ring.Lookup(viewer)
 		res.Primary = v.ring.Rank(p, n.cfg.Name) == 0
 	}
-	st, ok := n.engine.Viewer(viewer)
-	if !ok {
-		return res
-	}
-	res.Found = true
-	res.Reservations = uint64(st.Reservations)
-	res.RememberedIDs = uint64(st.RememberedIDs)
-	res.LinkedTo = st.LinkedTo
-	res.Devices = st.Devices
-	if len(res.Devices) > proto.MaxInspectKeys {
-		res.Devices = res.Devices[:proto.MaxInspectKeys]
-	}
-	for i, k := range st.Keys {
-		if i == proto.MaxInspectKeys {
-			break
-		}
-		ki := proto.KeyInfo{Hash: k.Hash, Algorithm: uint8(k.Algorithm), Window: k.Window, Limit: int64(k.Limit), Bucket: k.Bucket}
-		switch k.Algorithm {
-		case fcap.Sliding:
-			ki.Values = k.Times
-		default:
-			ki.Values = k.Counts
-		}
-		if len(ki.Values) > proto.MaxInspectValues {
-			ki.Values = ki.Values[len(ki.Values)-proto.MaxInspectValues:]
-		}
-		res.Keys = append(res.Keys, ki)
-	}
+	storage.Inspect(n.engine, viewer, res)
 	return res
 }

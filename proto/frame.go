@@ -109,6 +109,8 @@ const (
 	TypeUndoResult       Type = 53 // UndoResult: answers Undo
 	TypeErase            Type = 54 // Erase: forget a viewer (privacy requests)
 	TypeEraseResult      Type = 55 // EraseResult: answers Erase
+	TypeVoid             Type = 56 // Void: take a recorded impression back (invalid traffic)
+	TypeVoidResult       Type = 57 // VoidResult: answers Void
 )
 
 var typeNames = [...]string{
@@ -155,6 +157,8 @@ var typeNames = [...]string{
 	TypeUndoResult:       "undo_result",
 	TypeErase:            "erase",
 	TypeEraseResult:      "erase_result",
+	TypeVoid:             "void",
+	TypeVoidResult:       "void_result",
 }
 
 // String returns the type's name in snake case ("check_result"), fit for
@@ -281,6 +285,10 @@ func NewMessage(t Type) Message {
 		return new(Erase)
 	case TypeEraseResult:
 		return new(EraseResult)
+	case TypeVoid:
+		return new(Void)
+	case TypeVoidResult:
+		return new(VoidResult)
 	}
 	return nil
 }

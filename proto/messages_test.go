@@ -539,7 +539,7 @@ func TestTypeString(t *testing.T) {
 			t.Errorf("NewMessage(%v) = %T", ty, m)
 		}
 	}
-	for _, ty := range []Type{TypeError, TypeHelloResult, TypeInspect, TypeUndoResult, TypeErase, TypeEraseResult} {
+	for _, ty := range []Type{TypeError, TypeHelloResult, TypeInspect, TypeUndoResult, TypeErase, TypeEraseResult, TypeVoid, TypeVoidResult} {
 		if !seen[ty.String()] {
 			t.Errorf("Type %d has no name", ty)
 		}

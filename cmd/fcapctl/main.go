@@ -28,6 +28,7 @@ var commands = map[string]command{
 	"check":       {"read-only verdicts for a viewer's candidate ads", runCheck},
 	"allow":       {"check and record one impression atomically", runAllow},
 	"record":      {"record a played impression and wait for its acknowledgement", runRecord},
+	"void":        {"take a recorded impression back everywhere (invalid traffic)", runVoid},
 	"reserve":     {"hold one impression's worth of a candidate's caps", runReserve},
 	"gossip-key":  {"install, use, remove or list gossip encryption keys on every member", runGossipKey},
 	"link": {"link a device to a viewer (its impressions are merged into the viewer's)", runIdentity("link",

@@ -12,6 +12,7 @@
 //	POST /v1/link     {"device", "viewer"}  -> {"merged"}
 //	POST /v1/unlink   {"device"}            -> {"viewer"}
 //	DELETE /v1/viewers/{viewer}             -> 204 (erased everywhere)
+//	POST /v1/void     {"viewer", "impression": {"id", "time", "caps"}} -> {"voided"}
 //	POST /v1/resolve  {"device"}            -> {"viewer"}
 //
 // check, allow, record and reserve take "device" instead of "viewer" to
@@ -106,6 +107,7 @@ func New(c *client.Client, opts Options) *API {
 	routes := map[string]http.HandlerFunc{
 		"/v1/check": a.check, "/v1/allow": a.allow, "/v1/record": a.record, "/v1/reserve": a.reserve,
 		"/v1/release": a.release, "/v1/link": a.link, "/v1/unlink": a.unlink, "/v1/resolve": a.resolve,
+		"/v1/void": a.void,
 	}
 	for path, h := range routes {
 		a.mux.HandleFunc("POST "+path, h)
@@ -240,6 +242,19 @@ type RecordRequest struct {
 	Viewer     string     `json:"viewer,omitempty"`
 	Device     string     `json:"device,omitempty"`
 	Impression Impression `json:"impression"`
+}
+
+// VoidRequest takes back a recorded impression, named as it was
+// recorded: its id, time (required) and caps; a reservation is ignored.
+type VoidRequest struct {
+	Viewer     string     `json:"viewer"`
+	Impression Impression `json:"impression"`
+}
+
+// VoidResponse says whether the owner had counted the impression (false:
+// it holds no record of the id, which is now barred from counting).
+type VoidResponse struct {
+	Voided bool `json:"voided"`
 }
 
 // RecordResponse says whether the impression was queued for sending.
@@ -379,29 +394,15 @@ func (a *API) record(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &req) {
 		return
 	}
-	caps, err := toCaps(req.Impression.Caps)
+	imp, err := a.impression("record", &req.Impression)
 	if err != nil {
 		fail(w, err)
 		return
-	}
-	imp := fcap.Impression{ID: req.Impression.ID, Time: req.Impression.Time, Caps: caps}
-	if req.Impression.Reservation != "" {
-		if imp.Reservation, err = strconv.ParseUint(req.Impression.Reservation, 10, 64); err != nil {
-			fail(w, fmt.Errorf("%w: reservation %q is not a decimal id", errInvalid, req.Impression.Reservation))
-			return
-		}
 	}
 	id, _, err := a.target("record", req.Viewer, req.Device, nil)
 	if err != nil {
 		fail(w, err)
 		return
-	}
-	if c := a.opts.Clock; c != nil && imp.Time != 0 {
-		if ahead := imp.Time - c(); ahead > a.opts.MaxClockSkew.Milliseconds() {
-			a.refusedTime("record")
-			fail(w, fmt.Errorf("%w: impression time %d is %d ms ahead of the node's clock, at most %d accepted", client.ErrFutureTime, imp.Time, ahead, a.opts.MaxClockSkew.Milliseconds()))
-			return
-		}
 	}
 	// Record validates the impression as its owner would (the client's
 	// Limits are this node's) and refuses it at once: a 400 here, not a
@@ -417,6 +418,55 @@ func (a *API) record(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, http.StatusAccepted, RecordResponse{Queued: true})
+}
+
+// void answers POST /v1/void: the impression stops counting everywhere
+// (client.Void), 200 once its owner logged the void and every backup
+// applied it.
+func (a *API) void(w http.ResponseWriter, r *http.Request) {
+	var req VoidRequest
+	if !a.decode(w, r, &req) {
+		return
+	}
+	imp, err := a.impression("void", &req.Impression)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	ctx, cancel, err := a.context(r, identityTimeout)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	defer cancel()
+	voided, err := a.c.Void(ctx, req.Viewer, imp)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	reply(w, http.StatusOK, VoidResponse{Voided: voided})
+}
+
+// impression converts an impression from JSON, refusing a time further
+// ahead of this node's clock than MaxClockSkew here, as its owner would.
+func (a *API) impression(op string, in *Impression) (fcap.Impression, error) {
+	caps, err := toCaps(in.Caps)
+	if err != nil {
+		return fcap.Impression{}, err
+	}
+	imp := fcap.Impression{ID: in.ID, Time: in.Time, Caps: caps}
+	if in.Reservation != "" && op == "record" {
+		if imp.Reservation, err = strconv.ParseUint(in.Reservation, 10, 64); err != nil {
+			return fcap.Impression{}, fmt.Errorf("%w: reservation %q is not a decimal id", errInvalid, in.Reservation)
+		}
+	}
+	if c := a.opts.Clock; c != nil && imp.Time != 0 {
+		if ahead := imp.Time - c(); ahead > a.opts.MaxClockSkew.Milliseconds() {
+			a.refusedTime(op)
+			return fcap.Impression{}, fmt.Errorf("%w: impression time %d is %d ms ahead of the node's clock, at most %d accepted", client.ErrFutureTime, imp.Time, ahead, a.opts.MaxClockSkew.Milliseconds())
+		}
+	}
+	return imp, nil
 }
 
 func (a *API) reserve(w http.ResponseWriter, r *http.Request) {
@@ -586,8 +636,8 @@ func (a *API) refusedTime(op string) {
 	}
 }
 
-// identityTimeout bounds a link or unlink without an X-Fcap-Timeout-Ms
-// header: they change two partitions on two nodes.
+// identityTimeout bounds a link, unlink, erase or void without an
+// X-Fcap-Timeout-Ms header: they wait for other nodes.
 const identityTimeout = 5 * time.Second
 
 // TimeoutHeader names the header that bounds a call to the cluster, in

@@ -272,6 +272,18 @@ func TestOpenAPIAgreesWithALiveNode(t *testing.T) {
 		{name: "erase with timeout 0", method: http.MethodDelete, path: "/v1/viewers/person", header: with("X-Fcap-Timeout-Ms", "0"), status: 400, specRefuses: true},
 		{name: "GET of a viewer", method: http.MethodGet, path: "/v1/viewers/person", status: 405, code: httpapi.CodeMethodNotAllowed},
 
+		// void
+		{name: "void", path: "/v1/void", body: fmt.Sprintf(`{"viewer":"v","impression":{"id":"i1","time":%d,"caps":[%s]}}`, now, capJSON("rec", 3)), status: 200},
+		{name: "void again", path: "/v1/void", body: fmt.Sprintf(`{"viewer":"v","impression":{"id":"i1","time":%d,"caps":[%s]}}`, now, capJSON("rec", 3)), status: 200},
+		{name: "void of an unknown id", path: "/v1/void", body: fmt.Sprintf(`{"viewer":"v","impression":{"id":"never","time":%d,"caps":[%s]}}`, now, capJSON("rec", 3)), status: 200},
+		{name: "void without a time", path: "/v1/void", body: `{"viewer":"v","impression":{"id":"i1","caps":[` + capJSON("rec", 3) + `]}}`, status: 400, code: httpapi.CodeBadRequest, specRefuses: true},
+		{name: "void without a viewer", path: "/v1/void", body: fmt.Sprintf(`{"impression":{"id":"i1","time":%d,"caps":[%s]}}`, now, capJSON("rec", 3)), status: 400, code: httpapi.CodeBadRequest, specRefuses: true},
+		{name: "void without caps", path: "/v1/void", body: fmt.Sprintf(`{"viewer":"v","impression":{"id":"i1","time":%d}}`, now), status: 400, specRefuses: true},
+		{name: "void with an unknown scope", path: "/v1/void", body: fmt.Sprintf(`{"viewer":"v","impression":{"id":"i1","time":%d,"caps":[{"scope":"placement","id":"p","limit":1,"window":1000}]}}`, now), status: 400, code: httpapi.CodeBadRequest},
+		{name: "void in the future", path: "/v1/void", body: fmt.Sprintf(`{"viewer":"v","impression":{"id":"i1","time":%d,"caps":[%s]}}`, now+3_600_000, capJSON("rec", 3)), status: 400, code: httpapi.CodeFutureTime},
+		{name: "void with timeout 0", path: "/v1/void", header: with("X-Fcap-Timeout-Ms", "0"), body: fmt.Sprintf(`{"viewer":"v","impression":{"id":"i1","time":%d,"caps":[%s]}}`, now, capJSON("rec", 3)), status: 400, specRefuses: true},
+		{name: "void with a peer token", path: "/v1/void", header: with("Authorization", "Bearer "+specPeer), body: fmt.Sprintf(`{"viewer":"v","impression":{"id":"i1","time":%d,"caps":[%s]}}`, now, capJSON("rec", 3)), status: 401, code: httpapi.CodeUnauthenticated},
+
 		// paths and methods the spec does not have
 		{name: "GET of a route", method: http.MethodGet, path: "/v1/check", status: 405, code: httpapi.CodeMethodNotAllowed},
 		{name: "PUT of a route", method: http.MethodPut, path: "/v1/record", body: `{}`, status: 405, code: httpapi.CodeMethodNotAllowed},
@@ -287,6 +299,11 @@ func TestOpenAPIAgreesWithALiveNode(t *testing.T) {
 	}
 	if len(res.Verdicts) != 2 || fmt.Sprint(res.Verdicts[0].CapsRemaining) != "[3 5]" || fmt.Sprint(res.Verdicts[1].CapsRemaining) != "[5]" {
 		t.Errorf("check: %+v, want caps_remaining [3 5] and [5]", res.Verdicts)
+	}
+	// An id never recorded: nothing taken back, said so.
+	var vr httpapi.VoidResponse
+	if err := json.Unmarshal(bodies["void of an unknown id"], &vr); err != nil || vr.Voided {
+		t.Errorf("void of an unknown id: %s (%v), want voided false", bodies["void of an unknown id"], err)
 	}
 }
 
@@ -365,6 +382,7 @@ func TestOpenAPIAgreesWhenTheClusterIsDown(t *testing.T) {
 		{name: "link", path: "/v1/link", body: `{"device":"d","viewer":"v"}`, status: 502, code: httpapi.CodeUnavailable},
 		{name: "unlink", path: "/v1/unlink", body: `{"device":"d"}`, status: 502, code: httpapi.CodeUnavailable},
 		{name: "erase", method: http.MethodDelete, path: "/v1/viewers/v", status: 502, code: httpapi.CodeUnavailable},
+		{name: "void", path: "/v1/void", body: `{"viewer":"v","impression":{"id":"i1","time":1700000000000,"caps":[` + capJSON + `]}}`, status: 502, code: httpapi.CodeUnavailable},
 		{name: "resolve", path: "/v1/resolve", body: `{"device":"d"}`, status: 502, code: httpapi.CodeUnavailable},
 		{name: "record", path: "/v1/record", body: `{"viewer":"v","impression":{"id":"i1","caps":[` + capJSON + `]}}`, status: 202},
 		{name: "record with the queue full", path: "/v1/record", body: `{"viewer":"v","impression":{"id":"i2","caps":[` + capJSON + `]}}`, status: 503, code: httpapi.CodeQueueFull},

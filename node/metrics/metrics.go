@@ -38,10 +38,11 @@ const (
 	OpIdentity
 	OpUndo
 	OpErase
+	OpVoid
 	NumOps
 )
 
-var opNames = [NumOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown", "gossip_key", "hello", "denied", "verify", "identity", "undo", "erase"}
+var opNames = [NumOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown", "gossip_key", "hello", "denied", "verify", "identity", "undo", "erase", "void"}
 
 // Outcome classifies a response in metrics.
 type Outcome uint8
@@ -114,6 +115,7 @@ type Set struct {
 	StrictRevoked      prometheus.Counter
 	Undos              *prometheus.CounterVec
 	Erased             prometheus.Counter
+	Voided             *prometheus.CounterVec
 
 	Time *Time // times refused and clamped (time.go)
 	HTTP *HTTP // requests to the HTTP address (http.go)
@@ -178,7 +180,8 @@ func New(reg prometheus.Registerer, eng *engine.Engine, src Source, routes []str
 	m.StrictRevoked = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_strict_revoked_total", Help: "Strict grants (Allow, Reserve) taken back because the backups did not acknowledge them in time or the answer would have reached the client after its deadline."})
 	m.Undos = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_strict_undos_total", Help: "Undo requests by result: undone (a strict grant whose answer reached the client after it gave up was taken back) or unknown (nothing to take back: already undone, soft, forgotten, or not this node's)."}, []string{"result"})
 	m.Erased = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_erased_viewers_total", Help: "Viewers erased (privacy requests) on this node as their owner, acknowledged by every backup."})
-	for _, c := range []prometheus.Collector{m.LateRefusals, m.StrictRevoked, m.Undos, m.Erased, m.Claimed, requestsCollector{m}, latency, m.Conns, m.PendingConns, m.RefusedConns, m.EvictedConns, m.HandshakeClosed, m.BadFrames, m.TLSFailures, m.AuthFailures, m.WriteErrors, m.IdleClosed, m.NotOwner, m.StandInWrites, m.RingChanges,
+	m.Voided = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_voided_impressions_total", Help: "Impressions voided (invalid-traffic refunds) on this node as their owner, by whether it had counted them (counted=false: an id it never recorded, now barred from counting); a repeated Void is not counted again."}, []string{"counted"})
+	for _, c := range []prometheus.Collector{m.LateRefusals, m.StrictRevoked, m.Undos, m.Erased, m.Voided, m.Claimed, requestsCollector{m}, latency, m.Conns, m.PendingConns, m.RefusedConns, m.EvictedConns, m.HandshakeClosed, m.BadFrames, m.TLSFailures, m.AuthFailures, m.WriteErrors, m.IdleClosed, m.NotOwner, m.StandInWrites, m.RingChanges,
 		m.Transfers, m.ReplicatedBytes, m.ReplicationErrors, m.ReplicationRefused, &stateCollector{src: src, eng: eng},
 		countFunc(m.BackupReads, "fcap_node_backup_reads_total", "Checks answered as a backup owner because the client could not reach the owner (answers marked stale)."),
 		countFunc(m.StrictFailures, "fcap_strict_replication_failures_total", "Strict writes answered with an error because a backup did not acknowledge them in time."),

@@ -65,7 +65,7 @@ const AllPerms = ^Perms(0)
 
 var rolePerms = map[Role]Perms{
 	RoleAdServer: PermsOf(proto.TypePing, proto.TypeTopologyRequest, proto.TypeCheck, proto.TypeAllow,
-		proto.TypeRecord, proto.TypeReserve, proto.TypeRelease, proto.TypeLink, proto.TypeUnlink, proto.TypeResolve, proto.TypeUndo, proto.TypeErase),
+		proto.TypeRecord, proto.TypeReserve, proto.TypeRelease, proto.TypeLink, proto.TypeUnlink, proto.TypeResolve, proto.TypeUndo, proto.TypeErase, proto.TypeVoid),
 	RoleOperator: AllPerms,
 	RolePeer: PermsOf(proto.TypePing, proto.TypeTopologyRequest, proto.TypeReplicate, proto.TypeSyncRequest, proto.TypeLinkDevice,
 		proto.TypeUnlink), // an Erase unlinks the viewer's devices on their owners

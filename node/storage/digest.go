@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fcap-io/fcap/node/engine"
@@ -129,4 +130,37 @@ func Digests(eng *engine.Engine, st *Store, ecfg engine.Config, want []bool, now
 		}
 		res.Viewers = append(res.Viewers, proto.ViewerDigest{Key: key, Sum: d.ram, Log: d.log})
 	}
+}
+
+// Verify answers a Verify for a node: the partitions m names (all that
+// self owns in r, when it names none, and none while self is not in r),
+// each with whether holds says the node holds it whole, digested by
+// Digests. m.Now 0 or less means now.
+func Verify(eng *engine.Engine, st *Store, ecfg engine.Config, r *ring.Ring, self string, in bool, holds func(p int) bool, m *proto.Verify) (*proto.VerifyResult, error) {
+	P := r.Partitions()
+	want := make([]bool, P)
+	if len(m.Partitions) == 0 {
+		for p := range P {
+			want[p] = in && r.Rank(p, self) >= 0
+		}
+	} else {
+		for _, p := range m.Partitions {
+			if int(p) >= P {
+				return nil, fmt.Errorf("%w: partition %d, the ring has %d", proto.ErrBadRequest, p, P)
+			}
+			want[p] = true
+		}
+	}
+	now := m.Now
+	if now <= 0 {
+		now = time.Now().UnixMilli()
+	}
+	res := &proto.VerifyResult{Node: self, Epoch: r.Epoch()}
+	for p := range P {
+		if want[p] {
+			res.Partitions = append(res.Partitions, proto.PartitionDigest{Partition: uint32(p), Held: holds(p)})
+		}
+	}
+	Digests(eng, st, ecfg, want, now, m.Viewers, m.Log, res)
+	return res, nil
 }
