@@ -131,6 +131,7 @@ var Endpoints = []Endpoint{
 	{"POST", "/v1/link", "JSON API"},
 	{"POST", "/v1/unlink", "JSON API"},
 	{"POST", "/v1/resolve", "JSON API"},
+	{"POST", "/v1/void", "JSON API"},
 	{"GET", "/debug/pprof/", "Go profiles, with --pprof"},
 }
 
