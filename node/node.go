@@ -564,7 +564,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 	}
 	n.draining.Store(true)
 	n.data.Close()
-	n.drainConns(ctx)
+	n.conns.Drain(ctx)
 	n.repl.Close()
 	if err := n.membership().Shutdown(); err != nil {
 		errs = append(errs, fmt.Errorf("stop gossip: %w", err))

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -51,24 +49,6 @@ func (n *Node) acceptLoop() {
 	}
 }
 
-// drainConns makes every connection stop after the requests it has
-// already read, and waits for them until ctx is done. The caller has set
-// n.draining; a connection re-arming its idle deadline checks draining
-// after doing so, and this sets deadlines after draining, so no read
-// sleeps through the drain.
-func (n *Node) drainConns(ctx context.Context) {
-	n.conns.Drain()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for n.conns.Open() > 0 {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
 // Read buffers of a data-plane connection: small until it has
 // authenticated, so thousands of connections that never do hold little;
 // then the 64 KiB that lets a pipelining client's requests arrive in
@@ -83,9 +63,10 @@ const (
 const helloMaxFrame = 4 << 10
 
 // firstBytes waits for a connection's first bytes: its first frame's
-// header without tokens, its first byte with them. It reports false when
-// the connection is to be closed (it idled out, failed, lost its place,
-// or the node drains).
+// header without tokens, its first byte with them; the connection's
+// place holds them (conns.Conn.ReadFirst) for the frame reader. It
+// reports false when the connection is to be closed (it idled out,
+// failed, lost its place, or the node drains).
 //
 // A connection that sends nothing costs no buffers: they are made when
 // its first byte arrives, so idle connections (a flood, or clients'
@@ -94,7 +75,7 @@ const helloMaxFrame = 4 << 10
 // connection is idle (IdleTimeout), and the header of its first request
 // is due HandshakeTimeout after its first byte; the body, which may be a
 // megabyte, is read as any request's.
-func (n *Node) firstBytes(st *conns.Conn, tokens bool) ([]byte, bool) {
+func (n *Node) firstBytes(st *conns.Conn, tokens bool) bool {
 	c := st.Conn
 	if tokens {
 		c.SetReadDeadline(time.Now().Add(n.cfg.HandshakeTimeout))
@@ -102,42 +83,39 @@ func (n *Node) firstBytes(st *conns.Conn, tokens bool) ([]byte, bool) {
 		c.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
 	}
 	if n.draining.Load() || n.evicted(st) {
-		return nil, false
+		return false
 	}
-	var first [proto.HeaderSize]byte
-	held := 1
-	if _, err := io.ReadFull(c, first[:1]); err != nil {
+	first, err := st.ReadFirst(1)
+	if err != nil {
 		if !n.evicted(st) {
 			n.readFailed(c, err, tokens)
 		}
-		return nil, false
+		return false
 	}
 	if tokens {
-		return first[:held], true
+		return true
 	}
-	c.SetReadDeadline(time.Now().Add(n.cfg.HandshakeTimeout))
-	if n.draining.Load() || n.evicted(st) {
-		return nil, false
-	}
-	// The length first: one the Reader refuses is refused now, not after
-	// a header that may never come.
-	k, err := io.ReadFull(c, first[1:4])
-	held += k
-	if length := binary.BigEndian.Uint32(first[:4]); err == nil && length >= proto.HeaderSize-4 && uint64(length) <= uint64(n.cfg.MaxFrame) {
-		k, err = io.ReadFull(c, first[4:])
-		held += k
-	}
-	if err != nil {
-		if !n.evicted(st) && errors.Is(err, os.ErrDeadlineExceeded) {
-			n.readFailed(c, err, true)
+	if len(first) < proto.HeaderSize {
+		c.SetReadDeadline(time.Now().Add(n.cfg.HandshakeTimeout))
+		if n.draining.Load() || n.evicted(st) {
+			return false
 		}
-		return nil, false
+		// The length first: one the Reader refuses is refused now, not
+		// after a header that may never come.
+		if first, err = st.ReadFirst(4); err == nil {
+			if length := binary.BigEndian.Uint32(first); length >= proto.HeaderSize-4 && uint64(length) <= uint64(n.cfg.MaxFrame) {
+				_, err = st.ReadFirst(proto.HeaderSize)
+			}
+		}
+		if err != nil {
+			if !n.evicted(st) && errors.Is(err, os.ErrDeadlineExceeded) {
+				n.readFailed(c, err, true)
+			}
+			return false
+		}
 	}
 	c.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
-	if n.draining.Load() || n.evicted(st) {
-		return nil, false
-	}
-	return first[:held], true
+	return !n.draining.Load() && !n.evicted(st)
 }
 
 // serveConn reads and answers requests until the peer closes, a frame is
@@ -150,19 +128,23 @@ func (n *Node) serveConn(st *conns.Conn) {
 		return
 	}
 	tokens := len(n.tokens) > 0
-	first, ok := n.firstBytes(st, tokens)
-	if !ok {
+	if !n.firstBytes(st, tokens) {
 		return
 	}
 	maxFrame := n.cfg.MaxFrame
 	if tokens {
 		maxFrame = min(maxFrame, helloMaxFrame)
 	}
-	r := proto.NewReaderSize(io.MultiReader(bytes.NewReader(first), c), maxFrame, pendingReadBuffer)
-	w := newConnWriter(n, c)
-	defer w.wait() // answers still pending go out before the connection closes
-	h := newHandler(n)
-	h.conn = w
+	r := proto.NewReaderSize(st, maxFrame, pendingReadBuffer)
+	// The handler and the write side are made when the first frame has
+	// arrived whole: not for a connection that never sends one.
+	var w *connWriter
+	var h *handler
+	defer func() {
+		if w != nil {
+			w.wait() // answers still pending go out before the connection closes
+		}
+	}()
 	authed := false
 	var out []byte
 	flush := func() bool {
@@ -188,6 +170,10 @@ func (n *Node) serveConn(st *conns.Conn) {
 		}
 		waited := r.Buffered() == 0
 		hdr, body, err := r.Next()
+		if h == nil {
+			w, h = newConnWriter(n, c), newHandler(n)
+			h.conn = w
+		}
 		if waited || h.arrived.IsZero() {
 			// The frame came off the socket just now; one already
 			// buffered came with an earlier read, no later than the

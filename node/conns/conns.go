@@ -11,6 +11,7 @@ package conns
 
 import (
 	"container/list"
+	"context"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,10 @@ type Conn struct {
 	// lost is set when a newer connection took the connection's place;
 	// its reader, woken by a past read deadline, says so and closes.
 	lost atomic.Bool
+	// first holds the connection's first bytes (ReadFirst), of which
+	// Read has given the first given.
+	first       [firstSize]byte
+	held, given int
 }
 
 // Lost reports whether a newer connection took this one's place.
@@ -137,16 +142,26 @@ func (p *Places) countLocked() {
 	p.metrics.Pending.Set(float64(p.pending.Len()))
 }
 
-// Drain gives no new place from now on and wakes every blocked read
-// (buffered requests are still answered). A reader re-arming its idle
+// Drain gives no new place from now on, wakes every blocked read
+// (buffered requests are still answered), and waits until every
+// connection has closed or ctx is done. A reader re-arming its idle
 // deadline checks the node's draining flag after doing so, and this sets
 // deadlines after the caller set it, so no read sleeps through a drain.
-func (p *Places) Drain() {
+func (p *Places) Drain(ctx context.Context) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.draining = true
 	for c := range p.all {
 		c.SetReadDeadline(time.Now())
+	}
+	p.mu.Unlock()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for p.Open() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 

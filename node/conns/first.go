@@ -1,0 +1,31 @@
+package conns
+
+// firstSize is how many of a connection's first bytes its place holds:
+// a frame header of the data plane.
+const firstSize = 16
+
+// ReadFirst reads until the place holds at least k of the connection's
+// first bytes (k at most 16), taking in each read whatever has arrived,
+// up to 16 bytes; it returns the bytes held. Read gives them back before
+// reading on. A connection that sends nothing costs no buffer, and one
+// whose header has arrived takes it in one read.
+func (c *Conn) ReadFirst(k int) ([]byte, error) {
+	for c.held < k {
+		m, err := c.Conn.Read(c.first[c.held:])
+		c.held += m
+		if err != nil {
+			return c.first[:c.held], err
+		}
+	}
+	return c.first[:c.held], nil
+}
+
+// Read gives the bytes ReadFirst took, then reads the connection.
+func (c *Conn) Read(p []byte) (int, error) {
+	if c.given < c.held {
+		m := copy(p, c.first[c.given:c.held])
+		c.given += m
+		return m, nil
+	}
+	return c.Conn.Read(p)
+}
