@@ -20,29 +20,12 @@ import (
 // comes back on any owner (fcapctl keys), the device is its own viewer
 // again, and a Check shows every cap's full limit.
 func TestEraseSurvivesWholeClusterKill9(t *testing.T) {
-	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2, DataDir: t.TempDir()})
-	cluster.WaitActive(t, nodes, 3)
-	c := newClient(t, nodes)
 	const viewer, device = "erase-me", "erase-me-phone"
-	caps := []fcap.Cap{
-		{Scope: "campaign", ID: "erase-s", Limit: 50, Window: 3_600_000},
-		{Scope: "campaign", ID: "erase-f", Limit: 50, Window: 3_600_000, Algorithm: fcap.Fixed},
-		{Scope: "campaign", ID: "erase-b", Limit: 50, Window: 3_600_000, Algorithm: fcap.Buckets},
-		{Scope: "campaign", ID: "erase-strict", Limit: 50, Window: 3_600_000, Mode: fcap.Strict},
-	}
+	nodes, c, caps, _ := recordedCluster(t, viewer, "erase", 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := c.Link(ctx, device, viewer); err != nil {
 		t.Fatalf("link: %v", err)
-	}
-	var items []client.RecordItem
-	for i := range 5 {
-		items = append(items, client.RecordItem{Viewer: viewer, Impression: fcap.Impression{ID: fmt.Sprint("erase-imp-", i), Caps: caps}})
-	}
-	for i, ack := range c.RecordSync(ctx, items) {
-		if ack.Err != nil || ack.Status != fcap.Recorded {
-			t.Fatalf("record %d: %v %v", i, ack.Status, ack.Err)
-		}
 	}
 	for _, cp := range caps {
 		if n := countCap(t, c, viewer, cp); n != 5 {
@@ -58,11 +41,7 @@ func TestEraseSurvivesWholeClusterKill9(t *testing.T) {
 		t.Errorf("fcap_erased_viewers_total = %v over the nodes, want 1", got)
 	}
 
-	cluster.KillAll(nodes)
-	for _, n := range nodes {
-		n.Restart()
-	}
-	cluster.WaitActive(t, nodes, 3)
+	killAndRestart(t, nodes)
 	assertErased(t, nodes, viewer, device)
 	c2 := newClient(t, nodes)
 	for _, cp := range caps {
@@ -86,24 +65,11 @@ func assertErased(t *testing.T, nodes []*cluster.Node, viewer, device string) {
 	t.Helper()
 	cluster.Eventually(t, 30*time.Second, func() bool {
 		for _, id := range []string{viewer, device} {
-			out := runFcapctl(t, "keys", "--addr", nodes[0].Data, "--json", id)
-			var ks struct {
-				Owners []struct {
-					Error string
-					State *struct {
-						Found    bool
-						LinkedTo string `json:"linked_to"`
-						Devices  []string
-					}
-				}
-			}
-			if err := json.Unmarshal([]byte(out), &ks); err != nil {
-				t.Fatalf("fcapctl keys: %v\n%s", err, out)
-			}
-			if len(ks.Owners) != 2 {
+			owners := ownerStates(t, nodes, id)
+			if len(owners) != 2 {
 				return false
 			}
-			for _, o := range ks.Owners {
+			for _, o := range owners {
 				if o.Error != "" || o.State == nil {
 					return false
 				}
@@ -117,4 +83,71 @@ func assertErased(t *testing.T, nodes []*cluster.Node, viewer, device string) {
 		}
 		return true
 	}, "an owner still holds something of the erased viewer")
+}
+
+// recordedCluster starts three durable nodes (R=2) and records n
+// impressions (prefix-imp-0, ...) for viewer on caps of every algorithm,
+// one strict, each with its time set; it returns the nodes, a client, the
+// caps and what it recorded.
+func recordedCluster(t *testing.T, viewer, prefix string, n int) ([]*cluster.Node, *client.Client, []fcap.Cap, []client.RecordItem) {
+	t.Helper()
+	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2, DataDir: t.TempDir()})
+	cluster.WaitActive(t, nodes, 3)
+	c := newClient(t, nodes)
+	caps := []fcap.Cap{
+		{Scope: "campaign", ID: prefix + "-s", Limit: 50, Window: 3_600_000},
+		{Scope: "campaign", ID: prefix + "-f", Limit: 50, Window: 3_600_000, Algorithm: fcap.Fixed},
+		{Scope: "campaign", ID: prefix + "-b", Limit: 50, Window: 3_600_000, Algorithm: fcap.Buckets},
+		{Scope: "campaign", ID: prefix + "-strict", Limit: 50, Window: 3_600_000, Mode: fcap.Strict},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	now := time.Now().UnixMilli()
+	var items []client.RecordItem
+	for i := range n {
+		items = append(items, client.RecordItem{Viewer: viewer, Impression: fcap.Impression{ID: fmt.Sprint(prefix, "-imp-", i), Time: now + int64(i), Caps: caps}})
+	}
+	for i, ack := range c.RecordSync(ctx, items) {
+		if ack.Err != nil || ack.Status != fcap.Recorded {
+			t.Fatalf("record %d: %v %v", i, ack.Status, ack.Err)
+		}
+	}
+	return nodes, c, caps, items
+}
+
+// killAndRestart kills every node with kill -9, restarts each from its
+// data dir and waits until they are active again.
+func killAndRestart(t *testing.T, nodes []*cluster.Node) {
+	t.Helper()
+	cluster.KillAll(nodes)
+	for _, n := range nodes {
+		n.Restart()
+	}
+	cluster.WaitActive(t, nodes, 3)
+}
+
+// ownerState is one owner's answer in "fcapctl keys --json".
+type ownerState struct {
+	Error string
+	State *struct {
+		Found    bool
+		LinkedTo string `json:"linked_to"`
+		Devices  []string
+		Counters []struct {
+			Algorithm string
+			Values    []int64
+		}
+	}
+}
+
+// ownerStates runs "fcapctl keys --json id" and returns what each owner
+// holds.
+func ownerStates(t *testing.T, nodes []*cluster.Node, id string) []ownerState {
+	t.Helper()
+	out := runFcapctl(t, "keys", "--addr", nodes[0].Data, "--json", id)
+	var ks struct{ Owners []ownerState }
+	if err := json.Unmarshal([]byte(out), &ks); err != nil {
+		t.Fatalf("fcapctl keys: %v\n%s", err, out)
+	}
+	return ks.Owners
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -21,34 +20,16 @@ import (
 // Record of the voided id counts nothing, the owners and their logs
 // agree (fcapctl verify), and voiding again through fcapctl is a no-op.
 func TestVoidSurvivesWholeClusterKill9(t *testing.T) {
-	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2, DataDir: t.TempDir()})
-	cluster.WaitActive(t, nodes, 3)
-	c := newClient(t, nodes)
 	const viewer = "void-me"
-	caps := []fcap.Cap{
-		{Scope: "campaign", ID: "void-s", Limit: 50, Window: 3_600_000},
-		{Scope: "campaign", ID: "void-f", Limit: 50, Window: 3_600_000, Algorithm: fcap.Fixed},
-		{Scope: "campaign", ID: "void-b", Limit: 50, Window: 3_600_000, Algorithm: fcap.Buckets},
-		{Scope: "campaign", ID: "void-strict", Limit: 50, Window: 3_600_000, Mode: fcap.Strict},
-	}
+	nodes, c, caps, items := recordedCluster(t, viewer, "void", 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	now := time.Now().UnixMilli()
-	var items []client.RecordItem
-	for i := range 3 {
-		items = append(items, client.RecordItem{Viewer: viewer, Impression: fcap.Impression{ID: fmt.Sprint("void-imp-", i), Time: now + int64(i), Caps: caps}})
-	}
-	for i, ack := range c.RecordSync(ctx, items) {
-		if ack.Err != nil || ack.Status != fcap.Recorded {
-			t.Fatalf("record %d: %v %v", i, ack.Status, ack.Err)
-		}
-	}
 	bot := items[1].Impression
 	voided, err := c.Void(ctx, viewer, bot)
 	if err != nil || !voided {
 		t.Fatalf("Void = %v, %v; want true", voided, err)
 	}
-	if voided, err := c.Void(ctx, viewer, fcap.Impression{ID: "never-recorded", Time: now, Caps: caps}); err != nil || voided {
+	if voided, err := c.Void(ctx, viewer, fcap.Impression{ID: "never-recorded", Time: bot.Time, Caps: caps}); err != nil || voided {
 		t.Fatalf("Void of an unknown id = %v, %v; want false", voided, err)
 	}
 	// Acknowledged: both owners hold the void already.
@@ -57,11 +38,7 @@ func TestVoidSurvivesWholeClusterKill9(t *testing.T) {
 		t.Errorf(`fcap_voided_impressions_total{counted="true"} = %v over the nodes, want 1`, got)
 	}
 
-	cluster.KillAll(nodes)
-	for _, n := range nodes {
-		n.Restart()
-	}
-	cluster.WaitActive(t, nodes, 3)
+	killAndRestart(t, nodes)
 	assertOwnersCount(t, nodes, viewer, 2)
 	c2 := newClient(t, nodes)
 	for _, cp := range caps {
@@ -94,32 +71,12 @@ func TestVoidSurvivesWholeClusterKill9(t *testing.T) {
 // counter's timestamps, a fixed or bucketed counter's counts).
 func assertOwnersCount(t *testing.T, nodes []*cluster.Node, viewer string, want int64) {
 	t.Helper()
-	var last string
-	defer func() {
-		if t.Failed() {
-			t.Logf("last fcapctl keys: %s", last)
-		}
-	}()
 	cluster.Eventually(t, 30*time.Second, func() bool {
-		last = runFcapctl(t, "keys", "--addr", nodes[0].Data, "--json", viewer)
-		var ks struct {
-			Owners []struct {
-				Error string
-				State *struct {
-					Counters []struct {
-						Algorithm string
-						Values    []int64
-					}
-				}
-			}
-		}
-		if err := json.Unmarshal([]byte(last), &ks); err != nil {
-			t.Fatalf("fcapctl keys: %v\n%s", err, last)
-		}
-		if len(ks.Owners) != 2 {
+		owners := ownerStates(t, nodes, viewer)
+		if len(owners) != 2 {
 			return false
 		}
-		for _, o := range ks.Owners {
+		for _, o := range owners {
 			if o.Error != "" || o.State == nil || len(o.State.Counters) != 4 {
 				return false
 			}
@@ -132,6 +89,7 @@ func assertOwnersCount(t *testing.T, nodes []*cluster.Node, viewer string, want 
 					}
 				}
 				if n != want {
+					t.Logf("an owner counts %d on a %s counter", n, k.Algorithm)
 					return false
 				}
 			}
