@@ -351,7 +351,9 @@ func stallRound(t *testing.T) {
 	cfg.CommitInterval = 20 * time.Millisecond
 	cfg.RevokeTimeout = 50 * time.Millisecond
 	cfg.ShutdownTimeout = 10 * time.Millisecond
-	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond))
+	// A stall between a join and its sync holds the group for the
+	// rebalance timeout (60 s by default): keep it short.
+	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond), kgo.RebalanceTimeout(3*time.Second))
 
 	var (
 		mu sync.Mutex
