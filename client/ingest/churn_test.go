@@ -54,7 +54,9 @@ func TestChurnLosesNothing(t *testing.T) {
 	cfg.Workers = 3
 	cfg.RevokeTimeout = 10 * time.Millisecond // revocations often give up on batches in flight
 	cfg.ShutdownTimeout = 10 * time.Millisecond
-	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.HeartbeatInterval(100*time.Millisecond))
+	// A member stopped between a join and its sync holds the group for the
+	// rebalance timeout (60 s by default): keep it short.
+	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.HeartbeatInterval(100*time.Millisecond), kgo.RebalanceTimeout(3*time.Second))
 
 	// The stream: ids 0..n-1, round robin over the partitions.
 	var (
