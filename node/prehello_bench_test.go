@@ -17,7 +17,8 @@ import (
 // bytes of it. Each op is one such connection, in waves of 500 held
 // open together. allocs/conn, B/conn and cpu-us/conn are the process's
 // per connection, less those of dialing a listener that accepts nothing
-// (measured the same way first): what the node's side costs.
+// (measured the same way first): what the node's side costs;
+// close-allocs/conn is what the process allocates when they close.
 func BenchmarkPreHelloConn(b *testing.B) {
 	const wave = 500
 	n := benchNode(b)
@@ -76,7 +77,7 @@ func BenchmarkPreHelloConn(b *testing.B) {
 	dialBytes := float64(ms1.TotalAlloc-ms0.TotalAlloc) / wave
 
 	var used time.Duration
-	var allocs, bytes uint64
+	var allocs, bytes, closeAllocs uint64
 	b.ResetTimer()
 	for done := 0; done < b.N; done += wave {
 		k := min(wave, b.N-done)
@@ -88,11 +89,15 @@ func BenchmarkPreHelloConn(b *testing.B) {
 		runtime.ReadMemStats(&ms1)
 		allocs += ms1.Mallocs - ms0.Mallocs
 		bytes += ms1.TotalAlloc - ms0.TotalAlloc
+		runtime.ReadMemStats(&ms0)
 		closeAll(conns)
 		settle(0)
+		runtime.ReadMemStats(&ms1)
+		closeAllocs += ms1.Mallocs - ms0.Mallocs
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(allocs)/float64(b.N)-dialAllocs, "allocs/conn")
 	b.ReportMetric(float64(bytes)/float64(b.N)-dialBytes, "B/conn")
+	b.ReportMetric(float64(closeAllocs)/float64(b.N), "close-allocs/conn")
 	b.ReportMetric(float64((used-time.Duration(b.N)*dialCost).Microseconds())/float64(b.N), "cpu-us/conn")
 }

@@ -1,9 +1,11 @@
 package node
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"time"
@@ -244,6 +246,10 @@ func (n *Node) readFailed(c net.Conn, err error, handshaking bool) {
 		}
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 	default:
-		n.log.Debug("connection read", "remote", c.RemoteAddr().String(), "err", err)
+		// Not for nothing: a flood of connections that close together
+		// comes through here, and the address is made into a string.
+		if n.log.Enabled(context.Background(), slog.LevelDebug) {
+			n.log.Debug("connection read", "remote", c.RemoteAddr().String(), "err", err)
+		}
 	}
 }
