@@ -13,6 +13,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(attackerEnv); addr != "" {
+		runAttacker(addr, os.Getenv(attackerEnv+"_HEAD"))
+	}
 	code := m.Run()
 	cluster.Cleanup()
 	os.Exit(code)
