@@ -35,9 +35,7 @@ func (e *Engine) AllowWrite(w *Write, viewer string, now int64, caps []fcap.Cap)
 	khs := keyHashes(buf[:0], caps)
 	e.observe(mark)
 
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	if w != nil {
 		defer func() {
@@ -90,9 +88,7 @@ func (e *Engine) ReserveWrite(w *Write, viewer string, c fcap.Candidate, now, tt
 	khs := keyHashes(buf[:0], c.Caps)
 	e.observe(mark)
 
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	if w != nil {
 		defer func() {
@@ -161,9 +157,7 @@ func (e *Engine) ReleaseWrite(w *Write, viewer string, id uint64) (err error) {
 	if id == 0 {
 		return fcap.ErrZeroReservationID
 	}
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	if w != nil {
 		defer func() {

@@ -106,9 +106,7 @@ func (e *Engine) check(viewer string, now int64, out []fcap.Verdict, sc *checkSc
 	}
 	e.observe(mark)
 
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	v := s.lookup(h)
 	for i, c := range sc.caps {
 		var used int64

@@ -126,6 +126,15 @@ func viewerKey(id string) uint64 {
 
 func (e *Engine) stripeOf(h uint64) *stripe { return &e.stripes[h&e.mask] }
 
+// lockViewer hashes viewer and locks its stripe, returning both; the
+// caller unlocks s.mu.
+func (e *Engine) lockViewer(viewer string) (h uint64, s *stripe) {
+	h = viewerKey(viewer)
+	s = e.stripeOf(h)
+	s.mu.Lock()
+	return h, s
+}
+
 // Run sweeps idle counters every Config.SweepInterval until ctx is done.
 // Each step does bounded work under one stripe lock at a time, sized so
 // that every viewer is visited about once per Config.SweepPass.

@@ -50,9 +50,7 @@ func (e *Engine) Erase(viewer string, at int64) (devices []string, linkedTo stri
 		return nil, "", err
 	}
 	e.observe(mark)
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	v := s.lookup(h)
 	if v == nil {
@@ -78,9 +76,7 @@ func (e *Engine) Erase(viewer string, at int64) (devices []string, linkedTo stri
 // ErasedAt returns when viewer was erased, or 0 if the engine holds no
 // erasure of it.
 func (e *Engine) ErasedAt(viewer string) int64 {
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	return s.lookup(h).erasedAt()
 }

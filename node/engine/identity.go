@@ -179,9 +179,7 @@ func (e *Engine) Resolve(device string) (viewer string, linked bool, err error) 
 	if err := e.validateViewer(device); err != nil {
 		return "", false, err
 	}
-	h := viewerKey(device)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(device)
 	defer s.mu.Unlock()
 	if id := idOf(s.lookup(h)); id != nil && id.viewer != "" {
 		return id.viewer, true, nil
@@ -194,9 +192,7 @@ func (e *Engine) Devices(viewer string) ([]string, error) {
 	if err := e.validateViewer(viewer); err != nil {
 		return nil, err
 	}
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	var out []string
 	if id := idOf(s.lookup(h)); id != nil {
@@ -227,9 +223,7 @@ func (e *Engine) LinkDevice(device, viewer string, at int64, dst []byte) ([]byte
 		return dst, err
 	}
 	e.observe(mark)
-	h := viewerKey(device)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(device)
 	defer s.mu.Unlock()
 	v := s.lookup(h)
 	if id := idOf(v); id != nil && id.liveDevices() > 0 {
@@ -258,9 +252,7 @@ func (e *Engine) UnlinkDevice(device string, at int64) (string, error) {
 		return "", err
 	}
 	e.observe(mark)
-	h := viewerKey(device)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(device)
 	defer s.mu.Unlock()
 	v := s.lookup(h)
 	id := idOf(v)
@@ -304,9 +296,7 @@ func (e *Engine) AddDevice(viewer, device string, at int64, deviceState []byte, 
 		dev = st
 	}
 	e.observe(mark)
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	v := s.lookup(h)
 	if linked, err := idOf(v).canAdd(viewer, device, maxDevices); err != nil || linked {
@@ -340,9 +330,7 @@ func (e *Engine) CanAddDevice(viewer, device string, maxDevices int) error {
 	if device == viewer {
 		return ErrLinkSelf
 	}
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	_, err := idOf(s.lookup(h)).canAdd(viewer, device, maxDevices)
 	return err
@@ -358,9 +346,7 @@ func (e *Engine) RemoveDevice(viewer, device string, at int64) error {
 		return err
 	}
 	e.observe(mark)
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	v := s.lookup(h)
 	id := idOf(v)

@@ -44,9 +44,7 @@ func (e *Engine) RecordWrite(w *Write, viewer string, imp fcap.Impression) (st f
 	idh := xxhash.Sum64String(imp.ID)
 	e.observe(mark)
 
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	if w != nil {
 		defer func() {

@@ -33,9 +33,7 @@ func (e *Engine) RevokeWrite(w *Write, viewer string, now int64, caps []fcap.Cap
 	var buf [16]uint64
 	khs := keyHashes(buf[:0], caps)
 
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	if w != nil {
 		defer func() {

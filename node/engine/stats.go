@@ -67,9 +67,7 @@ type ViewerState struct {
 // Viewer returns a copy of one viewer's state, and false if the engine
 // holds nothing for it.
 func (e *Engine) Viewer(viewer string) (ViewerState, bool) {
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	v := s.lookup(h)
 	if v == nil || v.tombstone() {

@@ -104,9 +104,7 @@ func (e *Engine) VoidWrite(w *Write, viewer string, imp fcap.Impression) (voided
 	}
 	e.observe(mark)
 
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	v := s.lookup(h)
 	if v != nil && v.ext != nil {
@@ -139,9 +137,7 @@ func (e *Engine) VoidWrite(w *Write, viewer string, imp fcap.Impression) (voided
 
 // Voided reports whether viewer holds a void mark for impression id.
 func (e *Engine) Voided(viewer, id string) bool {
-	h := viewerKey(viewer)
-	s := e.stripeOf(h)
-	s.mu.Lock()
+	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	return s.lookup(h).voided(xxhash.Sum64String(id))
 }
