@@ -45,6 +45,17 @@ func states(n *node.Node, viewers int) string {
 	return s
 }
 
+// reopen starts a node on dir again and fails the test, saying after
+// what, unless it holds want for the viewers.
+func reopen(t *testing.T, dir string, viewers int, want, after string) *node.Node {
+	t.Helper()
+	n := startDurable(t, dir)
+	if got := states(n, viewers); got != want {
+		t.Fatalf("%s:\n%s\nwant:\n%s", after, got, want)
+	}
+	return n
+}
+
 // A node with a data dir comes back with every write it acknowledged,
 // Allow, Record and Reserve alike, and replaying the log twice counts
 // nothing twice.
@@ -73,10 +84,7 @@ func TestDataDirRestoresWrites(t *testing.T) {
 	want := states(n, viewers)
 	stop(t, n)
 
-	n = startDurable(t, dir)
-	if got := states(n, viewers); got != want {
-		t.Fatalf("after restart:\n%s\nwant:\n%s", got, want)
-	}
+	n = reopen(t, dir, viewers, want, "after restart")
 	stop(t, n)
 
 	// Every segment again, as later segments: replayed twice.
@@ -85,10 +93,7 @@ func TestDataDirRestoresWrites(t *testing.T) {
 		b, _ := os.ReadFile(s)
 		os.WriteFile(filepath.Join(dir, "wal", fmt.Sprintf("%020d.wal", 1000+i)), b, 0o644)
 	}
-	n = startDurable(t, dir)
-	if got := states(n, viewers); got != want {
-		t.Fatalf("after replaying twice:\n%s\nwant:\n%s", got, want)
-	}
+	reopen(t, dir, viewers, want, "after replaying twice")
 }
 
 // A snapshot taken while writes go on, plus the log after it, restores
@@ -120,10 +125,7 @@ func TestSnapshotPlusLogTail(t *testing.T) {
 	want := states(n, viewers)
 	stop(t, n)
 
-	n = startDurable(t, dir)
-	if got := states(n, viewers); got != want {
-		t.Fatalf("from the snapshot and the log:\n%s\nwant:\n%s", got, want)
-	}
+	n = reopen(t, dir, viewers, want, "from the snapshot and the log")
 	stop(t, n)
 
 	snaps, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*.snap"))
@@ -133,10 +135,7 @@ func TestSnapshotPlusLogTail(t *testing.T) {
 	b, _ := os.ReadFile(snaps[1])
 	b[len(b)/2] ^= 0xff
 	os.WriteFile(snaps[1], b, 0o644)
-	n = startDurable(t, dir)
-	if got := states(n, viewers); got != want {
-		t.Fatalf("from the older snapshot:\n%s\nwant:\n%s", got, want)
-	}
+	reopen(t, dir, viewers, want, "from the older snapshot")
 }
 
 // Snapshots taken while writes go on lose nothing: the log after the
@@ -179,10 +178,7 @@ func TestSnapshotDuringWrites(t *testing.T) {
 	}
 	want := states(n, viewers)
 	stop(t, n)
-	n = startDurable(t, dir)
-	if got := states(n, viewers); got != want {
-		t.Fatalf("after snapshots under writes:\n%s\nwant:\n%s", got, want)
-	}
+	reopen(t, dir, viewers, want, "after snapshots under writes")
 }
 
 // A disk that refuses writes (the log's segment is /dev/full) does not
