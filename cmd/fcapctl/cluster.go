@@ -63,21 +63,19 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		"\nEvery member: its state, partitions, replication and memory.",
 		exitCodesHelp,
 	)
-	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
-	asJSON := fs.Bool("json", false, "print JSON (docs/fcapctl.md)")
-	timeout := fs.Duration("timeout", 5*time.Second, "deadline of the whole command")
-	conn := addConnFlags(fs)
+	var nf nodeFlags
+	nf.register(fs, 5*time.Second)
 	if !parsePositional(fs, args, 0, 0) {
 		return exitUsage
 	}
-	admin, err := conn.admin()
+	admin, err := nf.conn.admin()
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl status: %v\n", err)
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), nf.timeout)
 	defer cancel()
-	topo, err := topology(ctx, admin, splitAddrs(*addr))
+	topo, err := topology(ctx, admin, splitAddrs(nf.addr))
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl status: %v\n", err)
 		return exitError
@@ -109,7 +107,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	wg.Wait()
 	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].Name < out.Members[j].Name })
 	out.judge()
-	if *asJSON {
+	if nf.asJSON {
 		b, _ := json.MarshalIndent(out, "", "  ")
 		fmt.Fprintln(stdout, string(b))
 	} else {

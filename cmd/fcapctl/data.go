@@ -410,22 +410,20 @@ func runReserve(args []string, stdout, stderr io.Writer) int {
 // backups; with --partitions, every partition's owners.
 func runRing(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("ring", stderr)
-	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
-	timeout := fs.Duration("timeout", 5*time.Second, "deadline of the whole command")
+	var nf nodeFlags
+	nf.register(fs, 5*time.Second)
 	all := fs.Bool("partitions", false, "also list every partition's owners")
-	asJSON := fs.Bool("json", false, "print JSON")
-	conn := addConnFlags(fs)
 	if err := parseArgs(fs, args); err != nil {
 		return 2
 	}
-	admin, err := conn.admin()
+	admin, err := nf.conn.admin()
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl ring: %v\n", err)
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), nf.timeout)
 	defer cancel()
-	topo, err := topology(ctx, admin, strings.Split(*addr, ","))
+	topo, err := topology(ctx, admin, strings.Split(nf.addr, ","))
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl ring: %v\n", err)
 		return 1
@@ -460,7 +458,7 @@ func runRing(args []string, stdout, stderr io.Writer) int {
 			owners[p] = append(owners[p], members[o].Name)
 		}
 	}
-	if *asJSON {
+	if nf.asJSON {
 		out := map[string]any{"epoch": epochString(topo.Epoch), "partitions": topo.Partitions, "replicas": topo.Replicas, "members": members}
 		if *all {
 			out["owners"] = owners

@@ -33,11 +33,9 @@ func runGossipKey(args []string, stdout, stderr io.Writer) int {
 		"Nothing is persisted: restart a node with the key in use (--gossip-key-file).",
 		"Keys are shown by fingerprint (first 8 bytes of their SHA-256).",
 	)
-	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
+	var nf nodeFlags
+	nf.register(fs, 10*time.Second)
 	keyFile := fs.String("key-file", "", "file holding the base64 key (instead of the KEY argument, which shows in ps)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	timeout := fs.Duration("timeout", 10*time.Second, "deadline of the whole command")
-	conn := addConnFlags(fs)
 	if !parsePositional(fs, args, 1, -1) {
 		return 2
 	}
@@ -73,14 +71,14 @@ func runGossipKey(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	admin, err := conn.admin()
+	admin, err := nf.conn.admin()
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl gossip-key: %v\n", err)
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), nf.timeout)
 	defer cancel()
-	topo, err := topology(ctx, admin, strings.Split(*addr, ","))
+	topo, err := topology(ctx, admin, strings.Split(nf.addr, ","))
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl gossip-key: %v\n", err)
 		return 1
@@ -107,7 +105,7 @@ func runGossipKey(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Node < rows[j].Node })
-	if *asJSON {
+	if nf.asJSON {
 		b, _ := json.MarshalIndent(rows, "", "  ")
 		fmt.Fprintln(stdout, string(b))
 	} else {

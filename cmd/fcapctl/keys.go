@@ -23,10 +23,8 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		"owners holds it (the primary first: backups may lag by the replication delay).",
 		"CAPs, given as for check, label the counters they read.",
 	)
-	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
-	timeout := fs.Duration("timeout", 5*time.Second, "deadline of the whole command")
-	asJSON := fs.Bool("json", false, "print JSON")
-	conn := addConnFlags(fs)
+	var nf nodeFlags
+	nf.register(fs, 5*time.Second)
 	if !parsePositional(fs, args, 1, -1) {
 		return 2
 	}
@@ -40,14 +38,14 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		}
 		labels[fcap.KeyHash(c)] = c.Scope + ":" + c.ID
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), nf.timeout)
 	defer cancel()
-	admin, err := conn.admin()
+	admin, err := nf.conn.admin()
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl keys: %v\n", err)
 		return 2
 	}
-	c, err := dialCluster(ctx, admin, splitAddrs(*addr), *timeout, stderr)
+	c, err := dialCluster(ctx, admin, splitAddrs(nf.addr), nf.timeout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl keys: %v\n", err)
 		return 1
@@ -67,7 +65,7 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		}
 		outs = append(outs, out)
 	}
-	if *asJSON {
+	if nf.asJSON {
 		b, _ := json.Marshal(keysOut{Viewer: viewer, Partition: p, Owners: outs})
 		fmt.Fprintln(stdout, string(b))
 		return 0

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/fcap-io/fcap/client"
 )
@@ -15,6 +16,24 @@ import (
 type connFlags struct {
 	ca, cert, key string
 	tokenFile     string
+}
+
+// nodeFlags are the flags of a command that asks the nodes themselves
+// (status, ring, keys, gossip-key): any node's data-plane address, the
+// deadline of the whole command, JSON output and how to connect.
+type nodeFlags struct {
+	addr    string
+	timeout time.Duration
+	asJSON  bool
+	conn    *connFlags
+}
+
+// register adds the flags to fs, --timeout defaulting to timeout.
+func (n *nodeFlags) register(fs *flag.FlagSet, timeout time.Duration) {
+	fs.StringVar(&n.addr, "addr", "127.0.0.1:7700", "data-plane address of any node (comma-separated for several)")
+	fs.DurationVar(&n.timeout, "timeout", timeout, "deadline of the whole command")
+	fs.BoolVar(&n.asJSON, "json", false, "print JSON")
+	n.conn = addConnFlags(fs)
 }
 
 func addConnFlags(fs *flag.FlagSet) *connFlags {
