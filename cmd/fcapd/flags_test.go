@@ -6,19 +6,39 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fcap-io/fcap/node"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
-func TestDefaultsMakeAOneNodeLoopbackCluster(t *testing.T) {
-	o, err := parseFlags(nil, env(nil), io.Discard)
+// configFor parses args with the environment e as fcapd does and returns
+// the options and the node config they make, failing the test on an error.
+func configFor(t *testing.T, args []string, e map[string]string) (*options, node.Config) {
+	t.Helper()
+	o, err := parseFlags(args, env(e), io.Discard)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%q: %v", args, err)
 	}
 	cfg, err := o.config(nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%q: config: %v", args, err)
 	}
+	return o, cfg
+}
+
+// configErr is the error parsing args with the environment e, or making
+// a node config of them: nil if both succeed.
+func configErr(args []string, e map[string]string) error {
+	o, err := parseFlags(args, env(e), io.Discard)
+	if err == nil {
+		_, err = o.config(nil)
+	}
+	return err
+}
+
+func TestDefaultsMakeAOneNodeLoopbackCluster(t *testing.T) {
+	_, cfg := configFor(t, nil, nil)
 	ml := cfg.Membership.Memberlist
 	if cfg.DataAddr != "127.0.0.1:7700" || cfg.HTTPAddr != "127.0.0.1:7780" || ml.BindAddr != "127.0.0.1" || ml.BindPort != 7946 {
 		t.Errorf("defaults: data %s http %s gossip %s:%d", cfg.DataAddr, cfg.HTTPAddr, ml.BindAddr, ml.BindPort)
@@ -29,15 +49,8 @@ func TestDefaultsMakeAOneNodeLoopbackCluster(t *testing.T) {
 }
 
 func TestFlagsBeatEnvironmentBeatsDefaults(t *testing.T) {
-	e := env(map[string]string{"FCAP_NAME": "from-env", "FCAP_JOIN": "10.0.0.1:7946, 10.0.0.2:7946", "FCAP_REPLICAS": "3", "FCAP_MEMORY_LIMIT": "2GiB"})
-	o, err := parseFlags([]string{"--name", "from-flag"}, e, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := o.config(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := map[string]string{"FCAP_NAME": "from-env", "FCAP_JOIN": "10.0.0.1:7946, 10.0.0.2:7946", "FCAP_REPLICAS": "3", "FCAP_MEMORY_LIMIT": "2GiB"}
+	_, cfg := configFor(t, []string{"--name", "from-flag"}, e)
 	if cfg.Name != "from-flag" || strings.Join(cfg.Membership.Seeds, ",") != "10.0.0.1:7946,10.0.0.2:7946" ||
 		cfg.Membership.Ring.Replicas != 3 || cfg.Engine.MemoryLimit != 2<<30 {
 		t.Errorf("name %q seeds %v replicas %d memory %d", cfg.Name, cfg.Membership.Seeds, cfg.Membership.Ring.Replicas, cfg.Engine.MemoryLimit)
@@ -45,24 +58,13 @@ func TestFlagsBeatEnvironmentBeatsDefaults(t *testing.T) {
 }
 
 func TestConnectionLimitFlags(t *testing.T) {
-	e := env(map[string]string{"FCAP_MAX_CONNS": "100", "FCAP_IDLE_TIMEOUT": "1m"})
-	o, err := parseFlags([]string{"--max-frame", "64KiB", "--idle-timeout", "3s", "--write-timeout", "2s"}, e, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := o.config(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := map[string]string{"FCAP_MAX_CONNS": "100", "FCAP_IDLE_TIMEOUT": "1m"}
+	_, cfg := configFor(t, []string{"--max-frame", "64KiB", "--idle-timeout", "3s", "--write-timeout", "2s"}, e)
 	if cfg.MaxConns != 100 || cfg.MaxFrame != 64<<10 || cfg.IdleTimeout != 3*time.Second || cfg.WriteTimeout != 2*time.Second {
 		t.Errorf("max conns %d, max frame %d, idle %v, write %v", cfg.MaxConns, cfg.MaxFrame, cfg.IdleTimeout, cfg.WriteTimeout)
 	}
-	def, err := parseFlags(nil, env(nil), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg, err = def.config(nil); err != nil || cfg.MaxConns != 4096 || cfg.MaxFrame != 1<<20 || cfg.IdleTimeout != 5*time.Minute || cfg.WriteTimeout != 10*time.Second {
-		t.Errorf("defaults: max conns %d, max frame %d, idle %v, write %v (%v)", cfg.MaxConns, cfg.MaxFrame, cfg.IdleTimeout, cfg.WriteTimeout, err)
+	if _, cfg = configFor(t, nil, nil); cfg.MaxConns != 4096 || cfg.MaxFrame != 1<<20 || cfg.IdleTimeout != 5*time.Minute || cfg.WriteTimeout != 10*time.Second {
+		t.Errorf("defaults: max conns %d, max frame %d, idle %v, write %v", cfg.MaxConns, cfg.MaxFrame, cfg.IdleTimeout, cfg.WriteTimeout)
 	}
 }
 
@@ -80,10 +82,7 @@ func TestBadFlagsAreClearErrors(t *testing.T) {
 		"write":      {"--write-timeout", "soon"},
 		"positional": {"extra"},
 	} {
-		o, err := parseFlags(args, env(nil), io.Discard)
-		if err == nil {
-			_, err = o.config(nil)
-		}
+		err := configErr(args, nil)
 		if err == nil {
 			t.Errorf("%s: %v accepted", name, args)
 		}

@@ -17,14 +17,7 @@ func TestMaxClockSkewFlag(t *testing.T) {
 		"flag":    {args: []string{"--max-clock-skew", "250ms"}, env: map[string]string{"FCAP_MAX_CLOCK_SKEW": "5s"}, want: 250 * time.Millisecond},
 	} {
 		t.Run(name, func(t *testing.T) {
-			o, err := parseFlags(c.args, env(c.env), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := o.config(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, cfg := configFor(t, c.args, c.env)
 			if cfg.MaxClockSkew != c.want {
 				t.Errorf("MaxClockSkew = %v, want %v", cfg.MaxClockSkew, c.want)
 			}

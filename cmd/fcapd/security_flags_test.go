@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/base64"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,28 +25,14 @@ func TestGossipKeyFlags(t *testing.T) {
 		"env file":  {env: map[string]string{"FCAP_GOSSIP_KEY_FILE": file}},
 		"env value": {env: map[string]string{"FCAP_GOSSIP_KEY": b64}},
 	} {
-		o, err := parseFlags(c.args, env(c.env), io.Discard)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		cfg, err := o.config(nil)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+		_, cfg := configFor(t, c.args, c.env)
 		ml := cfg.Membership.Memberlist
 		if ml.Keyring == nil || !bytes.Equal(ml.Keyring.GetPrimaryKey(), key) || !ml.GossipVerifyIncoming || !ml.GossipVerifyOutgoing {
 			t.Errorf("%s: gossip not encrypted with the key and verified both ways", name)
 		}
 	}
 
-	o, err := parseFlags(nil, env(nil), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := o.config(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cfg := configFor(t, nil, nil)
 	if cfg.Membership.Memberlist.Keyring != nil || cfg.Membership.Memberlist.SecretKey != nil {
 		t.Error("gossip encrypted without a key flag")
 	}
@@ -59,10 +44,7 @@ func TestGossipKeyFlags(t *testing.T) {
 		"both":       {"--gossip-key", b64, "--gossip-key-file", file},
 		"no file":    {"--gossip-key-file", filepath.Join(t.TempDir(), "missing")},
 	} {
-		o, err := parseFlags(args, env(nil), io.Discard)
-		if err == nil {
-			_, err = o.config(nil)
-		}
+		err := configErr(args, nil)
 		if err == nil {
 			t.Errorf("%s: %v accepted", name, args)
 			continue
@@ -82,10 +64,7 @@ func TestTLSFlagsGoTogether(t *testing.T) {
 		"peer ca alone":       {"--tls-ca", missing},
 		"unreadable key pair": {"--tls-cert", missing, "--tls-key", missing},
 	} {
-		o, err := parseFlags(args, env(nil), io.Discard)
-		if err == nil {
-			_, err = o.config(nil)
-		}
+		err := configErr(args, nil)
 		if err == nil {
 			t.Errorf("%s: %v accepted", name, args)
 		}
