@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"image/draw"
 	"image/png"
+	"iter"
 	"math"
 	"os"
 	"strings"
@@ -94,19 +95,10 @@ func (c *canvas) text(x, y int, s string, col color.RGBA, scale int) {
 	if s == "" {
 		return
 	}
-	w := textWidth(s, 1)
-	src := image.NewAlpha(image.Rect(0, 0, w, glyphH))
-	d := font.Drawer{Dst: src, Src: image.Opaque, Face: basicfont.Face7x13, Dot: fixed.P(0, basicfont.Face7x13.Ascent)}
-	d.DrawString(s)
-	for py := 0; py < glyphH; py++ {
-		for px := 0; px < w; px++ {
-			if src.AlphaAt(px, py).A < 128 {
-				continue
-			}
-			for i := range scale {
-				for j := range scale {
-					c.img.SetRGBA(x+px*scale+i, y+py*scale+j, col)
-				}
+	for px, py := range inked(s) {
+		for i := range scale {
+			for j := range scale {
+				c.img.SetRGBA(x+px*scale+i, y+py*scale+j, col)
 			}
 		}
 	}
@@ -115,14 +107,24 @@ func (c *canvas) text(x, y int, s string, col color.RGBA, scale int) {
 // textUp draws s rotated a quarter turn counter-clockwise, its baseline
 // on the right, starting at the bottom (x, y): a y axis's title.
 func (c *canvas) textUp(x, y int, s string, col color.RGBA) {
-	w := textWidth(s, 1)
-	src := image.NewAlpha(image.Rect(0, 0, w, glyphH))
-	d := font.Drawer{Dst: src, Src: image.Opaque, Face: basicfont.Face7x13, Dot: fixed.P(0, basicfont.Face7x13.Ascent)}
-	d.DrawString(s)
-	for py := 0; py < glyphH; py++ {
-		for px := 0; px < w; px++ {
-			if src.AlphaAt(px, py).A >= 128 {
-				c.img.SetRGBA(x+py, y-px, col)
+	for px, py := range inked(s) {
+		c.img.SetRGBA(x+py, y-px, col)
+	}
+}
+
+// inked renders s in the 7x13 font and yields the pixels it inks, from
+// its top-left corner.
+func inked(s string) iter.Seq2[int, int] {
+	return func(yield func(px, py int) bool) {
+		w := textWidth(s, 1)
+		src := image.NewAlpha(image.Rect(0, 0, w, glyphH))
+		d := font.Drawer{Dst: src, Src: image.Opaque, Face: basicfont.Face7x13, Dot: fixed.P(0, basicfont.Face7x13.Ascent)}
+		d.DrawString(s)
+		for py := 0; py < glyphH; py++ {
+			for px := 0; px < w; px++ {
+				if src.AlphaAt(px, py).A >= 128 && !yield(px, py) {
+					return
+				}
 			}
 		}
 	}

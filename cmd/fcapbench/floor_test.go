@@ -299,24 +299,13 @@ func TestPacerNeverWakesEarly(t *testing.T) {
 }
 
 func TestFloorRunPrintsTargetBesideEcho(t *testing.T) {
-	s := startEcho(t)
-	out := filepath.Join(t.TempDir(), "r.json")
-	var stdout, stderr bytes.Buffer
-	code := runMain([]string{"--target", "null", "--floor", "--echo-addr", s.Addr(), "--rate", "500", "--timeout", "10s",
-		"--viewers", "100", "--campaigns", "200", "--candidates", "100", "--duration", "200ms", "--warmup", "10ms", "--quiet", "--json", out}, &stdout, &stderr)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	var results []Result
-	b, err := os.ReadFile(out)
-	if err != nil || json.Unmarshal(b, &results) != nil || len(results) != 2 {
-		t.Fatalf("JSON %s (%v)", b, err)
-	}
+	results, stdout := floorRun(t, "--rate", "500", "--timeout", "10s",
+		"--viewers", "100", "--campaigns", "200", "--candidates", "100", "--duration", "200ms", "--warmup", "10ms")
 	if results[0].Kind != "echo" || results[1].Kind != "null" || results[0].Rate != 500 || results[1].Rate != 500 || results[0].Requests == 0 {
 		t.Fatalf("want the echo then the target at the same rate, got %+v", results)
 	}
-	if !strings.Contains(stdout.String(), "floor:") || !strings.Contains(stdout.String(), "null / echo: call p99") {
-		t.Errorf("no floor comparison:\n%s", stdout.String())
+	if !strings.Contains(stdout, "floor:") || !strings.Contains(stdout, "null / echo: call p99") {
+		t.Errorf("no floor comparison:\n%s", stdout)
 	}
 }
 
@@ -387,19 +376,8 @@ func TestMergeResultsAddsCountsAndMergesHistograms(t *testing.T) {
 }
 
 func TestFloorRoundsInterleave(t *testing.T) {
-	s := startEcho(t)
-	out := filepath.Join(t.TempDir(), "r.json")
-	var stdout, stderr bytes.Buffer
-	code := runMain([]string{"--target", "null", "--floor", "--floor-rounds", "3", "--echo-addr", s.Addr(), "--rate", "500", "--timeout", "10s",
-		"--viewers", "100", "--campaigns", "20", "--candidates", "5", "--duration", "300ms", "--warmup", "10ms", "--quiet", "--json", out}, &stdout, &stderr)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	var results []Result
-	b, err := os.ReadFile(out)
-	if err != nil || json.Unmarshal(b, &results) != nil || len(results) != 2 {
-		t.Fatalf("JSON %s (%v)", b, err)
-	}
+	results, _ := floorRun(t, "--floor-rounds", "3", "--rate", "500", "--timeout", "10s",
+		"--viewers", "100", "--campaigns", "20", "--candidates", "5", "--duration", "300ms", "--warmup", "10ms")
 	for _, r := range results {
 		if r.Rounds != 3 || r.Seconds < 0.299 || r.Seconds > 0.301 {
 			t.Errorf("%s: %d rounds over %vs, want 3 over 0.3s", r.Target, r.Rounds, r.Seconds)
@@ -445,4 +423,24 @@ func TestFloorMedian(t *testing.T) {
 	if code := runMain(append([]string{"floor-median"}, files...), &stdout, &stderr); code != 1 {
 		t.Errorf("mismatched runs: exit %d, want 1", code)
 	}
+}
+
+// floorRun runs fcapbench --target null --floor against an echo server
+// of its own with args, and returns the two results it wrote: the echo's,
+// then the target's, and what it printed.
+func floorRun(t *testing.T, args ...string) ([]Result, string) {
+	t.Helper()
+	s := startEcho(t)
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr bytes.Buffer
+	args = append([]string{"--target", "null", "--floor", "--echo-addr", s.Addr(), "--quiet", "--json", out}, args...)
+	if code := runMain(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var results []Result
+	b, err := os.ReadFile(out)
+	if err != nil || json.Unmarshal(b, &results) != nil || len(results) != 2 {
+		t.Fatalf("JSON %s (%v)", b, err)
+	}
+	return results, stdout.String()
 }
