@@ -12,27 +12,24 @@ import (
 // partitions this node no longer owns and claims those whose hand-over
 // never finished, until ctx is done.
 func (r *Replicator) Run(ctx context.Context) {
-	r.wg.Go(func() {
-		tick := time.NewTicker(pullAfter)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				r.pull(ctx)
-			}
-		}
+	r.wg.Go(func() { every(ctx, pullAfter, func() { r.pull(ctx) }) })
+	every(ctx, max(r.cfg.DropGrace/4, time.Second), func() {
+		r.dropLost(r.cfg.DropGrace)
+		r.ClaimStale(ctx, r.cfg.SyncTimeout)
 	})
-	tick := time.NewTicker(max(r.cfg.DropGrace/4, time.Second))
+}
+
+// every calls f every period, the first time one period from now, until
+// ctx is done.
+func every(ctx context.Context, period time.Duration, f func()) {
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			r.dropLost(r.cfg.DropGrace)
-			r.ClaimStale(ctx, r.cfg.SyncTimeout)
+			f()
 		}
 	}
 }
