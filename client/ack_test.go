@@ -20,14 +20,7 @@ import (
 // that say retrying cannot help.
 func TestRecordSyncRetriesUntilAnswered(t *testing.T) {
 	var attempts atomic.Int32
-	f := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
-		if hdr.Type != proto.TypeRecord {
-			return nil
-		}
-		var m proto.Record
-		if err := proto.Decode(body, &m); err != nil {
-			return proto.NewError(err, 42)
-		}
+	f := startRecordFake(t, func(m *proto.Record) proto.Message {
 		res := &proto.RecordResult{Epoch: 42}
 		overloaded := attempts.Add(1) <= 5
 		for _, it := range m.Items {

@@ -47,6 +47,23 @@ type fakeNode struct {
 	conns     []net.Conn
 }
 
+// startRecordFake is a fake node that answers Record frames only, with
+// what answer returns for each (nil: no answer); a Record that does not
+// decode gets an Error.
+func startRecordFake(t *testing.T, answer func(m *proto.Record) proto.Message) *fakeNode {
+	t.Helper()
+	return startFake(t, func(hdr proto.Header, body []byte) proto.Message {
+		if hdr.Type != proto.TypeRecord {
+			return nil
+		}
+		var m proto.Record
+		if err := proto.Decode(body, &m); err != nil {
+			return proto.NewError(err, 0)
+		}
+		return answer(&m)
+	})
+}
+
 func startFake(t *testing.T, handle func(proto.Header, []byte) proto.Message) *fakeNode {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -259,14 +276,7 @@ func TestBadRequestIsAnErrorNotAVerdict(t *testing.T) {
 func TestRecordRetriesWithBackoff(t *testing.T) {
 	var attempts atomic.Int32
 	var got sync.Map
-	f := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
-		if hdr.Type != proto.TypeRecord {
-			return nil
-		}
-		var m proto.Record
-		if err := proto.Decode(body, &m); err != nil {
-			return proto.NewError(err, 42)
-		}
+	f := startRecordFake(t, func(m *proto.Record) proto.Message {
 		res := &proto.RecordResult{Epoch: 42}
 		for _, it := range m.Items {
 			if attempts.Add(1) <= 3 {

@@ -217,14 +217,7 @@ func TestSilentConnectionIsReplaced(t *testing.T) {
 // dropped as if the client were closing.
 func TestRecordsOnANodeThatLeavesAreRetried(t *testing.T) {
 	var got atomic.Int64
-	newOwner := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
-		if hdr.Type != proto.TypeRecord {
-			return nil
-		}
-		var m proto.Record
-		if err := proto.Decode(body, &m); err != nil {
-			return nil
-		}
+	newOwner := startRecordFake(t, func(m *proto.Record) proto.Message {
 		res := &proto.RecordResult{Epoch: 2}
 		for range m.Items {
 			res.Results = append(res.Results, proto.ItemResult{Status: fcap.Recorded})

@@ -120,12 +120,8 @@ func TestZeroTimeIsStampedOnce(t *testing.T) {
 		time int64
 	}
 	attempts := make(chan attempt, 10)
-	f := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
-		if hdr.Type != proto.TypeRecord {
-			return nil
-		}
-		var m proto.Record
-		if err := proto.Decode(body, &m); err != nil || len(m.Items) != 1 {
+	f := startRecordFake(t, func(m *proto.Record) proto.Message {
+		if len(m.Items) != 1 {
 			return nil
 		}
 		attempts <- attempt{m.Items[0].HasTime, m.Items[0].Impression.Time}

@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -286,15 +285,7 @@ func TestTokens(t *testing.T) {
 	cfg.APITimeout = 2 * time.Second
 	cfg.Security.Tokens = map[string]node.Role{ad: node.RoleAdServer, peer: node.RolePeer}
 	cfg.Security.PeerToken = peer
-	nd, err := node.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		nd.Shutdown(ctx)
-	})
+	nd := nodetest.Start(t, cfg)
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	body := `{"viewer":"v-tok","caps":[{"scope":"campaign","id":"t","limit":5,"window":3600000}]}`
 	send := func(auth string) (int, httpapi.Verdict) {
