@@ -130,6 +130,11 @@ type Config struct {
 	// is down, and the refusal is logged. Default empty: no token.
 	Token string
 
+	// TokenFunc, if not nil, is asked for the token each new connection
+	// presents, in place of Token: for a caller whose token rotates
+	// (each fcap node's JSON API follows its tokens file so). Default nil.
+	TokenFunc func() string
+
 	// MaxFrame bounds response frames. Default proto.DefaultMaxFrame.
 	MaxFrame int
 

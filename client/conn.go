@@ -247,7 +247,11 @@ func (c *conn) noAnswer(sent int64) {
 }
 
 func (cl *Client) dialConn(p *peer) (*conn, error) {
-	nc, err := dial(context.Background(), p.addr, cl.cfg.DialTimeout, cl.cfg.TLS, cl.cfg.Token, cl.cfg.Dial)
+	token := cl.cfg.Token
+	if cl.cfg.TokenFunc != nil {
+		token = cl.cfg.TokenFunc()
+	}
+	nc, err := dial(context.Background(), p.addr, cl.cfg.DialTimeout, cl.cfg.TLS, token, cl.cfg.Dial)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node/httpapi"
 	"github.com/fcap-io/fcap/node/metrics"
-	"github.com/fcap-io/fcap/proto"
 )
 
 // The JSON API (package httpapi) goes through a smart client of the
@@ -33,19 +32,12 @@ func (n *Node) startAPI() error {
 	opts := httpapi.Options{MaxBody: n.cfg.APIMaxBody, Timeout: n.cfg.APITimeout, Clock: n.clock, MaxClockSkew: n.cfg.MaxClockSkew}
 	ops := map[string]metrics.Op{"check": metrics.OpCheck, "allow": metrics.OpAllow, "reserve": metrics.OpReserve, "record": metrics.OpRecord, "void": metrics.OpVoid}
 	opts.RefusedTime = func(op string) { n.metrics.Time.Refused(ops[op]) }
-	if len(n.cfg.Security.Tokens) > 0 {
+	if n.tokens.Required() {
 		// HTTP callers present an ad server's or operator's token; the
-		// client itself uses one too (a peer token may not check).
-		opts.Tokens = map[string]bool{}
-		for tok, role := range n.cfg.Security.Tokens {
-			if role.Perms().May(proto.TypeAllow) {
-				opts.Tokens[tok] = true
-				if cfg.Token == "" || role == RoleAdServer {
-					cfg.Token = tok
-				}
-			}
-		}
-		if cfg.Token == "" {
+		// client itself uses one too (a peer token may not check). Both
+		// follow the table as reloaded.
+		opts.Bearer, cfg.TokenFunc = n.tokens.Bearer, n.tokens.API
+		if n.tokens.API() == "" {
 			n.log.Warn("http api off: the tokens file has no adserver or operator token for it")
 			return nil
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -33,7 +34,7 @@ func authNode(t *testing.T) *Node {
 	cfg := DefaultLocalConfig("auth")
 	cfg.HTTPAddr = ""
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg.Security.Tokens = map[string]Role{"adserver-token-0001": RoleAdServer, "peer-token-00000001": RolePeer}
+	cfg.Security.Tokens = map[string]security.Role{"adserver-token-0001": security.RoleAdServer, "peer-token-00000001": security.RolePeer}
 	cfg.Security.PeerToken = "peer-token-00000001"
 	n, err := Start(cfg)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -19,7 +20,7 @@ const (
 
 // withTokens makes a node require tokens.
 func withTokens(c *node.Config) {
-	c.Security.Tokens = map[string]node.Role{connsToken: node.RoleAdServer, connsPeer: node.RolePeer}
+	c.Security.Tokens = map[string]security.Role{connsToken: security.RoleAdServer, connsPeer: security.RolePeer}
 	c.Security.PeerToken = connsPeer
 }
 

@@ -86,21 +86,9 @@ func (h *handler) erase(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 // unlinkOn unlinks device on its owner: this node, or the owner's over
 // a peer connection.
 func (n *Node) unlinkOn(ctx context.Context, v *view, device string, epoch uint64) error {
-	_, owners := v.ring.Lookup(device)
-	if len(owners) == 0 {
-		return fmt.Errorf("%w: no owner for %q", proto.ErrOverloaded, device)
-	}
-	if owners[0] == v.self && v.in {
-		_, code, err := newHandler(n).unlink(v, &proto.Unlink{Device: device}, epoch)
-		if err == nil && code != 0 {
-			err = fmt.Errorf("%w: this node owns %q but cannot serve it now (%v)", proto.ErrOverloaded, device, code)
-		}
-		return err
-	}
-	addr := v.ring.Member(owners[0]).Addr
-	var res proto.UnlinkResult
-	if err := n.peers.Call(ctx, addr, &proto.Unlink{Device: device}, &res); err != nil {
-		return fmt.Errorf("the owner of %q (%s): %w", device, addr, err)
-	}
-	return nil
+	req := &proto.Unlink{Device: device}
+	return n.onOwner(ctx, v, device, req, &proto.UnlinkResult{}, func(h *handler) (proto.Code, error) {
+		_, code, err := h.unlink(v, req, epoch)
+		return code, err
+	})
 }

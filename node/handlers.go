@@ -35,8 +35,9 @@ type handler struct {
 
 	// perms are the request types this connection may send: all of
 	// them when the node has no tokens, else those of role, set by Hello.
-	perms security.Perms
-	role  Role
+	perms   security.Perms
+	role    security.Role
+	session security.Session // what its Hello was granted
 	// hangup closes the connection once the response is written (a
 	// failed Hello: no guessing tokens on one connection).
 	hangup bool
@@ -56,7 +57,7 @@ var handlerSlots atomic.Int64
 
 func newHandler(n *Node) *handler {
 	h := &handler{n: n, slot: int(handlerSlots.Add(1)), perms: security.AllPerms}
-	if len(n.tokens) > 0 {
+	if n.tokens.Required() {
 		h.perms = 0
 	}
 	return h
@@ -130,7 +131,7 @@ func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) (
 	if hdr.Type == proto.TypeHello {
 		return h.hello(out, hdr, body, v.ring.Epoch())
 	}
-	if h.perms != security.AllPerms && !h.perms.May(hdr.Type) {
+	if h.perms != security.AllPerms && ((h.role != 0 && !h.current()) || !h.perms.May(hdr.Type)) {
 		return h.deny(out, hdr, v.ring.Epoch())
 	}
 	if int(hdr.Type) < len(ops) && ops[hdr.Type] != nil {

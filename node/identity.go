@@ -63,7 +63,7 @@ func (h *handler) link(v *view, m *proto.Link, epoch uint64) (*proto.LinkResult,
 	ctx, cancel := context.WithTimeout(context.Background(), identityTimeout)
 	defer cancel()
 	var ld proto.LinkDeviceResult
-	if err := h.n.onOwner(ctx, v, m.Device, &proto.LinkDevice{Device: m.Device, Viewer: m.Viewer, At: at}, &ld); err != nil {
+	if err := h.n.linkDeviceOn(ctx, v, m.Device, &proto.LinkDevice{Device: m.Device, Viewer: m.Viewer, At: at}, &ld); err != nil {
 		return nil, 0, err
 	}
 	wv := h.enter()
@@ -106,7 +106,7 @@ func (h *handler) unlink(v *view, m *proto.Unlink, epoch uint64) (*proto.UnlinkR
 		ctx, cancel := context.WithTimeout(context.Background(), identityTimeout)
 		defer cancel()
 		var ld proto.LinkDeviceResult
-		if err := h.n.onOwner(ctx, wv, was, &proto.LinkDevice{Device: m.Device, Viewer: was, At: at, Unlink: true}, &ld); err != nil {
+		if err := h.n.linkDeviceOn(ctx, wv, was, &proto.LinkDevice{Device: m.Device, Viewer: was, At: at, Unlink: true}, &ld); err != nil {
 			return nil, 0, fmt.Errorf("%q no longer counts as %q, but %q's device list was not updated (unlink again to finish): %w", m.Device, was, was, err)
 		}
 	}
@@ -157,23 +157,18 @@ func (h *handler) wrote(wv *view, id string, err error) uint64 {
 }
 
 // onOwner sends req to the primary owner of id and decodes its answer
-// into resp; when this node is that owner it answers itself.
-func (n *Node) onOwner(ctx context.Context, v *view, id string, req *proto.LinkDevice, resp *proto.LinkDeviceResult) error {
+// into resp; when this node is that owner, local answers it instead.
+func (n *Node) onOwner(ctx context.Context, v *view, id string, req, resp proto.Message, local func(*handler) (proto.Code, error)) error {
 	_, owners := v.ring.Lookup(id)
 	if len(owners) == 0 {
 		return fmt.Errorf("%w: no owner for %q", proto.ErrOverloaded, id)
 	}
 	if owners[0] == v.self && v.in {
-		h := newHandler(n)
-		r, code, err := h.linkDevice(req)
-		if err != nil {
-			return err
+		code, err := local(newHandler(n))
+		if err == nil && code != 0 {
+			err = fmt.Errorf("%w: this node owns %q but cannot serve it now (%v); retry", proto.ErrOverloaded, id, code)
 		}
-		if code != 0 {
-			return fmt.Errorf("%w: this node owns %q but cannot serve it now (%v); retry", proto.ErrOverloaded, id, code)
-		}
-		*resp = *r
-		return nil
+		return err
 	}
 	addr := v.ring.Member(owners[0]).Addr
 	err := n.peers.Call(ctx, addr, req, resp)
@@ -187,4 +182,15 @@ func (n *Node) onOwner(ctx context.Context, v *view, id string, req *proto.LinkD
 	// Not the caller's NotOwner: the other side moved, is busy or is
 	// unreachable.
 	return fmt.Errorf("%w: the owner of %q (%s): %v; retry", proto.ErrOverloaded, id, addr, err)
+}
+
+// linkDeviceOn runs a LinkDevice on the owner of id (onOwner).
+func (n *Node) linkDeviceOn(ctx context.Context, v *view, id string, req *proto.LinkDevice, resp *proto.LinkDeviceResult) error {
+	return n.onOwner(ctx, v, id, req, resp, func(h *handler) (proto.Code, error) {
+		r, code, err := h.linkDevice(req)
+		if r != nil {
+			*resp = *r
+		}
+		return code, err
+	})
 }

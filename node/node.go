@@ -64,7 +64,7 @@ type Node struct {
 	activate chan struct{}
 	replans  chan struct{}
 
-	tokens security.TokenTable // Security.Tokens; empty: no authentication
+	tokens *security.Tokens // Security.Tokens, as reloaded since; empty: no authentication
 
 	grants grants.Memory // strict grants a client may give back (undo.go)
 
@@ -114,8 +114,8 @@ func Start(cfg Config) (*Node, error) {
 		activate: make(chan struct{}, 1),
 		replans:  make(chan struct{}, 1),
 	}
-	n.tokens = security.NewTokenTable(cfg.Security.Tokens)
-	n.peers = newPeers(cfg)
+	n.tokens = security.NewTokens(cfg.Security.Tokens, cfg.Security.PeerToken)
+	n.peers = newPeers(cfg, n.tokens)
 	n.page = statuspage.New(pageSource{n}, client.NodeStatus, n.log)
 	n.gossipKeys = security.NewGossipKeys(cfg.Membership.Memberlist, cfg.Name, n.log)
 	eng, err := engine.New(cfg.Engine)

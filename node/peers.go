@@ -6,6 +6,7 @@ import (
 
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node/replication"
+	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -13,26 +14,32 @@ import (
 const peerCallTimeout = 2 * time.Second
 
 // peers calls other nodes' data planes as a peer: over TLS with PeerTLS
-// when it is set, with PeerToken when the nodes use tokens. One type
-// serves replication (a connection per peer), partition requests, drain
-// checks and identity forwarding (a connection per call).
-type peers struct{ admin client.Admin }
+// when it is set, with the peer token loaded last when the nodes use
+// tokens. One type serves replication (a connection per peer), partition
+// requests, drain checks and identity forwarding (a connection per call).
+type peers struct {
+	admin  client.Admin // its Token is set per connection, from tokens
+	tokens *security.Tokens
+}
 
-func newPeers(cfg Config) *peers {
-	p := &peers{admin: client.Admin{
+func newPeers(cfg Config, tokens *security.Tokens) *peers {
+	return &peers{tokens: tokens, admin: client.Admin{
 		TLS: cfg.Security.PeerTLS,
 		// Answers carry viewer states (LinkDevice) and topologies.
 		MaxFrame: max(cfg.MaxFrame, proto.MaxReplicateBytes+1<<16),
 	}}
-	if len(cfg.Security.Tokens) > 0 {
-		p.admin.Token = cfg.Security.PeerToken
-	}
-	return p
+}
+
+// as is the admin a new connection dials with.
+func (p *peers) as() *client.Admin {
+	a := p.admin
+	a.Token = p.tokens.Peer()
+	return &a
 }
 
 // Dial opens a connection for a series of calls (a replication sender).
 func (p *peers) Dial(ctx context.Context, addr string) (replication.Conn, error) {
-	c, err := p.admin.Dial(ctx, addr)
+	c, err := p.as().Dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +51,7 @@ func (p *peers) Dial(ctx context.Context, addr string) (replication.Conn, error)
 func (p *peers) Call(ctx context.Context, addr string, req, resp proto.Message) error {
 	ctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
 	defer cancel()
-	return p.admin.Call(ctx, addr, req, resp)
+	return p.as().Call(ctx, addr, req, resp)
 }
 
 // nodeLog is the node's write-ahead log as replication sees it.

@@ -111,7 +111,7 @@ func runsApart(t proto.Type) bool {
 // handler of its own with the connection's permissions and a copy of the
 // body (the reader reuses its buffer).
 func (h *handler) apart(out []byte, start time.Time, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
-	sub := &handler{n: h.n, slot: h.slot, perms: h.perms, role: h.role}
+	sub := &handler{n: h.n, slot: h.slot, perms: h.perms, role: h.role, session: h.session}
 	body = bytes.Clone(body)
 	return h.later(out, start, func(out []byte) ([]byte, metrics.Op, metrics.Outcome) {
 		return sub.dispatch(out, sub.n.view.Load(), hdr, body)

@@ -129,7 +129,7 @@ func (n *Node) serveConn(st *conns.Conn) {
 	if !n.handshake(c) {
 		return
 	}
-	tokens := len(n.tokens) > 0
+	tokens := n.tokens.Required()
 	if !n.firstBytes(st, tokens) {
 		return
 	}

@@ -259,14 +259,8 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 		return cfg, err
 	}
 	if o.tokensFile != "" {
-		f, err := os.Open(o.tokensFile)
-		if err != nil {
-			return cfg, fmt.Errorf("--tokens-file: %w", err)
-		}
-		cfg.Security.Tokens, cfg.Security.PeerToken, err = node.ParseTokens(f)
-		f.Close()
-		if err != nil {
-			return cfg, fmt.Errorf("--tokens-file %s: %w", o.tokensFile, err)
+		if cfg.Security.Tokens, cfg.Security.PeerToken, err = readTokens(o.tokensFile); err != nil {
+			return cfg, err
 		}
 	}
 	cfg.Membership.Seeds = o.join

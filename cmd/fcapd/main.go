@@ -63,11 +63,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	startGCFloor(gcFloorBytes, os.LookupEnv)
 	logger.Info("starting fcapd", "version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision, "name", cfg.Name, "memory_limit", cfg.Engine.MemoryLimit,
 		"storage", opts.durable.describe())
+	reload := newReloader(opts, logger, &cfg)
 	n, err := node.Start(cfg)
 	if err != nil {
 		logger.Error("start", "err", err)
 		return 1
 	}
+	reload.n = n
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	code := 0
@@ -76,7 +78,7 @@ wait:
 		select {
 		case s := <-sig:
 			if s == syscall.SIGHUP {
-				opts.reload(logger)
+				reload.run()
 				continue
 			}
 			logger.Info("stopping", "signal", s.String(), "timeout", opts.shutdownTimeout)
@@ -101,18 +103,3 @@ wait:
 // stop, 2 bad flags or configuration, exitNameTaken another live member
 // of the cluster already has this node's --name.
 const exitNameTaken = 3
-
-// reload re-reads what fcapd can renew without a restart (SIGHUP): the
-// data plane's TLS certificate, key and CA bundles. A file that does not
-// load leaves everything as it was, and says so.
-func (o *options) reload(logger *slog.Logger) {
-	if o.tls == nil {
-		logger.Info("reload: nothing to reload (no --tls-cert)")
-		return
-	}
-	if err := o.tls.load(); err != nil {
-		logger.Error("reload: TLS material kept as it was", "err", err)
-		return
-	}
-	logger.Info("reload: TLS certificate and CA bundles loaded", "cert", o.tls.cert)
-}

@@ -46,7 +46,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,10 +71,12 @@ type Options struct {
 	// not ask for less with the X-Fcap-Timeout-Ms header. Default: the
 	// client's own Timeout.
 	Timeout time.Duration
-	// Tokens, when not nil, are the bearer tokens accepted
-	// ("Authorization: Bearer TOKEN"); a request without one of them is
-	// refused with 401 and changes nothing. nil: no authentication.
-	Tokens map[string]bool
+	// Bearer, when not nil, decides which bearer tokens are accepted
+	// ("Authorization: Bearer TOKEN"), asked on every request (so it may
+	// follow a reloaded tokens file) and expected to compare in constant
+	// time; a request without an accepted one is refused with 401 and
+	// changes nothing. nil: no authentication.
+	Bearer func(token string) bool
 	// Clock, when not nil, is the node's time in Unix milliseconds: a
 	// record whose impression time is more than MaxClockSkew ahead of it
 	// is refused with 400 here, as its owner would refuse it (a record is
@@ -152,7 +153,7 @@ const (
 
 // ServeHTTP implements http.Handler.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if a.opts.Tokens != nil && !a.authorized(r) {
+	if a.opts.Bearer != nil && !a.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fcap"`)
 		replyError(w, http.StatusUnauthorized, CodeUnauthenticated, "unauthenticated: send Authorization: Bearer TOKEN with an adserver or operator token")
 		return
@@ -160,22 +161,15 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mux.ServeHTTP(w, r)
 }
 
-// authorized compares the bearer token with every accepted one in
-// constant time, so timing says nothing about how close a guess was.
+// authorized reports whether the request carries an accepted bearer
+// token.
 func (a *API) authorized(r *http.Request) bool {
 	h := r.Header.Get("Authorization")
 	const prefix = "Bearer "
 	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
 		return false
 	}
-	got := []byte(h[len(prefix):])
-	ok := false
-	for tok := range a.opts.Tokens {
-		if subtle.ConstantTimeCompare(got, []byte(tok)) == 1 {
-			ok = true
-		}
-	}
-	return ok
+	return a.opts.Bearer(h[len(prefix):])
 }
 
 // Cap is a cap as JSON.

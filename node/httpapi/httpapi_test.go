@@ -15,6 +15,7 @@ import (
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/httpapi"
 	"github.com/fcap-io/fcap/node/nodetest"
+	"github.com/fcap-io/fcap/node/security"
 )
 
 var quiet = nodetest.Quiet
@@ -283,7 +284,7 @@ func TestTokens(t *testing.T) {
 	cfg := node.DefaultLocalConfig("api-tokens")
 	cfg.Logger = quiet
 	cfg.APITimeout = 2 * time.Second
-	cfg.Security.Tokens = map[string]node.Role{ad: node.RoleAdServer, peer: node.RolePeer}
+	cfg.Security.Tokens = map[string]security.Role{ad: security.RoleAdServer, peer: security.RolePeer}
 	cfg.Security.PeerToken = peer
 	nd := nodetest.Start(t, cfg)
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)

@@ -20,6 +20,7 @@ import (
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/httpapi"
 	"github.com/fcap-io/fcap/node/nodetest"
+	"github.com/fcap-io/fcap/node/security"
 )
 
 // The JSON API and docs/openapi.yaml must agree. These tests send a set
@@ -333,7 +334,7 @@ func tokenNode(t *testing.T) *node.Node {
 	cfg := node.DefaultLocalConfig("api-spec")
 	cfg.Logger = quiet
 	cfg.APITimeout = 2 * time.Second // a loaded test machine
-	cfg.Security.Tokens = map[string]node.Role{specToken: node.RoleAdServer, specPeer: node.RolePeer}
+	cfg.Security.Tokens = map[string]security.Role{specToken: security.RoleAdServer, specPeer: security.RolePeer}
 	cfg.Security.PeerToken = specPeer
 	nd := nodetest.Start(t, cfg)
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
