@@ -42,8 +42,8 @@ var (
 	// no failure policy (Release, Link, Unlink, Resolve): its owners
 	// were unreachable, overloaded or leaving, or did not answer by the
 	// deadline. The operation may or may not have been applied (a Link
-	// half made, a Release done whose answer was lost); all are
-	// idempotent, so call again.
+	// half made, which its node finishes in the background; a Release
+	// done whose answer was lost); all are idempotent, so call again.
 	ErrUnavailable = errors.New("fcap client: cluster unavailable")
 	// ErrProtocol: a node answered with something this client does not
 	// understand.

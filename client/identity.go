@@ -43,7 +43,10 @@ const identityTimeout = 5 * time.Second
 // limit of devices (32 by default): those are refused with an error
 // wrapping ErrBadRequest. An error wrapping ErrUnavailable (the cluster
 // could not answer; with context.DeadlineExceeded when time ran out)
-// leaves the link maybe half made: call Link again.
+// may leave the link half made for a while: the node that took it
+// finishes it in the background once the device's owner answers (see
+// ARCHITECTURE.md, "Finishing a half-made link"); calling Link again is
+// harmless and finishes it at once.
 func (c *Client) Link(ctx context.Context, device, viewer string) (merged int64, err error) {
 	start := time.Now()
 	if c.closed() {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/node/conns"
+	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -42,4 +43,15 @@ func (n *Node) say(c net.Conn, code proto.Code, msg string) {
 	if b, err := proto.AppendFrame(nil, 0, e); err == nil {
 		c.Write(b)
 	}
+}
+
+// handshake completes a data-plane connection's TLS handshake, if it is
+// one (security.Handshake), and reports whether it may be served.
+func (n *Node) handshake(c net.Conn) bool {
+	err := security.Handshake(c, n.cfg.WriteTimeout, func() uint64 { return n.view.Load().ring.Epoch() })
+	if err != nil {
+		n.metrics.TLSFailures.Inc()
+		n.log.Debug("tls handshake", "remote", c.RemoteAddr().String(), "err", err)
+	}
+	return err == nil
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/node/identity"
+	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -21,10 +24,11 @@ import (
 // once every backup applied it, so a link survives its owner's death.
 // When one node owns both sides it calls itself directly.
 //
-// A link whose second step fails returns an error and leaves the first
-// step done: the device already resolves to the viewer, its earlier
-// impressions are not merged yet. Retrying the link finishes it (both
-// steps are idempotent).
+// The driving node (the viewer's owner for a link, the device's for an
+// unlink) notes the whole in its finisher (node/identity, journaled under
+// a data dir) before the first step; when the other side cannot be
+// reached, the finisher runs it again in the background until it is
+// done, so no link stays half made for want of a retry by its caller.
 
 // identityTimeout bounds a link's call to the other side's owner.
 const identityTimeout = 2 * time.Second
@@ -50,67 +54,109 @@ func (h *handler) resolve(v *view, m *proto.Resolve, epoch uint64) (*proto.Resol
 	return res, 0, nil
 }
 
-// link answers a Link, on the viewer's owner.
+// link answers a Link, on the viewer's owner. A link that fails for want
+// of the device's owner is finished later by this node (a peer's Link is
+// such a retry: its sender holds the job).
 func (h *handler) link(v *view, m *proto.Link, epoch uint64) (*proto.LinkResult, proto.Code, error) {
 	if code := h.serves(v, m.Viewer); code != 0 {
 		return nil, code, nil
 	}
+	var job uint64
+	if h.role != security.RolePeer {
+		var err error
+		if job, err = h.n.finisher.Begin(identity.Job{Kind: identity.Link, Device: strings.Clone(m.Device), Viewer: strings.Clone(m.Viewer)}); err != nil {
+			return nil, 0, fmt.Errorf("%w: %v", proto.ErrOverloaded, err)
+		}
+	}
+	merged, code, err := h.linkSteps(v, m)
+	if h.n.finisher.End(job, errors.Join(err, code.Sentinel())) && err != nil {
+		err = fmt.Errorf("%w (this node finishes the link once that side answers)", err)
+	}
+	if err != nil || code != 0 {
+		return nil, code, err
+	}
+	return &proto.LinkResult{Epoch: epoch, Merged: uint64(merged)}, 0, nil
+}
+
+// linkSteps runs both steps of a link: the device's side on its owner,
+// then the viewer's here.
+func (h *handler) linkSteps(v *view, m *proto.Link) (int64, proto.Code, error) {
 	// What this node can refuse alone, before the device's side changes.
 	if err := h.n.engine.CanAddDevice(m.Viewer, m.Device, h.n.cfg.MaxDevicesPerViewer); err != nil {
-		return nil, 0, err
+		return 0, 0, err
 	}
 	at := h.n.clock()
 	ctx, cancel := context.WithTimeout(context.Background(), identityTimeout)
 	defer cancel()
 	var ld proto.LinkDeviceResult
 	if err := h.n.linkDeviceOn(ctx, v, m.Device, &proto.LinkDevice{Device: m.Device, Viewer: m.Viewer, At: at}, &ld); err != nil {
-		return nil, 0, err
+		return 0, 0, err
 	}
 	wv := h.enter()
 	if code := h.serves(wv, m.Viewer); code != 0 {
 		h.leave(wv)
-		return nil, code, nil
+		return 0, code, nil
 	}
 	merged, err := h.n.engine.AddDevice(m.Viewer, m.Device, at, ld.State, h.n.cfg.MaxDevicesPerViewer)
 	seq := h.wrote(wv, m.Viewer, err)
 	h.leave(wv)
 	if err != nil {
-		return nil, 0, err
+		return 0, 0, err
 	}
 	h.n.waitLogged(seq)
-	if err := h.syncStrict(wv, m.Viewer, time.Time{}); err != nil {
-		return nil, 0, err
-	}
-	return &proto.LinkResult{Epoch: epoch, Merged: uint64(merged)}, 0, nil
+	return merged, 0, h.syncStrict(wv, m.Viewer, time.Time{})
 }
 
-// unlink answers an Unlink, on the device's owner.
+// unlink answers an Unlink, on the device's owner. The viewer's side is
+// noted in the finisher before the log holds the device's, so when the
+// viewer's owner cannot be reached the unlink still succeeds: this node
+// updates the viewer's list once it answers.
 func (h *handler) unlink(v *view, m *proto.Unlink, epoch uint64) (*proto.UnlinkResult, proto.Code, error) {
-	at := h.n.clock()
+	at, device := h.n.clock(), strings.Clone(m.Device)
 	wv := h.enter()
-	if code := h.serves(wv, m.Device); code != 0 {
+	if code := h.serves(wv, device); code != 0 {
 		h.leave(wv)
 		return nil, code, nil
 	}
-	was, err := h.n.engine.UnlinkDevice(m.Device, at)
-	seq := h.wrote(wv, m.Device, err)
+	was, err := h.n.engine.UnlinkDevice(device, at)
+	var job uint64
+	if err == nil && was != "" {
+		job, _ = h.n.finisher.Begin(identity.Job{Kind: identity.Unlink, Device: device, Viewer: was, At: at}) // none: tried in line only
+	}
+	seq := h.wrote(wv, device, err)
 	h.leave(wv)
 	if err != nil {
 		return nil, 0, err
 	}
 	h.n.waitLogged(seq)
-	if err := h.syncStrict(wv, m.Device, time.Time{}); err != nil {
+	if err := h.syncStrict(wv, device, time.Time{}); err != nil {
+		h.n.finisher.End(job, err)
 		return nil, 0, err
 	}
 	if was != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), identityTimeout)
 		defer cancel()
-		var ld proto.LinkDeviceResult
-		if err := h.n.linkDeviceOn(ctx, wv, was, &proto.LinkDevice{Device: m.Device, Viewer: was, At: at, Unlink: true}, &ld); err != nil {
-			return nil, 0, fmt.Errorf("%q no longer counts as %q, but %q's device list was not updated (unlink again to finish): %w", m.Device, was, was, err)
+		err := h.n.linkDeviceOn(ctx, wv, was, &proto.LinkDevice{Device: device, Viewer: was, At: at, Unlink: true}, &proto.LinkDeviceResult{})
+		if !h.n.finisher.End(job, err) && err != nil {
+			return nil, 0, fmt.Errorf("%q no longer counts as %q, but %q's device list was not updated (unlink again to finish): %w", device, was, was, err)
 		}
 	}
 	return &proto.UnlinkResult{Epoch: epoch, Viewer: was}, 0, nil
+}
+
+// finish runs a job of the finisher once, on the owner of its side now.
+func (n *Node) finish(ctx context.Context, j identity.Job) error {
+	ctx, cancel := context.WithTimeout(ctx, identityTimeout)
+	defer cancel()
+	v := n.view.Load()
+	if j.Kind == identity.Unlink {
+		return n.linkDeviceOn(ctx, v, j.Viewer, &proto.LinkDevice{Device: j.Device, Viewer: j.Viewer, At: j.At, Unlink: true}, &proto.LinkDeviceResult{})
+	}
+	m := &proto.Link{Device: j.Device, Viewer: j.Viewer}
+	return n.onOwner(ctx, v, j.Viewer, m, &proto.LinkResult{}, func(h *handler) (proto.Code, error) {
+		_, code, err := h.linkSteps(v, m)
+		return code, err
+	})
 }
 
 // linkDevice answers a LinkDevice: the device's side of a link (on the
@@ -170,18 +216,7 @@ func (n *Node) onOwner(ctx context.Context, v *view, id string, req, resp proto.
 		}
 		return err
 	}
-	addr := v.ring.Member(owners[0]).Addr
-	err := n.peers.Call(ctx, addr, req, resp)
-	var e *proto.Error
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &e) && e.Code != proto.CodeNotOwner && e.Code != proto.CodeOverloaded && e.Code != proto.CodeShuttingDown:
-		return e // the other side's refusal, passed on as it is
-	}
-	// Not the caller's NotOwner: the other side moved, is busy or is
-	// unreachable.
-	return fmt.Errorf("%w: the owner of %q (%s): %v; retry", proto.ErrOverloaded, id, addr, err)
+	return n.peers.CallOwner(ctx, v.ring.Member(owners[0]).Addr, id, req, resp)
 }
 
 // linkDeviceOn runs a LinkDevice on the owner of id (onOwner).

@@ -24,7 +24,9 @@ import (
 	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/node/grants"
 	"github.com/fcap-io/fcap/node/httpapi"
+	"github.com/fcap-io/fcap/node/identity"
 	"github.com/fcap-io/fcap/node/metrics"
+	"github.com/fcap-io/fcap/node/peers"
 	"github.com/fcap-io/fcap/node/replication"
 	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/node/statuspage"
@@ -57,7 +59,7 @@ type Node struct {
 	view   atomic.Pointer[view] // the ring as this node routes by
 	ringMu sync.Mutex           // orders view changes (gossip callbacks and Start)
 	repl   *replication.Replicator
-	peers  *peers // calls to other nodes
+	peers  *peers.Peers // calls to other nodes
 
 	draining atomic.Bool // no new connections, requests end the connection once answered
 	left     atomic.Bool // handed over and left the gossip pool: answer NotOwner
@@ -67,6 +69,8 @@ type Node struct {
 	tokens *security.Tokens // Security.Tokens, as reloaded since; empty: no authentication
 
 	grants grants.Memory // strict grants a client may give back (undo.go)
+
+	finisher *identity.Finisher // links and unlinks to finish (identity.go)
 
 	gossipKeys *security.GossipKeys // GossipKey requests
 
@@ -115,7 +119,7 @@ func Start(cfg Config) (*Node, error) {
 		replans:  make(chan struct{}, 1),
 	}
 	n.tokens = security.NewTokens(cfg.Security.Tokens, cfg.Security.PeerToken)
-	n.peers = newPeers(cfg, n.tokens)
+	n.peers = peers.New(cfg.Security.PeerTLS, cfg.MaxFrame, n.tokens)
 	n.page = statuspage.New(pageSource{n}, client.NodeStatus, n.log)
 	n.gossipKeys = security.NewGossipKeys(cfg.Membership.Memberlist, cfg.Name, n.log)
 	eng, err := engine.New(cfg.Engine)
@@ -129,6 +133,11 @@ func Start(cfg Config) (*Node, error) {
 	n.conns = conns.New(cfg.MaxConns, cfg.MaxPendingConns, conns.Metrics{Open: n.metrics.Conns, Pending: n.metrics.PendingConns, Evicted: n.metrics.EvictedConns})
 	n.repl = n.newReplicator()
 	if err := n.openStorage(); err != nil {
+		return nil, err
+	}
+	if n.finisher, err = identity.New(identity.Config{Dir: cfg.Storage.DataDir, Try: n.finish, Logger: n.log,
+		Registerer: cfg.Registerer}); err != nil {
+		n.closeDurable()
 		return nil, err
 	}
 	if err := n.listen(); err != nil {
@@ -269,6 +278,7 @@ func (n *Node) run() {
 	n.wg.Go(func() { n.activator(ctx) })
 	n.wg.Go(func() { n.replanner(ctx) })
 	n.wg.Go(func() { n.repl.Run(ctx) })
+	n.wg.Go(func() { n.finisher.Run(ctx) })
 	if n.durable != nil {
 		n.wg.Go(func() { n.durable.Run(ctx) })
 	}
@@ -589,7 +599,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 		<-done
 		errs = append(errs, fmt.Errorf("shutdown: %w", ctx.Err()))
 	}
-	if err := n.closeDurable(); err != nil {
+	if err := errors.Join(n.finisher.Close(), n.closeDurable()); err != nil {
 		errs = append(errs, err)
 	}
 	n.log.Info("fcapd stopped")
