@@ -15,23 +15,10 @@ import (
 // counts. A peer may send the Unlink an erasure needs, not an Erase.
 func TestEraseOnANodeWithTokens(t *testing.T) {
 	n := authNode(t)
-	h := newHandler(n)
-	hello := func(h *handler, token string) {
-		t.Helper()
-		hh, hb := request(t, &proto.Hello{Token: token})
-		if _, err := answer(t, h.handle(nil, hh, hb)); err != nil {
-			t.Fatalf("hello: %v", err)
-		}
-	}
-	hello(h, "adserver-token-0001")
+	h := helloAs(t, n, "adserver-token-0001")
 	call := func(h *handler, m proto.Message, want proto.Type) error {
 		t.Helper()
-		hdr, body := request(t, m)
-		typ, err := answer(t, h.handle(nil, hdr, body))
-		if err == nil && typ.Type != want {
-			t.Fatalf("%s answered %s", m.Type(), typ.Type)
-		}
-		return err
+		return callAs(t, h, m, want)
 	}
 	if err := call(h, &proto.Link{Device: "phone", Viewer: "v"}, proto.TypeLinkResult); err != nil {
 		t.Fatalf("link: %v", err)
@@ -57,12 +44,34 @@ func TestEraseOnANodeWithTokens(t *testing.T) {
 		t.Errorf("erase of an empty viewer: %v, want a bad request", err)
 	}
 
-	peer := newHandler(n)
-	hello(peer, "peer-token-00000001")
+	peer := helloAs(t, n, "peer-token-00000001")
 	if err := call(peer, &proto.Erase{Viewer: "v"}, proto.TypeEraseResult); !errors.Is(err, proto.ErrPermissionDenied) {
 		t.Errorf("erase as a peer: %v, want permission denied", err)
 	}
 	if err := call(peer, &proto.Unlink{Device: "phone"}, proto.TypeUnlinkResult); err != nil {
 		t.Errorf("unlink as a peer (an erasure's step): %v", err)
 	}
+}
+
+// helloAs returns a handler of n whose connection said Hello with token.
+func helloAs(t *testing.T, n *Node, token string) *handler {
+	t.Helper()
+	h := newHandler(n)
+	hh, hb := request(t, &proto.Hello{Token: token})
+	if _, err := answer(t, h.handle(nil, hh, hb)); err != nil {
+		t.Fatalf("hello: %v", err)
+	}
+	return h
+}
+
+// callAs sends m through h and returns the error it was answered with;
+// an answer of another type than want fails the test.
+func callAs(t *testing.T, h *handler, m proto.Message, want proto.Type) error {
+	t.Helper()
+	hdr, body := request(t, m)
+	typ, err := answer(t, h.handle(nil, hdr, body))
+	if err == nil && typ.Type != want {
+		t.Fatalf("%s answered %s", m.Type(), typ.Type)
+	}
+	return err
 }
