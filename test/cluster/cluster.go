@@ -159,6 +159,7 @@ type Node struct {
 	t    testing.TB
 	bin  string
 	args []string
+	env  []string // more environment, after the test's own
 	cmd  *exec.Cmd
 	logs *logBuffer
 	done chan struct{} // closed when the process exits
@@ -179,6 +180,9 @@ type Options struct {
 	// DataDir, when set, gives each node --data-dir DataDir/<name>: a
 	// restart finds what it wrote.
 	DataDir string
+	// Env is more environment for the process ("GOGC=100"), after the
+	// test's own.
+	Env []string
 }
 
 // Start starts one fcapd and waits until it is listening.
@@ -194,7 +198,7 @@ func Start(t testing.TB, name string, o Options) *Node {
 // newNode prepares a node's flags; the process is killed when the test
 // ends.
 func newNode(t testing.TB, name, gossip string, o Options) *Node {
-	n := &Node{Name: name, Gossip: gossip, t: t, bin: Binary(t)}
+	n := &Node{Name: name, Gossip: gossip, t: t, bin: Binary(t), env: o.Env}
 	n.args = []string{
 		"--name", name,
 		"--data", "127.0.0.1:0",
@@ -254,6 +258,9 @@ func (n *Node) launch() error {
 func (n *Node) launchOnce() error {
 	n.logs = &logBuffer{}
 	n.cmd = exec.Command(n.bin, n.args...)
+	if len(n.env) > 0 {
+		n.cmd.Env = append(os.Environ(), n.env...)
+	}
 	stderr, err := n.cmd.StderrPipe()
 	if err != nil {
 		return err
