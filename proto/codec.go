@@ -35,10 +35,14 @@ var errTruncated = fmt.Errorf("truncated body: %w", io.ErrUnexpectedEOF)
 // end and AppendFrame reports it.
 //
 // The one-byte forms (positive fixint, fixarray, fixstr header), which
-// most values of a message take, are appended here directly; every
-// other form is written by the msgpack.Encoder. That halves the cost of
-// encoding a Check. The decoder mirrors it, and TestWireForm checks the
-// bytes against msgpack's own generic decoding.
+// most values of a message take, and every integer, bool, nil and bin
+// header are appended here directly, in the forms the msgpack.Encoder
+// would choose (TestEncoderForms holds them to its bytes); long arrays
+// and strings are written by the msgpack.Encoder. A Check's caps are
+// mostly these forms (a window in milliseconds takes a uint32), and a
+// call through the Encoder's writer costs more than the bytes it
+// writes. The decoder mirrors it, and TestWireForm checks the bytes
+// against msgpack's own generic decoding.
 type encoder struct {
 	buf []byte
 	enc *msgpack.Encoder
@@ -101,27 +105,51 @@ func (e *encoder) str(s string) {
 }
 
 func (e *encoder) int(v int64) {
-	if v >= 0 && v <= int64(msgpcode.PosFixedNumHigh) {
+	switch {
+	case v >= 0:
+		e.uint(uint64(v))
+	case v >= int64(int8(msgpcode.NegFixedNumLow)):
 		e.buf = append(e.buf, byte(v))
-		return
+	case v >= math.MinInt8:
+		e.buf = append(e.buf, msgpcode.Int8, byte(v))
+	case v >= math.MinInt16:
+		e.buf = binary.BigEndian.AppendUint16(append(e.buf, msgpcode.Int16), uint16(v))
+	case v >= math.MinInt32:
+		e.buf = binary.BigEndian.AppendUint32(append(e.buf, msgpcode.Int32), uint32(v))
+	default:
+		e.buf = binary.BigEndian.AppendUint64(append(e.buf, msgpcode.Int64), uint64(v))
 	}
-	e.enc.EncodeInt(v)
 }
 
+// uint writes v in the shortest form, as msgpack.Encoder.EncodeUint does
+// (TestIntForms holds them to the same bytes).
 func (e *encoder) uint(v uint64) {
-	if v <= uint64(msgpcode.PosFixedNumHigh) {
+	switch {
+	case v <= uint64(msgpcode.PosFixedNumHigh):
 		e.buf = append(e.buf, byte(v))
-		return
+	case v <= math.MaxUint8:
+		e.buf = append(e.buf, msgpcode.Uint8, byte(v))
+	case v <= math.MaxUint16:
+		e.buf = binary.BigEndian.AppendUint16(append(e.buf, msgpcode.Uint16), uint16(v))
+	case v <= math.MaxUint32:
+		e.buf = binary.BigEndian.AppendUint32(append(e.buf, msgpcode.Uint32), uint32(v))
+	default:
+		e.buf = binary.BigEndian.AppendUint64(append(e.buf, msgpcode.Uint64), v)
 	}
-	e.enc.EncodeUint(v)
 }
 
-func (e *encoder) bool(v bool) { e.enc.EncodeBool(v) }
+func (e *encoder) bool(v bool) {
+	if v {
+		e.buf = append(e.buf, msgpcode.True)
+		return
+	}
+	e.buf = append(e.buf, msgpcode.False)
+}
 
 // time writes t, or nil when the sender leaves the time to the node.
 func (e *encoder) time(t int64, ok bool) {
 	if !ok {
-		e.enc.EncodeNil()
+		e.buf = append(e.buf, msgpcode.Nil)
 		return
 	}
 	e.int(t)
@@ -141,7 +169,16 @@ func (e *encoder) budget(b time.Duration) {
 
 // binHeader writes the header of a bin of n bytes; the caller appends
 // them to buf.
-func (e *encoder) binHeader(n int) { e.enc.EncodeBytesLen(n) }
+func (e *encoder) binHeader(n int) {
+	switch {
+	case n <= math.MaxUint8:
+		e.buf = append(e.buf, msgpcode.Bin8, byte(n))
+	case n <= math.MaxUint16:
+		e.buf = binary.BigEndian.AppendUint16(append(e.buf, msgpcode.Bin16), uint16(n))
+	default:
+		e.buf = binary.BigEndian.AppendUint32(append(e.buf, msgpcode.Bin32), uint32(n))
+	}
+}
 
 // uint16s writes a bin of vs, 2 bytes each, little-endian.
 func (e *encoder) uint16s(vs []uint16) {
@@ -298,7 +335,7 @@ func (d *decoder) bytes(limit int) []byte {
 	var err error
 	if c, ok := d.fixed(msgpcode.FixedStrLow, msgpcode.FixedStrHigh); ok {
 		n = int(c & msgpcode.FixedStrMask)
-	} else {
+	} else if n, ok = d.sizedLen(); !ok {
 		n, err = d.dec.DecodeBytesLen()
 	}
 	switch {
@@ -314,6 +351,29 @@ func (d *decoder) bytes(limit int) []byte {
 		return b
 	}
 	return nil
+}
+
+// sizedLen reads the length of a str or bin in its 2-, 3- or 5-byte
+// header form straight from the body (a CheckResult's verdicts are a
+// bin8 or bin16), leaving nil, truncated headers and other forms to the
+// library path and its errors.
+func (d *decoder) sizedLen() (int, bool) {
+	if d.off >= len(d.body) {
+		return 0, false
+	}
+	b := d.body[d.off:]
+	switch c := b[0]; {
+	case (c == msgpcode.Bin8 || c == msgpcode.Str8) && len(b) >= 2:
+		d.off += 2
+		return int(b[1]), true
+	case (c == msgpcode.Bin16 || c == msgpcode.Str16) && len(b) >= 3:
+		d.off += 3
+		return int(binary.BigEndian.Uint16(b[1:])), true
+	case (c == msgpcode.Bin32 || c == msgpcode.Str32) && len(b) >= 5:
+		d.off += 5
+		return int(binary.BigEndian.Uint32(b[1:])), true
+	}
+	return 0, false
 }
 
 // str reads a string of at most MaxStringLen bytes. The string aliases
