@@ -27,7 +27,7 @@ import (
 // Device makes the call's id a device: it is resolved to the viewer it
 // is linked to (itself when it is not linked) before the call is routed.
 func Device() CallOption {
-	return func(o *callOptions) { o.device = true }
+	return CallOption{callOptions{device: true}}
 }
 
 // identityTimeout is the deadline of Link and Unlink when ctx has none:

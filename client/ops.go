@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fcap-io/fcap"
@@ -32,8 +33,9 @@ type Verdict struct {
 // rather than by the cluster.
 func (v Verdict) Failed() bool { return v.FailOpen || v.FailClosed }
 
-// CallOption sets a per-call knob.
-type CallOption func(*callOptions)
+// CallOption sets a per-call knob: At, Device. It is a value, not a
+// function, so that a call applies its options without allocating.
+type CallOption struct{ set callOptions }
 
 type callOptions struct {
 	now    int64
@@ -46,13 +48,17 @@ type callOptions struct {
 // clock than it accepts (fcapd --max-clock-skew, default one minute) is
 // refused: the call returns an error wrapping ErrFutureTime.
 func At(t int64) CallOption {
-	return func(o *callOptions) { o.now, o.hasNow = t, true }
+	return CallOption{callOptions{now: t, hasNow: true}}
 }
 
+// applyOptions merges opts; a later At wins over an earlier one.
 func applyOptions(opts []CallOption) callOptions {
 	var o callOptions
 	for _, f := range opts {
-		f(&o)
+		if f.set.hasNow {
+			o.now, o.hasNow = f.set.now, true
+		}
+		o.device = o.device || f.set.device
 	}
 	return o
 }
@@ -70,42 +76,63 @@ type CheckResult struct {
 	strict []bool          // per candidate: it has a strict cap
 	left   []int64         // per table cap: impressions left (for Pod)
 	stale  bool            // a backup answered
+	// req is the request of the call in progress, kept here rather than
+	// on the heap per call: it is encoded before each send and nothing
+	// reads it once the call returns.
+	req proto.Check
 }
 
 // reset builds the request table from candidates: a cap equal to the one
 // at the same position of the previous candidate is sent once.
 func (r *CheckResult) reset(cands []fcap.Candidate) error {
 	r.table.Reset()
-	r.strict = r.strict[:0]
 	r.Verdicts = r.Verdicts[:0]
 	r.left = r.left[:0]
 	r.Epoch, r.Now, r.stale = 0, 0, false
 	if len(cands) > proto.MaxCandidates {
+		r.strict = r.strict[:0]
 		return fmt.Errorf("%w: %d candidates, at most %d", ErrBadRequest, len(cands), proto.MaxCandidates)
 	}
+	t := &r.table
+	// Room for one cap per candidate up front: the appends below then
+	// grow nothing in the common case.
+	t.Ends = slices.Grow(t.Ends, len(cands))
+	t.Refs = slices.Grow(t.Refs, len(cands))
+	t.Caps = slices.Grow(t.Caps, len(cands))
+	r.strict = slices.Grow(r.strict[:0], len(cands))[:len(cands)]
 	var prev []fcap.Cap
 	prevStart := 0 // where the previous candidate's refs begin
-	for _, cand := range cands {
-		start := len(r.table.Refs)
+	for i := range cands {
+		caps := cands[i].Caps
+		start := len(t.Refs)
 		strict := false
-		for j := range cand.Caps {
-			c := &cand.Caps[j]
+		for j := range caps {
+			c := &caps[j]
 			strict = strict || c.Mode == fcap.Strict
-			if j < len(prev) && prev[j] == *c {
-				r.table.Refs = append(r.table.Refs, r.table.Refs[prevStart+j])
+			if j < len(prev) && sameCap(&prev[j], c) {
+				t.Refs = append(t.Refs, t.Refs[prevStart+j])
 				continue
 			}
-			if len(r.table.Caps) >= proto.MaxCheckCaps-1 {
+			if len(t.Caps) >= proto.MaxCheckCaps-1 {
+				r.strict = r.strict[:0]
 				return fmt.Errorf("%w: more than %d distinct caps", ErrBadRequest, proto.MaxCheckCaps-1)
 			}
-			r.table.Refs = append(r.table.Refs, uint16(len(r.table.Caps)))
-			r.table.Caps = append(r.table.Caps, *c)
+			t.Refs = append(t.Refs, uint16(len(t.Caps)))
+			t.Caps = append(t.Caps, *c)
 		}
-		r.table.Ends = append(r.table.Ends, uint32(len(r.table.Refs)))
-		r.strict = append(r.strict, strict)
-		prev, prevStart = cand.Caps, start
+		t.Ends = append(t.Ends, uint32(len(t.Refs)))
+		r.strict[i] = strict
+		prev, prevStart = caps, start
 	}
 	return nil
+}
+
+// sameCap is *a == *b, the numbers first: candidates next to each other
+// mostly differ in their caps' ids, and the same cap is often the same
+// memory, which compares without reading the strings.
+func sameCap(a, b *fcap.Cap) bool {
+	return a == b || a.Limit == b.Limit && a.Window == b.Window && a.Algorithm == b.Algorithm &&
+		a.Mode == b.Mode && a.ID == b.ID && a.Scope == b.Scope
 }
 
 // failed fills every verdict from the failure policy.
@@ -156,7 +183,8 @@ func (c *Client) CheckInto(ctx context.Context, viewer string, cands []fcap.Cand
 func (c *Client) check(ctx context.Context, viewer string, res *CheckResult, start time.Time, o callOptions) error {
 	deadline := c.deadline(ctx, start)
 	viewer = c.canonical(ctx, viewer, &o, deadline)
-	req := proto.Check{Viewer: viewer, Now: o.now, HasNow: o.hasNow, Table: res.table}
+	res.req = proto.Check{Viewer: viewer, Now: o.now, HasNow: o.hasNow, Table: res.table}
+	req := &res.req
 	// Strict candidates read only from the owner; a soft check's owner
 	// keeps its request in flight until the deadline, hedged by a
 	// backup when it is slow (see hedgedCheck).
@@ -164,12 +192,12 @@ func (c *Client) check(ctx context.Context, viewer string, res *CheckResult, sta
 	var err error
 	if res.anySoft() {
 		var stale bool
-		if cl, stale, err = c.hedgedCheck(ctx, viewer, &req, deadline); err == nil && stale {
+		if cl, stale, err = c.hedgedCheck(ctx, viewer, req, deadline); err == nil && stale {
 			c.m.backupReads.Inc()
 			cl.check.Stale = true // a backup's answer, whatever it says
 		}
 	} else {
-		cl, err = c.owned(ctx, viewer, &req, proto.TypeCheckResult, deadline)
+		cl, err = c.owned(ctx, viewer, req, proto.TypeCheckResult, deadline)
 	}
 	if errors.Is(err, proto.ErrBadRequest) {
 		c.m.observe(opCheck, outcomeBadRequest, start)
@@ -215,11 +243,13 @@ func (r *CheckResult) fill(m *proto.CheckResult) bool {
 		return false
 	}
 	r.Epoch, r.Now, r.stale = m.Epoch, m.Now, m.Stale
-	for _, v := range m.Verdicts {
-		r.Verdicts = append(r.Verdicts, Verdict{Verdict: v, Stale: m.Stale})
+	r.Verdicts = slices.Grow(r.Verdicts[:0], len(m.Verdicts))[:len(m.Verdicts)]
+	for i, v := range m.Verdicts {
+		r.Verdicts[i] = Verdict{Verdict: v, Stale: m.Stale}
 	}
-	for _, l := range m.Left {
-		r.left = append(r.left, int64(l))
+	r.left = slices.Grow(r.left[:0], len(m.Left))[:len(m.Left)]
+	for i, l := range m.Left {
+		r.left[i] = int64(l)
 	}
 	return true
 }

@@ -1,0 +1,60 @@
+package client
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// BenchmarkCheckCPU: the client's CPU for a 100-candidate check without
+// the network: building the request table (reset), encoding the frame,
+// decoding the node's answer and copying it into the reused result
+// (fill). The candidates are those of fcapbench's check workload, one
+// soft campaign cap each, drawn anew into the same slice every call.
+//
+//	go test -run XXX -bench BenchmarkCheckCPU -count 5 ./client/
+func BenchmarkCheckCPU(b *testing.B) {
+	const candidates = 100
+	caps := make([]fcap.Cap, 1000)
+	for i := range caps {
+		caps[i] = fcap.Cap{Scope: "campaign", ID: fmt.Sprint("campaign-", i), Limit: 5, Window: 86_400_000}
+	}
+	answer := &proto.CheckResult{Epoch: 42, Now: 1_700_000_000_000, Verdicts: make([]fcap.Verdict, candidates), Left: make([]uint16, candidates)}
+	for i := range answer.Verdicts {
+		answer.Verdicts[i] = fcap.Verdict{Allowed: true, Remaining: 4, Blocking: -1}
+		answer.Left[i] = 4
+	}
+	resp, err := proto.AppendFrame(nil, 1, answer)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hdr := proto.Header{Version: proto.Version, Type: proto.TypeCheckResult, ID: 1}
+	cands, res := make([]fcap.Candidate, candidates), &CheckResult{}
+	cl := getCall(proto.TypeCheckResult)
+	var frame []byte
+	b.ReportAllocs()
+	cpu := processCPU()
+	for i := 0; b.Loop(); i++ {
+		for j := range cands {
+			k := (i*7 + j*13) % len(caps)
+			cands[j] = fcap.Candidate{Caps: caps[k : k+1]}
+		}
+		if err := res.reset(cands); err != nil {
+			b.Fatal(err)
+		}
+		req := proto.Check{Viewer: "viewer-123456", Now: 1_700_000_000_000 + int64(i), HasNow: true, Table: res.table, Budget: 4_500_000}
+		if frame, err = proto.AppendFrame(frame[:0], uint64(i), &req); err != nil {
+			b.Fatal(err)
+		}
+		cl.deliver(hdr, resp[proto.HeaderSize:])
+		<-cl.done
+		if cl.err != nil || !res.fill(&cl.check) {
+			b.Fatal(cl.err)
+		}
+	}
+	if cpu > 0 {
+		b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	}
+}

@@ -1,0 +1,4 @@
+package client
+
+// ProcessCPU exports processCPU to the external benchmarks.
+var ProcessCPU = processCPU
