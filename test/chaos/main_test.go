@@ -1,14 +1,9 @@
 package chaos
 
 import (
-	"os"
 	"testing"
 
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cluster.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cluster.Main(m) }

@@ -98,11 +98,20 @@ func buildNow(name string) (string, error) {
 	return out, nil
 }
 
-// Cleanup removes the built binary. Call it from TestMain after m.Run.
+// Cleanup removes the built binaries. Main calls it after the tests.
 func Cleanup() {
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
+}
+
+// Main is the TestMain of a package that starts real processes: it runs
+// the tests, removes the binaries they built and exits with the tests'
+// code.
+func Main(m *testing.M) {
+	code := m.Run()
+	Cleanup()
+	os.Exit(code)
 }
 
 func moduleRoot() (string, error) {
@@ -161,7 +170,7 @@ type Node struct {
 	args []string
 	env  []string // more environment, after the test's own
 	cmd  *exec.Cmd
-	logs *logBuffer
+	logs *LogBuffer
 	done chan struct{} // closed when the process exits
 
 	exitCode int // set before done is closed
@@ -256,7 +265,7 @@ func (n *Node) launch() error {
 }
 
 func (n *Node) launchOnce() error {
-	n.logs = &logBuffer{}
+	n.logs = &LogBuffer{}
 	n.cmd = exec.Command(n.bin, n.args...)
 	if len(n.env) > 0 {
 		n.cmd.Env = append(os.Environ(), n.env...)
@@ -436,12 +445,17 @@ func (n *Node) Restart() {
 	}
 }
 
-// Metrics scrapes the node's /metrics and returns every sample as
-// "name{label="value",...}" -> value, labels sorted.
-func (n *Node) Metrics() (map[string]float64, error) {
+// Metrics scrapes the node's /metrics: see Scrape.
+func (n *Node) Metrics() (map[string]float64, error) { return Scrape(n.HTTP) }
+
+// Scrape reads the Prometheus text served at http://addr/metrics and
+// returns every counter and gauge sample as
+// "name{label="value",...}" -> value, labels sorted (no braces without
+// labels), and a histogram's count under its key plus "_count".
+func Scrape(addr string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+n.HTTP+"/metrics", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
@@ -619,19 +633,19 @@ func (n *Node) Ready() bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// logBuffer is a goroutine-safe log sink.
-type logBuffer struct {
+// LogBuffer is a log sink a process's output and the test may share.
+type LogBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (l *logBuffer) Write(p []byte) (int, error) {
+func (l *LogBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *logBuffer) String() string {
+func (l *LogBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()

@@ -3,14 +3,9 @@
 package e2e
 
 import (
-	"os"
 	"testing"
 
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cluster.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cluster.Main(m) }

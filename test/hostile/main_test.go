@@ -6,7 +6,6 @@
 package hostile_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/fcap-io/fcap/test/cluster"
@@ -16,7 +15,5 @@ func TestMain(m *testing.M) {
 	if addr := os.Getenv(attackerEnv); addr != "" {
 		runAttacker(addr, os.Getenv(attackerEnv+"_HEAD"))
 	}
-	code := m.Run()
-	cluster.Cleanup()
-	os.Exit(code)
+	cluster.Main(m)
 }

@@ -8,17 +8,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -29,11 +24,7 @@ import (
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cluster.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cluster.Main(m) }
 
 // deadline bounds every wait of these tests: race-built nodes on a busy
 // 2-core machine, a group rebalance after a kill, a node declared dead.
@@ -47,7 +38,7 @@ type kafka struct {
 	adm     *kadm.Client
 	// commits logs every offset commit the cluster received: who
 	// committed what, for the post-mortem of a miscount.
-	commits *logBuffer
+	commits *cluster.LogBuffer
 }
 
 func startKafka(t *testing.T, partitions int32, topics ...string) *kafka {
@@ -62,7 +53,7 @@ func startKafkaB(t testing.TB, partitions int32, topics ...string) *kafka {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	k := &kafka{t: t, brokers: c.ListenAddrs(), commits: &logBuffer{}}
+	k := &kafka{t: t, brokers: c.ListenAddrs(), commits: &cluster.LogBuffer{}}
 	start := time.Now()
 	c.ControlKey(kmsg.OffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
@@ -197,7 +188,7 @@ type ingester struct {
 	args []string
 	cmd  *exec.Cmd
 	http string
-	logs *logBuffer
+	logs *cluster.LogBuffer
 	done chan struct{}
 }
 
@@ -205,7 +196,7 @@ type ingester struct {
 // line; the process is killed when the test ends.
 func startIngester(t *testing.T, args ...string) *ingester {
 	t.Helper()
-	in := &ingester{t: t, args: args, logs: &logBuffer{}, done: make(chan struct{})}
+	in := &ingester{t: t, args: args, logs: &cluster.LogBuffer{}, done: make(chan struct{})}
 	in.cmd = exec.Command(cluster.Tool(t, "fcapingest"), append([]string{"--http", "127.0.0.1:0", "--log-format", "json"}, args...)...)
 	stderr, err := in.cmd.StderrPipe()
 	if err != nil {
@@ -262,60 +253,23 @@ func (in *ingester) stop() {
 }
 
 // metric returns one sample of the ingester's /metrics ("name" or
-// `name{label="value"}`), 0 when absent or unreachable.
+// `name{label="value"}`; a bare name sums every labelled sample of it),
+// 0 when absent or unreachable.
 func (in *ingester) metric(key string) float64 {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+in.http+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
+	samples, err := cluster.Scrape(in.http)
 	if err != nil {
 		return 0
 	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return 0
-	}
-	name, label, _ := strings.Cut(strings.TrimSuffix(key, "}"), "{")
-	f := families[name]
-	if f == nil {
-		return 0
+	if strings.Contains(key, "{") {
+		return samples[key]
 	}
 	total := 0.0
-	for _, m := range f.GetMetric() {
-		var ls []string
-		for _, l := range m.GetLabel() {
-			ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-		}
-		if label != "" && strings.Join(ls, ",") != label {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			total += m.Counter.GetValue()
-		case m.Gauge != nil:
-			total += m.Gauge.GetValue()
+	for k, v := range samples {
+		if k == key || strings.HasPrefix(k, key+"{") && strings.HasSuffix(k, "}") {
+			total += v
 		}
 	}
 	return total
-}
-
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startOne starts a cluster of one node (no seeds: it forms alone) and
