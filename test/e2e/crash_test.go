@@ -20,9 +20,10 @@ import (
 // backup applied it.
 var strictBigCap = fcap.Cap{Scope: "campaign", ID: "durable-strict", Limit: bigCap.Limit, Window: bigCap.Window, Algorithm: fcap.Fixed, Mode: fcap.Strict}
 
-// crashTraffic runs Allow with one cap on viewers until ctx is done,
-// counting what the cluster acknowledged.
-func crashTraffic(ctx context.Context, c *client.Client, tl *tally, viewers []string, workers int, cp fcap.Cap) *sync.WaitGroup {
+// allowTraffic runs Allow with one cap on viewers until ctx is done,
+// counting what the cluster acknowledged (Allowed, not a fail-open or
+// stale verdict).
+func allowTraffic(ctx context.Context, c *client.Client, tl *tally, viewers []string, workers int, cp fcap.Cap) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
@@ -43,9 +44,9 @@ func crashTraffic(ctx context.Context, c *client.Client, tl *tally, viewers []st
 	return &wg
 }
 
-// countCap returns how many impressions the cluster counts for viewer
-// on cp, read from the owner.
-func countCap(t *testing.T, c *client.Client, viewer string, cp fcap.Cap) int {
+// countOf returns how many impressions the cluster counts for viewer on
+// cp, read from the owner.
+func countOf(t *testing.T, c *client.Client, viewer string, cp fcap.Cap) int {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -61,14 +62,11 @@ func countCap(t *testing.T, c *client.Client, viewer string, cp fcap.Cap) int {
 	}
 }
 
+// total is how many calls the cluster has acknowledged so far.
 func (tl *tally) total() int {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	n := 0
-	for _, a := range tl.acked {
-		n += a
-	}
-	return n
+	return total(tl.acked)
 }
 
 // TestWholeClusterKill9DefaultFsync: three durable nodes (R=2) under the
@@ -81,8 +79,8 @@ func TestWholeClusterKill9DefaultFsync(t *testing.T) {
 	soft, hard := newTally(), newTally()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	wgSoft := crashTraffic(ctx, c, soft, viewerIDs("crash-soft", 60), 4, bigCap)
-	wgHard := crashTraffic(ctx, c, hard, viewerIDs("crash-strict", 60), 4, strictBigCap)
+	wgSoft := allowTraffic(ctx, c, soft, viewerIDs("crash-soft", 60), 4, bigCap)
+	wgHard := allowTraffic(ctx, c, hard, viewerIDs("crash-strict", 60), 4, strictBigCap)
 	cluster.Eventually(t, 60*time.Second, func() bool { return soft.total() >= 1000 && hard.total() >= 300 },
 		"no traffic acknowledged")
 	cluster.KillAll(nodes) // in the middle of the traffic
@@ -102,7 +100,7 @@ func TestWholeClusterKill9DefaultFsync(t *testing.T) {
 		s.tl.mu.Lock()
 		lost := 0
 		for v, n := range s.tl.attempted {
-			got := countCap(t, c2, v, s.cp)
+			got := countOf(t, c2, v, s.cp)
 			if got < s.tl.acked[v] {
 				lost += s.tl.acked[v] - got
 			}
@@ -113,13 +111,7 @@ func TestWholeClusterKill9DefaultFsync(t *testing.T) {
 		if lost > 0 {
 			t.Errorf("%s: %d acknowledged impressions lost to a whole-cluster kill -9 under the default fsync", s.cp.Mode, lost)
 		}
-		t.Logf("%s: %d acknowledged, %d lost", s.cp.Mode, func() int {
-			n := 0
-			for _, a := range s.tl.acked {
-				n += a
-			}
-			return n
-		}(), lost)
+		t.Logf("%s: %d acknowledged, %d lost", s.cp.Mode, total(s.tl.acked), lost)
 		s.tl.mu.Unlock()
 	}
 }

@@ -35,53 +35,12 @@ type tally struct {
 
 func newTally() *tally { return &tally{attempted: map[string]int{}, acked: map[string]int{}} }
 
-// allowTraffic runs Allow on viewers until ctx is done, counting what
-// the cluster acknowledged (Allowed, not a fail-open verdict).
-func allowTraffic(ctx context.Context, c *client.Client, tl *tally, viewers []string, workers int) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; ctx.Err() == nil; i += workers {
-				v := viewers[i%len(viewers)]
-				cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				vd, err := c.Allow(cctx, v, []fcap.Cap{bigCap})
-				cancel()
-				tl.mu.Lock()
-				tl.attempted[v]++
-				if err == nil && vd.Allowed && !vd.FailOpen && !vd.Stale {
-					tl.acked[v]++
-				}
-				tl.mu.Unlock()
-			}
-		})
-	}
-	return &wg
-}
-
-// countOf returns how many impressions the cluster counts for viewer on
-// bigCap.
-func countOf(t *testing.T, c *client.Client, viewer string) int {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		res, err := c.Check(ctx, viewer, []fcap.Candidate{{Caps: []fcap.Cap{bigCap}}})
-		cancel()
-		if err == nil && !res.Verdicts[0].FailOpen && !res.Verdicts[0].Stale {
-			return int(bigCap.Limit - res.Verdicts[0].Remaining)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("check %s: %v %+v", viewer, err, res)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func checkTally(t *testing.T, c *client.Client, tl *tally) (acked int) {
 	t.Helper()
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	for v, n := range tl.attempted {
-		got := countOf(t, c, v)
+		got := countOf(t, c, v, bigCap)
 		if got < tl.acked[v] || got > n {
 			t.Errorf("%s: %d counted after restart; %d acknowledged of %d attempted", v, got, tl.acked[v], n)
 		}
@@ -99,16 +58,8 @@ func TestKill9SingleNodeKeepsAcknowledgedWrites(t *testing.T) {
 	c := newClient(t, []*cluster.Node{n})
 	tl := newTally()
 	ctx, stop := context.WithCancel(context.Background())
-	wg := allowTraffic(ctx, c, tl, viewerIDs("kill9", 40), 4)
-	cluster.Eventually(t, 30*time.Second, func() bool {
-		tl.mu.Lock()
-		defer tl.mu.Unlock()
-		total := 0
-		for _, a := range tl.acked {
-			total += a
-		}
-		return total >= 500
-	}, "no traffic acknowledged")
+	wg := allowTraffic(ctx, c, tl, viewerIDs("kill9", 40), 4, bigCap)
+	cluster.Eventually(t, 30*time.Second, func() bool { return tl.total() >= 500 }, "no traffic acknowledged")
 	n.Kill()
 	stop()
 	wg.Wait()
@@ -175,7 +126,7 @@ func TestDamagedLogTail(t *testing.T) {
 			if i == len(viewers)-1 {
 				want = 0 // its record was the damaged one
 			}
-			if got := countOf(t, c, v); got != want {
+			if got := countOf(t, c, v, bigCap); got != want {
 				t.Errorf("%s: %s counted %d, want %d", d.name, v, got, want)
 			}
 		}
@@ -192,16 +143,8 @@ func TestWholeClusterRestart(t *testing.T) {
 	c := newClient(t, nodes)
 	tl := newTally()
 	ctx, stop := context.WithCancel(context.Background())
-	wg := allowTraffic(ctx, c, tl, viewerIDs("whole", 60), 4)
-	cluster.Eventually(t, 30*time.Second, func() bool {
-		tl.mu.Lock()
-		defer tl.mu.Unlock()
-		total := 0
-		for _, a := range tl.acked {
-			total += a
-		}
-		return total >= 600
-	}, "no traffic acknowledged")
+	wg := allowTraffic(ctx, c, tl, viewerIDs("whole", 60), 4, bigCap)
+	cluster.Eventually(t, 30*time.Second, func() bool { return tl.total() >= 600 }, "no traffic acknowledged")
 	stop()
 	wg.Wait()
 	// Links are durable like counters.

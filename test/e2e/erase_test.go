@@ -28,7 +28,7 @@ func TestEraseSurvivesWholeClusterKill9(t *testing.T) {
 		t.Fatalf("link: %v", err)
 	}
 	for _, cp := range caps {
-		if n := countCap(t, c, viewer, cp); n != 5 {
+		if n := countOf(t, c, viewer, cp); n != 5 {
 			t.Fatalf("%s: %d counted before the erasure, want 5", cp.ID, n)
 		}
 	}
@@ -45,7 +45,7 @@ func TestEraseSurvivesWholeClusterKill9(t *testing.T) {
 	assertErased(t, nodes, viewer, device)
 	c2 := newClient(t, nodes)
 	for _, cp := range caps {
-		if n := countCap(t, c2, viewer, cp); n != 0 {
+		if n := countOf(t, c2, viewer, cp); n != 0 {
 			t.Errorf("%s: %d counted after the erasure and a restart, want 0", cp.ID, n)
 		}
 	}

@@ -42,7 +42,7 @@ func TestVoidSurvivesWholeClusterKill9(t *testing.T) {
 	assertOwnersCount(t, nodes, viewer, 2)
 	c2 := newClient(t, nodes)
 	for _, cp := range caps {
-		if n := countCap(t, c2, viewer, cp); n != 2 {
+		if n := countOf(t, c2, viewer, cp); n != 2 {
 			t.Errorf("%s: %d counted after the void and a restart, want 2", cp.ID, n)
 		}
 	}
