@@ -337,7 +337,7 @@ func TestChaos(t *testing.T) {
 		defer lf.Close()
 		cfg.Logger = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	c := newClient(t, cfg)
+	c := cluster.Client(t, cfg)
 
 	l := newLedger()
 	viewers := make([]string, 2000)
@@ -394,25 +394,6 @@ func TestChaos(t *testing.T) {
 	}
 	cancel()
 	h.check(l, lag, windows, c.Stats())
-}
-
-func newClient(t *testing.T, cfg client.Config) *client.Client {
-	t.Helper()
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c.Close(ctx)
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 func tail(s string, n int) string {

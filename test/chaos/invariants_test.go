@@ -161,7 +161,7 @@ func (h *harness) check(l *ledger, lag *lagMeter, windows []window, st client.St
 // that reaches the nodes directly with a generous deadline.
 func (h *harness) readBack(l *ledger) (map[key]int, *client.Client) {
 	t := h.t
-	c := newClient(t, cluster.ClientConfig(h.seeds()...))
+	c := cluster.NewClient(t, h.seeds())
 	per := map[string][]fcap.Cap{}
 	for _, m := range []map[key]int{l.acked, l.unknown, l.queued} {
 		for k := range m {

@@ -28,14 +28,21 @@ func ClientConfig(seeds ...string) client.Config {
 }
 
 // NewClient builds a client from ClientConfig(seeds...), changed by
-// mutate, closes it when the test ends, and waits (up to 60 s) until it
-// knows the topology and is connected to every active member.
+// mutate: see Client.
 func NewClient(t testing.TB, seeds []string, mutate ...func(*client.Config)) *client.Client {
 	t.Helper()
 	cfg := ClientConfig(seeds...)
 	for _, m := range mutate {
 		m(&cfg)
 	}
+	return Client(t, cfg)
+}
+
+// Client builds a client from cfg, closes it when the test ends, and
+// waits (up to 60 s) until it knows the topology and is connected to
+// every active member.
+func Client(t testing.TB, cfg client.Config) *client.Client {
+	t.Helper()
 	c, err := client.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -145,17 +145,7 @@ func newClient(t *testing.T, addr string) *client.Client {
 	t.Helper()
 	cfg := client.DefaultConfig(addr)
 	cfg.Timeout = 3 * time.Second // a race-built node on a busy 2-core box: this checks answers, not speed
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return cluster.Client(t, cfg)
 }
 
 // prober is the well-behaved client: a Check and an Allow on one
@@ -164,8 +154,7 @@ func newClient(t *testing.T, addr string) *client.Client {
 type prober struct {
 	c    *client.Client
 	ok   atomic.Int64
-	done chan struct{}
-	wg   sync.WaitGroup
+	loop *background
 
 	// mu guards failed.
 	mu     sync.Mutex
@@ -175,28 +164,16 @@ type prober struct {
 var probeCap = fcap.Cap{Scope: "campaign", ID: "probe", Limit: fcap.MaxLimit, Window: 3_600_000}
 
 func newProber(t *testing.T, c *client.Client) *prober {
-	p := &prober{c: c, done: make(chan struct{})}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-p.done:
-				return
-			case <-tick.C:
-			}
-			if err := p.call(); err != nil {
-				p.mu.Lock()
-				p.failed = append(p.failed, time.Now().Format("15:04:05.000")+" "+err.Error())
-				p.mu.Unlock()
-			} else {
-				p.ok.Add(1)
-			}
+	p := &prober{c: c}
+	p.loop = every(t, 50*time.Millisecond, func() {
+		if err := p.call(); err != nil {
+			p.mu.Lock()
+			p.failed = append(p.failed, time.Now().Format("15:04:05.000")+" "+err.Error())
+			p.mu.Unlock()
+		} else {
+			p.ok.Add(1)
 		}
-	}()
-	t.Cleanup(p.stop)
+	})
 	return p
 }
 
@@ -234,20 +211,49 @@ func (p *prober) failures() []string {
 	return append([]string(nil), p.failed...)
 }
 
-func (p *prober) stop() {
+func (p *prober) stop() { p.loop.stop() }
+
+// background calls a function over and over on its own goroutine.
+type background struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// every calls f every period, the first time one period from now, until
+// stop or the end of the test.
+func every(t *testing.T, period time.Duration, f func()) *background {
+	b := &background{done: make(chan struct{})}
+	b.wg.Go(func() {
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			select {
+			case <-b.done:
+				return
+			case <-tick.C:
+			}
+			f()
+		}
+	})
+	t.Cleanup(b.stop)
+	return b
+}
+
+// stop ends the calls and waits for the last one to return. It may be
+// called again.
+func (b *background) stop() {
 	select {
-	case <-p.done:
+	case <-b.done:
 	default:
-		close(p.done)
+		close(b.done)
 	}
-	p.wg.Wait()
+	b.wg.Wait()
 }
 
 // monitor scrapes the node's /metrics every 100ms and keeps the peaks
 // of its Go heap, its resident memory and its open connections.
 type monitor struct {
-	done             chan struct{}
-	wg               sync.WaitGroup
+	loop             *background
 	scrape           func()
 	heap, rss, conns atomic.Int64
 	// The peaks since the last call to phase.
@@ -262,7 +268,7 @@ func (m *monitor) phase() (heap, rss int64) {
 }
 
 func watch(t *testing.T, n *cluster.Node) *monitor {
-	m := &monitor{done: make(chan struct{})}
+	m := &monitor{}
 	peak := func(p *atomic.Int64, v float64) {
 		for {
 			old := p.Load()
@@ -284,32 +290,14 @@ func watch(t *testing.T, n *cluster.Node) *monitor {
 		}
 		peak(&m.conns, s["fcap_node_connections"])
 	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			m.scrape()
-			select {
-			case <-m.done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	t.Cleanup(func() { m.stop() })
+	m.scrape()
+	m.loop = every(t, 100*time.Millisecond, m.scrape)
 	return m
 }
 
 // stop ends the scraping and returns the peaks.
 func (m *monitor) stop() (heap, rss, conns int64) {
-	select {
-	case <-m.done:
-	default:
-		close(m.done)
-	}
-	m.wg.Wait()
+	m.loop.stop()
 	return m.heap.Load(), m.rss.Load(), m.conns.Load()
 }
 

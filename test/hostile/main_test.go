@@ -6,6 +6,7 @@
 package hostile_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/fcap-io/fcap/test/cluster"

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,55 +129,25 @@ const (
 type fastCaller struct {
 	phase  atomic.Int32
 	phases [phases]struct{ calls, failed atomic.Int64 }
-	done   chan struct{}
-	wg     sync.WaitGroup
+	loop   *background
 }
 
 func newFastCaller(t *testing.T, addr string) *fastCaller {
 	t.Helper()
-	cfg := client.DefaultConfig(addr)
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	f := &fastCaller{done: make(chan struct{})}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-f.done:
-				return
-			case <-tick.C:
-			}
-			p := &f.phases[f.phase.Load()]
-			v, err := c.Allow(context.Background(), "fast-viewer", []fcap.Cap{probeCap})
-			p.calls.Add(1)
-			if err != nil || v.Failed() {
-				p.failed.Add(1)
-			}
+	c := cluster.Client(t, client.DefaultConfig(addr))
+	f := &fastCaller{}
+	f.loop = every(t, 2*time.Millisecond, func() {
+		p := &f.phases[f.phase.Load()]
+		v, err := c.Allow(context.Background(), "fast-viewer", []fcap.Cap{probeCap})
+		p.calls.Add(1)
+		if err != nil || v.Failed() {
+			p.failed.Add(1)
 		}
-	}()
-	t.Cleanup(func() { f.stop() })
+	})
 	return f
 }
 
-func (f *fastCaller) stop() {
-	select {
-	case <-f.done:
-	default:
-		close(f.done)
-	}
-	f.wg.Wait()
-}
+func (f *fastCaller) stop() { f.loop.stop() }
 
 // TestNewClientDuringIdleFlood: 5,000 connections that connect and say
 // nothing, more than the node's default MaxConns of 4096, must not lock a
