@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -64,20 +62,11 @@ func clusterStatus(t *testing.T, addr string) statusJSON {
 // others (as "fcapctl status" shows), nothing acknowledged is lost and the
 // caller sees no error.
 func TestFcapctlStatusAndDrain(t *testing.T) {
-	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
-	c := testClient(t, seeds(nodes...))
-	capc := fcap.Cap{Scope: "campaign", ID: "drain", Limit: fcap.MaxLimit, Window: 24 * 3_600_000}
-	viewers := viewerIDs("drain", 200)
-	l := newLedger()
-	ctx, stop := context.WithCancel(context.Background())
-	wg := traffic(ctx, c, l, viewers, capc, 4)
+	tr := startTraffic(t, "drain", 200, 4)
+	nodes, l := tr.nodes, tr.l
 
 	// Every member reports; together they are primary of every partition.
-	cluster.Eventually(t, 30e9, func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return len(l.acked) > 50
-	}, "traffic did not start")
+	tr.started(t, 50)
 	st := clusterStatus(t, nodes[0].Data)
 	primaries := 0
 	for _, m := range st.Members {
@@ -117,10 +106,9 @@ func TestFcapctlStatusAndDrain(t *testing.T) {
 		st := clusterStatus(t, nodes[0].Data)
 		return len(st.Members) == 1 && st.Members[0].Reachable && st.Members[0].Primaries == st.Partitions
 	}, "the cluster did not settle on 1 member after the second drain")
-	stop()
-	wg.Wait()
+	tr.end()
 
-	lost, extra := verify(t, l, counted(t, c, viewers, capc))
+	lost, extra := tr.verify(t)
 	t.Logf("acknowledged %d impressions; lost %d, counted twice %d; errors %d", total(l.acked), lost, extra, l.errors)
 	if l.errors != 0 {
 		t.Errorf("the client surfaced %d errors", l.errors)

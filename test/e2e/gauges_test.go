@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/test/cluster"
 )
@@ -59,25 +57,15 @@ func settledGauges(t *testing.T, nodes []*cluster.Node, after string) {
 // dropped too (it will get its partitions whole if it returns), so the
 // survivors' queue and lag go back to zero without it.
 func TestGaugesResetWhenAPeerDies(t *testing.T) {
-	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
-	c := testClient(t, seeds(nodes...))
-	capc := fcap.Cap{Scope: "campaign", ID: "gauges", Limit: fcap.MaxLimit, Window: 24 * 3_600_000}
-	l := newLedger()
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	wg := traffic(ctx, c, l, viewerIDs("gauges", 300), capc, 4)
-	cluster.Eventually(t, 30*time.Second, func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return len(l.acked) > 100
-	}, "traffic did not start")
+	tr := startTraffic(t, "gauges", 300, 4)
+	nodes := tr.nodes
+	tr.started(t, 100)
 	nodes[2].Kill()
 	live := nodes[:2]
 	// Traffic goes on until the survivors' rings have dropped the dead
 	// node: changes queued for it meanwhile never reach it.
 	cluster.WaitActive(t, live, 2)
-	stop()
-	wg.Wait()
+	tr.end()
 	settledGauges(t, live, "a peer's death")
 }
 
@@ -85,18 +73,9 @@ func TestGaugesResetWhenAPeerDies(t *testing.T) {
 // once it is back, no node reports a partition under-replicated or
 // anything queued.
 func TestGaugesAfterADrain(t *testing.T) {
-	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
-	c := testClient(t, seeds(nodes...))
-	capc := fcap.Cap{Scope: "campaign", ID: "gauges-drain", Limit: fcap.MaxLimit, Window: 24 * 3_600_000}
-	l := newLedger()
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	wg := traffic(ctx, c, l, viewerIDs("gauges-drain", 300), capc, 4)
-	cluster.Eventually(t, 30*time.Second, func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return len(l.acked) > 100
-	}, "traffic did not start")
+	tr := startTraffic(t, "gauges-drain", 300, 4)
+	nodes := tr.nodes
+	tr.started(t, 100)
 	runFcapctl(t, "drain", "--addr", nodes[0].Data, nodes[1].Name)
 	live := []*cluster.Node{nodes[0], nodes[2]}
 	cluster.WaitActive(t, live, 2)
@@ -104,7 +83,6 @@ func TestGaugesAfterADrain(t *testing.T) {
 	nodes[1].Stop(30 * time.Second)
 	nodes[1].Restart()
 	cluster.WaitActive(t, nodes, 3)
-	stop()
-	wg.Wait()
+	tr.end()
 	settledGauges(t, nodes, "a drain and a restart")
 }

@@ -74,6 +74,61 @@ func traffic(ctx context.Context, c *client.Client, l *ledger, viewers []string,
 	return &wg
 }
 
+// trafficRun is a client's traffic on a cap that never denies (see traffic)
+// on a cluster of three nodes with R=2, every answer accounted in l.
+type trafficRun struct {
+	nodes   []*cluster.Node
+	c       *client.Client
+	capc    fcap.Cap
+	viewers []string
+	l       *ledger
+	stop    context.CancelFunc
+	wg      *sync.WaitGroup
+}
+
+// startTraffic starts the cluster, a client and workers callers on viewers
+// viewers, the cap and the viewers named after name. The traffic stops
+// when the test ends, if end has not stopped it before.
+func startTraffic(t *testing.T, name string, viewers, workers int) *trafficRun {
+	t.Helper()
+	tr := &trafficRun{
+		nodes:   cluster.StartCluster(t, 3, cluster.Options{Replicas: 2}),
+		capc:    fcap.Cap{Scope: "campaign", ID: name, Limit: fcap.MaxLimit, Window: 24 * 3_600_000},
+		viewers: viewerIDs(name, viewers),
+		l:       newLedger(),
+	}
+	tr.c = testClient(t, seeds(tr.nodes...))
+	ctx, stop := context.WithCancel(context.Background())
+	tr.stop = stop
+	tr.wg = traffic(ctx, tr.c, tr.l, tr.viewers, tr.capc, workers)
+	t.Cleanup(tr.end)
+	return tr
+}
+
+// started waits until more than n viewers have an acknowledged
+// impression.
+func (tr *trafficRun) started(t *testing.T, n int) {
+	t.Helper()
+	cluster.Eventually(t, 30*time.Second, func() bool {
+		tr.l.mu.Lock()
+		defer tr.l.mu.Unlock()
+		return len(tr.l.acked) > n
+	}, "traffic did not start")
+}
+
+// end stops the traffic and waits until every caller has returned.
+func (tr *trafficRun) end() {
+	tr.stop()
+	tr.wg.Wait()
+}
+
+// verify compares what the cluster counts with what the ledger says it
+// acknowledged (see verify).
+func (tr *trafficRun) verify(t *testing.T) (lost, extra int) {
+	t.Helper()
+	return verify(t, tr.l, counted(t, tr.c, tr.viewers, tr.capc))
+}
+
 // counted asks the cluster how many impressions each viewer holds.
 func counted(t *testing.T, c *client.Client, viewers []string, capc fcap.Cap) map[string]int {
 	t.Helper()
@@ -144,13 +199,8 @@ func waitStable(t *testing.T, nodes []*cluster.Node) {
 // checking: every acknowledged impression is counted exactly once and the
 // caller never sees an error.
 func TestScaleUpAndDownUnderTraffic(t *testing.T) {
-	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
-	c := testClient(t, seeds(nodes...))
-	capc := fcap.Cap{Scope: "campaign", ID: "scale", Limit: fcap.MaxLimit, Window: 24 * 3_600_000}
-	viewers := viewerIDs("scale", 300)
-	l := newLedger()
-	ctx, stop := context.WithCancel(context.Background())
-	wg := traffic(ctx, c, l, viewers, capc, 4)
+	tr := startTraffic(t, "scale", 300, 4)
+	nodes, c, l := tr.nodes, tr.c, tr.l
 	pause := func() { time.Sleep(1500 * time.Millisecond) } // let traffic run between steps
 
 	// checkpoint compares, between steps, the impressions acknowledged
@@ -163,7 +213,7 @@ func TestScaleUpAndDownUnderTraffic(t *testing.T) {
 				before[v] = n
 			}
 			l.mu.Unlock()
-			got := counted(t, c, viewers[:30], capc)
+			got := counted(t, c, tr.viewers[:30], tr.capc)
 			lost := 0
 			for v, n := range got {
 				lost += max(before[v]-n, 0)
@@ -187,10 +237,9 @@ func TestScaleUpAndDownUnderTraffic(t *testing.T) {
 		pause()
 		checkpoint("stop " + n.Name)
 	}
-	stop()
-	wg.Wait()
+	tr.end()
 
-	lost, extra := verify(t, l, counted(t, c, viewers, capc))
+	lost, extra := tr.verify(t)
 	acked := total(l.acked)
 	t.Logf("acknowledged %d impressions; lost %d, counted twice %d; errors %d; failed over %d", acked, lost, extra, l.errors, l.failed)
 	if l.errors != 0 {
@@ -328,13 +377,8 @@ func TestKillTwoOfFive(t *testing.T) { crashTest(t, 5, 3, []int{1, 3}, false) }
 // TestRollingRestart restarts every node in turn (graceful stop, start
 // with the same name) under traffic: nothing lost, no error.
 func TestRollingRestart(t *testing.T) {
-	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
-	c := testClient(t, seeds(nodes...))
-	capc := fcap.Cap{Scope: "campaign", ID: "rolling", Limit: fcap.MaxLimit, Window: 24 * 3_600_000}
-	viewers := viewerIDs("rolling", 200)
-	l := newLedger()
-	ctx, stop := context.WithCancel(context.Background())
-	wg := traffic(ctx, c, l, viewers, capc, 3)
+	tr := startTraffic(t, "rolling", 200, 3)
+	nodes, l := tr.nodes, tr.l
 	time.Sleep(time.Second)
 	for _, n := range nodes {
 		if !n.Stop(60 * time.Second) {
@@ -344,9 +388,8 @@ func TestRollingRestart(t *testing.T) {
 		waitStable(t, nodes)
 		time.Sleep(time.Second)
 	}
-	stop()
-	wg.Wait()
-	lost, extra := verify(t, l, counted(t, c, viewers, capc))
+	tr.end()
+	lost, extra := tr.verify(t)
 	t.Logf("acknowledged %d; lost %d; counted twice %d; errors %d; failed over %d", total(l.acked), lost, extra, l.errors, l.failed)
 	if l.errors != 0 {
 		t.Errorf("the client surfaced %d errors", l.errors)
