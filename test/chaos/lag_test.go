@@ -157,27 +157,33 @@ type ringWatch struct {
 }
 
 func (rw *ringWatch) run(ctx context.Context, epoch func() uint64) *sync.WaitGroup {
+	last := epoch()
+	return every(ctx, 5*time.Millisecond, func(now time.Time) {
+		if e := epoch(); e != last {
+			last = e
+			rw.mu.Lock()
+			rw.at = append(rw.at, time.Now())
+			rw.mu.Unlock()
+		}
+	})
+}
+
+// every calls f with the time of each tick, every period, on a goroutine
+// of its own until ctx is done. The WaitGroup is done once it returned.
+func every(ctx context.Context, period time.Duration, f func(now time.Time)) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		last := epoch()
-		t := time.NewTicker(5 * time.Millisecond)
+	wg.Go(func() {
+		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
-				if e := epoch(); e != last {
-					last = e
-					rw.mu.Lock()
-					rw.at = append(rw.at, time.Now())
-					rw.mu.Unlock()
-				}
+			case now := <-t.C:
+				f(now)
 			}
 		}
-	}()
+	})
 	return &wg
 }
 

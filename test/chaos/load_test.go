@@ -129,27 +129,18 @@ type load struct {
 func (ld *load) run(ctx context.Context, workers int) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	ticks := make(chan struct{}, workers)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(ticks)
-		t := time.NewTicker(time.Second / time.Duration(ld.rate))
-		defer t.Stop()
-		for {
+	wg.Go(func() {
+		defer close(ticks) // the workers end once the ticks have
+		every(ctx, time.Second/time.Duration(ld.rate), func(time.Time) {
 			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				select {
-				case ticks <- struct{}{}:
-				default:
-					ld.l.mu.Lock()
-					ld.l.skipped++
-					ld.l.mu.Unlock()
-				}
+			case ticks <- struct{}{}:
+			default:
+				ld.l.mu.Lock()
+				ld.l.skipped++
+				ld.l.mu.Unlock()
 			}
-		}
-	}()
+		}).Wait()
+	})
 	for w := range workers {
 		wg.Add(1)
 		go func() {

@@ -41,40 +41,27 @@ func (w *watchdog) end(i int) {
 }
 
 func (w *watchdog) run(ctx context.Context, logf func(string, ...any)) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(5 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				if w.dumps >= w.max || now.Sub(w.lastDump) < time.Second {
-					continue
-				}
-				for i := range w.started {
-					s := w.started[i].Load()
-					if s == 0 || now.Sub(time.Unix(0, s)) < w.limit {
-						continue
-					}
-					// The header's m=+ reading is on the same clock as the
-					// monotonic part of the deadlines in the stacks.
-					buf := make([]byte, 8<<20)
-					head := fmt.Appendf(nil, "now %v, worker %d started %v ago\n\n", time.Now(), i, now.Sub(time.Unix(0, s)))
-					buf = append(head, buf[:runtime.Stack(buf, true)]...)
-					path := filepath.Join(w.dir, fmt.Sprintf("stacks-%d.txt", w.dumps))
-					if err := os.WriteFile(path, buf, 0o644); err == nil {
-						logf("worker %d running for %v: goroutines dumped to %s", i, now.Sub(time.Unix(0, s)), path)
-					}
-					w.dumps++
-					w.lastDump = now
-					break
-				}
-			}
+	return every(ctx, 5*time.Millisecond, func(now time.Time) {
+		if w.dumps >= w.max || now.Sub(w.lastDump) < time.Second {
+			return
 		}
-	}()
-	return &wg
+		for i := range w.started {
+			s := w.started[i].Load()
+			if s == 0 || now.Sub(time.Unix(0, s)) < w.limit {
+				continue
+			}
+			// The header's m=+ reading is on the same clock as the
+			// monotonic part of the deadlines in the stacks.
+			buf := make([]byte, 8<<20)
+			head := fmt.Appendf(nil, "now %v, worker %d started %v ago\n\n", time.Now(), i, now.Sub(time.Unix(0, s)))
+			buf = append(head, buf[:runtime.Stack(buf, true)]...)
+			path := filepath.Join(w.dir, fmt.Sprintf("stacks-%d.txt", w.dumps))
+			if err := os.WriteFile(path, buf, 0o644); err == nil {
+				logf("worker %d running for %v: goroutines dumped to %s", i, now.Sub(time.Unix(0, s)), path)
+			}
+			w.dumps++
+			w.lastDump = now
+			return
+		}
+	})
 }
