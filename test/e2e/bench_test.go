@@ -52,22 +52,25 @@ func statuses(nodes []*cluster.Node) (out []*proto.Status, ok bool) {
 
 // served: every running node's ring holds exactly the running nodes,
 // all active, and none waits for a partition it owns.
-func served(sts []*proto.Status, members int) bool {
-	for _, st := range sts {
-		if st.Members != uint64(members) || st.State != 2 || st.Syncing != 0 {
-			return false
-		}
-	}
-	return len(sts) == members
-}
-
-// replicated: served, and every partition has all its copies.
-func replicated(sts []*proto.Status, members int) bool {
-	if !served(sts, members) {
+func served(sts []*proto.Status, n int) bool {
+	if !members(sts, n) {
 		return false
 	}
 	for _, st := range sts {
-		if st.UnderReplicated != 0 || st.Handing != 0 || st.ReplicationQueue != 0 {
+		if st.State != 2 || st.Syncing != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// replicated: copied, and nothing waits in a replication queue.
+func replicated(sts []*proto.Status, n int) bool {
+	if !copied(sts, n) {
+		return false
+	}
+	for _, st := range sts {
+		if st.ReplicationQueue != 0 {
 			return false
 		}
 	}
@@ -134,16 +137,7 @@ func benchClient(b *testing.B, nodes []*cluster.Node) *client.Client {
 	cfg := client.DefaultConfig(seeds(nodes...)...)
 	cfg.Timeout = time.Second
 	cfg.RecordQueue = 1 << 16
-	c, err := client.New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		b.Fatal(err)
-	}
-	return c
+	return cluster.Client(b, cfg)
 }
 
 func median(ds []time.Duration) time.Duration {
@@ -271,20 +265,13 @@ func (l *verdictLoad) mark(t time.Time) {
 func newVerdictLoad(b *testing.B, nodes []*cluster.Node) *verdictLoad {
 	cfg := client.DefaultConfig(seeds(nodes...)...)
 	cfg.Timeout = 20 * time.Millisecond
-	c, err := client.New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		b.Fatal(err)
-	}
+	c := cluster.Client(b, cfg)
 	caps := []fcap.Cap{
 		{Scope: "campaign", ID: "fo-soft", Limit: fcap.MaxLimit, Window: 3_600_000},
 		{Scope: "campaign", ID: "fo-strict", Limit: fcap.MaxLimit, Window: 3_600_000, Mode: fcap.Strict},
 	}
 	l := &verdictLoad{c: c, calls: map[int]int{}, failed: map[int]int{}}
+	var ctx context.Context
 	ctx, l.cancel = context.WithCancel(context.Background())
 	const workers = 8 // each paced at one call per 4 ms
 	for w := range workers {

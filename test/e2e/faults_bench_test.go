@@ -67,15 +67,7 @@ func BenchmarkKillOvershoot(b *testing.B) {
 		nodes := cluster.StartCluster(b, 3, cluster.Options{Replicas: 2})
 		cfg := client.DefaultConfig(seeds(nodes...)...)
 		cfg.Timeout = 20 * time.Millisecond
-		c, err := client.New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := c.WaitReady(ctx); err != nil {
-			b.Fatal(err)
-		}
-		cancel()
+		c := cluster.Client(b, cfg)
 		const limit = 5
 		soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: 3_600_000}
 		strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: 3_600_000, Mode: fcap.Strict}

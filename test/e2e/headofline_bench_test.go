@@ -26,15 +26,7 @@ func BenchmarkSoftFailOpenDeadBackup(b *testing.B) {
 		nodes := cluster.StartCluster(b, 3, cluster.Options{Replicas: 2, Args: []string{"--log-level", benchLogLevel()}})
 		cfg := client.DefaultConfig(seeds(nodes...)...)
 		cfg.Timeout = 20 * time.Millisecond
-		c, err := client.New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := c.WaitReady(ctx); err != nil {
-			b.Fatal(err)
-		}
-		cancel()
+		c := cluster.Client(b, cfg)
 		dead := nodes[2]
 		const viewers = 400
 		// Viewers whose primary survives and whose backup is the one killed.
