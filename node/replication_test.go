@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -17,12 +16,13 @@ import (
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/ring"
+	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // TestJoinUnderTrafficLosesNothing adds a node to a 3-node cluster while
 // a client records: every impression the cluster acknowledged is counted.
 func TestJoinUnderTrafficLosesNothing(t *testing.T) {
-	var logs syncBuffer
+	var logs cluster.LogBuffer
 	debug := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	nodes := startCluster(t, 3, func(c *node.Config) { c.Logger = debug })
 	c := newClient(t, nodes)
@@ -127,23 +127,6 @@ func TestJoinUnderTrafficLosesNothing(t *testing.T) {
 		t.Errorf("%d of %d acknowledged impressions lost", lost, total)
 	}
 	t.Logf("%d acknowledged, %d lost, %d failed over", total, lost, failed)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestThrottledJoinKeepsStrictWritesFlowing joins a node while its
