@@ -60,103 +60,50 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	o := &options{}
 	fs := flag.NewFlagSet("fcapd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	env := func(name, fallback string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return fallback
-	}
-	str := func(p *string, flagName, envName, fallback, usage string) {
-		fs.StringVar(p, flagName, env(envName, fallback), usage+" (env "+envName+")")
-	}
-	str(&o.name, "name", "FCAP_NAME", def.Name, "stable node name; it places the node on the ring")
-	str(&o.data, "data", "FCAP_DATA_ADDR", def.DataAddr, "data-plane listen address")
-	str(&o.advertiseData, "advertise-data", "FCAP_ADVERTISE_DATA_ADDR", "", "data-plane address told to clients and peers (default: the bound address)")
-	str(&o.gossip, "gossip", "FCAP_GOSSIP_ADDR", "127.0.0.1:7946", "gossip listen address (TCP and UDP)")
-	str(&o.advertiseGossip, "advertise-gossip", "FCAP_ADVERTISE_GOSSIP_ADDR", "", "gossip address told to peers (default: the bound address)")
-	str(&o.http, "http", "FCAP_HTTP_ADDR", def.HTTPAddr, `metrics and health listen address ("" disables)`)
+	f := &envFlags{fs: fs, getenv: getenv}
+	f.str(&o.name, "name", "FCAP_NAME", def.Name, "stable node name; it places the node on the ring")
+	f.str(&o.data, "data", "FCAP_DATA_ADDR", def.DataAddr, "data-plane listen address")
+	f.str(&o.advertiseData, "advertise-data", "FCAP_ADVERTISE_DATA_ADDR", "", "data-plane address told to clients and peers (default: the bound address)")
+	f.str(&o.gossip, "gossip", "FCAP_GOSSIP_ADDR", "127.0.0.1:7946", "gossip listen address (TCP and UDP)")
+	f.str(&o.advertiseGossip, "advertise-gossip", "FCAP_ADVERTISE_GOSSIP_ADDR", "", "gossip address told to peers (default: the bound address)")
+	f.str(&o.http, "http", "FCAP_HTTP_ADDR", def.HTTPAddr, `metrics and health listen address ("" disables)`)
 	var join, memLimit, transferRate string
-	str(&join, "join", "FCAP_JOIN", "", "comma-separated gossip addresses of nodes to join (joining a cluster is this one flag); a node given seeds waits for them and never forms a cluster alone, unless --bootstrap")
+	f.str(&join, "join", "FCAP_JOIN", "", "comma-separated gossip addresses of nodes to join (joining a cluster is this one flag); a node given seeds waits for them and never forms a cluster alone, unless --bootstrap")
 	fs.BoolVar(&o.bootstrap, "bootstrap", getenv("FCAP_BOOTSTRAP") == "true", "with --join: form a new cluster alone if no seed answers within the sync timeout (give it to one node of a new cluster, never to all) (env FCAP_BOOTSTRAP=true)")
 	rdef := ring.DefaultConfig()
-	intFlag := func(p *int, flagName, envName string, fallback int, usage string) error {
-		v := fallback
-		if s := getenv(envName); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil {
-				return fmt.Errorf("%s=%q: %w", envName, s, err)
-			}
-			v = n
-		}
-		fs.IntVar(p, flagName, v, usage+" (env "+envName+")")
-		return nil
-	}
-	if err := intFlag(&o.replicas, "replicas", "FCAP_REPLICAS", rdef.Replicas, "owners per partition (primary + backups)"); err != nil {
-		return nil, err
-	}
-	if err := intFlag(&o.partitions, "partitions", "FCAP_PARTITIONS", rdef.Partitions, "partitions of the keyspace, a prime; every node must agree"); err != nil {
-		return nil, err
-	}
-	str(&memLimit, "memory-limit", "FCAP_MEMORY_LIMIT", "", "bytes of counter state past which new counters are refused, e.g. 4GiB (default: half the memory of the machine or cgroup)")
-	str(&transferRate, "transfer-rate", "FCAP_TRANSFER_RATE", "64MiB", "bytes per second a node sends when it moves whole partitions (joins, re-replication); 0 for no limit")
-	str(&o.gossipProfile, "gossip-profile", "FCAP_GOSSIP_PROFILE", "lan", "gossip timings: lan, wan or local (loopback tests)")
-	str(&o.scopes, "scopes", "FCAP_SCOPES", strings.Join(def.Engine.Scopes, ","), `comma-separated cap scopes accepted, or "*" for any`)
-	str(&o.gossipKey, "gossip-key", "FCAP_GOSSIP_KEY", "", "base64 16, 24 or 32-byte AES key that encrypts and authenticates gossip; every node needs it (prefer --gossip-key-file: flags show in ps)")
-	str(&o.gossipKeyFile, "gossip-key-file", "FCAP_GOSSIP_KEY_FILE", "", "file holding the base64 gossip key (see --gossip-key)")
-	str(&o.tlsCert, "tls-cert", "FCAP_TLS_CERT", "", "PEM certificate (chain) of the data plane: with --tls-key, serve it over TLS only, and present it to peers as client certificate")
-	str(&o.tlsKey, "tls-key", "FCAP_TLS_KEY", "", "PEM private key of --tls-cert")
-	str(&o.tlsClientCA, "tls-client-ca", "FCAP_TLS_CLIENT_CA", "", "PEM CA certificates: when set, every data-plane client (ad servers, fcapctl, peers) must present a certificate they signed")
-	str(&o.tlsCA, "tls-ca", "FCAP_TLS_CA", "", "PEM CA certificates that verify peers' data-plane certificates (default: the system's roots)")
-	str(&o.tokensFile, "tokens-file", "FCAP_TOKENS_FILE", "", `file of "role token" lines (roles adserver, operator, peer): every data-plane connection must then present a token; the last peer token is the one this node presents to the others`)
-	str(&o.logLevel, "log-level", "FCAP_LOG_LEVEL", "info", "debug, info, warn or error")
-	str(&o.logFormat, "log-format", "FCAP_LOG_FORMAT", "text", "text or json")
+	f.int(&o.replicas, "replicas", "FCAP_REPLICAS", rdef.Replicas, "owners per partition (primary + backups)")
+	f.int(&o.partitions, "partitions", "FCAP_PARTITIONS", rdef.Partitions, "partitions of the keyspace, a prime; every node must agree")
+	f.str(&memLimit, "memory-limit", "FCAP_MEMORY_LIMIT", "", "bytes of counter state past which new counters are refused, e.g. 4GiB (default: half the memory of the machine or cgroup)")
+	f.str(&transferRate, "transfer-rate", "FCAP_TRANSFER_RATE", "64MiB", "bytes per second a node sends when it moves whole partitions (joins, re-replication); 0 for no limit")
+	f.str(&o.gossipProfile, "gossip-profile", "FCAP_GOSSIP_PROFILE", "lan", "gossip timings: lan, wan or local (loopback tests)")
+	f.str(&o.scopes, "scopes", "FCAP_SCOPES", strings.Join(def.Engine.Scopes, ","), `comma-separated cap scopes accepted, or "*" for any`)
+	f.str(&o.gossipKey, "gossip-key", "FCAP_GOSSIP_KEY", "", "base64 16, 24 or 32-byte AES key that encrypts and authenticates gossip; every node needs it (prefer --gossip-key-file: flags show in ps)")
+	f.str(&o.gossipKeyFile, "gossip-key-file", "FCAP_GOSSIP_KEY_FILE", "", "file holding the base64 gossip key (see --gossip-key)")
+	f.str(&o.tlsCert, "tls-cert", "FCAP_TLS_CERT", "", "PEM certificate (chain) of the data plane: with --tls-key, serve it over TLS only, and present it to peers as client certificate")
+	f.str(&o.tlsKey, "tls-key", "FCAP_TLS_KEY", "", "PEM private key of --tls-cert")
+	f.str(&o.tlsClientCA, "tls-client-ca", "FCAP_TLS_CLIENT_CA", "", "PEM CA certificates: when set, every data-plane client (ad servers, fcapctl, peers) must present a certificate they signed")
+	f.str(&o.tlsCA, "tls-ca", "FCAP_TLS_CA", "", "PEM CA certificates that verify peers' data-plane certificates (default: the system's roots)")
+	f.str(&o.tokensFile, "tokens-file", "FCAP_TOKENS_FILE", "", `file of "role token" lines (roles adserver, operator, peer): every data-plane connection must then present a token; the last peer token is the one this node presents to the others`)
+	f.str(&o.logLevel, "log-level", "FCAP_LOG_LEVEL", "info", "debug, info, warn or error")
+	f.str(&o.logFormat, "log-format", "FCAP_LOG_FORMAT", "text", "text or json")
 	fs.BoolVar(&o.pprof, "pprof", getenv("FCAP_PPROF") == "true", "serve Go profiles under /debug/pprof/ on the HTTP address (env FCAP_PPROF=true)")
 	fs.BoolVar(&o.httpAPI, "http-api", getenv("FCAP_HTTP_API") != "false", "serve the JSON API under /v1/ on the HTTP address (env FCAP_HTTP_API=false turns it off)")
-	durFlag := func(p *time.Duration, flagName, envName string, fallback time.Duration, usage string) error {
-		v := fallback
-		if s := getenv(envName); s != "" {
-			d, err := time.ParseDuration(s)
-			if err != nil {
-				return fmt.Errorf("%s=%q: %w", envName, s, err)
-			}
-			v = d
-		}
-		fs.DurationVar(p, flagName, v, usage+" (env "+envName+")")
-		return nil
-	}
-	if err := durFlag(&o.apiTimeout, "api-timeout", "FCAP_API_TIMEOUT", def.APITimeout, "deadline of a JSON API call to the cluster, unless the request sets its own with the X-Fcap-Timeout-Ms header"); err != nil {
-		return nil, err
-	}
-	if err := durFlag(&o.maxClockSkew, "max-clock-skew", "FCAP_MAX_CLOCK_SKEW", def.MaxClockSkew, "how far ahead of this node's clock a caller's time (a check's now, an impression's time) may be; beyond it the request is refused, and a peer's or the log's time beyond it is clamped (see SECURITY.md)"); err != nil {
-		return nil, err
-	}
-	if err := durFlag(&o.shutdownTimeout, "shutdown-timeout", "FCAP_SHUTDOWN_TIMEOUT", 30*time.Second, "how long a graceful stop may take"); err != nil {
-		return nil, err
-	}
-	if err := intFlag(&o.maxConns, "max-conns", "FCAP_MAX_CONNS", def.MaxConns, "data-plane connections served at once; past it new ones are told overloaded and closed"); err != nil {
-		return nil, err
-	}
-	if err := intFlag(&o.maxPendingConns, "max-pending-conns", "FCAP_MAX_PENDING_CONNS", def.MaxPendingConns, "data-plane connections that have not authenticated (said Hello, or without tokens sent a first request) held at once; past it the oldest is closed to make room (0: a quarter of --max-conns)"); err != nil {
-		return nil, err
-	}
-	if err := durFlag(&o.handshakeTimeout, "handshake-timeout", "FCAP_HANDSHAKE_TIMEOUT", def.HandshakeTimeout, "close a data-plane connection that has not authenticated within this long (with tokens: from connect to Hello; without: from its first byte to its first request's header)"); err != nil {
-		return nil, err
-	}
-	if err := intFlag(&o.maxDevices, "max-devices", "FCAP_MAX_DEVICES", def.MaxDevicesPerViewer, "devices that may be linked to one viewer (identity); a link past it is refused"); err != nil {
-		return nil, err
-	}
+	f.duration(&o.apiTimeout, "api-timeout", "FCAP_API_TIMEOUT", def.APITimeout, "deadline of a JSON API call to the cluster, unless the request sets its own with the X-Fcap-Timeout-Ms header")
+	f.duration(&o.maxClockSkew, "max-clock-skew", "FCAP_MAX_CLOCK_SKEW", def.MaxClockSkew, "how far ahead of this node's clock a caller's time (a check's now, an impression's time) may be; beyond it the request is refused, and a peer's or the log's time beyond it is clamped (see SECURITY.md)")
+	f.duration(&o.shutdownTimeout, "shutdown-timeout", "FCAP_SHUTDOWN_TIMEOUT", 30*time.Second, "how long a graceful stop may take")
+	f.int(&o.maxConns, "max-conns", "FCAP_MAX_CONNS", def.MaxConns, "data-plane connections served at once; past it new ones are told overloaded and closed")
+	f.int(&o.maxPendingConns, "max-pending-conns", "FCAP_MAX_PENDING_CONNS", def.MaxPendingConns, "data-plane connections that have not authenticated (said Hello, or without tokens sent a first request) held at once; past it the oldest is closed to make room (0: a quarter of --max-conns)")
+	f.duration(&o.handshakeTimeout, "handshake-timeout", "FCAP_HANDSHAKE_TIMEOUT", def.HandshakeTimeout, "close a data-plane connection that has not authenticated within this long (with tokens: from connect to Hello; without: from its first byte to its first request's header)")
+	f.int(&o.maxDevices, "max-devices", "FCAP_MAX_DEVICES", def.MaxDevicesPerViewer, "devices that may be linked to one viewer (identity); a link past it is refused")
 	var maxFrame string
-	str(&maxFrame, "max-frame", "FCAP_MAX_FRAME", strconv.Itoa(def.MaxFrame), "largest request frame accepted, e.g. 1MiB; a longer length prefix closes the connection")
-	if err := durFlag(&o.idleTimeout, "idle-timeout", "FCAP_IDLE_TIMEOUT", def.IdleTimeout, "close a data-plane connection that sends no complete request for this long (bounds slowloris clients)"); err != nil {
-		return nil, err
-	}
-	if err := durFlag(&o.writeTimeout, "write-timeout", "FCAP_WRITE_TIMEOUT", def.WriteTimeout, "close a data-plane connection that does not read its responses for this long (bounds slow readers)"); err != nil {
-		return nil, err
-	}
-	if err := o.durable.define(fs, getenv, def); err != nil {
-		return nil, err
-	}
+	f.str(&maxFrame, "max-frame", "FCAP_MAX_FRAME", strconv.Itoa(def.MaxFrame), "largest request frame accepted, e.g. 1MiB; a longer length prefix closes the connection")
+	f.duration(&o.idleTimeout, "idle-timeout", "FCAP_IDLE_TIMEOUT", def.IdleTimeout, "close a data-plane connection that sends no complete request for this long (bounds slowloris clients)")
+	f.duration(&o.writeTimeout, "write-timeout", "FCAP_WRITE_TIMEOUT", def.WriteTimeout, "close a data-plane connection that does not read its responses for this long (bounds slow readers)")
+	o.durable.define(f, def)
 	version := fs.Bool("version", false, "print the build (version, revision, Go release) and exit")
+	if f.err != nil {
+		return nil, f.err
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
