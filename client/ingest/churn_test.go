@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -59,39 +58,8 @@ func TestChurnLosesNothing(t *testing.T) {
 	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.HeartbeatInterval(100*time.Millisecond), kgo.RebalanceTimeout(3*time.Second))
 
 	// The stream: ids 0..n-1, round robin over the partitions.
-	var (
-		mu sync.Mutex
-		n  int
-	)
-	stop := make(chan struct{})
-	streamed := make(chan struct{})
-	go func() {
-		defer close(streamed)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			mu.Lock()
-			now := time.Now().UnixMilli()
-			var recs []*kgo.Record
-			for range 20 {
-				recs = append(recs, &kgo.Record{Topic: "imps", Partition: int32(n % partitions), Value: impJSON(fmt.Sprint(n), now)})
-				n++
-			}
-			mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := p.ProduceSync(ctx, recs...).FirstErr()
-			cancel()
-			if err != nil {
-				t.Errorf("produce: %v", err)
-				return
-			}
-		}
-	}()
+	st := newStream(t, p, partitions)
+	st.run(20)
 
 	// Three ingesters come and go.
 	var wg sync.WaitGroup
@@ -118,35 +86,8 @@ func TestChurnLosesNothing(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	<-streamed
-
+	total := st.halt()
 	start(t, cfg, f)
-	mu.Lock()
-	total := n
-	mu.Unlock()
-	caughtUp := time.Now().Add(2 * time.Minute) // a race-built test on a busy machine
-	for {
-		sum := int64(0)
-		for p := range int32(partitions) {
-			sum += committed(t, brokers, "g", "imps", p)
-		}
-		if sum == int64(total) {
-			break
-		}
-		if time.Now().After(caughtUp) {
-			t.Fatalf("the last ingester did not commit every partition to its end: %d of %d", sum, total)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	var lost []int
-	for i := range total {
-		if f.count(fmt.Sprint(i)) == 0 {
-			lost = append(lost, i)
-		}
-	}
-	if len(lost) > 0 {
-		t.Fatalf("%d of %d impressions committed past and never recorded: %v", len(lost), total, lost[:min(len(lost), 40)])
-	}
+	expectAllCounted(t, brokers, f, partitions, total, "the last ingester")
 	t.Logf("%d impressions, none lost", total)
 }

@@ -99,7 +99,14 @@ func impJSON(id string, t int64) []byte {
 // and a producer.
 func kafka(t *testing.T, partitions int32, topics ...string) ([]string, *kgo.Client) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
+	return kafkaWith(t, kfake.SeedTopics(partitions, topics...))
+}
+
+// kafkaWith starts a one-broker kfake cluster with opts and returns its
+// address and a producer.
+func kafkaWith(t *testing.T, opts ...kfake.Opt) ([]string, *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

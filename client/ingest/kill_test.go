@@ -121,17 +121,7 @@ func (s *syncBuffer) String() string {
 
 func killRound(t *testing.T, backlog bool) {
 	const partitions = 4
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "imps"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
-	brokers := kc.ListenAddrs()
-	p, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	brokers, p := kafkaWith(t, kfake.SeedTopics(partitions, "imps"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
 
 	f := newFakeCluster()
 	cfg := testConfig(brokers, "imps")
@@ -140,51 +130,14 @@ func killRound(t *testing.T, backlog bool) {
 	cfg.ShutdownTimeout = 10 * time.Millisecond
 	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond))
 
-	var (
-		mu sync.Mutex
-		n  int
-	)
+	st := newStream(t, p, partitions)
 	if backlog {
 		cfg.PollRecords = 700 + rand.IntN(2000)
 		for range 20 {
-			now := time.Now().UnixMilli()
-			var recs []*kgo.Record
-			for range 500 {
-				recs = append(recs, &kgo.Record{Topic: "imps", Partition: int32(n % partitions), Value: impJSON(fmt.Sprint(n), now)})
-				n++
-			}
-			produce(t, p, recs...)
+			produce(t, p, st.batch(500)...)
 		}
 	}
-	stop := make(chan struct{})
-	streamed := make(chan struct{})
-	go func() {
-		defer close(streamed)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			mu.Lock()
-			now := time.Now().UnixMilli()
-			var recs []*kgo.Record
-			for range 50 {
-				recs = append(recs, &kgo.Record{Topic: "imps", Partition: int32(n % partitions), Value: impJSON(fmt.Sprint(n), now)})
-				n++
-			}
-			mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := p.ProduceSync(ctx, recs...).FirstErr()
-			cancel()
-			if err != nil {
-				t.Errorf("produce: %v", err)
-				return
-			}
-		}
-	}()
+	st.run(50)
 
 	// The first ingester, killed at a random moment once it committed.
 	m := newMortal()
@@ -225,35 +178,7 @@ func killRound(t *testing.T, backlog bool) {
 	time.Sleep(200 * time.Millisecond)
 	start(t, cfg, slowCluster{f, 5 * time.Millisecond})
 	time.Sleep(200 * time.Millisecond)
-	close(stop)
-	<-streamed
-
-	mu.Lock()
-	total := n
-	mu.Unlock()
-	caughtUp := time.Now().Add(2 * time.Minute)
-	for {
-		sum := int64(0)
-		for p := range int32(partitions) {
-			sum += committed(t, brokers, "g", "imps", p)
-		}
-		if sum == int64(total) {
-			break
-		}
-		if time.Now().After(caughtUp) {
-			t.Fatalf("the second ingester did not commit every partition to its end: %d of %d", sum, total)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	var lost []int
-	for i := range total {
-		if f.count(fmt.Sprint(i)) == 0 {
-			lost = append(lost, i)
-		}
-	}
-	if len(lost) > 0 {
-		t.Fatalf("%d of %d impressions committed past and never recorded: %v", len(lost), total, lost[:min(len(lost), 40)])
-	}
+	expectAllCounted(t, brokers, f, partitions, st.halt(), "the second ingester")
 }
 
 // stallable is a process the machine stops running for a while (a
@@ -333,17 +258,7 @@ func TestStalledMemberLosesNothing(t *testing.T) {
 
 func stallRound(t *testing.T) {
 	const partitions = 4
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "imps"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
-	brokers := kc.ListenAddrs()
-	p, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	brokers, p := kafkaWith(t, kfake.SeedTopics(partitions, "imps"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
 
 	f := newFakeCluster()
 	cfg := testConfig(brokers, "imps")
@@ -355,39 +270,8 @@ func stallRound(t *testing.T) {
 	// rebalance timeout (60 s by default): keep it short.
 	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond), kgo.RebalanceTimeout(3*time.Second))
 
-	var (
-		mu sync.Mutex
-		n  int
-	)
-	stop := make(chan struct{})
-	streamed := make(chan struct{})
-	go func() {
-		defer close(streamed)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			mu.Lock()
-			now := time.Now().UnixMilli()
-			var recs []*kgo.Record
-			for range 50 {
-				recs = append(recs, &kgo.Record{Topic: "imps", Partition: int32(n % partitions), Value: impJSON(fmt.Sprint(n), now)})
-				n++
-			}
-			mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := p.ProduceSync(ctx, recs...).FirstErr()
-			cancel()
-			if err != nil {
-				t.Errorf("produce: %v", err)
-				return
-			}
-		}
-	}()
+	st := newStream(t, p, partitions)
+	st.run(50)
 
 	s := &stallable{}
 	stalling := cfg
@@ -409,33 +293,5 @@ func stallRound(t *testing.T) {
 		s.resume()
 	}
 	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	<-streamed
-
-	mu.Lock()
-	total := n
-	mu.Unlock()
-	caughtUp := time.Now().Add(2 * time.Minute)
-	for {
-		sum := int64(0)
-		for p := range int32(partitions) {
-			sum += committed(t, brokers, "g", "imps", p)
-		}
-		if sum == int64(total) {
-			break
-		}
-		if time.Now().After(caughtUp) {
-			t.Fatalf("the group did not commit every partition to its end: %d of %d", sum, total)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	var lost []int
-	for i := range total {
-		if f.count(fmt.Sprint(i)) == 0 {
-			lost = append(lost, i)
-		}
-	}
-	if len(lost) > 0 {
-		t.Fatalf("%d of %d impressions committed past and never recorded: %v", len(lost), total, lost[:min(len(lost), 40)])
-	}
+	expectAllCounted(t, brokers, f, partitions, st.halt(), "the group")
 }
