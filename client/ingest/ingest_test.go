@@ -136,16 +136,22 @@ func start(t *testing.T, cfg Config, rec Recorder) *Ingester {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runUntilEnd(t, in, true)
+	return in
+}
+
+// runUntilEnd runs in until the test ends; failRun says whether an error
+// from Run fails the test (a killed ingester's does not).
+func runUntilEnd(t *testing.T, in *Ingester, failRun bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- in.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := <-done; err != nil && failRun {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return in
 }
 
 func testConfig(brokers []string, topics ...string) Config {

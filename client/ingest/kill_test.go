@@ -158,21 +158,8 @@ func killRound(t *testing.T, backlog bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- in.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	eventually(t, "the first ingester commits", func() bool {
-		for p := range int32(partitions) {
-			if committed(t, brokers, "g", "imps", p) > 0 {
-				return true
-			}
-		}
-		return false
-	})
+	runUntilEnd(t, in, false)
+	waitCommitted(t, brokers, partitions, "the first ingester commits")
 	time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 	m.kill()
 	time.Sleep(200 * time.Millisecond)
@@ -278,14 +265,7 @@ func stallRound(t *testing.T) {
 	stalling.KafkaOptions = append(stalling.KafkaOptions, kgo.Dialer(s.dial))
 	start(t, stalling, slowCluster{f, 100 * time.Millisecond})
 	start(t, cfg, slowCluster{f, 20 * time.Millisecond})
-	eventually(t, "the group commits", func() bool {
-		for p := range int32(partitions) {
-			if committed(t, brokers, "g", "imps", p) > 0 {
-				return true
-			}
-		}
-		return false
-	})
+	waitCommitted(t, brokers, partitions, "the group commits")
 	for range 2 {
 		time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
 		s.stall()

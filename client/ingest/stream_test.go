@@ -75,6 +75,20 @@ func (s *stream) halt() int {
 	return s.n
 }
 
+// waitCommitted waits until the group "g" has committed an offset of
+// some partition of "imps".
+func waitCommitted(t *testing.T, brokers []string, partitions int, what string) {
+	t.Helper()
+	eventually(t, what, func() bool {
+		for p := range int32(partitions) {
+			if committed(t, brokers, "g", "imps", p) > 0 {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // expectAllCounted waits until the group "g" has committed every
 // partition of "imps" to its end, total records in all (who names the
 // ingesters it waits for), then checks that the cluster f counted each

@@ -215,6 +215,19 @@ func (rep *replica) close() {
 
 // run sends until the replica is closed or the node stops, retrying with
 // backoff while the peer cannot be reached.
+// stopping reports whether the replica, or the whole replicator, is
+// told to stop.
+func (rep *replica) stopping() bool {
+	select {
+	case <-rep.quit:
+		return true
+	case <-rep.r.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 func (rep *replica) run() {
 	s := &sender{rep: rep}
 	defer s.disconnect()
@@ -231,12 +244,8 @@ func (rep *replica) run() {
 		case <-tick.C:
 		}
 		for {
-			select {
-			case <-rep.quit:
+			if rep.stopping() {
 				return
-			case <-rep.r.stop:
-				return
-			default:
 			}
 			more, err := s.step()
 			if err != nil {
