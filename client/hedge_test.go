@@ -70,6 +70,30 @@ func answer(m *proto.Check, stale bool) *proto.CheckResult {
 	return r
 }
 
+// pairClient is a client of the pair, ready with connections to both
+// nodes, whose calls have the given Timeout (0: newClient's generous one).
+func pairClient(t *testing.T, pf *pairFakes, timeout time.Duration) *client.Client {
+	t.Helper()
+	c := newClient(t, func(cfg *client.Config) {
+		if timeout > 0 {
+			cfg.Timeout = timeout
+		}
+	}, pf.owner.addr())
+	readyPair(t, c)
+	return c
+}
+
+// checkViewer checks viewer-1's candidates and returns the verdicts; an
+// error fails the test.
+func checkViewer(t *testing.T, c *client.Client, cands ...fcap.Candidate) []client.Verdict {
+	t.Helper()
+	res, err := c.Check(context.Background(), "viewer-1", cands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Verdicts
+}
+
 // readyPair waits until the client holds connections to both nodes.
 func readyPair(t *testing.T, c *client.Client) {
 	t.Helper()
@@ -106,13 +130,8 @@ func TestHedgeBackupAnswersForSlowOwner(t *testing.T) {
 		return answer(m, false)
 	})
 	defer close(release)
-	c := newClient(t, nil, pf.owner.addr())
-	readyPair(t, c)
-	res, err := c.Check(context.Background(), "viewer-1", []fcap.Candidate{softCand})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := res.Verdicts[0]
+	c := pairClient(t, pf, 0)
+	v := checkViewer(t, c, softCand)[0]
 	if v.Failed() || !v.Allowed || !v.Stale {
 		t.Fatalf("verdict %+v, want the backup's allowed verdict marked stale", v)
 	}
@@ -134,13 +153,8 @@ func TestHedgeOwnerStillWins(t *testing.T) {
 		return nil
 	})
 	defer close(release)
-	c := newClient(t, func(cfg *client.Config) { cfg.Timeout = 2 * time.Second }, pf.owner.addr())
-	readyPair(t, c)
-	res, err := c.Check(context.Background(), "viewer-1", []fcap.Candidate{softCand})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := res.Verdicts[0]; v.Failed() || v.Stale || !v.Allowed {
+	c := pairClient(t, pf, 2 * time.Second)
+	if v := checkViewer(t, c, softCand)[0]; v.Failed() || v.Stale || !v.Allowed {
 		t.Fatalf("verdict %+v, want the owner's", v)
 	}
 	if s := c.Stats(); s.HedgesSent != 1 || s.HedgesCancelled != 1 {
@@ -170,11 +184,7 @@ func TestSlowOwnerWithoutBackupAnswers(t *testing.T) {
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Check(context.Background(), "viewer-1", []fcap.Candidate{softCand})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := res.Verdicts[0]; v.Failed() || v.Stale || !v.Allowed {
+	if v := checkViewer(t, c, softCand)[0]; v.Failed() || v.Stale || !v.Allowed {
 		t.Fatalf("verdict %+v, want the owner's", v)
 	}
 }
@@ -192,8 +202,7 @@ func TestHedgeBudgetCapsExtraRequests(t *testing.T) {
 	})
 	// A deadline the owner's 30ms answers mostly miss: the bound is on
 	// the requests the backup receives, whatever the verdicts.
-	c := newClient(t, func(cfg *client.Config) { cfg.Timeout = 40 * time.Millisecond }, pf.owner.addr())
-	readyPair(t, c)
+	c := pairClient(t, pf, 40 * time.Millisecond)
 	const checks = 60
 	for i := range checks {
 		if _, err := c.Check(context.Background(), "viewer-1", []fcap.Candidate{softCand}); err != nil {
@@ -219,13 +228,8 @@ func TestStrictCandidateNeverReadsBackup(t *testing.T) {
 	}, func(m *proto.Check) *proto.CheckResult {
 		return answer(m, true)
 	})
-	c := newClient(t, func(cfg *client.Config) { cfg.Timeout = 2 * time.Second }, pf.owner.addr())
-	readyPair(t, c)
-	res, err := c.Check(context.Background(), "viewer-1", []fcap.Candidate{strictCand, strictCand})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, v := range res.Verdicts {
+	c := pairClient(t, pf, 2 * time.Second)
+	for i, v := range checkViewer(t, c, strictCand, strictCand) {
 		if v.Failed() || v.Stale || !v.Allowed {
 			t.Errorf("verdict %d: %+v, want the owner's", i, v)
 		}
