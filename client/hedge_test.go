@@ -153,7 +153,7 @@ func TestHedgeOwnerStillWins(t *testing.T) {
 		return nil
 	})
 	defer close(release)
-	c := pairClient(t, pf, 2 * time.Second)
+	c := pairClient(t, pf, 2*time.Second)
 	if v := checkViewer(t, c, softCand)[0]; v.Failed() || v.Stale || !v.Allowed {
 		t.Fatalf("verdict %+v, want the owner's", v)
 	}
@@ -202,7 +202,7 @@ func TestHedgeBudgetCapsExtraRequests(t *testing.T) {
 	})
 	// A deadline the owner's 30ms answers mostly miss: the bound is on
 	// the requests the backup receives, whatever the verdicts.
-	c := pairClient(t, pf, 40 * time.Millisecond)
+	c := pairClient(t, pf, 40*time.Millisecond)
 	const checks = 60
 	for i := range checks {
 		if _, err := c.Check(context.Background(), "viewer-1", []fcap.Candidate{softCand}); err != nil {
@@ -228,7 +228,7 @@ func TestStrictCandidateNeverReadsBackup(t *testing.T) {
 	}, func(m *proto.Check) *proto.CheckResult {
 		return answer(m, true)
 	})
-	c := pairClient(t, pf, 2 * time.Second)
+	c := pairClient(t, pf, 2*time.Second)
 	for i, v := range checkViewer(t, c, strictCand, strictCand) {
 		if v.Failed() || v.Stale || !v.Allowed {
 			t.Errorf("verdict %d: %+v, want the owner's", i, v)
