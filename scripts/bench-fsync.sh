@@ -12,15 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DUR=10s BASE=27700
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--duration) DUR=$2; shift ;;
-	--port-base) BASE=$2; shift ;;
-	-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) echo "bench-fsync.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
-	esac
-	shift
-done
+. scripts/lib.sh
+duration_and_ports bench-fsync.sh "$@"
 
 WORK=$(mktemp -d /tmp/fcap-fsync.XXXXXX)
 PID=""

@@ -131,25 +131,10 @@ func (s *scanner) skip() {
 // object calls field for each key of an object; field must consume the
 // value. A null reads as an empty object.
 func (s *scanner) object(field func(key []byte) error) error {
-	switch s.peek() {
-	case 'n':
-		s.i += 4
-		return nil
-	case '{':
-	default:
-		s.skip()
-		return errType
+	if ok, err := s.enter('{'); !ok {
+		return err
 	}
-	s.i++
-	for {
-		switch s.peek() {
-		case '}':
-			s.i++
-			return nil
-		case ',':
-			s.i++
-			continue
-		}
+	for s.more('}') {
 		raw := s.rawString()
 		key := raw[1 : len(raw)-1]
 		s.peek()
@@ -158,33 +143,53 @@ func (s *scanner) object(field func(key []byte) error) error {
 			return err
 		}
 	}
+	return nil
 }
 
 // array calls elem for each element; elem must consume it. A null reads
 // as an empty array.
 func (s *scanner) array(elem func() error) error {
+	if ok, err := s.enter('['); !ok {
+		return err
+	}
+	for s.more(']') {
+		if err := elem(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// enter reads the start of a container opened by open: it reports true
+// when there are members to read, false for a null (read as empty) or
+// another value (skipped, with errType).
+func (s *scanner) enter(open byte) (bool, error) {
 	switch s.peek() {
 	case 'n':
 		s.i += 4
-		return nil
-	case '[':
+		return false, nil
+	case open:
+		s.i++
+		return true, nil
 	default:
 		s.skip()
-		return errType
+		return false, errType
 	}
-	s.i++
+}
+
+// more steps over the separators before a container's next member: it
+// reports false, having read it, at the closing byte.
+func (s *scanner) more(end byte) bool {
 	for {
 		switch s.peek() {
-		case ']':
+		case end:
 			s.i++
-			return nil
+			return false
 		case ',':
 			s.i++
 			continue
 		}
-		if err := elem(); err != nil {
-			return err
-		}
+		return true
 	}
 }
 

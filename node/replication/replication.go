@@ -699,13 +699,10 @@ func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
 	r.metrics.Claimed.Add(float64(len(claimed)))
 	r.log.Warn("partitions claimed without a hand-over: their sender never finished; counts may miss its last writes until other holders' copies arrive", "partitions", len(claimed), "waited", timeout)
 	r.onHoldings()
-	pl := r.plan.Load()
+	pl, prev := r.views()
 	if pl == nil {
 		return
 	}
-	r.mu.Lock()
-	prev := r.prev
-	r.mu.Unlock()
 	asks := map[string][]uint32{}
 	for _, p := range claimed {
 		for _, m := range holders(prev, pl.ring, p, r.cfg.Name) {
@@ -848,4 +845,13 @@ func (r *Replicator) Close() {
 	for _, rep := range r.replicas {
 		rep.close()
 	}
+}
+
+// views returns the current plan (nil before the first ring) and the
+// ring before it.
+func (r *Replicator) views() (*Plan, *ring.Ring) {
+	pl := r.plan.Load()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return pl, r.prev
 }

@@ -88,13 +88,10 @@ func (r *Replicator) ServeSync(from string, ps, handoffs []uint32) []uint32 {
 // ring's way before this node's ring moved) sends it again, so the wait
 // ends in about pullAfter rather than at SyncTimeout.
 func (r *Replicator) pull(ctx context.Context) {
-	pl := r.plan.Load()
+	pl, prev := r.views()
 	if pl == nil {
 		return
 	}
-	r.mu.Lock()
-	prev := r.prev
-	r.mu.Unlock()
 	self := r.cfg.Name
 	now := time.Now().UnixNano()
 	asks := map[string][]uint32{}
