@@ -23,21 +23,7 @@ func startPair(t *testing.T, owner, backup func(*proto.Check) *proto.CheckResult
 	t.Helper()
 	pf := &pairFakes{}
 	handler := func(n *atomic.Int64, h func(*proto.Check) *proto.CheckResult) func(proto.Header, []byte) proto.Message {
-		return func(hdr proto.Header, body []byte) proto.Message {
-			if hdr.Type != proto.TypeCheck {
-				return nil
-			}
-			var m proto.Check
-			if err := proto.Decode(body, &m); err != nil {
-				t.Errorf("decode: %v", err)
-				return nil
-			}
-			n.Add(1)
-			if r := h(&m); r != nil {
-				return r
-			}
-			return nil
-		}
+		return checkHandler(t, n, h)
 	}
 	pf.owner = startFake(t, handler(&pf.ownerChecks, owner))
 	pf.backup = startFake(t, handler(&pf.backupChecks, backup))
@@ -59,6 +45,37 @@ func startPair(t *testing.T, owner, backup func(*proto.Check) *proto.CheckResult
 		f.mu.Unlock()
 	}
 	return pf
+}
+
+// checkHandler is a fake node's handler that counts the checks it is
+// sent in n (if not nil) and answers each with h's answer (nil: none).
+func checkHandler(t *testing.T, n *atomic.Int64, h func(*proto.Check) *proto.CheckResult) func(proto.Header, []byte) proto.Message {
+	return func(hdr proto.Header, body []byte) proto.Message {
+		if hdr.Type != proto.TypeCheck {
+			return nil
+		}
+		var m proto.Check
+		if err := proto.Decode(body, &m); err != nil {
+			t.Errorf("decode: %v", err)
+			return nil
+		}
+		if n != nil {
+			n.Add(1)
+		}
+		if r := h(&m); r != nil {
+			return r
+		}
+		return nil
+	}
+}
+
+// answerAfter is a node that answers every check with answer(m, stale)
+// after d.
+func answerAfter(d time.Duration, stale bool) func(*proto.Check) *proto.CheckResult {
+	return func(m *proto.Check) *proto.CheckResult {
+		time.Sleep(d)
+		return answer(m, stale)
+	}
 }
 
 // answer is a check answer of one allowed verdict per candidate.
@@ -145,10 +162,7 @@ func TestHedgeBackupAnswersForSlowOwner(t *testing.T) {
 // of the budget is taken (the old client abandoned it at three fifths).
 func TestHedgeOwnerStillWins(t *testing.T) {
 	release := make(chan struct{})
-	pf := startPair(t, func(m *proto.Check) *proto.CheckResult {
-		time.Sleep(1600 * time.Millisecond)
-		return answer(m, false)
-	}, func(m *proto.Check) *proto.CheckResult {
+	pf := startPair(t, answerAfter(1600*time.Millisecond, false), func(m *proto.Check) *proto.CheckResult {
 		<-release
 		return nil
 	})
@@ -166,18 +180,7 @@ func TestHedgeOwnerStillWins(t *testing.T) {
 // 80% of the budget, is the verdict: nobody else could answer, so the
 // client waits for the owner until the deadline.
 func TestSlowOwnerWithoutBackupAnswers(t *testing.T) {
-	f := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
-		if hdr.Type != proto.TypeCheck {
-			return nil
-		}
-		var m proto.Check
-		if err := proto.Decode(body, &m); err != nil {
-			t.Errorf("decode: %v", err)
-			return nil
-		}
-		time.Sleep(1600 * time.Millisecond)
-		return answer(&m, false)
-	})
+	f := startFake(t, checkHandler(t, nil, answerAfter(1600*time.Millisecond, false)))
 	c := newClient(t, func(cfg *client.Config) { cfg.Timeout = 2 * time.Second }, f.addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -194,12 +197,7 @@ func TestSlowOwnerWithoutBackupAnswers(t *testing.T) {
 // (the 10 a client starts with, then 5% of the checks), where the old
 // client sent every one of them.
 func TestHedgeBudgetCapsExtraRequests(t *testing.T) {
-	pf := startPair(t, func(m *proto.Check) *proto.CheckResult {
-		time.Sleep(30 * time.Millisecond)
-		return answer(m, false)
-	}, func(m *proto.Check) *proto.CheckResult {
-		return answer(m, true)
-	})
+	pf := startPair(t, answerAfter(30*time.Millisecond, false), answerAfter(0, true))
 	// A deadline the owner's 30ms answers mostly miss: the bound is on
 	// the requests the backup receives, whatever the verdicts.
 	c := pairClient(t, pf, 40*time.Millisecond)
@@ -222,12 +220,7 @@ func TestHedgeBudgetCapsExtraRequests(t *testing.T) {
 // TestStrictCandidateNeverReadsBackup: a check of strict candidates goes
 // to the owner alone, however slow it is.
 func TestStrictCandidateNeverReadsBackup(t *testing.T) {
-	pf := startPair(t, func(m *proto.Check) *proto.CheckResult {
-		time.Sleep(1600 * time.Millisecond)
-		return answer(m, false)
-	}, func(m *proto.Check) *proto.CheckResult {
-		return answer(m, true)
-	})
+	pf := startPair(t, answerAfter(1600*time.Millisecond, false), answerAfter(0, true))
 	c := pairClient(t, pf, 2*time.Second)
 	for i, v := range checkViewer(t, c, strictCand, strictCand) {
 		if v.Failed() || v.Stale || !v.Allowed {

@@ -119,16 +119,28 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func killRound(t *testing.T, backlog bool) {
-	const partitions = 4
-	brokers, p := kafkaWith(t, kfake.SeedTopics(partitions, "imps"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+// roundPartitions is the partitions of "imps" in a kill or stall round.
+const roundPartitions = 4
 
-	f := newFakeCluster()
-	cfg := testConfig(brokers, "imps")
+// newRound starts the kfake cluster, the fake fcap cluster and the
+// ingester configuration of a kill or stall round: batches of 100,
+// commits every 20 ms, and a 1 s session, so a member that dies or stalls
+// leaves the group within the round.
+func newRound(t *testing.T) (brokers []string, p *kgo.Client, f *fakeCluster, cfg Config) {
+	t.Helper()
+	brokers, p = kafkaWith(t, kfake.SeedTopics(roundPartitions, "imps"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	f = newFakeCluster()
+	cfg = testConfig(brokers, "imps")
 	cfg.BatchRecords = 100
 	cfg.CommitInterval = 20 * time.Millisecond
 	cfg.ShutdownTimeout = 10 * time.Millisecond
 	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond))
+	return brokers, p, f, cfg
+}
+
+func killRound(t *testing.T, backlog bool) {
+	const partitions = roundPartitions
+	brokers, p, f, cfg := newRound(t)
 
 	st := newStream(t, p, partitions)
 	if backlog {
@@ -244,18 +256,12 @@ func TestStalledMemberLosesNothing(t *testing.T) {
 }
 
 func stallRound(t *testing.T) {
-	const partitions = 4
-	brokers, p := kafkaWith(t, kfake.SeedTopics(partitions, "imps"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
-
-	f := newFakeCluster()
-	cfg := testConfig(brokers, "imps")
-	cfg.BatchRecords = 100
-	cfg.CommitInterval = 20 * time.Millisecond
+	const partitions = roundPartitions
+	brokers, p, f, cfg := newRound(t)
 	cfg.RevokeTimeout = 50 * time.Millisecond
-	cfg.ShutdownTimeout = 10 * time.Millisecond
 	// A stall between a join and its sync holds the group for the
 	// rebalance timeout (60 s by default): keep it short.
-	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond), kgo.RebalanceTimeout(3*time.Second))
+	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.RebalanceTimeout(3*time.Second))
 
 	st := newStream(t, p, partitions)
 	st.run(50)

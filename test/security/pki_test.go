@@ -34,15 +34,9 @@ func nextSerial() *big.Int {
 func newPKI(t *testing.T, name string) *pki {
 	t.Helper()
 	key := newECKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber:          nextSerial(),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
+	tmpl := template(name)
+	tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
 	der := sign(t, tmpl, tmpl, key, key)
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
@@ -60,16 +54,11 @@ func newPKI(t *testing.T, name string) *pki {
 func (p *pki) issue(t *testing.T, name string) (certFile, keyFile string) {
 	t.Helper()
 	key := newECKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: nextSerial(),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     []string{"localhost"},
-	}
+	tmpl := template(name)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+	tmpl.DNSNames = []string{"localhost"}
 	der := sign(t, tmpl, p.cert, key, p.key)
 	kb, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
@@ -80,6 +69,17 @@ func (p *pki) issue(t *testing.T, name string) (certFile, keyFile string) {
 	writePEM(t, certFile, "CERTIFICATE", der)
 	writePEM(t, keyFile, "PRIVATE KEY", kb)
 	return certFile, keyFile
+}
+
+// template is a certificate for name, valid from an hour ago for a day,
+// with a serial number of its own.
+func template(name string) *x509.Certificate {
+	return &x509.Certificate{
+		SerialNumber: nextSerial(),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+	}
 }
 
 func newECKey(t *testing.T) *ecdsa.PrivateKey {
