@@ -180,17 +180,8 @@ func TestOpenAPIAgreesWithALiveNode(t *testing.T) {
 	nd := tokenNode(t)
 	base := "http://" + nd.HTTPAddr()
 	auth := map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + specToken}
-	with := func(k, v string) map[string]string {
-		h := map[string]string{}
-		for k, v := range auth {
-			h[k] = v
-		}
-		h[k] = v
-		return h
-	}
-	capJSON := func(id string, limit int) string {
-		return fmt.Sprintf(`{"scope":"campaign","id":%q,"limit":%d,"window":3600000}`, id, limit)
-	}
+	with := func(k, v string) map[string]string { return withHeader(auth, k, v) }
+	capJSON := specCap
 	now := time.Now().UnixMilli()
 	huge := `{"viewer":"v","candidates":[` + strings.Repeat(`{"caps":[`+capJSON("x", 1)+`]},`, 20000) + `{"caps":[` + capJSON("x", 1) + `]}]}`
 
@@ -200,7 +191,7 @@ func TestOpenAPIAgreesWithALiveNode(t *testing.T) {
 	live := reserveID("rv", `{"viewer":"rv","candidate":{"caps":[`+capJSON("r", 5)+`]},"ttl_ms":60000}`)
 	expired := reserveID("rv", fmt.Sprintf(`{"viewer":"rv","candidate":{"caps":[%s]},"ttl_ms":1000,"now":%d}`, capJSON("r", 5), now-10_000))
 
-	bodies := conformance(t, base, auth, []exchange{
+	bodies := conformance(t, base, auth, append([]exchange{
 		// check
 		{name: "check", path: "/v1/check", body: `{"viewer":"v","candidates":[{"caps":[` + capJSON("a", 3) + `,` + capJSON("b", 5) + `]},{"caps":[` + capJSON("b", 5) + `]}]}`, status: 200},
 		{name: "check by device", path: "/v1/check", body: `{"device":"d","candidates":[{"caps":[` + capJSON("a", 3) + `]}]}`, status: 200},
@@ -258,7 +249,33 @@ func TestOpenAPIAgreesWithALiveNode(t *testing.T) {
 		{name: "release of an expired reservation", path: "/v1/release", body: `{"viewer":"rv","reservation":"` + expired + `"}`, status: 404, code: httpapi.CodeUnknownReservation},
 		{name: "release without a viewer", path: "/v1/release", body: `{"reservation":"` + live + `"}`, status: 400, specRefuses: true},
 		{name: "release of a non-number", path: "/v1/release", body: `{"viewer":"rv","reservation":"abc"}`, status: 400, specRefuses: true},
+	}, identityAndVoidExchanges(auth, now)...))
 
+	// The check answer holds every cap's remaining impressions, in the
+	// order of the candidate's caps.
+	var res httpapi.CheckResponse
+	if err := json.Unmarshal(bodies["check"], &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Verdicts) != 2 || fmt.Sprint(res.Verdicts[0].CapsRemaining) != "[3 5]" || fmt.Sprint(res.Verdicts[1].CapsRemaining) != "[5]" {
+		t.Errorf("check: %+v, want caps_remaining [3 5] and [5]", res.Verdicts)
+	}
+	// An id never recorded: nothing taken back, said so.
+	var vr httpapi.VoidResponse
+	if err := json.Unmarshal(bodies["void of an unknown id"], &vr); err != nil || vr.Voided {
+		t.Errorf("void of an unknown id: %s (%v), want voided false", bodies["void of an unknown id"], err)
+	}
+}
+
+// identityAndVoidExchanges are TestOpenAPIAgreesWithALiveNode's link,
+// resolve, unlink, erase and void requests, valid and not, and paths and
+// methods the spec does not have; they follow its check, allow, record,
+// reserve and release requests (a void names an impression recorded
+// there).
+func identityAndVoidExchanges(auth map[string]string, now int64) []exchange {
+	with := func(k, v string) map[string]string { return withHeader(auth, k, v) }
+	capJSON := specCap
+	return []exchange{
 		// identity
 		{name: "link", path: "/v1/link", body: `{"device":"phone","viewer":"person"}`, status: 200},
 		{name: "link to itself", path: "/v1/link", body: `{"device":"x","viewer":"x"}`, status: 400, code: httpapi.CodeBadRequest},
@@ -290,22 +307,22 @@ func TestOpenAPIAgreesWithALiveNode(t *testing.T) {
 		{name: "PUT of a route", method: http.MethodPut, path: "/v1/record", body: `{}`, status: 405, code: httpapi.CodeMethodNotAllowed},
 		{name: "an unknown path", path: "/v1/nope", body: `{}`, status: 404, code: httpapi.CodeNotFound},
 		{name: "GET of an unknown path", method: http.MethodGet, path: "/v1/", status: 404, code: httpapi.CodeNotFound},
-	})
+	}
+}
 
-	// The check answer holds every cap's remaining impressions, in the
-	// order of the candidate's caps.
-	var res httpapi.CheckResponse
-	if err := json.Unmarshal(bodies["check"], &res); err != nil {
-		t.Fatal(err)
+// specCap is a campaign cap of one hour in the API's JSON.
+func specCap(id string, limit int) string {
+	return fmt.Sprintf(`{"scope":"campaign","id":%q,"limit":%d,"window":3600000}`, id, limit)
+}
+
+// withHeader is a copy of headers with k set to v.
+func withHeader(headers map[string]string, k, v string) map[string]string {
+	h := map[string]string{}
+	for k, v := range headers {
+		h[k] = v
 	}
-	if len(res.Verdicts) != 2 || fmt.Sprint(res.Verdicts[0].CapsRemaining) != "[3 5]" || fmt.Sprint(res.Verdicts[1].CapsRemaining) != "[5]" {
-		t.Errorf("check: %+v, want caps_remaining [3 5] and [5]", res.Verdicts)
-	}
-	// An id never recorded: nothing taken back, said so.
-	var vr httpapi.VoidResponse
-	if err := json.Unmarshal(bodies["void of an unknown id"], &vr); err != nil || vr.Voided {
-		t.Errorf("void of an unknown id: %s (%v), want voided false", bodies["void of an unknown id"], err)
-	}
+	h[k] = v
+	return h
 }
 
 // reserveOn takes a reservation through the API and returns its id.
