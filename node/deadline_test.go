@@ -24,6 +24,13 @@ func TestNoWriteAfterDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Shutdown(context.Background()) })
+	// Served only once the node owns its partitions: on a busy machine
+	// that is not at once.
+	for ready := time.Now().Add(30 * time.Second); !n.Ready(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(ready) {
+			t.Fatalf("the node never became ready: %s", n.notReady())
+		}
+	}
 
 	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 1 << 40}
 	strictCap := fcap.Cap{Scope: "campaign", ID: "strict", Limit: 5, Window: 1 << 40, Mode: fcap.Strict}
@@ -76,8 +83,10 @@ func TestNoWriteAfterDeadline(t *testing.T) {
 	for _, budget := range []time.Duration{time.Minute, 0} {
 		for _, m := range requests(budget) {
 			h.arrived = time.Now()
-			if hdr, _ := send(h, m); hdr.Type == proto.TypeError {
-				t.Fatalf("%T with budget %v refused", m, budget)
+			if hdr, body := send(h, m); hdr.Type == proto.TypeError {
+				var e proto.Error
+				_ = proto.Decode(body, &e)
+				t.Fatalf("%T with budget %v refused: %+v", m, budget, e)
 			}
 		}
 	}
