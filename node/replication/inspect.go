@@ -55,3 +55,21 @@ func (r *Replicator) Sent(name string, p int) bool {
 	rep := r.peer(name)
 	return rep != nil && rep.hasSent(p)
 }
+
+// AwaitHandoff marks partition p as awaiting its hand-over from the named
+// member since the given time, as a ring change that makes this node p's
+// primary after that member does.
+func (r *Replicator) AwaitHandoff(p int, from string, since time.Time) {
+	r.parts[p].from.Store(&from)
+	r.parts[p].wait(since.UnixNano())
+}
+
+// ReceiveHandoff takes partition p's hand-over marker from the named
+// member, as if it had arrived over the wire.
+func (r *Replicator) ReceiveHandoff(from string, p int) {
+	r.received(from, nil, []uint32{uint32(p)})
+}
+
+// WasPrimary reports whether this node has been p's primary in a ring
+// since it started.
+func (r *Replicator) WasPrimary(p int) bool { return r.parts[p].wasPrimary.Load() }

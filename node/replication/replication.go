@@ -54,6 +54,11 @@ type partition struct {
 	handed  atomic.Pointer[early]
 	lostAt  atomic.Int64 // when it stopped owning it (unix ns), 0 while it owns it, -1 once dropped
 	pushing atomic.Int32 // full transfers of it this node is sending
+	// wasPrimary: this node has been its primary in a ring since it
+	// started; wholeAtLoss: it held it whole when it stopped owning it.
+	// Both say whether it may relay a hand-over (sync.go).
+	wasPrimary  atomic.Bool
+	wholeAtLoss atomic.Bool
 }
 
 // wait marks the partition as awaited.
@@ -484,12 +489,18 @@ func (pn *planner) holding(p int, curOwners, futOwners []string) {
 		// Writes go elsewhere now: this node's copy is stale from here
 		// on. It may still push what it had (partition), but must never
 		// serve it if ownership comes back without a transfer.
+		if part.lostAt.CompareAndSwap(0, pn.now) {
+			part.wholeAtLoss.Store(part.have.Load())
+		}
 		part.have.Store(false)
 		part.waitSince.Store(0) // nor wait for it (a joining node's first ring holds only itself)
 		part.from.Store(nil)
-		part.lostAt.CompareAndSwap(0, pn.now)
 	default:
 		part.lostAt.Store(0)
+		part.wholeAtLoss.Store(false)
+		if len(curOwners) > 0 && curOwners[0] == pn.self {
+			part.wasPrimary.Store(true)
+		}
 		switch {
 		case part.have.Load():
 		case pn.bootstrap:
@@ -649,8 +660,11 @@ func (r *Replicator) received(from string, done, handoff []uint32) {
 			part.got()
 			r.log.Debug("partition: handed over", "partition", p, "from", from, "expected", exp)
 		} else {
-			// Early: this node's ring does not show the move yet.
+			// Early: this node's ring does not show the move yet (or
+			// never will: it may pass over the ring that made it the
+			// primary, and then relays it, sync.go).
 			part.handed.Store(&early{from: from, at: time.Now().UnixNano()})
+			r.log.Debug("partition: hand-over before its ring", "partition", p, "from", from)
 		}
 	}
 	if len(done)+len(handoff) > 0 {

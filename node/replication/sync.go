@@ -23,8 +23,8 @@ import (
 const pullAfter = time.Second
 
 // ServeSync queues a full transfer to the asking node of every requested
-// partition this node holds, and, once this node has left (a drain), the
-// hand-over of every partition in handoffs.
+// partition this node holds, and the hand-over of every partition in
+// handoffs once this node has left (a drain), or one it relays.
 func (r *Replicator) ServeSync(from string, ps, handoffs []uint32) []uint32 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -37,14 +37,24 @@ func (r *Replicator) ServeSync(from string, ps, handoffs []uint32) []uint32 {
 		if int(p) >= len(r.parts) {
 			continue
 		}
-		// Only a node that left answers: it writes nothing any more, and
+		// A node that left answers: it writes nothing any more, and
 		// once the writes in flight under its plans end, everything it
 		// acknowledged goes before the marker. A member still in the
 		// ring sends its hand-over when its own ring moves; one whose
 		// ring went another way may not be the partition's last writer,
 		// and a marker from it would end the wait (any hand-over does)
-		// before the real writer's last changes came.
+		// before the real writer's last changes came, unless it relays
+		// the real writer's hand-over (relays).
 		if !r.left() {
+			if handedBy, ok := r.relays(pl, int(p)); ok {
+				if rep := r.replicaLocked(pl.ring, pl.future, from); rep != nil && !rep.handingOff(int(p)) {
+					rep.forget(int(p))
+					rep.transfer(int(p))
+					rep.handoff(int(p), nil)
+					pushing = append(pushing, p)
+					r.log.Debug("partition: relaying a hand-over", "partition", p, "to", from, "from", handedBy)
+				}
+			}
 			continue
 		}
 		leaving := pl
@@ -80,6 +90,32 @@ func (r *Replicator) ServeSync(from string, ps, handoffs []uint32) []uint32 {
 		r.log.Debug("partition: pushing on request", "to", from, "partitions", len(pushing))
 	}
 	return pushing
+}
+
+// relays reports whether this node, a member still in the ring asked for
+// partition p's hand-over, passes on one it received instead. Nodes that
+// change rings together may pass over a ring: a node whose ring went
+// from "A primary" straight to "C primary" never served p, though the
+// ring it passed over made it p's primary, A handed p over to it, and C,
+// which saw that ring, waits for its hand-over. It has every write A
+// acknowledged (A's changes went before A's marker) and wrote none
+// itself, so its whole copy followed by a marker is the hand-over C
+// waits for. It relays only when all of that holds: it is not p's
+// primary and has not been since it started, a hand-over of p reached it
+// within the sync timeout, and it held p whole (or did when it stopped
+// owning it, and has not dropped it since). Any other member declines:
+// it may not hold the last writer's writes.
+func (r *Replicator) relays(pl *Plan, p int) (handedBy string, ok bool) {
+	part := &r.parts[p]
+	if owners := names(pl.ring, p); len(owners) > 0 && owners[0] == r.cfg.Name || part.wasPrimary.Load() {
+		return "", false
+	}
+	h := part.handed.Load()
+	if h == nil || time.Now().UnixNano()-h.at > int64(r.cfg.SyncTimeout) {
+		return "", false
+	}
+	whole := part.have.Load() && part.waitSince.Load() == 0
+	return h.from, whole || part.lostAt.Load() > 0 && part.wholeAtLoss.Load()
 }
 
 // pull asks likely holders for the partitions this node has waited for,
