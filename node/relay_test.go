@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,28 +17,44 @@ import (
 // handed p over to B; B, never p's primary in its own rings, sent C
 // nothing; C waited for B's hand-over until it claimed p without it, 10
 // s later. B now relays the hand-over it received: its whole copy, then
-// the marker. Here b, p's backup, holds p's hand-over from an earlier
-// primary and a count that one wrote (written to b's engine, as its
-// hand-over would have brought it); a, p's primary, waits for b's
-// hand-over. a gets p with the count, without claiming it.
+// the marker, to C asking it (the expected sender), or asking every
+// member when the one it expects does not send it (a skipped ring the
+// other way round: the expected sender handed the partition to a node
+// that passed over being its primary). Here b, p's backup, holds p's
+// hand-over from an earlier primary and a count that one wrote (written
+// to b's engine, as its hand-over would have brought it); a, p's
+// primary, waits for c's hand-over, which c, never given one, does not
+// send. a gets p with the count from b, without claiming it.
 func TestSkippedRingRelaysTheHandOver(t *testing.T) {
-	nodes := startNodes(t, "relay", 2)
+	nodes := startNodes(t, "relay", 3)
 	waitUntil(t, 20*time.Second, func() bool {
-		return len(nodes[0].Ring().Members()) == 2 && len(nodes[1].Ring().Members()) == 2 && nodes[0].Ready() && nodes[1].Ready()
-	}, "cluster of 2 did not converge")
-	a, b := nodes[0], nodes[1]
-
-	// A viewer of a partition a is primary of and b, its backup, never was.
+		for _, n := range nodes {
+			if len(n.Ring().Members()) != 3 || !n.Ready() {
+				return false
+			}
+		}
+		return true
+	}, "cluster of 3 did not converge")
+	// A viewer of a partition a is primary of and b, its backup, never
+	// was; c is not its owner. (Either of the others may be that b.)
+	a := nodes[0]
+	var b, c *Node
 	var viewer string
 	var p int
 	for i := 0; viewer == ""; i++ {
-		v := "relayed-viewer-" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676%26))
-		q := ring.PartitionOf(ring.ViewerKey(v), b.repl.Partitions())
-		if owners := b.Ring().Owners(q); len(owners) == 2 && b.Ring().Member(owners[0]).Name == a.cfg.Name && !b.repl.WasPrimary(q) && b.repl.Holds(q) {
-			viewer, p = v, q
-		}
 		if i > 100_000 {
 			t.Fatal("no partition with a primary and a backup that never was its primary")
+		}
+		v := fmt.Sprintf("relayed-viewer-%d", i)
+		q := ring.PartitionOf(ring.ViewerKey(v), a.repl.Partitions())
+		owners := a.Ring().Owners(q)
+		if len(owners) != 2 || a.Ring().Member(owners[0]).Name != a.cfg.Name {
+			continue
+		}
+		for _, pair := range [][2]*Node{{nodes[1], nodes[2]}, {nodes[2], nodes[1]}} {
+			if a.Ring().Member(owners[1]).Name == pair[0].cfg.Name && !pair[0].repl.WasPrimary(q) && pair[0].repl.Holds(q) {
+				b, c, viewer, p = pair[0], pair[1], v, q
+			}
 		}
 	}
 	capc := fcap.Cap{Scope: "campaign", ID: "c", Limit: 10, Window: 1 << 40}
@@ -48,7 +65,7 @@ func TestSkippedRingRelaysTheHandOver(t *testing.T) {
 		t.Fatal("a holds the viewer before the relay: the test proves nothing")
 	}
 	b.repl.ReceiveHandoff("relay-earlier", p)
-	a.repl.AwaitHandoff(p, b.cfg.Name, time.Now())
+	a.repl.AwaitHandoff(p, c.cfg.Name, time.Now())
 	waitUntil(t, 60*time.Second, func() bool { return a.repl.Holds(p) }, "a never got the partition")
 	if c := testutil.ToFloat64(a.metrics.Claimed); c != 0 {
 		t.Fatalf("a claimed %v partitions without their hand-over; b should have relayed it", c)

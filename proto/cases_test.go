@@ -183,6 +183,7 @@ func testCases() []testCase {
 		{name: "drain-result", msg: &DrainResult{Partitions: 90}},
 		{name: "sync-request", msg: &SyncRequest{From: "n2", Partitions: []uint32{1, 2, 270}, Handoffs: []uint32{5}}},
 		{name: "sync-request/no-handoffs", msg: &SyncRequest{From: "n2", Partitions: []uint32{1}}},
+		{name: "sync-request/relays", msg: &SyncRequest{From: "n2", Handoffs: []uint32{5}, Relays: []uint32{5, 9}}},
 		{name: "sync-result", msg: &SyncResult{Pushing: []uint32{2}}},
 		{name: "inspect", msg: &Inspect{Viewer: "viewer-1"}},
 		{name: "viewer-state", msg: &ViewerState{Found: true, Primary: true, Reservations: 1, RememberedIDs: 3, Keys: []KeyInfo{
@@ -405,6 +406,9 @@ func wireForm(m Message) []any {
 	case *DrainResult:
 		return []any{u(m.Partitions)}
 	case *SyncRequest:
+		if len(m.Relays) > 0 {
+			return []any{m.From, le32(m.Partitions), le32(m.Handoffs), le32(m.Relays)}
+		}
 		return []any{m.From, le32(m.Partitions), le32(m.Handoffs)}
 	case *SyncResult:
 		return []any{le32(m.Pushing)}

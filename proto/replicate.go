@@ -239,11 +239,15 @@ func (m *DrainResult) decode(d *decoder) {
 // expects it from: that node, if it has left the cluster (a drain), sends
 // its last changes and the Handoff marker again (a marker that reached
 // the asker before its ring showed the move, and expired, or one never
-// sent because the sender's ring went another way).
+// sent because the sender's ring went another way). When that does not
+// come either, the asker sends Relays to every other member: one that
+// received a partition's hand-over while its own ring passed over being
+// its primary, and never was, passes that hand-over on (replication's
+// relays).
 //
-// Wire: [from str, partitions bin, handoffs bin], partitions and
-// handoffs little-endian uint32; handoffs was appended later and is
-// optional.
+// Wire: [from str, partitions bin, handoffs bin, relays bin], each
+// partition list little-endian uint32; handoffs and relays were appended
+// later and are optional (relays is sent only when not empty).
 type SyncRequest struct {
 	// From is the asking node's name: where to push.
 	From string
@@ -251,25 +255,39 @@ type SyncRequest struct {
 	Partitions []uint32
 	// Handoffs are partitions whose hand-over it waits for.
 	Handoffs []uint32
+	// Relays are partitions whose hand-over it waits for from another
+	// member, and asks this one to pass on if it can.
+	Relays []uint32
 }
 
 // Type returns TypeSyncRequest.
 func (*SyncRequest) Type() Type { return TypeSyncRequest }
 
 func (m *SyncRequest) encode(e *encoder) {
-	e.array(3)
+	if len(m.Relays) == 0 {
+		e.array(3)
+	} else {
+		e.array(4)
+	}
 	e.str(m.From)
 	e.uint32s(m.Partitions)
 	e.uint32s(m.Handoffs)
+	if len(m.Relays) > 0 {
+		e.uint32s(m.Relays)
+	}
 }
 
 func (m *SyncRequest) decode(d *decoder) {
 	extra := d.array(2)
 	m.From = d.str()
 	m.Partitions = d.uint32s(m.Partitions, 1<<16)
-	m.Handoffs = m.Handoffs[:0]
+	m.Handoffs, m.Relays = m.Handoffs[:0], m.Relays[:0]
 	if extra > 0 {
 		m.Handoffs = d.uint32s(m.Handoffs, 1<<16)
+		extra--
+	}
+	if extra > 0 {
+		m.Relays = d.uint32s(m.Relays, 1<<16)
 		extra--
 	}
 	d.end(extra)

@@ -38,6 +38,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
 
@@ -724,7 +725,7 @@ func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
 		}
 	}
 	for addr, ps := range asks {
-		if err := r.ask(ctx, addr, ps, nil); err != nil {
+		if err := r.ask(ctx, addr, &proto.SyncRequest{From: r.cfg.Name, Partitions: ps}); err != nil {
 			r.log.Debug("partition: asking for copies of claimed partitions", "from", addr, "partitions", len(ps), "err", err)
 		}
 	}

@@ -23,9 +23,10 @@ import (
 const pullAfter = time.Second
 
 // ServeSync queues a full transfer to the asking node of every requested
-// partition this node holds, and the hand-over of every partition in
-// handoffs once this node has left (a drain), or one it relays.
-func (r *Replicator) ServeSync(from string, ps, handoffs []uint32) []uint32 {
+// partition this node holds; the hand-over of every partition in
+// handoffs once this node has left (a drain); and, for those in handoffs
+// or relays, one it passes on (relays).
+func (r *Replicator) ServeSync(from string, ps, handoffs, relayed []uint32) []uint32 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pl := r.plan.Load()
@@ -33,42 +34,43 @@ func (r *Replicator) ServeSync(from string, ps, handoffs []uint32) []uint32 {
 		return nil
 	}
 	var pushing []uint32
-	for _, p := range handoffs {
-		if int(p) >= len(r.parts) {
-			continue
-		}
-		// A node that left answers: it writes nothing any more, and
-		// once the writes in flight under its plans end, everything it
-		// acknowledged goes before the marker. A member still in the
-		// ring sends its hand-over when its own ring moves; one whose
-		// ring went another way may not be the partition's last writer,
-		// and a marker from it would end the wait (any hand-over does)
-		// before the real writer's last changes came, unless it relays
-		// the real writer's hand-over (relays).
-		if !r.left() {
-			if handedBy, ok := r.relays(pl, int(p)); ok {
-				if rep := r.replicaLocked(pl.ring, pl.future, from); rep != nil && !rep.handingOff(int(p)) {
-					rep.forget(int(p))
-					rep.transfer(int(p))
-					rep.handoff(int(p), nil)
-					pushing = append(pushing, p)
-					r.log.Debug("partition: relaying a hand-over", "partition", p, "to", from, "from", handedBy)
-				}
+	// A node that left answers for its own hand-overs: it writes nothing
+	// any more, and once the writes in flight under its plans end,
+	// everything it acknowledged goes before the marker. A member still in
+	// the ring sends its hand-over when its own ring moves; one whose ring
+	// went another way may not be the partition's last writer, and a
+	// marker from it would end the wait (any hand-over does) before the
+	// real writer's last changes came, unless it relays the real writer's
+	// hand-over.
+	left := r.left()
+	for i, list := range [][]uint32{handoffs, relayed} {
+		own := i == 0 // handoffs: this node is the sender awaited
+		for _, p := range list {
+			if int(p) >= len(r.parts) {
+				continue
 			}
-			continue
+			rep := r.replicaLocked(pl.ring, pl.future, from)
+			if rep == nil {
+				continue
+			}
+			if rep.handingOff(int(p)) {
+				pushing = append(pushing, p) // on its way: the asker waits behind a transfer
+				continue
+			}
+			switch handedBy, relays := r.relays(pl, int(p)); {
+			case left && own:
+				rep.handoff(int(p), pl)
+				r.log.Debug("partition: handing over again on request", "partition", p, "to", from)
+			case !left && relays:
+				rep.forget(int(p))
+				rep.transfer(int(p))
+				rep.handoff(int(p), nil)
+				r.log.Debug("partition: relaying a hand-over", "partition", p, "to", from, "from", handedBy)
+			default:
+				continue
+			}
+			pushing = append(pushing, p)
 		}
-		leaving := pl
-		rep := r.replicaLocked(pl.ring, pl.future, from)
-		if rep == nil {
-			continue
-		}
-		if rep.handingOff(int(p)) {
-			pushing = append(pushing, p) // on its way: the asker waits behind a transfer
-			continue
-		}
-		rep.handoff(int(p), leaving)
-		pushing = append(pushing, p)
-		r.log.Debug("partition: handing over again on request", "partition", p, "to", from)
 	}
 	for _, p := range ps {
 		if int(p) >= len(r.parts) {
@@ -122,7 +124,10 @@ func (r *Replicator) relays(pl *Plan, p int) (handedBy string, ok bool) {
 // and the expected sender for hand-overs that have not come: a sender
 // that finished (its marker came too early and expired, or it left the
 // ring's way before this node's ring moved) sends it again, so the wait
-// ends in about pullAfter rather than at SyncTimeout.
+// ends in about pullAfter rather than at SyncTimeout. From the second
+// ask on, every other member is asked to relay the hand-over (relays):
+// the one the expected sender handed it to, when rings went different
+// ways, has it.
 func (r *Replicator) pull(ctx context.Context) {
 	pl, prev := r.views()
 	if pl == nil {
@@ -130,8 +135,13 @@ func (r *Replicator) pull(ctx context.Context) {
 	}
 	self := r.cfg.Name
 	now := time.Now().UnixNano()
-	asks := map[string][]uint32{}
-	handoffs := map[string][]uint32{}
+	asks := map[string]*proto.SyncRequest{}
+	ask := func(addr string) *proto.SyncRequest {
+		if asks[addr] == nil {
+			asks[addr] = &proto.SyncRequest{From: self}
+		}
+		return asks[addr]
+	}
 	for p := range r.parts {
 		part := &r.parts[p]
 		since := part.waitSince.Load()
@@ -139,9 +149,13 @@ func (r *Replicator) pull(ctx context.Context) {
 			continue
 		}
 		if from := part.handoffFrom(); from != "" {
-			if i, ok := pl.ring.Find(from); ok {
-				addr := pl.ring.Member(i).Addr
-				handoffs[addr] = append(handoffs[addr], uint32(p))
+			for _, m := range pl.ring.Members() {
+				switch {
+				case m.Name == from:
+					ask(m.Addr).Handoffs = append(ask(m.Addr).Handoffs, uint32(p))
+				case m.Name != self && now-since >= int64(2*pullAfter):
+					ask(m.Addr).Relays = append(ask(m.Addr).Relays, uint32(p))
+				}
 			}
 			continue
 		}
@@ -151,16 +165,11 @@ func (r *Replicator) pull(ctx context.Context) {
 		}
 		// A different candidate on each attempt.
 		who := cands[int((now-since)/int64(pullAfter))%len(cands)]
-		asks[who.Addr] = append(asks[who.Addr], uint32(p))
+		ask(who.Addr).Partitions = append(ask(who.Addr).Partitions, uint32(p))
 	}
-	for addr, ps := range asks {
-		if err := r.ask(ctx, addr, ps, nil); err != nil {
-			r.log.Debug("partition: pull", "from", addr, "partitions", len(ps), "err", err)
-		}
-	}
-	for addr, ps := range handoffs {
-		if err := r.ask(ctx, addr, nil, ps); err != nil {
-			r.log.Debug("partition: asking for a hand-over", "from", addr, "partitions", len(ps), "err", err)
+	for addr, req := range asks {
+		if err := r.ask(ctx, addr, req); err != nil {
+			r.log.Debug("partition: pull", "from", addr, "partitions", len(req.Partitions), "handoffs", len(req.Handoffs), "relays", len(req.Relays), "err", err)
 		}
 	}
 }
@@ -194,7 +203,7 @@ func holders(prev, cur *ring.Ring, p int, self string) []ring.Member {
 }
 
 // ask sends one SyncRequest and waits for its answer.
-func (r *Replicator) ask(ctx context.Context, addr string, ps, handoffs []uint32) error {
+func (r *Replicator) ask(ctx context.Context, addr string, req *proto.SyncRequest) error {
 	var res proto.SyncResult
-	return r.peers.Call(ctx, addr, &proto.SyncRequest{From: r.cfg.Name, Partitions: ps, Handoffs: handoffs}, &res)
+	return r.peers.Call(ctx, addr, req, &res)
 }
