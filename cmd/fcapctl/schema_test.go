@@ -243,6 +243,7 @@ func TestEveryJSONOutputMatchesTheSchema(t *testing.T) {
 	check("record", exitOK, "record", "--addr", addr, "--json", "u1", "imp-1", "campaign:json-b:3:2w")
 	check("keys", exitOK, "keys", "--addr", addr, "--json", "u1", capA)
 	check("void", exitOK, "void", "--addr", addr, "--json", "--time", "1", "u1", "never-recorded", "campaign:json-b:3:2w")
+	check("erase", exitOK, "erase", "--addr", addr, "--json", "u1")
 	check("identity", exitOK, "link", "--addr", addr, "--json", "d1", "u1")
 	check("identity", exitOK, "resolve", "--addr", addr, "--json", "d1")
 	check("identity", exitOK, "unlink", "--addr", addr, "--json", "d1")
