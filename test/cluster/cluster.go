@@ -330,6 +330,14 @@ func (n *Node) scan(r io.Reader, ready chan<- readyLine) {
 // Logs returns what the process has logged so far.
 func (n *Node) Logs() string { return n.logs.String() }
 
+// Pid returns the process's id, 0 before it started.
+func (n *Node) Pid() int {
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
 // Running reports whether the process is alive.
 func (n *Node) Running() bool {
 	select {
