@@ -20,7 +20,14 @@
 #   --rounds N      echo/fcap rounds per run (default 5)
 #   --out DIR       where the JSON and outputs go (default a temp dir, kept)
 #   --nodes N       fcapd nodes, replicas min(N, 2) (default 1); all pinned
-#                   to the servers' CPU, fcapbench given the first
+#                   to the servers' CPU, fcapbench given the first. With
+#                   N > 1 every round has a second floor between the echo
+#                   and fcap: N echo processes on the same CPU, each call
+#                   sent whole to the one its viewer hashes to, as the
+#                   client sends a check to its viewer's owner (fcapbench
+#                   --echo-procs N); the tables gain "echo xN" columns
+#                   beside the one-process echo's, and each run takes a
+#                   third longer
 #   --port-base N   loopback ports N..N+80+N (default 37700)
 #   --target T      fcap (default), or raw: the node driven by the echo's
 #                   caller with one prebuilt check (fcapbench --target raw),
@@ -102,7 +109,7 @@ done
 ready || { echo "bench-floor.sh: the $NODES fcapd never became ready; see $OUT/fcapd*.log" >&2; exit 1; }
 
 COMMON=(--target "$TARGET" --addr "127.0.0.1:$BASE" --workload check --candidates 100 --timeout 5ms --floor --floor-rounds "$ROUNDS"
-	"${ECHO_CPUS[@]}" --duration "$DURATION" --warmup 2s --quiet)
+	--echo-procs "$NODES" "${ECHO_CPUS[@]}" --duration "$DURATION" --warmup 2s --quiet)
 for cfg in rate2000 halfpeak; do
 	files=()
 	for i in $(seq "$RUNS"); do

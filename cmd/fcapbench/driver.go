@@ -117,6 +117,10 @@ type Result struct {
 	// Rounds is how many runs, interleaved with another target's, this
 	// result merges (see --floor-rounds); 0 or 1: one run.
 	Rounds int `json:"rounds,omitempty"`
+	// EchoProcs is set on a floor over several echo processes (see
+	// --echo-procs): how many, each call going to one of them by its
+	// viewer, as fcap's client sends a check to its viewer's owner.
+	EchoProcs int `json:"echo_procs,omitempty"`
 
 	h *hists // the histograms behind the latency figures; nil when read from JSON
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,6 +22,12 @@ import (
 // the echo's figure is 0.
 type floorRow struct {
 	Echo, Target *Result
+	// Procs, when the floor ran over several echo processes as well
+	// (--echo-procs), is that floor, measured in the same rounds; the
+	// figures below compare the target with the one-process Echo, and
+	// ProcsFloor with Procs.
+	Procs      *Result
+	ProcsFloor procsFloor
 	// CallP99Ratio and CallP999Ratio compare the calls alone (a caller
 	// taking the request to its answer); P99Ratio compares latencies
 	// from the scheduled start, the generator's queue included.
@@ -30,6 +37,13 @@ type floorRow struct {
 	// target's share answered by the failure policy (fcap's fail-opens);
 	// Hedged the target's extra requests to a backup, per request.
 	EchoOver, TargetOver, FailOpen, Hedged float64
+}
+
+// procsFloor are a target's figures against the floor over several echo
+// processes (zero without one).
+type procsFloor struct {
+	CallP99Ratio, CallP999Ratio, P99Ratio float64
+	EchoOver                              float64 // the floor's share of round trips past the cut-off
 }
 
 func ratio(a, b float64) float64 {
@@ -60,6 +74,23 @@ func compareFloor(echo, tgt *Result) floorRow {
 	}
 }
 
+// compareFloors computes a target's figures against the one-process
+// echo and, when procs is not nil, against the echo over several
+// processes too.
+func compareFloors(echo, procs, tgt *Result) floorRow {
+	f := compareFloor(echo, tgt)
+	if procs != nil {
+		f.Procs = procs
+		f.ProcsFloor = procsFloor{
+			CallP99Ratio:  ratio(tgt.CallP99, procs.CallP99),
+			CallP999Ratio: ratio(tgt.CallP999, procs.CallP999),
+			P99Ratio:      ratio(tgt.P99, procs.P99),
+			EchoOver:      share(procs.OverCutoff, procs.Requests),
+		}
+	}
+	return f
+}
+
 // printFloor prints each target beside its floor.
 func printFloor(w io.Writer, rows []floorRow) {
 	if len(rows) == 0 {
@@ -75,6 +106,9 @@ func printFloor(w io.Writer, rows []floorRow) {
 	}
 	for _, f := range rows {
 		line(f.Echo, "-")
+		if f.Procs != nil {
+			line(f.Procs, "-")
+		}
 		line(f.Target, fmt.Sprintf("%.3f%%", 100*f.FailOpen))
 		rounds := ""
 		if f.Target.Rounds > 1 {
@@ -83,6 +117,11 @@ func printFloor(w io.Writer, rows []floorRow) {
 		fmt.Fprintf(w, "  %s / echo: call p99 %s, call p99.9 %s, p99 from the schedule %s; past the cut-off %.3f%% (fail-open %.3f%%) vs the echo's %.3f%%; hedged %.3f%% of requests (%d, %d won by the backup)%s\n",
 			f.Target.Label(), fmtRatio(f.CallP99Ratio), fmtRatio(f.CallP999Ratio), fmtRatio(f.P99Ratio),
 			100*f.TargetOver, 100*f.FailOpen, 100*f.EchoOver, 100*f.Hedged, f.Target.Hedges, f.Target.HedgesWon, rounds)
+		if p := f.ProcsFloor; f.Procs != nil {
+			fmt.Fprintf(w, "  %s / %s (each call to its viewer's process, as a check to its owner): call p99 %s, call p99.9 %s, p99 from the schedule %s; past the cut-off %.3f%% (fail-open %.3f%%) vs its %.3f%%\n",
+				f.Target.Label(), f.Procs.Label(), fmtRatio(p.CallP99Ratio), fmtRatio(p.CallP999Ratio), fmtRatio(p.P99Ratio),
+				100*f.TargetOver, 100*f.FailOpen, 100*p.EchoOver)
+		}
 	}
 }
 
@@ -166,6 +205,19 @@ func (p *echoProcess) stop() {
 	}
 }
 
+// lockedWriter serialises writes to w: the echo processes' stderr, each
+// copied by a goroutine of its own when w is not a file.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer // guarded by mu
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 // echoChildEnv marks a process started as the echo server: a test
 // binary, which is not fcapbench, runs main for it (see TestMain).
 const echoChildEnv = "FCAPBENCH_ECHO_CHILD"
@@ -218,13 +270,14 @@ func mergeResults(parts []*Result) *Result {
 	return &m
 }
 
-// execFloor runs r's open loop in rounds, each first against the echo
-// and then against r's target, the measured time split evenly between
-// them (rounds 1: the echo, then the target, back to back). Later rounds
-// warm up for at most a second: enough for the target's connections,
-// idle during the echo's turn.
-func execFloor(r run, echo target, rounds int) (floor, res *Result, err error) {
-	var eParts, tParts []*Result
+// execFloor runs r's open loop in rounds, each first against the echo,
+// then against procs (the echo over several processes) unless it is nil,
+// then against r's target; each gets the whole measured time, split
+// evenly between the rounds (rounds 1: one after another, back to back).
+// Later rounds warm up for at most a second: enough for the target's
+// connections, idle during the echoes' turns.
+func execFloor(r run, echo target, procs *echoTarget, rounds int) (floor, procsRes, res *Result, err error) {
+	var eParts, pParts, tParts []*Result
 	for i := range rounds {
 		slice := r
 		slice.duration = r.duration / time.Duration(rounds)
@@ -235,13 +288,27 @@ func execFloor(r run, echo target, rounds int) (floor, res *Result, err error) {
 		e.target, e.name = echo, ""
 		er, err := e.exec()
 		if err != nil {
-			return nil, nil, fmt.Errorf("echo floor: %w", err)
+			return nil, nil, nil, fmt.Errorf("echo floor: %w", err)
+		}
+		eParts = append(eParts, er)
+		if procs != nil {
+			p := slice
+			p.target, p.name = procs, ""
+			pr, err := p.exec()
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("echo floor over several processes: %w", err)
+			}
+			pParts = append(pParts, pr)
 		}
 		tr, err := slice.exec()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		eParts, tParts = append(eParts, er), append(tParts, tr)
+		tParts = append(tParts, tr)
 	}
-	return mergeResults(eParts), mergeResults(tParts), nil
+	if procs != nil {
+		procsRes = mergeResults(pParts)
+		procsRes.EchoProcs = procs.procs()
+	}
+	return mergeResults(eParts), procsRes, mergeResults(tParts), nil
 }

@@ -14,13 +14,23 @@ import (
 // runs, as the same command writes).
 
 // floorRows pairs each open-loop target result in rs with the echo run
-// just before it, as --floor writes them.
+// just before it, as --floor writes them; with --echo-procs, the echo
+// over several processes sits between the one-process echo and the
+// target.
 func floorRows(rs []*Result) []floorRow {
+	isEcho := func(r *Result) bool { return r.Mode == "open" && (r.Kind == "echo" || r.EchoProcs > 1) }
 	var out []floorRow
 	for i := 1; i < len(rs); i++ {
-		if rs[i-1].Kind == "echo" && rs[i].Kind != "echo" && rs[i].Mode == "open" && rs[i-1].Mode == "open" {
-			out = append(out, compareFloor(rs[i-1], rs[i]))
+		if !isEcho(rs[i-1]) || isEcho(rs[i]) || rs[i].Mode != "open" {
+			continue
 		}
+		if p := rs[i-1]; p.EchoProcs > 1 {
+			if i >= 2 && isEcho(rs[i-2]) && rs[i-2].EchoProcs <= 1 {
+				out = append(out, compareFloors(rs[i-2], p, rs[i]))
+			}
+			continue
+		}
+		out = append(out, compareFloors(rs[i-1], nil, rs[i]))
 	}
 	return out
 }
@@ -38,13 +48,16 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// floorMedianColumns are the figures of the median table: a name and how
-// to read it from a row.
-var floorMedianColumns = []struct {
+// floorColumn is a figure of the median table: a name and how to read
+// and print it from a row.
+type floorColumn struct {
 	name string
 	get  func(f floorRow) float64
 	fmt  func(float64) string
-}{
+}
+
+// floorMedianColumns are the figures of the median table.
+var floorMedianColumns = []floorColumn{
 	{"rate/s", func(f floorRow) float64 { return f.Target.Rate }, func(v float64) string { return fmt.Sprintf("%.0f", v) }},
 	{"echo call p50", func(f floorRow) float64 { return f.Echo.CallP50 }, fmtLatency},
 	{"echo call p99", func(f floorRow) float64 { return f.Echo.CallP99 }, fmtLatency},
@@ -63,24 +76,69 @@ var floorMedianColumns = []struct {
 	{"host busy", func(f floorRow) float64 { return (f.Echo.HostBusyPct + f.Target.HostBusyPct) / 2 }, func(v float64) string { return fmt.Sprintf("%.0f%%", v) }},
 }
 
+// floorProcsColumns follow floorMedianColumns when the runs have a floor
+// over several echo processes (--echo-procs); "echo xN" names it.
+var floorProcsColumns = []floorColumn{
+	{"echo xN call p99", func(f floorRow) float64 { return f.Procs.CallP99 }, fmtLatency},
+	{"echo xN call p99.9", func(f floorRow) float64 { return f.Procs.CallP999 }, fmtLatency},
+	{"echo xN past cut-off", func(f floorRow) float64 { return f.ProcsFloor.EchoOver }, fmtShare},
+	{"call p99 / echo xN", func(f floorRow) float64 { return f.ProcsFloor.CallP99Ratio }, fmtRatio},
+	{"fail-open / echo xN past cut-off", func(f floorRow) float64 { return ratio(f.FailOpen, f.ProcsFloor.EchoOver) }, fmtRatio},
+}
+
+// floorColumns are the columns of runs' median table: floorProcsColumns
+// too when their rows have a floor over several processes, with N named.
+// Every row of every run must have the same floors (the same command).
+func floorColumns(runs [][]floorRow) ([]floorColumn, error) {
+	procs := func(f floorRow) int {
+		if f.Procs == nil {
+			return 1
+		}
+		return f.Procs.EchoProcs
+	}
+	n := procs(runs[0][0])
+	for i, r := range runs {
+		for _, f := range r {
+			if procs(f) != n {
+				return nil, fmt.Errorf("run %d has a floor over %d echo processes, run 0 over %d: not the same command", i, procs(f), n)
+			}
+		}
+	}
+	cols := floorMedianColumns
+	if n == 1 {
+		return cols, nil
+	}
+	cols = slices.Clone(cols)
+	for _, c := range floorProcsColumns {
+		c.name = strings.ReplaceAll(c.name, "xN", fmt.Sprintf("x%d", n))
+		cols = append(cols, c)
+	}
+	return cols, nil
+}
+
 func fmtShare(v float64) string { return fmt.Sprintf("%.3f%%", 100*v) }
 
-// floorMedians returns, per open loop, the median of every column over
-// the runs, formatted; runs[i] are the rows of run i.
-func floorMedians(runs [][]floorRow) ([][]string, error) {
+// floorMedians returns the table's columns and, per open loop, the
+// median of every column over the runs, formatted; runs[i] are the rows
+// of run i.
+func floorMedians(runs [][]floorRow) ([]floorColumn, [][]string, error) {
 	if len(runs) == 0 {
-		return nil, fmt.Errorf("no runs")
+		return nil, nil, fmt.Errorf("no runs")
 	}
 	n := len(runs[0])
 	for i, r := range runs {
 		if len(r) != n || n == 0 {
-			return nil, fmt.Errorf("run %d has %d floor comparisons, run 0 has %d: not the same command", i, len(r), n)
+			return nil, nil, fmt.Errorf("run %d has %d floor comparisons, run 0 has %d: not the same command", i, len(r), n)
 		}
+	}
+	cols, err := floorColumns(runs)
+	if err != nil {
+		return nil, nil, err
 	}
 	var out [][]string
 	for row := range n {
 		var cells []string
-		for _, c := range floorMedianColumns {
+		for _, c := range cols {
 			var xs []float64
 			for _, r := range runs {
 				xs = append(xs, c.get(r[row]))
@@ -89,7 +147,7 @@ func floorMedians(runs [][]floorRow) ([][]string, error) {
 		}
 		out = append(out, cells)
 	}
-	return out, nil
+	return cols, out, nil
 }
 
 func runFloorMedian(args []string, stdout, stderr io.Writer) int {
@@ -117,13 +175,13 @@ func runFloorMedian(args []string, stdout, stderr io.Writer) int {
 		}
 		runs = append(runs, floorRows(rs))
 	}
-	rows, err := floorMedians(runs)
+	cols, rows, err := floorMedians(runs)
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapbench floor-median: %v\n", err)
 		return 1
 	}
 	var head, rule []string
-	for _, c := range floorMedianColumns {
+	for _, c := range cols {
 		head, rule = append(head, c.name), append(rule, "---")
 	}
 	fmt.Fprintf(stdout, "medians of %d runs\n\n| %s |\n|%s|\n", len(runs), strings.Join(head, " | "), strings.Join(rule, "|"))

@@ -9,7 +9,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -443,4 +445,242 @@ func floorRun(t *testing.T, args ...string) ([]Result, string) {
 		t.Fatalf("JSON %s (%v)", b, err)
 	}
 	return results, stdout.String()
+}
+
+// countingEcho is an echo server that records the body size of every
+// request it answers.
+type countingEcho struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	sizes []int // guarded by mu
+}
+
+func startCountingEcho(t *testing.T) *countingEcho {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &countingEcho{ln: ln}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() { // ends when ln closes
+		defer wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { // ends when the client closes or ln does
+				defer wg.Done()
+				defer nc.Close()
+				go func() { <-t.Context().Done(); nc.Close() }()
+				r := proto.NewReader(nc, 0)
+				for {
+					hdr, body, err := r.Next()
+					if err != nil {
+						return
+					}
+					n, err := echoAnswerSize(body)
+					if err != nil {
+						return
+					}
+					e.mu.Lock()
+					e.sizes = append(e.sizes, len(body))
+					e.mu.Unlock()
+					if _, err := nc.Write(appendEchoFrame(nil, answerType(hdr.Type), hdr.ID, n, -1)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return e
+}
+
+func (e *countingEcho) Addr() string { return e.ln.Addr().String() }
+
+func (e *countingEcho) requests() []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.sizes)
+}
+
+func TestEchoProcsTargetSendsEachCallToItsViewersProcess(t *testing.T) {
+	var servers []*countingEcho
+	var addrs []string
+	for range 3 {
+		s := startCountingEcho(t)
+		servers, addrs = append(servers, s), append(addrs, s.Addr())
+	}
+	w := workload{Kind: "check", Viewers: 1000, Campaigns: 200, Candidates: 100, Zipf: 1.1, ZipfV: 1, Limit: 5, Window: 1000}
+	x := newIDs(&w)
+	sz, err := fcapFrameSizes(&w, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt, err := newEchoProcsTarget(addrs, &w, x, targetOpts{timeout: 10 * time.Second, conns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	if tgt.Name() != "echo-3procs" || tgt.procs() != 3 {
+		t.Fatalf("name %q over %d processes", tgt.Name(), tgt.procs())
+	}
+	ctx := context.Background()
+	// Each viewer's calls, several of them, reach one process only, with
+	// the one-process echo's frame: one request per call, whole, as a
+	// check goes to its viewer's owner.
+	const viewers, repeat = 60, 3
+	total := 0
+	for v := range viewers {
+		before := make([]int, len(servers))
+		for i, s := range servers {
+			before[i] = len(s.requests())
+		}
+		for range repeat {
+			if n, err := tgt.Check(ctx, x.viewer(v), make([]int, w.Candidates), 0); err != nil || n != w.Candidates {
+				t.Fatalf("check: %d, %v", n, err)
+			}
+		}
+		total += repeat
+		reached := 0
+		for i, s := range servers {
+			got := s.requests()[before[i]:]
+			if len(got) == 0 {
+				continue
+			}
+			reached++
+			if len(got) != repeat {
+				t.Fatalf("viewer %d: %d of its %d calls at process %d", v, len(got), repeat, i)
+			}
+			for _, n := range got {
+				if n != sz.check {
+					t.Fatalf("a request of %d bytes, want the one-process echo's %d", n, sz.check)
+				}
+			}
+		}
+		if reached != 1 {
+			t.Fatalf("viewer %d reached %d processes, want 1", v, reached)
+		}
+	}
+	// Every process serves its share of the viewers.
+	sum := 0
+	for i, s := range servers {
+		n := len(s.requests())
+		if n == 0 {
+			t.Errorf("process %d got none of %d viewers' calls", i, viewers)
+		}
+		sum += n
+	}
+	if sum != total {
+		t.Errorf("%d requests for %d calls", sum, total)
+	}
+	if _, err := newEchoProcsTarget(addrs[:1], &w, x, targetOpts{timeout: time.Second}); err == nil {
+		t.Error("an echo over several processes with one address")
+	}
+}
+
+func TestFloorOverSeveralEchoProcesses(t *testing.T) {
+	var addrs []string
+	for range 3 {
+		addrs = append(addrs, startEcho(t).Addr())
+	}
+	out := filepath.Join(t.TempDir(), "r.json")
+	args := []string{"--target", "null", "--floor", "--echo-procs", "3", "--echo-addr", strings.Join(addrs, ","), "--quiet", "--json", out,
+		"--floor-rounds", "2", "--rate", "500", "--timeout", "10s", "--viewers", "100", "--campaigns", "200", "--candidates", "100",
+		"--duration", "200ms", "--warmup", "10ms"}
+	var stdout, stderr bytes.Buffer
+	if code := runMain(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	rs, err := readResults(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 3 || rs[0].Kind != "echo" || rs[0].EchoProcs != 0 || rs[1].Target != "echo-3procs" || rs[1].EchoProcs != 3 ||
+		rs[2].Kind != "null" || rs[1].Requests == 0 || rs[1].Rounds != 2 || rs[1].Rate != 500 {
+		t.Fatalf("want the echo, the echo over 3 processes, then the target: %+v", rs)
+	}
+	for _, want := range []string{"null / echo: call p99", "null / echo-3procs (each call to its viewer's process"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if f := floorRows(rs); len(f) != 1 || f[0].Echo != rs[0] || f[0].Procs != rs[1] || f[0].Target != rs[2] {
+		t.Errorf("floor rows %+v", f)
+	}
+	// The addresses must be as many as the processes asked for.
+	for _, bad := range [][]string{
+		{"--echo-procs", "2", "--echo-addr", addrs[0]},
+		{"--echo-procs", "0"},
+		{"--echo-procs", "65"},
+	} {
+		if code := runMain(append([]string{"--target", "null", "--floor", "--rate", "100"}, bad...), &stdout, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2", bad, code)
+		}
+	}
+}
+
+func TestFloorStartsSeveralEchoProcesses(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	args := []string{"--target", "null", "--floor", "--echo-procs", "2", "--quiet", "--json", out,
+		"--rate", "200", "--timeout", "10s", "--viewers", "100", "--campaigns", "20", "--candidates", "5", "--duration", "200ms", "--warmup", "10ms"}
+	var stdout, stderr bytes.Buffer
+	if code := runMain(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	rs, err := readResults(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 3 || rs[1].EchoProcs != 2 || rs[1].Requests == 0 || rs[1].Errors != 0 {
+		t.Fatalf("want a floor over the 2 processes it started: %+v", rs)
+	}
+}
+
+func TestFloorMedianWithSeveralEchoProcesses(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for i, p99 := range []float64{900, 600, 3000} {
+		rs := []*Result{
+			{Target: "echo", Kind: "echo", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: 300, OverCutoff: int64(i + 1)},
+			{Target: "echo-3procs", Kind: "echo-3procs", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: 450, OverCutoff: 2 * int64(i+1), EchoProcs: 3},
+			{Target: "fcap", Kind: "fcap", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: p99, FailedOver: 10 * int64(i+1)},
+		}
+		f := filepath.Join(dir, string(rune('a'+i))+".json")
+		if err := writeJSON(f, rs); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runMain(append([]string{"floor-median"}, files...), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	// Medians: fcap call p99 900us, 3x the echo's 300us and 2x the
+	// 3-process echo's 450us; fail-open 0.2%, 10x the echo's 0.02% past
+	// the cut-off and 5x the 3-process echo's 0.04%.
+	out := stdout.String()
+	for _, want := range []string{"| echo x3 call p99 |", "| call p99 / echo x3 |", "| 3.00x |", "| 450us |", "| 0.040% |", "| 2.00x |", "| 5.00x |", "| 10x |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("median table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "\n| 2000 |") != 1 {
+		t.Fatalf("want one row at 2000/s:\n%s", out)
+	}
+	// A run without that floor does not mix with runs that have it.
+	if err := writeJSON(files[2], []*Result{
+		{Target: "echo", Kind: "echo", Mode: "open", Rate: 2000, Requests: 10},
+		{Target: "fcap", Kind: "fcap", Mode: "open", Rate: 2000, Requests: 10},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if code := runMain(append([]string{"floor-median"}, files...), &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "not the same command") {
+		t.Errorf("mixed floors: exit %d (%s), want 1", code, stderr.String())
+	}
 }

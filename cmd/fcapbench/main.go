@@ -22,6 +22,10 @@
 // target beside it: the ratio of the p99s and the share of calls past
 // the client's cut-off (--floor-rounds alternates the two several times,
 // so a machine busy with something else weighs on both alike).
+// --echo-procs N, for a cluster of N nodes, adds a second floor in the
+// same rounds: N echo processes, each call sent whole to the one its
+// viewer hashes to, as the fcap client sends a check to its viewer's
+// owner.
 //
 // "load" fills a target with the memory benchmark's data and reports
 // bytes per key. "suite" runs every workload against several targets,
@@ -78,7 +82,7 @@ type options struct {
 	halfPeak, quiet             bool
 	floor, coarsePacer          bool
 	echoAddr, echoCPUs          string
-	floorRounds                 int
+	floorRounds, echoProcs      int
 	conns                       int
 	redisCheck                  string
 	prof                        profiles
@@ -86,6 +90,10 @@ type options struct {
 	tlsCA, tlsCert, tlsKey      string
 	tokenFile                   string
 }
+
+// maxEchoProcs bounds --echo-procs: a floor for a cluster on one
+// machine, not a fleet.
+const maxEchoProcs = 64
 
 // workloadFlags defines the flags that shape the load; every subcommand
 // that drives a target shares them.
@@ -135,7 +143,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.coarsePacer, "coarse-pacer", false, "open loop: pace with Go's time.Sleep instead of a precise timer, as fcapbench did before (late by up to 1ms: to see the generator's own queue)")
 	fs.IntVar(&o.floorRounds, "floor-rounds", 1, "--floor: alternate the echo and the target this many times, --duration split between the rounds (a busy machine then weighs on both alike)")
 	fs.StringVar(&o.echoCPUs, "echo-cpus", "", "--floor: pin the echo server fcapbench starts to these CPUs (taskset -c list), where the target's servers run")
-	fs.StringVar(&o.echoAddr, "echo-addr", "", "--floor: a running \"fcapbench echo-server\" (default: start one)")
+	fs.StringVar(&o.echoAddr, "echo-addr", "", "--floor: a running \"fcapbench echo-server\" (default: start one); with --echo-procs N, N of them, comma-separated")
+	fs.IntVar(&o.echoProcs, "echo-procs", 1, "--floor: for a target of N nodes, N echo processes as a second floor in the same rounds (1: the one-process echo alone), each call going whole to the process its viewer hashes to, as a check goes to its viewer's owner; the first also serves the one-process floor")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress line")
 	fs.StringVar(&o.jsonOut, "json", "", "write the results to this JSON file")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of the workload")
@@ -157,6 +166,12 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.floorRounds < 1 || o.duration/time.Duration(max(o.floorRounds, 1)) < 100*time.Millisecond {
 		return nil, errors.New("need --floor-rounds >= 1 and at least 100ms of --duration per round")
+	}
+	if o.echoProcs < 1 || o.echoProcs > maxEchoProcs {
+		return nil, fmt.Errorf("need 1 <= --echo-procs <= %d, got %d", maxEchoProcs, o.echoProcs)
+	}
+	if n := len(strings.Split(o.echoAddr, ",")); o.echoAddr != "" && n != o.echoProcs {
+		return nil, fmt.Errorf("--echo-addr names %d echo servers, --echo-procs asks for %d", n, o.echoProcs)
 	}
 	if o.floor && o.target == "echo" {
 		return nil, errors.New("--floor compares a target with the echo: the target cannot be the echo itself")
@@ -198,22 +213,34 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 		progress = nil
 	}
 	var echo target
+	var procs *echoTarget
 	if o.floor {
-		addr := o.echoAddr
-		if addr == "" {
-			p, err := startEchoProcess(o.echoCPUs, stderr)
+		var addrs []string
+		if o.echoAddr != "" {
+			addrs = strings.Split(o.echoAddr, ",")
+		}
+		childErr := &lockedWriter{w: stderr}
+		for len(addrs) < o.echoProcs {
+			p, err := startEchoProcess(o.echoCPUs, childErr)
 			if err != nil {
 				fmt.Fprintf(stderr, "fcapbench: %v\n", err)
 				return 1
 			}
 			defer p.stop()
-			addr = p.addr
+			addrs = append(addrs, p.addr)
 		}
-		if echo, err = newTarget("echo", addr, &o.w, x, topts); err != nil {
+		if echo, err = newTarget("echo", addrs[0], &o.w, x, topts); err != nil {
 			fmt.Fprintf(stderr, "fcapbench: %v\n", err)
 			return 1
 		}
 		defer echo.Close()
+		if len(addrs) > 1 {
+			if procs, err = newEchoProcsTarget(addrs, &o.w, x, topts); err != nil {
+				fmt.Fprintf(stderr, "fcapbench: %v\n", err)
+				return 1
+			}
+			defer procs.Close()
+		}
 	}
 	base := run{target: tgt, w: &o.w, ids: x, concurrency: o.concurrency, rate: o.rate, name: o.name,
 		warmup: o.warmup, duration: o.duration, timeout: o.timeout, seed: o.seed, progress: progress, coarsePacer: o.coarsePacer}
@@ -229,12 +256,16 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 			}
 			return res, err
 		}
-		floor, res, err := execFloor(r, echo, o.floorRounds)
+		floor, procsRes, res, err := execFloor(r, echo, procs, o.floorRounds)
 		if err != nil {
 			return nil, err
 		}
-		results = append(results, floor, res)
-		floors = append(floors, compareFloor(floor, res))
+		results = append(results, floor)
+		if procsRes != nil {
+			results = append(results, procsRes)
+		}
+		results = append(results, res)
+		floors = append(floors, compareFloors(floor, procsRes, res))
 		return res, nil
 	}
 	res, err := exec(base)

@@ -26,10 +26,17 @@ import (
 // the floor is the machine's (network, scheduling, this process's
 // goroutines), not a client's.
 type echoTarget struct {
-	name    string   // "echo", or "raw" (target_raw.go)
+	name    string   // "echo", "echo-Nprocs" (newEchoProcsTarget), or "raw" (target_raw.go)
 	addrs   []string // per place in conns
 	rr      atomic.Uint32
 	timeout time.Duration
+	// byViewer sends every call to the address its viewer hashes to
+	// (conns holds perAddr connections per address, address after
+	// address, round robin within one), as the fcap client sends a
+	// check to its viewer's owner; otherwise calls go round robin over
+	// every connection.
+	byViewer bool
+	perAddr  int
 
 	mu sync.Mutex
 	// conns is guarded by mu; a closed one is redialed by the next call
@@ -100,6 +107,7 @@ func newEchoTarget(addrs string, w *workload, x *ids, o targetOpts) (*echoTarget
 	}
 	t.calls.New = func() any { return &echoCall{done: make(chan error, 1)} }
 	conns := max(o.conns, 1)
+	t.perAddr = conns
 	for _, addr := range strings.Split(addrs, ",") {
 		for range conns {
 			c, err := dialEcho(addr)
@@ -113,11 +121,53 @@ func newEchoTarget(addrs string, w *workload, x *ids, o targetOpts) (*echoTarget
 	return t, nil
 }
 
-// pick returns the next connection round robin, redialing it if it
-// closed (a write cut short by its deadline closes one, as in the fcap
-// client).
-func (t *echoTarget) pick() (*echoConn, error) {
-	i := int(t.rr.Add(1)) % len(t.addrs)
+// newEchoProcsTarget drives several echo servers (one per address, each
+// a process of its own) the way the fcap client drives as many nodes: a
+// call goes, whole, to the server its viewer hashes to, as a check goes
+// to its viewer's owner (the routing key is the viewer: one request per
+// check, however many nodes). Frames and connections are the echo's.
+func newEchoProcsTarget(addrs []string, w *workload, x *ids, o targetOpts) (*echoTarget, error) {
+	if len(addrs) < 2 {
+		return nil, fmt.Errorf("an echo over several processes needs two addresses or more, got %d", len(addrs))
+	}
+	t, err := newEchoTarget(strings.Join(addrs, ","), w, x, o)
+	if err != nil {
+		return nil, err
+	}
+	t.name = fmt.Sprintf("echo-%dprocs", len(addrs))
+	t.byViewer = true
+	return t, nil
+}
+
+// procs is how many echo servers the target drives.
+func (t *echoTarget) procs() int { return len(t.addrs) / t.perAddr }
+
+// viewerHash is FNV-1a of a viewer id: where an echo over several
+// processes sends the viewer's calls.
+func viewerHash(viewer string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(viewer); i++ {
+		h ^= uint32(viewer[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// place returns the index in conns of the connection a call for viewer
+// takes next.
+func (t *echoTarget) place(viewer string) int {
+	n := int(t.rr.Add(1))
+	if !t.byViewer {
+		return n % len(t.addrs)
+	}
+	return int(viewerHash(viewer)%uint32(t.procs()))*t.perAddr + n%t.perAddr
+}
+
+// pick returns the connection a call for viewer takes, redialing it if
+// it closed (a write cut short by its deadline closes one, as in the
+// fcap client).
+func (t *echoTarget) pick(viewer string) (*echoConn, error) {
+	i := t.place(viewer)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := t.conns[i]
@@ -141,12 +191,12 @@ func (t *echoTarget) Name() string { return t.name }
 var errEchoTimeout = errors.New("echo: no answer before the deadline")
 
 // roundTrip sends one request frame and waits for its answer.
-func (t *echoTarget) roundTrip(ctx context.Context, frame []byte) error {
+func (t *echoTarget) roundTrip(ctx context.Context, viewer string, frame []byte) error {
 	deadline := time.Now().Add(t.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	c, err := t.pick()
+	c, err := t.pick(viewer)
 	if err != nil {
 		return err
 	}
@@ -183,12 +233,12 @@ func (t *echoTarget) roundTrip(ctx context.Context, frame []byte) error {
 	}
 }
 
-func (t *echoTarget) Allow(ctx context.Context, _ string, _ int, _ int64) (bool, error) {
-	return true, t.roundTrip(ctx, t.allow)
+func (t *echoTarget) Allow(ctx context.Context, viewer string, _ int, _ int64) (bool, error) {
+	return true, t.roundTrip(ctx, viewer, t.allow)
 }
 
-func (t *echoTarget) Check(ctx context.Context, _ string, campaigns []int, _ int64) (int, error) {
-	return len(campaigns), t.roundTrip(ctx, t.check)
+func (t *echoTarget) Check(ctx context.Context, viewer string, campaigns []int, _ int64) (int, error) {
+	return len(campaigns), t.roundTrip(ctx, viewer, t.check)
 }
 
 // Record is not measured (an impression is off the ad request's path);
