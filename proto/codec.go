@@ -28,44 +28,25 @@ const (
 // errTruncated reports a length that runs past the end of the body.
 var errTruncated = fmt.Errorf("truncated body: %w", io.ErrUnexpectedEOF)
 
-// encoder appends the msgpack encoding of a message to buf. It is the
-// msgpack.Encoder's writer, and that writer never fails, so the results
-// of the Encoder's methods are never errors and are not checked. err
-// holds the first limit a message broke: the encode methods run to the
-// end and AppendFrame reports it.
+// encoder appends the msgpack encoding of a message to buf. err holds
+// the first limit a message broke: the encode methods run to the end and
+// AppendFrame reports it.
 //
-// The one-byte forms (positive fixint, fixarray, fixstr header), which
-// most values of a message take, and every integer, bool, nil and bin
-// header are appended here directly, in the forms the msgpack.Encoder
-// would choose (TestEncoderForms holds them to its bytes); long arrays
-// and strings are written by the msgpack.Encoder. A Check's caps are
-// mostly these forms (a window in milliseconds takes a uint32), and a
-// call through the Encoder's writer costs more than the bytes it
-// writes. The decoder mirrors it, and TestWireForm checks the bytes
-// against msgpack's own generic decoding.
+// Every form is appended here directly (the append functions below), in
+// the forms msgpack's Encoder chooses for the same value (shortest
+// integer, fixstr/str8/str16/str32, fixarray/array16/array32, ...):
+// TestEncoderForms holds each to the Encoder's bytes at every boundary
+// between two forms, and TestWireForm checks whole messages against
+// msgpack's own generic decoding. A Check is mostly small forms (a cap
+// is about 30 bytes in 8 values), and writing them into a slice held in
+// registers costs a fraction of a call through an io.Writer per value.
+// The decoder mirrors it.
 type encoder struct {
 	buf []byte
-	enc *msgpack.Encoder
 	err error
 }
 
-var encoders = sync.Pool{New: func() any {
-	e := new(encoder)
-	e.enc = msgpack.NewEncoder(e)
-	return e
-}}
-
-// Write implements io.Writer for the msgpack.Encoder.
-func (e *encoder) Write(p []byte) (int, error) {
-	e.buf = append(e.buf, p...)
-	return len(p), nil
-}
-
-// WriteByte implements io.ByteWriter for the msgpack.Encoder.
-func (e *encoder) WriteByte(c byte) error {
-	e.buf = append(e.buf, c)
-	return nil
-}
+var encoders = sync.Pool{New: func() any { return new(encoder) }}
 
 // fail records the first encoding error.
 func (e *encoder) fail(err error) {
@@ -75,13 +56,7 @@ func (e *encoder) fail(err error) {
 }
 
 // array writes the header of a positional array of n fields.
-func (e *encoder) array(n int) {
-	if n <= int(msgpcode.FixedArrayMask) {
-		e.buf = append(e.buf, msgpcode.FixedArrayLow|byte(n))
-		return
-	}
-	e.enc.EncodeArrayLen(n)
-}
+func (e *encoder) array(n int) { e.buf = appendArrayLen(e.buf, n) }
 
 // list writes the header of a list of n elements, refusing more than
 // limit.
@@ -93,50 +68,20 @@ func (e *encoder) list(what string, n, limit int) {
 }
 
 func (e *encoder) str(s string) {
-	if len(s) > MaxStringLen {
-		e.fail(fmt.Errorf("string of %d bytes, limit %d", len(s), MaxStringLen))
-	}
-	if len(s) <= int(msgpcode.FixedStrMask) {
-		e.buf = append(e.buf, msgpcode.FixedStrLow|byte(len(s)))
-		e.buf = append(e.buf, s...)
-		return
-	}
-	e.enc.EncodeString(s)
+	e.strLimit(len(s))
+	e.buf = appendStr(e.buf, s)
 }
 
-func (e *encoder) int(v int64) {
-	switch {
-	case v >= 0:
-		e.uint(uint64(v))
-	case v >= int64(int8(msgpcode.NegFixedNumLow)):
-		e.buf = append(e.buf, byte(v))
-	case v >= math.MinInt8:
-		e.buf = append(e.buf, msgpcode.Int8, byte(v))
-	case v >= math.MinInt16:
-		e.buf = binary.BigEndian.AppendUint16(append(e.buf, msgpcode.Int16), uint16(v))
-	case v >= math.MinInt32:
-		e.buf = binary.BigEndian.AppendUint32(append(e.buf, msgpcode.Int32), uint32(v))
-	default:
-		e.buf = binary.BigEndian.AppendUint64(append(e.buf, msgpcode.Int64), uint64(v))
+// strLimit refuses a string of n bytes over MaxStringLen.
+func (e *encoder) strLimit(n int) {
+	if n > MaxStringLen {
+		e.fail(fmt.Errorf("string of %d bytes, limit %d", n, MaxStringLen))
 	}
 }
 
-// uint writes v in the shortest form, as msgpack.Encoder.EncodeUint does
-// (TestIntForms holds them to the same bytes).
-func (e *encoder) uint(v uint64) {
-	switch {
-	case v <= uint64(msgpcode.PosFixedNumHigh):
-		e.buf = append(e.buf, byte(v))
-	case v <= math.MaxUint8:
-		e.buf = append(e.buf, msgpcode.Uint8, byte(v))
-	case v <= math.MaxUint16:
-		e.buf = binary.BigEndian.AppendUint16(append(e.buf, msgpcode.Uint16), uint16(v))
-	case v <= math.MaxUint32:
-		e.buf = binary.BigEndian.AppendUint32(append(e.buf, msgpcode.Uint32), uint32(v))
-	default:
-		e.buf = binary.BigEndian.AppendUint64(append(e.buf, msgpcode.Uint64), v)
-	}
-}
+func (e *encoder) int(v int64) { e.buf = appendInt(e.buf, v) }
+
+func (e *encoder) uint(v uint64) { e.buf = appendUint(e.buf, v) }
 
 func (e *encoder) bool(v bool) {
 	if v {
@@ -183,16 +128,89 @@ func (e *encoder) binHeader(n int) {
 // uint16s writes a bin of vs, 2 bytes each, little-endian.
 func (e *encoder) uint16s(vs []uint16) {
 	e.binHeader(2 * len(vs))
+	b := e.buf
 	for _, v := range vs {
-		e.buf = append(e.buf, byte(v), byte(v>>8))
+		b = append(b, byte(v), byte(v>>8))
 	}
+	e.buf = b
 }
 
 // uint32s writes a bin of vs, 4 bytes each, little-endian.
 func (e *encoder) uint32s(vs []uint32) {
 	e.binHeader(4 * len(vs))
+	b := e.buf
 	for _, v := range vs {
-		e.buf = append(e.buf, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+		b = append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+	}
+	e.buf = b
+}
+
+// appendArrayLen appends the header of an array of n elements.
+func appendArrayLen(b []byte, n int) []byte {
+	switch {
+	case n <= int(msgpcode.FixedArrayMask):
+		return append(b, msgpcode.FixedArrayLow|byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, msgpcode.Array16), uint16(n))
+	default:
+		return binary.BigEndian.AppendUint32(append(b, msgpcode.Array32), uint32(n))
+	}
+}
+
+// appendStr appends s as a msgpack str. The caller checks its length
+// against MaxStringLen.
+func appendStr(b []byte, s string) []byte {
+	switch n := len(s); {
+	case n <= int(msgpcode.FixedStrMask):
+		b = append(b, msgpcode.FixedStrLow|byte(n))
+	case n <= math.MaxUint8:
+		b = append(b, msgpcode.Str8, byte(n))
+	case n <= math.MaxUint16:
+		b = binary.BigEndian.AppendUint16(append(b, msgpcode.Str16), uint16(n))
+	default:
+		b = binary.BigEndian.AppendUint32(append(b, msgpcode.Str32), uint32(n))
+	}
+	return append(b, s...)
+}
+
+// appendInt appends v in the shortest form, as msgpack.Encoder.EncodeInt
+// does.
+func appendInt(b []byte, v int64) []byte {
+	if v >= 0 {
+		return appendUint(b, uint64(v))
+	}
+	return appendNegative(b, v)
+}
+
+func appendNegative(b []byte, v int64) []byte {
+	switch {
+	case v >= int64(int8(msgpcode.NegFixedNumLow)):
+		return append(b, byte(v))
+	case v >= math.MinInt8:
+		return append(b, msgpcode.Int8, byte(v))
+	case v >= math.MinInt16:
+		return binary.BigEndian.AppendUint16(append(b, msgpcode.Int16), uint16(v))
+	case v >= math.MinInt32:
+		return binary.BigEndian.AppendUint32(append(b, msgpcode.Int32), uint32(v))
+	default:
+		return binary.BigEndian.AppendUint64(append(b, msgpcode.Int64), uint64(v))
+	}
+}
+
+// appendUint appends v in the shortest form, as msgpack.Encoder.EncodeUint
+// does.
+func appendUint(b []byte, v uint64) []byte {
+	switch {
+	case v <= uint64(msgpcode.PosFixedNumHigh):
+		return append(b, byte(v))
+	case v <= math.MaxUint8:
+		return append(b, msgpcode.Uint8, byte(v))
+	case v <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, msgpcode.Uint16), uint16(v))
+	case v <= math.MaxUint32:
+		return binary.BigEndian.AppendUint32(append(b, msgpcode.Uint32), uint32(v))
+	default:
+		return binary.BigEndian.AppendUint64(append(b, msgpcode.Uint64), v)
 	}
 }
 

@@ -13,13 +13,23 @@ import (
 
 // cap: [scope str, id str, limit int, window int, algorithm uint8, mode uint8]
 func (e *encoder) cap(c *fcap.Cap) {
-	e.array(6)
-	e.str(c.Scope)
-	e.str(c.ID)
-	e.int(c.Limit)
-	e.int(c.Window)
-	e.uint(uint64(c.Algorithm))
-	e.uint(uint64(c.Mode))
+	if len(c.Scope) > MaxStringLen || len(c.ID) > MaxStringLen { // tested inline: a Check encodes 100 caps
+		e.strLimit(len(c.Scope))
+		e.strLimit(len(c.ID))
+	}
+	e.buf = appendCap(e.buf, c)
+}
+
+// appendCap appends c in a slice the compiler keeps in registers, where
+// the encoder's methods would load and store e.buf for every value.
+func appendCap(b []byte, c *fcap.Cap) []byte {
+	b = appendArrayLen(b, 6)
+	b = appendStr(b, c.Scope)
+	b = appendStr(b, c.ID)
+	b = appendInt(b, c.Limit)
+	b = appendInt(b, c.Window)
+	b = appendUint(b, uint64(c.Algorithm))
+	return appendUint(b, uint64(c.Mode))
 }
 
 func (d *decoder) cap(c *fcap.Cap) {
@@ -88,19 +98,21 @@ func (e *encoder) verdicts(vs []fcap.Verdict) {
 		e.fail(errTooMany("verdicts", len(vs), MaxCandidates))
 	}
 	e.binHeader(verdictSize * len(vs))
+	b := e.buf
 	for i := range vs {
 		v := &vs[i]
 		rem := uint16(min(max(v.Remaining, 0), 0xFFFF))
 		if v.Blocking < -1 || v.Blocking > maxBlocking {
 			e.fail(fmt.Errorf("verdict %d: blocking cap %d outside [-1, %d]", i, v.Blocking, maxBlocking))
 		}
-		b := uint(v.Blocking + 1)
-		flags := byte(b>>8&1) << 1
+		blocking := uint(v.Blocking + 1)
+		flags := byte(blocking>>8&1) << 1
 		if v.Allowed {
 			flags |= flagAllowed
 		}
-		e.buf = append(e.buf, byte(rem), byte(rem>>8), byte(b), flags)
+		b = append(b, byte(rem), byte(rem>>8), byte(blocking), flags)
 	}
+	e.buf = b
 }
 
 func (d *decoder) verdicts(dst []fcap.Verdict) []fcap.Verdict {

@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/fcap-io/fcap"
 )
 
-// TestEncoderForms holds the forms the encoder writes itself (integers,
-// bools, nil, bin headers) to the bytes msgpack's Encoder writes for the
-// same value, at every boundary between two forms: the wire stays what
-// it was when these went through the Encoder.
+// TestEncoderForms holds the forms the encoder writes (integers, bools,
+// nil, strs, array and bin headers, a cap) to the bytes msgpack's
+// Encoder writes for the same value, at every boundary between two
+// forms: the wire stays what it was when these went through the Encoder.
 func TestEncoderForms(t *testing.T) {
 	ints := []int64{0, 1, 127, 128, 255, 256, 65535, 65536, math.MaxUint32, math.MaxUint32 + 1, math.MaxInt64,
 		-1, -32, -33, -128, -129, -32768, -32769, math.MinInt32, math.MinInt32 - 1, math.MinInt64}
@@ -36,6 +39,28 @@ func TestEncoderForms(t *testing.T) {
 	}
 	for _, n := range bins {
 		cases = append(cases, form{fmt.Sprint("bin of ", n), func(e *encoder) { e.binHeader(n) }, func(e *msgpack.Encoder) { e.EncodeBytesLen(n) }})
+	}
+	for _, n := range []int{0, 1, 31, 32, 255, 256, 65535, 65536} {
+		s := strings.Repeat("s", n)
+		cases = append(cases, form{fmt.Sprint("str of ", n), func(e *encoder) { e.str(s) }, func(e *msgpack.Encoder) { e.EncodeString(s) }})
+	}
+	for _, n := range []int{0, 1, 15, 16, 65535, 65536} {
+		cases = append(cases, form{fmt.Sprint("array of ", n), func(e *encoder) { e.array(n) }, func(e *msgpack.Encoder) { e.EncodeArrayLen(n) }})
+	}
+	for _, c := range []fcap.Cap{
+		{Scope: "campaign", ID: "campaign-42", Limit: 5, Window: 86_400_000},
+		{Scope: strings.Repeat("s", 40), ID: strings.Repeat("i", 300), Limit: fcap.MaxLimit, Window: fcap.MaxTime, Algorithm: fcap.Fixed, Mode: fcap.Strict},
+		{Limit: -1, Window: math.MinInt64, Algorithm: 200, Mode: 255}, // not valid caps, but encoded as they are
+	} {
+		cases = append(cases, form{fmt.Sprintf("cap %.20v", c), func(e *encoder) { e.cap(&c) }, func(e *msgpack.Encoder) {
+			e.EncodeArrayLen(6)
+			e.EncodeString(c.Scope)
+			e.EncodeString(c.ID)
+			e.EncodeInt(c.Limit)
+			e.EncodeInt(c.Window)
+			e.EncodeUint(uint64(c.Algorithm))
+			e.EncodeUint(uint64(c.Mode))
+		}})
 	}
 	for _, c := range cases {
 		var ours encoder
