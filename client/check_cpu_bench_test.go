@@ -9,7 +9,8 @@ import (
 )
 
 // BenchmarkCheckCPU: the client's CPU for a 100-candidate check without
-// the network: building the request table (reset), encoding the frame,
+// the network: building the request table and encoding its caps (reset),
+// encoding the frame,
 // decoding the node's answer and copying it into the reused result
 // (fill). The candidates are those of fcapbench's check workload, one
 // soft campaign cap each, drawn anew into the same slice every call.
@@ -44,7 +45,7 @@ func BenchmarkCheckCPU(b *testing.B) {
 		if err := res.reset(cands); err != nil {
 			b.Fatal(err)
 		}
-		req := proto.Check{Viewer: "viewer-123456", Now: 1_700_000_000_000 + int64(i), HasNow: true, Table: res.table, Budget: 4_500_000}
+		req := proto.Check{Viewer: "viewer-123456", Now: 1_700_000_000_000 + int64(i), HasNow: true, Table: res.table, Encoded: &res.caps, Budget: 4_500_000}
 		if frame, err = proto.AppendFrame(frame[:0], uint64(i), &req); err != nil {
 			b.Fatal(err)
 		}

@@ -72,10 +72,14 @@ type CheckResult struct {
 	// Now is the time the verdicts were judged at.
 	Now int64
 
-	table  fcap.CheckTable // the request as sent: caps once, candidates as refs
-	strict []bool          // per candidate: it has a strict cap
-	left   []int64         // per table cap: impressions left (for Pod)
-	stale  bool            // a backup answered
+	// The request as sent: each distinct cap once, encoded as it was
+	// read from the candidates (caps; table.Caps stays empty), and the
+	// candidates as refs into caps (table.Refs, table.Ends).
+	caps   proto.EncodedCaps
+	table  fcap.CheckTable
+	strict []bool  // per candidate: it has a strict cap
+	left   []int64 // per table cap: impressions left (for Pod)
+	stale  bool    // a backup answered
 	// req is the request of the call in progress, kept here rather than
 	// on the heap per call: it is encoded before each send and nothing
 	// reads it once the call returns.
@@ -83,8 +87,10 @@ type CheckResult struct {
 }
 
 // reset builds the request table from candidates: a cap equal to the one
-// at the same position of the previous candidate is sent once.
+// at the same position of the previous candidate is sent once. Each cap
+// is encoded as it is read, in the one pass over the caller's caps.
 func (r *CheckResult) reset(cands []fcap.Candidate) error {
+	r.caps.Reset()
 	r.table.Reset()
 	r.Verdicts = r.Verdicts[:0]
 	r.left = r.left[:0]
@@ -98,7 +104,6 @@ func (r *CheckResult) reset(cands []fcap.Candidate) error {
 	// grow nothing in the common case.
 	t.Ends = slices.Grow(t.Ends, len(cands))
 	t.Refs = slices.Grow(t.Refs, len(cands))
-	t.Caps = slices.Grow(t.Caps, len(cands))
 	r.strict = slices.Grow(r.strict[:0], len(cands))[:len(cands)]
 	var prev []fcap.Cap
 	prevStart := 0 // where the previous candidate's refs begin
@@ -113,12 +118,16 @@ func (r *CheckResult) reset(cands []fcap.Candidate) error {
 				t.Refs = append(t.Refs, t.Refs[prevStart+j])
 				continue
 			}
-			if len(t.Caps) >= proto.MaxCheckCaps-1 {
+			n := r.caps.Len()
+			if n >= proto.MaxCheckCaps-1 {
 				r.strict = r.strict[:0]
 				return fmt.Errorf("%w: more than %d distinct caps", ErrBadRequest, proto.MaxCheckCaps-1)
 			}
-			t.Refs = append(t.Refs, uint16(len(t.Caps)))
-			t.Caps = append(t.Caps, *c)
+			if err := r.caps.Append(c); err != nil {
+				r.strict = r.strict[:0]
+				return fmt.Errorf("%w: candidate %d: %v", ErrBadRequest, i, err)
+			}
+			t.Refs = append(t.Refs, uint16(n))
 		}
 		t.Ends = append(t.Ends, uint32(len(t.Refs)))
 		r.strict[i] = strict
@@ -183,7 +192,7 @@ func (c *Client) CheckInto(ctx context.Context, viewer string, cands []fcap.Cand
 func (c *Client) check(ctx context.Context, viewer string, res *CheckResult, start time.Time, o callOptions) error {
 	deadline := c.deadline(ctx, start)
 	viewer = c.canonical(ctx, viewer, &o, deadline)
-	res.req = proto.Check{Viewer: viewer, Now: o.now, HasNow: o.hasNow, Table: res.table}
+	res.req = proto.Check{Viewer: viewer, Now: o.now, HasNow: o.hasNow, Table: res.table, Encoded: &res.caps}
 	req := &res.req
 	// Strict candidates read only from the owner; a soft check's owner
 	// keeps its request in flight until the deadline, hedged by a
@@ -262,7 +271,7 @@ func (r *CheckResult) fill(m *proto.CheckResult) bool {
 // node too old to send the figures.
 func (r *CheckResult) CapsRemaining(i int) []int64 {
 	t := &r.table
-	if i < 0 || i >= len(t.Ends) || len(r.left) != len(t.Caps) || i >= len(r.Verdicts) || r.Verdicts[i].Failed() {
+	if i < 0 || i >= len(t.Ends) || len(r.left) != r.caps.Len() || i >= len(r.Verdicts) || r.Verdicts[i].Failed() {
 		return nil
 	}
 	start := uint32(0)

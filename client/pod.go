@@ -20,19 +20,22 @@ type Pod struct {
 // NewPod starts a pod from a Check result. Caps that are equal are one
 // budget, whichever candidates carry them.
 func NewPod(res *CheckResult) *Pod {
-	caps := res.table.Caps
-	p := &Pod{res: res, group: make([]int, len(caps)), taken: make([]bool, len(res.Verdicts))}
-	index := map[fcap.Cap]int{}
-	for i, c := range caps {
-		g, ok := index[c]
+	n := res.caps.Len()
+	p := &Pod{res: res, group: make([]int, n), taken: make([]bool, len(res.Verdicts))}
+	// The result keeps the caps as they were sent, in their wire form:
+	// equal caps have equal encodings.
+	index := map[string]int{}
+	for i := range n {
+		form := res.caps.Form(i)
+		g, ok := index[string(form)]
 		if !ok {
 			g = len(p.left)
-			index[c] = g
+			index[string(form)] = g
 			p.left = append(p.left, fcap.MaxLimit)
 		}
 		p.group[i] = g
 	}
-	if len(res.left) == len(caps) {
+	if len(res.left) == n {
 		for i, l := range res.left {
 			p.left[p.group[i]] = min(p.left[p.group[i]], l)
 		}

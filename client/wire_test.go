@@ -3,11 +3,13 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,4 +134,42 @@ func goldenCandidates() []fcap.Candidate {
 		}
 	}
 	return cands
+}
+
+// TestCheckRefusesUnencodableCap: a cap the wire cannot carry (a string
+// over proto.MaxStringLen) fails the Check as a bad request before
+// anything is sent, now that caps are encoded while the table is built.
+func TestCheckRefusesUnencodableCap(t *testing.T) {
+	var checks atomic.Int64
+	srv := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
+		var m proto.Check
+		if hdr.Type != proto.TypeCheck || proto.Decode(body, &m) != nil {
+			return nil
+		}
+		checks.Add(1)
+		return &proto.CheckResult{Epoch: 42, Now: 1, Verdicts: make([]fcap.Verdict, len(m.Table.Ends))}
+	})
+	c := newClient(t, nil, srv.addr())
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	long := fcap.Cap{Scope: "campaign", ID: strings.Repeat("x", proto.MaxStringLen+1), Limit: 1, Window: 1000}
+	cands := []fcap.Candidate{{Caps: []fcap.Cap{soft}}, {Caps: []fcap.Cap{soft, long}}}
+	var res client.CheckResult
+	err := c.CheckInto(ctx, "viewer-1", cands, &res)
+	if !errors.Is(err, client.ErrBadRequest) || !strings.Contains(err.Error(), "candidate 1") {
+		t.Fatalf("CheckInto = %v, want ErrBadRequest naming candidate 1", err)
+	}
+	if len(res.Verdicts) != 0 {
+		t.Fatalf("%d verdicts for a refused check", len(res.Verdicts))
+	}
+	// The same result checks again once the caller drops the cap.
+	if err := c.CheckInto(ctx, "viewer-1", cands[:1], &res); err != nil || len(res.Verdicts) != 1 || res.Verdicts[0].Failed() {
+		t.Fatalf("CheckInto = %v, %d verdicts", err, len(res.Verdicts))
+	}
+	if n := checks.Load(); n != 1 {
+		t.Fatalf("the node saw %d Checks, want only the valid one", n)
+	}
 }

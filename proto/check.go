@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fcap-io/fcap"
@@ -33,6 +34,10 @@ type Check struct {
 	// Table holds the distinct caps (at most MaxCheckCaps) and the
 	// candidates (at most MaxCandidates) as indexes into them.
 	Table fcap.CheckTable
+	// Encoded, when not nil, is sent in place of Table.Caps: the same
+	// caps, encoded by the sender as it read them (see EncodedCaps).
+	// Decode never sets it.
+	Encoded *EncodedCaps
 	// Backup says the client accepts an answer from a backup owner of
 	// the viewer (its owner did not answer in time). A backup answers
 	// with CheckResult.Stale set; a node that is neither owner nor
@@ -51,7 +56,12 @@ func (m *Check) encode(e *encoder) {
 	e.array(7)
 	e.str(m.Viewer)
 	e.time(m.Now, m.HasNow)
-	e.caps(m.Table.Caps, MaxCheckCaps)
+	if m.Encoded != nil {
+		e.list("caps", m.Encoded.Len(), MaxCheckCaps)
+		e.buf = append(e.buf, m.Encoded.buf...)
+	} else {
+		e.caps(m.Table.Caps, MaxCheckCaps)
+	}
 	e.uint16s(m.Table.Refs)
 	if len(m.Table.Ends) > MaxCandidates {
 		e.fail(errTooMany("candidates", len(m.Table.Ends), MaxCandidates))
@@ -75,6 +85,52 @@ func (m *Check) decode(d *decoder) {
 	}
 	m.Budget, extra = d.budget(extra) // optional: added after backup
 	d.end(extra)
+}
+
+// EncodedCaps is a list of caps in their wire form, for a sender that
+// reads a Check's caps from elsewhere: the client reads them from the
+// caller's candidates, and encoding each as it reads it replaces copying
+// it into Table.Caps and encoding the copy (issue 21: the client shares
+// its core with the ad server). A Check sends the list with the same
+// bytes as the caps themselves. The zero value is an empty list.
+type EncodedCaps struct {
+	buf  []byte
+	ends []uint32 // where each cap's encoding ends in buf
+}
+
+// Reset empties the list, keeping its storage.
+func (l *EncodedCaps) Reset() { l.buf, l.ends = l.buf[:0], l.ends[:0] }
+
+// Len returns the number of caps.
+func (l *EncodedCaps) Len() int { return len(l.ends) }
+
+// Append encodes c at the end of the list; a cap with a string over
+// MaxStringLen is refused (as AppendFrame refuses it in Table.Caps).
+func (l *EncodedCaps) Append(c *fcap.Cap) error {
+	if len(c.Scope) > MaxStringLen || len(c.ID) > MaxStringLen {
+		return fmt.Errorf("cap %q/%q: string of %d bytes, limit %d", trim(c.Scope), trim(c.ID), max(len(c.Scope), len(c.ID)), MaxStringLen)
+	}
+	l.buf = appendCap(l.buf, c)
+	l.ends = append(l.ends, uint32(len(l.buf)))
+	return nil
+}
+
+// Form returns the encoding of cap i: two caps are equal exactly when
+// their encodings are, so it serves as a key for the cap.
+func (l *EncodedCaps) Form(i int) []byte {
+	start := uint32(0)
+	if i > 0 {
+		start = l.ends[i-1]
+	}
+	return l.buf[start:l.ends[i]]
+}
+
+// trim shortens s for an error message.
+func trim(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "..."
+	}
+	return s
 }
 
 // CheckResult answers a Check: one verdict per candidate, in order, and
