@@ -24,6 +24,10 @@ import (
 // complete (pending.go).
 
 func (n *Node) acceptLoop() {
+	pre := n.startPreauth()
+	if pre != nil {
+		defer pre.Stop()
+	}
 	var backoff time.Duration
 	for {
 		c, err := n.data.Accept()
@@ -42,6 +46,10 @@ func (n *Node) acceptLoop() {
 		if st == nil {
 			n.metrics.RefusedConns.Inc()
 			n.wg.Go(func() { n.refuse(c) })
+			continue
+		}
+		tokens := n.tokens.Required()
+		if pre != nil && pre.Add(st, firstMaxFrame(n.cfg.MaxFrame, tokens), tokens) {
 			continue
 		}
 		n.wg.Go(func() {
@@ -63,6 +71,14 @@ const (
 // helloMaxFrame bounds the frames of a connection that has not said its
 // Hello on a node with tokens: a Hello holds one token.
 const helloMaxFrame = 4 << 10
+
+// firstMaxFrame bounds a connection's frames until it has authenticated.
+func firstMaxFrame(maxFrame int, tokens bool) int {
+	if tokens {
+		return min(maxFrame, helloMaxFrame)
+	}
+	return maxFrame
+}
 
 // firstBytes waits for a connection's first bytes: its first frame's
 // header without tokens, its first byte with them; the connection's
@@ -120,24 +136,27 @@ func (n *Node) firstBytes(st *conns.Conn, tokens bool) bool {
 	return !n.draining.Load() && !n.evicted(st)
 }
 
-// serveConn reads and answers requests until the peer closes, a frame is
-// malformed beyond recovery, the connection idles out or does not
-// authenticate in time, loses its place to a newer one, or the node
-// drains.
+// serveConn serves a connection from its connect: its TLS handshake, its
+// first bytes, then its frames.
 func (n *Node) serveConn(st *conns.Conn) {
-	c := st.Conn
-	if !n.handshake(c) {
+	if !n.handshake(st.Conn) {
 		return
 	}
 	tokens := n.tokens.Required()
 	if !n.firstBytes(st, tokens) {
 		return
 	}
-	maxFrame := n.cfg.MaxFrame
-	if tokens {
-		maxFrame = min(maxFrame, helloMaxFrame)
-	}
-	r := proto.NewReaderSize(st, maxFrame, pendingReadBuffer)
+	n.serveFrames(st, tokens)
+}
+
+// serveFrames reads and answers requests until the peer closes, a frame
+// is malformed beyond recovery, the connection idles out or does not
+// authenticate in time, loses its place to a newer one, or the node
+// drains. The connection's first bytes may have been read already
+// (firstBytes, the pre-authentication poller); its read deadline is set.
+func (n *Node) serveFrames(st *conns.Conn, tokens bool) {
+	c := st.Conn
+	r := proto.NewReaderSize(st, firstMaxFrame(n.cfg.MaxFrame, tokens), pendingReadBuffer)
 	// The handler and the write side are made when the first frame has
 	// arrived whole: not for a connection that never sends one.
 	var w *connWriter

@@ -30,9 +30,9 @@ type Conn struct {
 	// lost is set when a newer connection took the connection's place;
 	// its reader, woken by a past read deadline, says so and closes.
 	lost atomic.Bool
-	// first holds the connection's first bytes (ReadFirst), of which
-	// Read has given the first given.
-	first       [firstSize]byte
+	// first holds the connection's first bytes (ReadFirst, Give), of
+	// which Read has given the first given.
+	first       []byte
 	held, given int
 }
 

@@ -10,6 +10,9 @@ const firstSize = 16
 // reading on. A connection that sends nothing costs no buffer, and one
 // whose header has arrived takes it in one read.
 func (c *Conn) ReadFirst(k int) ([]byte, error) {
+	if c.first == nil {
+		c.first = make([]byte, firstSize)
+	}
 	for c.held < k {
 		m, err := c.Conn.Read(c.first[c.held:])
 		c.held += m
@@ -20,11 +23,21 @@ func (c *Conn) ReadFirst(k int) ([]byte, error) {
 	return c.first[:c.held], nil
 }
 
-// Read gives the bytes ReadFirst took, then reads the connection.
+// Give makes b the connection's first bytes, read by someone else (the
+// pre-authentication poller): Read gives them back before reading on.
+func (c *Conn) Give(b []byte) {
+	c.first, c.held, c.given = b, len(b), 0
+}
+
+// Read gives the first bytes (ReadFirst, Give), then reads the
+// connection. The first bytes are let go once given.
 func (c *Conn) Read(p []byte) (int, error) {
 	if c.given < c.held {
 		m := copy(p, c.first[c.given:c.held])
 		c.given += m
+		if c.given == c.held {
+			c.first, c.held, c.given = nil, 0, 0
+		}
 		return m, nil
 	}
 	return c.Conn.Read(p)
