@@ -40,12 +40,12 @@ const (
 	// Ready: its first frame arrived whole, or a length the frame reader
 	// refuses. Serve it: its Read gives back the bytes the poller read
 	// (conns.Conn.Give), its read deadline is the one due.
-	Ready Result = iota
-	Closed    // the peer closed it, or a read failed
-	Idle      // nothing, or not the body, within IdleTimeout (no tokens)
-	Handshake // the Hello, or the first frame's header, not within HandshakeTimeout
-	Evicted   // it lost its place to a newer connection
-	Stopped   // the poller stopped
+	Ready     Result = iota
+	Closed           // the peer closed it, or a read failed
+	Idle             // nothing, or not the body, within IdleTimeout (no tokens)
+	Handshake        // the Hello, or the first frame's header, not within HandshakeTimeout
+	Evicted          // it lost its place to a newer connection
+	Stopped          // the poller stopped
 )
 
 // Config configures a Poller.
