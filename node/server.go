@@ -86,9 +86,11 @@ func firstMaxFrame(maxFrame int, tokens bool) int {
 // reports false when the connection is to be closed (it idled out,
 // failed, lost its place, or the node drains).
 //
-// A connection that sends nothing costs no buffers: they are made when
-// its first byte arrives, so idle connections (a flood, or clients'
-// spare pools) hold a goroutine each and little else. With tokens, the
+// It serves the connections the pre-authentication poller does not
+// (preauth.go): TLS ones, and all where there is no poller. A connection
+// that sends nothing costs no buffers: they are made when its first byte
+// arrives, so idle connections (a flood, or clients' spare pools) hold a
+// goroutine each and little else. With tokens, the
 // Hello is due HandshakeTimeout after the connect. Without, an idle
 // connection is idle (IdleTimeout), and the header of its first request
 // is due HandshakeTimeout after its first byte; the body, which may be a
