@@ -233,6 +233,9 @@ func (n *Node) openStorage() error {
 		return fmt.Errorf("open data dir: %w", err)
 	}
 	n.journal = n.durable
+	if n.engine.Stats().Viewers > 0 {
+		n.repl.OfferRecovered() // stand-in writes a backup kept reach their primary
+	}
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/proto"
-	"github.com/fcap-io/fcap/ring"
 )
 
 // replica sends this node's changes, and whole partitions, to one peer.
@@ -28,6 +27,7 @@ type replica struct {
 	dirtySince  time.Time           // when the oldest of them changed
 	transfers   []int               // partitions to send whole
 	handoffs    []int               // partitions to hand over: last changes, then Done
+	offers      []int               // partitions whose recovered state to send, with no marker (recovery.go)
 	leaving     []*Plan             // plans the hand-overs leave: their writes must end first
 	queued      map[int]bool        // partitions in transfers or being sent
 	sent        map[int]bool        // partitions the peer received whole
@@ -183,7 +183,7 @@ func (rep *replica) addWaiter(ch chan error) {
 func (rep *replica) busy() bool {
 	rep.mu.Lock()
 	defer rep.mu.Unlock()
-	return len(rep.dirty) > 0 || len(rep.transfers) > 0 || len(rep.handoffs) > 0 || len(rep.waiters) > 0
+	return len(rep.dirty) > 0 || len(rep.transfers) > 0 || len(rep.handoffs) > 0 || len(rep.offers) > 0 || len(rep.waiters) > 0
 }
 
 func (rep *replica) backlog() (int, time.Duration) {
@@ -206,7 +206,7 @@ func (rep *replica) close() {
 	for _, p := range append(rep.transfers, rep.handoffs...) {
 		rep.r.parts[p].pushing.Add(-1)
 	}
-	rep.transfers, rep.handoffs = nil, nil
+	rep.transfers, rep.handoffs, rep.offers = nil, nil, nil
 	for _, w := range rep.waiters {
 		w <- errors.New("replication to " + rep.name + " stopped")
 	}
@@ -288,8 +288,8 @@ type sender struct {
 func (s *sender) step() (more bool, err error) {
 	rep := s.rep
 	rep.mu.Lock()
-	transfers, handoffs, leaving := rep.transfers, rep.handoffs, rep.leaving
-	rep.transfers, rep.handoffs, rep.leaving = nil, nil, nil
+	transfers, handoffs, leaving, offers := rep.transfers, rep.handoffs, rep.leaving, rep.offers
+	rep.transfers, rep.handoffs, rep.leaving, rep.offers = nil, nil, nil, nil
 	forgot := make(map[int]uint32, len(transfers)+len(handoffs))
 	for _, ps := range [][]int{transfers, handoffs} {
 		for _, p := range ps {
@@ -307,6 +307,7 @@ func (s *sender) step() (more bool, err error) {
 		rep.transfers = append(transfers, rep.transfers...)
 		rep.handoffs = append(handoffs, rep.handoffs...)
 		rep.leaving = append(leaving, rep.leaving...)
+		rep.offers = append(offers, rep.offers...)
 		rep.mu.Unlock()
 		return err
 	}
@@ -316,6 +317,13 @@ func (s *sender) step() (more bool, err error) {
 	if len(transfers) > 0 {
 		n, err := s.sendPartitions(transfers, forgot)
 		transfers = transfers[n:]
+		if err != nil {
+			return false, requeue(err)
+		}
+	}
+	if len(offers) > 0 {
+		n, err := s.sendOffers(offers)
+		offers = offers[n:]
 		if err != nil {
 			return false, requeue(err)
 		}
@@ -341,7 +349,7 @@ func (s *sender) step() (more bool, err error) {
 		rep.r.transferred(len(handoffs))
 	}
 	rep.mu.Lock()
-	more = len(rep.transfers) > 0 || len(rep.handoffs) > 0 || len(rep.dirty) > 0 || len(rep.waiters) > 0
+	more = len(rep.transfers) > 0 || len(rep.handoffs) > 0 || len(rep.offers) > 0 || len(rep.dirty) > 0 || len(rep.waiters) > 0
 	rep.mu.Unlock()
 	return more, nil
 }
@@ -411,18 +419,7 @@ func (s *sender) sendDirty() error {
 // It returns how many partitions were sent.
 func (s *sender) sendPartitions(ps []int, forgot map[int]uint32) (sent int, err error) {
 	rep := s.rep
-	P := len(rep.r.parts)
-	want := make(map[int][]uint64, len(ps))
-	for _, p := range ps {
-		want[p] = nil
-	}
-	rep.r.eng.Keys(func(k uint64) bool {
-		p := ring.PartitionOf(k, P)
-		if list, ok := want[p]; ok {
-			want[p] = append(list, k)
-		}
-		return true
-	})
+	want := rep.r.keysOf(ps)
 	for i, p := range ps {
 		start := time.Now()
 		if _, err := s.sendKeys(want[p], nil, rep.r.throttle); err != nil {

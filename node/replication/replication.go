@@ -205,6 +205,7 @@ type Replicator struct {
 
 	sawPeer       atomic.Bool // some ring held another member: this node has been part of a cluster
 	declinedClaim sync.Once   // logs that a node alone with seeds does not claim
+	offerPending  atomic.Bool // the node recovered state it has not offered yet (recovery.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup // the senders and Run's loops
@@ -389,6 +390,7 @@ func (r *Replicator) OnRing(cur *ring.Ring) (*Plan, func()) {
 			rep.setMember(m.Addr, m.Incarnation)
 		}
 	}
+	pn.offer = offering(&r.offerPending, cur, pn.self)
 	for p := range r.parts {
 		pn.partition(p)
 	}
@@ -405,8 +407,14 @@ func (r *Replicator) OnRing(cur *ring.Ring) (*Plan, func()) {
 	}
 	r.plan.Store(pn.pl)
 	r.prev = cur
-	prev, moves := pn.prev, pn.moves
+	prev, moves, offered := pn.prev, pn.moves, pn.offered
+	if pn.offer {
+		r.log.Info("offering the recovered state of the partitions it backs to their primaries", "partitions", len(offered))
+	}
 	return pn.pl, func() {
+		for _, m := range offered {
+			m.rep.offer(m.p)
+		}
 		for _, m := range moves {
 			r.log.Debug("partition: sending", "partition", m.p, "to", m.rep.name, "handoff", m.handoff, "owners", names(cur, m.p), "before", names(prev, m.p))
 			if m.handoff {
@@ -432,6 +440,9 @@ type planner struct {
 	// over the engine and the plan would otherwise reach the new owner by
 	// neither.
 	moves []move
+	// offered are the partitions to offer (recovery.go), when offer is set.
+	offer   bool
+	offered []move
 }
 
 // move is a whole partition to send to a peer, or to hand over.
@@ -455,6 +466,9 @@ func (pn *planner) partition(p int) {
 		}
 	}
 	pn.replicate(p, curOwners, futOwners)
+	if pn.offer {
+		pn.offers(p, curOwners, futOwners)
+	}
 	// Full transfers: if this node is p's pusher and holds p, it pushes p
 	// to every owner that may not hold it: one that was not an owner in
 	// the previous ring, or was in an earlier incarnation (a restart
