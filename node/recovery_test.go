@@ -64,7 +64,7 @@ func TestRestartOffersWhatABackupRecovered(t *testing.T) {
 	if held(a, viewer) {
 		t.Fatal("a holds the viewer before b is back: the test proves nothing")
 	}
-	b = startNodes(t, "offer", 1, func(c *Config) { c.Name = "offer-1"; c.Membership.Seeds = []string{a.GossipAddr()} }, durable)[0]
+	startNodes(t, "offer", 1, func(c *Config) { c.Name = "offer-1"; c.Membership.Seeds = []string{a.GossipAddr()} }, durable) // b
 	waitUntil(t, 60*time.Second, func() bool { return held(a, viewer) }, "the count b recovered never reached a, the viewer's primary")
 }
 
