@@ -77,9 +77,9 @@ type CheckResult struct {
 	// candidates as refs into caps (table.Refs, table.Ends).
 	caps   proto.EncodedCaps
 	table  fcap.CheckTable
-	strict []bool  // per candidate: it has a strict cap
-	left   []int64 // per table cap: impressions left (for Pod)
-	stale  bool    // a backup answered
+	strict []bool   // per candidate: it has a strict cap
+	left   []uint16 // per table cap: impressions left, as sent (for Pod)
+	stale  bool     // a backup answered
 	// req is the request of the call in progress, kept here rather than
 	// on the heap per call: it is encoded before each send and nothing
 	// reads it once the call returns.
@@ -263,10 +263,7 @@ func (r *CheckResult) fill(m *proto.CheckResult) bool {
 	for i, v := range m.Verdicts {
 		r.Verdicts[i] = Verdict{Verdict: v, Stale: m.Stale}
 	}
-	r.left = slices.Grow(r.left[:0], len(m.Left))[:len(m.Left)]
-	for i, l := range m.Left {
-		r.left[i] = int64(l)
-	}
+	r.left = append(r.left[:0], m.Left...)
 	return true
 }
 
@@ -287,7 +284,7 @@ func (r *CheckResult) CapsRemaining(i int) []int64 {
 	}
 	out := make([]int64, 0, t.Ends[i]-start)
 	for _, ref := range t.Refs[start:t.Ends[i]] {
-		out = append(out, r.left[ref])
+		out = append(out, int64(r.left[ref]))
 	}
 	return out
 }

@@ -37,7 +37,7 @@ func NewPod(res *CheckResult) *Pod {
 	}
 	if len(res.left) == n {
 		for i, l := range res.left {
-			p.left[p.group[i]] = min(p.left[p.group[i]], l)
+			p.left[p.group[i]] = min(p.left[p.group[i]], int64(l))
 		}
 		return p
 	}
