@@ -51,6 +51,15 @@ func TestDrainHandsEverythingOver(t *testing.T) {
 
 	drained, survivors := nodes[1], []*cluster.Node{nodes[0], nodes[2]}
 	before := refused()
+	// What the survivors logged before the drain: the forming of the
+	// cluster, where three nodes changing rings at different moments can
+	// still leave one claiming partitions without a hand-over nobody owed
+	// it (ARCHITECTURE.md, "A hand-over that does not come"); logged, not
+	// this test's subject.
+	formed := make([]int, len(survivors))
+	for i, n := range survivors {
+		formed[i] = len(n.Logs())
+	}
 	out, err := exec.Command(ctl, "drain", "--addr", nodes[0].Data, drained.Name).CombinedOutput()
 	if err != nil {
 		t.Fatalf("fcapctl drain %s: %v\n%s\n%s:\n%s", drained.Name, err, out, drained.Name, drained.Logs())
@@ -79,10 +88,18 @@ func TestDrainHandsEverythingOver(t *testing.T) {
 		t.Errorf("%s did not stop after its drain", drained.Name)
 	}
 
-	for _, n := range survivors {
-		for _, line := range strings.Split(n.Logs(), "\n") {
-			if strings.Contains(line, "without a hand-over") || strings.Contains(line, "gone before its hand-over") {
-				t.Errorf("%s: %s", n.Name, line)
+	for i, n := range survivors {
+		logs := n.Logs()
+		for j, part := range []string{logs[:formed[i]], logs[formed[i]:]} {
+			for _, line := range strings.Split(part, "\n") {
+				if !strings.Contains(line, "without a hand-over") && !strings.Contains(line, "gone before its hand-over") {
+					continue
+				}
+				if j == 0 {
+					t.Logf("%s, while the cluster formed: %s", n.Name, line)
+				} else {
+					t.Errorf("%s: %s", n.Name, line)
+				}
 			}
 		}
 	}
