@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/fcap-io/fcap/node/conns"
@@ -29,7 +30,13 @@ func (n *Node) acceptLoop() {
 		defer pre.Stop()
 	}
 	var backoff time.Duration
-	for {
+	for accepted := 0; ; accepted++ {
+		if accepted%32 == 31 {
+			// A burst of connects (a flood): let the served connections'
+			// readers in between, rather than after the scheduler's
+			// 10 ms slice. Accept parks when none is waiting.
+			runtime.Gosched()
+		}
 		c, err := n.data.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {

@@ -1,7 +1,10 @@
 package preauth
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -19,7 +22,9 @@ import (
 type Poller struct {
 	cfg     Config
 	epfd    int
-	scratch []byte // what a read takes; Run's alone
+	ep      *os.File        // epfd in Go's network poller: Run waits there, not in epoll_wait
+	epRaw   syscall.RawConn // ep's
+	scratch []byte          // what a read takes; Run's alone
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
@@ -37,7 +42,23 @@ func New(cfg Config) (*Poller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("preauth: epoll: %w", err)
 	}
-	return &Poller{cfg: cfg, epfd: epfd, scratch: make([]byte, 64<<10), watched: map[uint64]*pending{}}, nil
+	// A goroutine blocked in epoll_wait would hold its P until the
+	// runtime's monitor takes it back (up to 10 ms later when it has
+	// been idle): with GOMAXPROCS=1 every served connection would wait
+	// for it. Non-blocking, the epoll descriptor is itself watched by
+	// Go's network poller (it is readable when an event is ready), and
+	// Run parks there like any reader.
+	if err := syscall.SetNonblock(epfd, true); err != nil {
+		syscall.Close(epfd)
+		return nil, fmt.Errorf("preauth: epoll: %w", err)
+	}
+	ep := os.NewFile(uintptr(epfd), "preauth-epoll")
+	raw, err := ep.SyscallConn()
+	if err != nil {
+		ep.Close()
+		return nil, fmt.Errorf("preauth: epoll: %w", err)
+	}
+	return &Poller{cfg: cfg, epfd: epfd, ep: ep, epRaw: raw, scratch: make([]byte, 64<<10), watched: map[uint64]*pending{}}, nil
 }
 
 // Add watches c, whose first frame may be at most maxFrame long; tokens
@@ -85,12 +106,12 @@ func (p *Poller) Stop() {
 // Run reads the watched connections as their bytes arrive and lets them
 // go, until Stop.
 func (p *Poller) Run() {
-	defer syscall.Close(p.epfd)
-	events := make([]syscall.EpollEvent, 256)
+	defer p.ep.Close()
+	events := make([]syscall.EpollEvent, 64)
 	var swept time.Time
 	for {
-		k, err := syscall.EpollWait(p.epfd, events, int(sweepEvery/time.Millisecond))
-		if err != nil && err != syscall.EINTR {
+		k, err := p.wait(events)
+		if err != nil {
 			// Not on a valid instance: let everything go; Add refuses
 			// from now on and the caller serves connections itself.
 			p.Stop()
@@ -98,6 +119,12 @@ func (p *Poller) Run() {
 		now := p.cfg.Now()
 		for _, ev := range events[:max(k, 0)] {
 			p.readable(uint64(uint32(ev.Fd))|uint64(uint32(ev.Pad))<<32, now)
+		}
+		if k == len(events) {
+			// A burst (thousands opening or closing at once): let the
+			// served connections' readers in between batches, rather
+			// than after the scheduler's 10 ms slice.
+			runtime.Gosched()
 		}
 		p.mu.Lock()
 		stopped := p.stopped
@@ -120,6 +147,27 @@ func (p *Poller) Run() {
 			})
 		}
 	}
+}
+
+// wait returns the events ready, after at most sweepEvery: it parks in
+// Go's network poller until the epoll descriptor is readable or the
+// deadline passes (then k is 0).
+func (p *Poller) wait(events []syscall.EpollEvent) (k int, err error) {
+	p.ep.SetReadDeadline(time.Now().Add(sweepEvery))
+	var waitErr error
+	err = p.epRaw.Read(func(fd uintptr) bool {
+		k, waitErr = syscall.EpollWait(int(fd), events, 0)
+		return k != 0 || waitErr != nil && waitErr != syscall.EINTR
+	})
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case waitErr != nil && waitErr != syscall.EINTR:
+		return 0, waitErr
+	}
+	return max(k, 0), nil
 }
 
 // readable reads what has arrived on connection id and lets it go if its
