@@ -387,6 +387,17 @@ func TestFloorRoundsInterleave(t *testing.T) {
 	}
 }
 
+// writeRun writes run i's results as a JSON file in dir, as fcapbench
+// --json does, and returns its path.
+func writeRun(t *testing.T, dir string, i int, rs []*Result) string {
+	t.Helper()
+	f := filepath.Join(dir, string(rune('a'+i))+".json")
+	if err := writeJSON(f, rs); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func TestFloorMedian(t *testing.T) {
 	dir := t.TempDir()
 	var files []string
@@ -397,11 +408,7 @@ func TestFloorMedian(t *testing.T) {
 			{Target: "echo", Kind: "echo", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: 300, OverCutoff: int64(i + 1)},
 			{Target: "fcap", Kind: "fcap", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: p99, FailedOver: 10 * int64(i+1)},
 		}
-		f := filepath.Join(dir, string(rune('a'+i))+".json")
-		if err := writeJSON(f, rs); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
+		files = append(files, writeRun(t, dir, i, rs))
 	}
 	var stdout, stderr bytes.Buffer
 	if code := runMain(append([]string{"floor-median"}, files...), &stdout, &stderr); code != 0 {
@@ -650,11 +657,7 @@ func TestFloorMedianWithSeveralEchoProcesses(t *testing.T) {
 			{Target: "echo-3procs", Kind: "echo-3procs", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: 450, OverCutoff: 2 * int64(i+1), EchoProcs: 3},
 			{Target: "fcap", Kind: "fcap", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: p99, FailedOver: 10 * int64(i+1)},
 		}
-		f := filepath.Join(dir, string(rune('a'+i))+".json")
-		if err := writeJSON(f, rs); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
+		files = append(files, writeRun(t, dir, i, rs))
 	}
 	var stdout, stderr bytes.Buffer
 	if code := runMain(append([]string{"floor-median"}, files...), &stdout, &stderr); code != 0 {
