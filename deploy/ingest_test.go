@@ -52,12 +52,28 @@ func runIngester(t *testing.T, reg *prometheus.Registry, c *client.Client) (stop
 		<-done
 		kc.Close()
 	}
+	// The lag gauge gets its series when the partition is assigned, which
+	// can be before the record is accounted for: wait for both.
 	for ctx.Err() == nil {
 		families, _ := reg.Gather()
+		seen := 0
 		for _, f := range families {
-			if f.GetName() == "fcap_ingest_lag_records" && len(f.GetMetric()) > 0 {
-				return stop
+			switch f.GetName() {
+			case "fcap_ingest_lag_records":
+				if len(f.GetMetric()) > 0 {
+					seen++
+				}
+			case "fcap_ingest_records_total":
+				for _, m := range f.GetMetric() {
+					if m.GetCounter().GetValue() >= 1 {
+						seen++
+						break
+					}
+				}
 			}
+		}
+		if seen == 2 {
+			return stop
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
