@@ -302,7 +302,11 @@ func (n *Node) run() {
 
 func (n *Node) listen() error {
 	var err error
-	if n.data, err = net.Listen("tcp", n.cfg.DataAddr); err != nil {
+	// Keep-alives are turned on when a connection authenticates
+	// (keepAlive): a flood of connections that never do spares the node
+	// their four setsockopt calls at the accept.
+	lc := net.ListenConfig{KeepAlive: -1}
+	if n.data, err = lc.Listen(context.Background(), "tcp", n.cfg.DataAddr); err != nil {
 		return fmt.Errorf("listen data plane: %w", err)
 	}
 	if n.cfg.Security.TLS != nil {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -74,6 +75,18 @@ const (
 	pendingReadBuffer = 1 << 10
 	authedReadBuffer  = 64 << 10
 )
+
+// keepAlive turns TCP keep-alives on (Go's defaults: probes after 15 s
+// idle, every 15 s, 9 of them) for a connection that has authenticated;
+// the data listener accepts with them off (Node.listen).
+func keepAlive(c net.Conn) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second})
+	}
+}
 
 // helloMaxFrame bounds the frames of a connection that has not said its
 // Hello on a node with tokens: a Hello holds one token.
@@ -228,6 +241,7 @@ func (n *Node) serveFrames(st *conns.Conn, tokens bool) {
 					return
 				}
 				authed = true
+				keepAlive(c)
 				r.SetMaxFrame(n.cfg.MaxFrame)
 				r.GrowBuffer(authedReadBuffer)
 			}

@@ -243,15 +243,19 @@ func (p *Poller) release(id uint64, w *pending, r Result) {
 	p.mu.Lock()
 	delete(p.watched, id)
 	p.mu.Unlock()
+	if r != Ready {
+		// Done closes it, which takes it out of the set: one system
+		// call fewer a connection when a flood's thousands close.
+		p.cfg.Done(w.c, r)
+		return
+	}
 	// On a closed connection Control does not run: the kernel took the
 	// descriptor out of the set when it closed, and its number may be
 	// another connection's by now.
 	w.raw.Control(func(fd uintptr) {
 		syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, int(fd), nil)
 	})
-	if r == Ready {
-		w.c.SetReadDeadline(w.deadline)
-		w.c.Give(w.buf)
-	}
+	w.c.SetReadDeadline(w.deadline)
+	w.c.Give(w.buf)
 	p.cfg.Done(w.c, r)
 }

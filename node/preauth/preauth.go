@@ -53,9 +53,9 @@ type Config struct {
 	// IdleTimeout and HandshakeTimeout are the node's (node.Config).
 	IdleTimeout, HandshakeTimeout time.Duration
 	// Done is called on the poller's goroutine for each connection it
-	// lets go, after it stopped watching it. But for Ready, the
-	// connection is to be closed (conns.Places.Untrack); Done must not
-	// block.
+	// lets go, after it stopped watching it. But for Ready, Done closes
+	// the connection (conns.Places.Untrack), which takes it out of the
+	// poller's epoll set; Done must not block.
 	Done func(c *conns.Conn, r Result)
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
