@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"sync"
+	"testing"
+)
 
 func TestGCPercentFor(t *testing.T) {
 	const mb = 1 << 20
@@ -24,6 +27,7 @@ func TestGCPercentFor(t *testing.T) {
 
 // An operator's GOGC stands: the floor never overrides it.
 func TestGCFloorLeavesAnOperatorsGOGC(t *testing.T) {
+	gcFloorOnce = sync.Once{} // as at a process's start: -count=N runs it again
 	startGCFloor(gcFloorBytes, func(k string) (string, bool) { return "50", k == "GOGC" })
 	ran := false
 	gcFloorOnce.Do(func() { ran = true })
