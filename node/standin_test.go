@@ -163,7 +163,11 @@ func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
 	for _, v := range viewers {
 		c.Record(v, fcap.Impression{ID: "imp-" + v, Time: time.Now().UnixMilli(), Caps: []fcap.Cap{tally}})
 	}
-	if err := c.Flush(flush); err != nil {
+	// A flush deadline of its own: the first one's may have run out
+	// during the waits since.
+	flush2, cancel2 := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel2()
+	if err := c.Flush(flush2); err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range viewers {
