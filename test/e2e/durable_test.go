@@ -154,8 +154,10 @@ func TestWholeClusterRestart(t *testing.T) {
 		}
 	}
 	// Soft writes reach the backups asynchronously: let them, so that
-	// every partition's copies agree before the crash.
-	time.Sleep(time.Second)
+	// every partition's copies agree before the crash. A fixed second
+	// was a guess a busy machine can outlast; the nodes say when nothing
+	// is left to send.
+	settledGauges(t, nodes, "the traffic")
 	for _, n := range nodes {
 		n.Kill()
 	}
