@@ -129,7 +129,9 @@ func backupCount(r *ring.Ring, viewer string, c fcap.Cap) (int64, error) {
 // backup; after the failover every Record is counted once.
 func TestKilledOwnerSoftWritesGoToABackup(t *testing.T) {
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
-	cfg := client.DefaultConfig(seeds(nodes...)...)
+	// Deadlines of seconds (a Record batch's too: its default 250 ms is
+	// for a quiet ad server, and the test asserts none is dropped).
+	cfg := cluster.ClientConfig(seeds(nodes...)...)
 	cfg.Timeout = 2 * time.Second
 	cfg.RefreshInterval = time.Hour // the topology changes only when a node says so
 	c, err := client.New(cfg)
