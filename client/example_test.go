@@ -12,13 +12,21 @@ import (
 
 // exampleCluster starts a one-node fcap cluster in this process, the
 // examples' stand-in for a real one, and returns its data-plane address
-// and a function that stops it.
+// and a function that stops it, once the node serves. (It turns active a
+// moment after it listens: a client that fetched the topology before
+// would find no owner, and its first calls would be decided by the
+// failure policy, not the output the examples show.)
 func exampleCluster() (seed string, stop func()) {
 	cfg := node.DefaultLocalConfig("example")
 	cfg.Logger = quiet
 	nd, err := node.Start(cfg)
 	if err != nil {
 		panic(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !nd.Ready(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			panic("the example node did not turn ready in 20 s")
+		}
 	}
 	return nd.DataAddr(), func() { nd.Shutdown(context.Background()) }
 }

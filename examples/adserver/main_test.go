@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -87,15 +88,26 @@ func startAdServer(t *testing.T, seed string) *adServer {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the ad server never said where it listens")
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get("http://" + s.addr + "/ad?viewer=probe"); err == nil {
+	// Serving is not enough: an ad chosen by the failure policy is served
+	// too, and the node turns active a moment after it listens, so the
+	// example's client may have fetched a topology with no owner yet.
+	// Wait for an ad the cluster chose (for a new viewer each time: the
+	// impressions of ads served meanwhile count, and could cap one).
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		if i > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if resp, err := http.Get(fmt.Sprintf("http://%s/ad?viewer=probe-%d", s.addr, i)); err == nil {
+			var ad served
+			ok := resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&ad) == nil && !ad.FailOpen
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if ok {
 				return s
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the ad server never served an ad")
+			t.Fatal("the ad server never served an ad the cluster chose")
 		}
 	}
 }
