@@ -257,6 +257,9 @@ func (c *Client) race(ctx context.Context, owner, backup *peer, first, second *c
 				if hedged {
 					c.m.hedgesWon.Inc()
 				}
+				// A backup that answers with a newer epoch may own the
+				// viewer now (the owner died and the ring moved on).
+				c.noteEpoch(second.check.Epoch, backup)
 				return second, true, nil
 			}
 			err = second.err

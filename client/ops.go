@@ -311,6 +311,9 @@ func (c *Client) fromBackup(ctx context.Context, viewer string, m proto.Message,
 		}
 		var cl *call
 		if cl, err = c.roundTrip(ctx, p, m, want, deadline, false); err == nil {
+			// A newer epoch: the ring moved on (the owner died, say),
+			// and asking the owner first again would only fail again.
+			c.noteEpoch(epochOf(cl), p)
 			return cl, nil
 		}
 	}
