@@ -37,19 +37,8 @@ func TestBackupAnswerWithNewerEpochRefreshes(t *testing.T) {
 	// The owner dies; the backup's ring (epoch 4) names it the owner of
 	// every partition.
 	pf.owner.close()
-	const partitions = 7
-	owners := make([]uint16, 0, 2*partitions)
-	for range partitions {
-		owners = append(owners, 1, 0)
-	}
 	pf.backup.mu.Lock()
-	pf.backup.topo = func() *proto.Topology {
-		return &proto.Topology{Epoch: 4, Partitions: partitions, Replicas: 2, Owners: owners,
-			Members: []proto.Member{
-				{Name: "a-owner", Addr: pf.owner.addr(), State: 2, Incarnation: 1},
-				{Name: "b-backup", Addr: pf.backup.addr(), State: 2, Incarnation: 1},
-			}}
-	}
+	pf.backup.topo = pf.topology(4, 1, 0)
 	pf.backup.mu.Unlock()
 	epoch.Store(4)
 

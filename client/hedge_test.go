@@ -27,24 +27,31 @@ func startPair(t *testing.T, owner, backup func(*proto.Check) *proto.CheckResult
 	}
 	pf.owner = startFake(t, handler(&pf.ownerChecks, owner))
 	pf.backup = startFake(t, handler(&pf.backupChecks, backup))
-	const partitions = 7
-	owners := make([]uint16, 0, 2*partitions)
-	for range partitions {
-		owners = append(owners, 0, 1)
-	}
-	topo := func() *proto.Topology {
-		return &proto.Topology{Epoch: 3, Partitions: partitions, Replicas: 2, Owners: owners,
-			Members: []proto.Member{
-				{Name: "a-owner", Addr: pf.owner.addr(), State: 2, Incarnation: 1},
-				{Name: "b-backup", Addr: pf.backup.addr(), State: 2, Incarnation: 1},
-			}}
-	}
+	topo := pf.topology(3, 0, 1)
 	for _, f := range []*fakeNode{pf.owner, pf.backup} {
 		f.mu.Lock()
 		f.topo = topo
 		f.mu.Unlock()
 	}
 	return pf
+}
+
+// topology is the pair's topology at epoch: of every partition, member
+// first (0: the owner fake, 1: the backup fake) is the owner, the other
+// the backup.
+func (pf *pairFakes) topology(epoch uint64, first, second uint16) func() *proto.Topology {
+	const partitions = 7
+	owners := make([]uint16, 0, 2*partitions)
+	for range partitions {
+		owners = append(owners, first, second)
+	}
+	return func() *proto.Topology {
+		return &proto.Topology{Epoch: epoch, Partitions: partitions, Replicas: 2, Owners: owners,
+			Members: []proto.Member{
+				{Name: "a-owner", Addr: pf.owner.addr(), State: 2, Incarnation: 1},
+				{Name: "b-backup", Addr: pf.backup.addr(), State: 2, Incarnation: 1},
+			}}
+	}
 }
 
 // checkHandler is a fake node's handler that counts the checks it is
