@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/fcap-io/fcap"
@@ -14,14 +15,25 @@ import (
 // decoding the node's answer and copying it into the reused result
 // (fill). The candidates are those of fcapbench's check workload, one
 // soft campaign cap each, drawn anew into the same slice every call.
+// "warm" draws them from 1,000 caps, which stay in the CPU's caches;
+// "cold" from 1M (about 100 MB with their ids), at random, so that
+// reading a cap is a cache miss, as in an ad server whose candidates come
+// from a large catalogue and whose caches the network stack has just
+// flushed.
 //
 //	go test -run XXX -bench BenchmarkCheckCPU -count 5 ./client/
 func BenchmarkCheckCPU(b *testing.B) {
+	b.Run("warm", func(b *testing.B) { benchCheckCPU(b, 1000, false) })
+	b.Run("cold", func(b *testing.B) { benchCheckCPU(b, 1<<20, true) })
+}
+
+func benchCheckCPU(b *testing.B, ncaps int, random bool) {
 	const candidates = 100
-	caps := make([]fcap.Cap, 1000)
+	caps := make([]fcap.Cap, ncaps)
 	for i := range caps {
 		caps[i] = fcap.Cap{Scope: "campaign", ID: fmt.Sprint("campaign-", i), Limit: 5, Window: 86_400_000}
 	}
+	rng := rand.New(rand.NewPCG(1, 2))
 	answer := &proto.CheckResult{Epoch: 42, Now: 1_700_000_000_000, Verdicts: make([]fcap.Verdict, candidates), Left: make([]uint16, candidates)}
 	for i := range answer.Verdicts {
 		answer.Verdicts[i] = fcap.Verdict{Allowed: true, Remaining: 4, Blocking: -1}
@@ -40,6 +52,9 @@ func BenchmarkCheckCPU(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		for j := range cands {
 			k := (i*7 + j*13) % len(caps)
+			if random {
+				k = rng.IntN(len(caps))
+			}
 			cands[j] = fcap.Candidate{Caps: caps[k : k+1]}
 		}
 		if err := res.reset(cands); err != nil {

@@ -78,6 +78,7 @@ type CheckResult struct {
 	caps   proto.EncodedCaps
 	table  fcap.CheckTable
 	strict []bool   // per candidate: it has a strict cap
+	sink   byte     // the ids' last bytes, read by reset to bring them into the cache
 	left   []uint16 // per table cap: impressions left, as sent (for Pod)
 	stale  bool     // a backup answered
 	// req is the request of the call in progress, kept here rather than
@@ -105,15 +106,32 @@ func (r *CheckResult) reset(cands []fcap.Candidate) error {
 	t.Ends = slices.Grow(t.Ends, len(cands))
 	t.Refs = slices.Grow(t.Refs, len(cands))
 	r.strict = slices.Grow(r.strict[:0], len(cands))[:len(cands)]
+	// A first pass reads every cap's mode and the last byte of its id
+	// into r.strict, in a loop short enough for the CPU to have many of
+	// those reads in flight: candidates come from a large catalogue, each
+	// cap and id a cache miss, and the encoding loop below, one cap
+	// after another, would wait for each in turn (50 us a check instead
+	// of 15 for 100 cold caps, BenchmarkCheckCPU/cold).
+	var sink byte
+	for i := range cands {
+		strict := false
+		for j := range cands[i].Caps {
+			c := &cands[i].Caps[j]
+			strict = strict || c.Mode == fcap.Strict
+			if len(c.ID) > 0 {
+				sink += c.ID[len(c.ID)-1]
+			}
+		}
+		r.strict[i] = strict
+	}
+	r.sink = sink // kept, so the compiler keeps the reads
 	var prev []fcap.Cap
 	prevStart := 0 // where the previous candidate's refs begin
 	for i := range cands {
 		caps := cands[i].Caps
 		start := len(t.Refs)
-		strict := false
 		for j := range caps {
 			c := &caps[j]
-			strict = strict || c.Mode == fcap.Strict
 			if j < len(prev) && sameCap(&prev[j], c) {
 				t.Refs = append(t.Refs, t.Refs[prevStart+j])
 				continue
@@ -130,7 +148,6 @@ func (r *CheckResult) reset(cands []fcap.Candidate) error {
 			t.Refs = append(t.Refs, uint16(n))
 		}
 		t.Ends = append(t.Ends, uint32(len(t.Refs)))
-		r.strict[i] = strict
 		prev, prevStart = caps, start
 	}
 	return nil
