@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -78,7 +79,6 @@ type CheckResult struct {
 	caps   proto.EncodedCaps
 	table  fcap.CheckTable
 	strict []bool   // per candidate: it has a strict cap
-	sink   byte     // the ids' last bytes, read by reset to bring them into the cache
 	left   []uint16 // per table cap: impressions left, as sent (for Pod)
 	stale  bool     // a backup answered
 	// req is the request of the call in progress, kept here rather than
@@ -125,7 +125,7 @@ func (r *CheckResult) reset(cands []fcap.Candidate) error {
 		}
 		r.strict[i] = strict
 	}
-	r.sink = sink // kept, so the compiler keeps the reads
+	runtime.KeepAlive(sink) // a use, so the compiler keeps the reads
 	var prev []fcap.Cap
 	prevStart := 0 // where the previous candidate's refs begin
 	for i := range cands {
