@@ -175,8 +175,27 @@ type Verdict struct {
 // k*k/2^65 for k counters, negligible for the few thousand a viewer may
 // hold. It is stable across processes, so snapshots and replicas can
 // carry it.
-func (c *Cap) Key() uint64 {
-	h := xxhash.Sum64String(c.Scope)*0x9e3779b97f4a7c15 ^ xxhash.Sum64String(c.ID)
+func (c *Cap) Key() uint64 { return c.keyOf(xxhash.Sum64String(c.Scope)) }
+
+// KeyHasher computes caps' keys one after another as Cap.Key does,
+// hashing a scope once for a run of caps that name it. The zero value
+// is ready; it is not safe for concurrent use.
+type KeyHasher struct {
+	scope string
+	h     uint64
+}
+
+// Key is c.Key().
+func (k *KeyHasher) Key(c *Cap) uint64 {
+	if c.Scope != k.scope || k.h == 0 {
+		k.scope, k.h = c.Scope, xxhash.Sum64String(c.Scope)
+	}
+	return c.keyOf(k.h)
+}
+
+// keyOf is Key given the xxhash of c.Scope.
+func (c *Cap) keyOf(scopeHash uint64) uint64 {
+	h := scopeHash*0x9e3779b97f4a7c15 ^ xxhash.Sum64String(c.ID)
 	h ^= uint64(c.Algorithm) << 62
 	if c.Algorithm != Sliding {
 		h ^= uint64(c.Window)

@@ -114,3 +114,44 @@ func BenchmarkHandleRecord32(b *testing.B) {
 		out = h.handle(out[:0], hdr, bodies[i&255])
 	}
 }
+
+// BenchmarkHandleCheckCampaigns100: fcapbench's check workload as the node
+// sees it: 100 candidates with one campaign cap each, drawn from 5,000
+// campaigns, for many viewers. /fresh: viewers with no counters (the
+// engine reads nothing per cap); /seen: each viewer has seen 20 of the
+// campaigns, so every cap is looked up in a viewer that holds counters.
+func BenchmarkHandleCheckCampaigns100(b *testing.B) {
+	for _, seen := range []bool{false, true} {
+		name := "fresh"
+		if seen {
+			name = "seen"
+		}
+		b.Run(name, func(b *testing.B) {
+			n := benchNode(b)
+			const viewers, campaigns = 4096, 5000
+			bodies := make([][]byte, 256)
+			var hdr proto.Header
+			for i := range bodies {
+				var t fcap.CheckTable
+				viewer := fmt.Sprintf("viewer-%d", i*16%viewers)
+				for j := range 100 {
+					c := fcap.Cap{Scope: "campaign", ID: fmt.Sprintf("campaign-%d", (i*7919+j*53)%campaigns), Limit: 3, Window: 86_400_000}
+					if seen && j%5 == 0 {
+						n.engine.Record(viewer, fcap.Impression{ID: fmt.Sprintf("imp-%d-%d", i, j), Time: 500, Caps: []fcap.Cap{c}})
+					}
+					t.Refs = append(t.Refs, uint16(len(t.Caps)))
+					t.Caps = append(t.Caps, c)
+					t.Ends = append(t.Ends, uint32(len(t.Refs)))
+				}
+				hdr, bodies[i] = frameBody(b, &proto.Check{Viewer: viewer, Now: 1000, HasNow: true, Table: t})
+			}
+			h := newHandler(n)
+			out := make([]byte, 0, 64<<10)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				out = h.handle(out[:0], hdr, bodies[i&255])
+			}
+		})
+	}
+}

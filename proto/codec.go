@@ -227,6 +227,10 @@ type decoder struct {
 	off  int
 	dec  *msgpack.Decoder
 	err  error
+	// scope is the scope of the cap decoded last (capFast): the next
+	// cap naming the same scope shares its string, so checks of it
+	// downstream (the known scopes, its hash) compare a pointer.
+	scope string
 }
 
 var decoders = sync.Pool{New: func() any {

@@ -1,7 +1,9 @@
 package proto
 
 import (
+	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/fcap-io/fcap"
 )
@@ -33,6 +35,14 @@ func appendCap(b []byte, c *fcap.Cap) []byte {
 }
 
 func (d *decoder) cap(c *fcap.Cap) {
+	if d.err == nil && d.capFast(c) {
+		return
+	}
+	d.capSlow(c)
+}
+
+// capSlow decodes a cap field by field: every form msgpack allows.
+func (d *decoder) capSlow(c *fcap.Cap) {
 	extra := d.array(6)
 	c.Scope = d.str()
 	c.ID = d.str()
@@ -41,6 +51,80 @@ func (d *decoder) cap(c *fcap.Cap) {
 	c.Algorithm = fcap.Algorithm(d.uintN(0xFF))
 	c.Mode = fcap.Mode(d.uintN(0xFF))
 	d.end(extra)
+}
+
+// capFast decodes the cap at d.off if it has the form every client
+// writes (appendCap) for ids of up to 31 bytes: a fixarray of six, two
+// fixstrs, limit and window a positive fixint or a uint8, uint16 or
+// uint32, algorithm and mode positive fixints. It reads the body once,
+// with one bounds check per field, where the general path goes through
+// a function per field. Any other form, well-formed or not, it leaves
+// unread (false) for the general path, which decodes or rejects it
+// exactly as before. A scope equal to the previous cap's takes that
+// cap's string (d.scope).
+func (d *decoder) capFast(c *fcap.Cap) bool {
+	b := d.body[d.off:]
+	if len(b) < minCapSize || b[0] != 0x96 {
+		return false
+	}
+	i := 1
+	n := int(b[i] - 0xa0) // fixstr: 0xa0 | length
+	if n < 0 || n > 31 || len(b) < i+1+n+1 {
+		return false
+	}
+	scope := b[i+1 : i+1+n]
+	i += 1 + n
+	m := int(b[i] - 0xa0)
+	if m < 0 || m > 31 || len(b) < i+1+m {
+		return false
+	}
+	id := b[i+1 : i+1+m]
+	i += 1 + m
+	limit, i, ok := uintAt(b, i)
+	if !ok {
+		return false
+	}
+	window, i, ok := uintAt(b, i)
+	if !ok || len(b) < i+2 || b[i] > 0x7f || b[i+1] > 0x7f {
+		return false
+	}
+	switch {
+	case n == 0:
+		c.Scope = ""
+	case string(scope) == d.scope:
+		c.Scope = d.scope
+	default:
+		c.Scope = unsafe.String(&scope[0], n)
+		d.scope = c.Scope
+	}
+	c.ID = ""
+	if m > 0 {
+		c.ID = unsafe.String(&id[0], m)
+	}
+	c.Limit, c.Window = limit, window
+	c.Algorithm, c.Mode = fcap.Algorithm(b[i]), fcap.Mode(b[i+1])
+	d.off += i + 2
+	return true
+}
+
+// uintAt reads, at b[i], a positive fixint or a uint8, uint16 or uint32,
+// and returns it with the index after it; false for any other form or a
+// value b does not hold whole.
+func uintAt(b []byte, i int) (int64, int, bool) {
+	if i >= len(b) {
+		return 0, i, false
+	}
+	switch c := b[i]; {
+	case c <= 0x7f:
+		return int64(c), i + 1, true
+	case c == 0xcc && i+2 <= len(b):
+		return int64(b[i+1]), i + 2, true
+	case c == 0xcd && i+3 <= len(b):
+		return int64(binary.BigEndian.Uint16(b[i+1:])), i + 3, true
+	case c == 0xce && i+5 <= len(b):
+		return int64(binary.BigEndian.Uint32(b[i+1:])), i + 5, true
+	}
+	return 0, i, false
 }
 
 // caps: [cap...]

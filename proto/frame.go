@@ -354,13 +354,13 @@ func Decode(body []byte, m Message) error {
 		return fmt.Errorf("%w: Decode into a nil message", ErrBadRequest)
 	}
 	d := decoders.Get().(*decoder)
-	d.body, d.off, d.err = body, 0, nil
+	d.body, d.off, d.err, d.scope = body, 0, nil, ""
 	m.decode(d)
 	if d.err == nil && d.off != len(d.body) {
 		d.err = fmt.Errorf("%d bytes after the message", len(d.body)-d.off)
 	}
 	err := d.err
-	d.body, d.err = nil, nil
+	d.body, d.err, d.scope = nil, nil, ""
 	decoders.Put(d)
 	if err != nil {
 		if errors.Is(err, io.EOF) {

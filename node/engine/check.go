@@ -101,8 +101,9 @@ func (e *Engine) check(viewer string, now int64, out []fcap.Verdict, sc *checkSc
 	if err != nil {
 		return out, err
 	}
+	var kh fcap.KeyHasher
 	for _, c := range sc.caps {
-		sc.khs = append(sc.khs, c.Key())
+		sc.khs = append(sc.khs, kh.Key(c))
 	}
 	e.observe(mark)
 
@@ -161,8 +162,9 @@ func (e *Engine) validateTable(t *fcap.CheckTable) error {
 	if start != uint32(len(t.Refs)) {
 		return fmt.Errorf("%w: %d cap indexes belong to no candidate", fcap.ErrInvalid, len(t.Refs)-int(start))
 	}
+	ck := e.lim.Checker()
 	for i := range t.Caps {
-		if err := e.validateCap(&t.Caps[i]); err != nil {
+		if err := ck.Check(&t.Caps[i]); err != nil {
 			return capError(i, err)
 		}
 	}
@@ -196,8 +198,9 @@ func putScratch(sc *checkScratch) {
 
 // keyHashesAppend appends the key hash of every cap to khs.
 func keyHashesAppend(khs []uint64, caps []fcap.Cap) []uint64 {
+	var kh fcap.KeyHasher
 	for i := range caps {
-		khs = append(khs, caps[i].Key())
+		khs = append(khs, kh.Key(&caps[i]))
 	}
 	return khs
 }
