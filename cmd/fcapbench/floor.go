@@ -245,6 +245,7 @@ func mergeResults(parts []*Result) *Result {
 		sum.Hedges += p.Hedges
 		sum.HedgesWon += p.HedgesWon
 		sum.Skipped += p.Skipped
+		sum.PacerWakes += p.PacerWakes
 		sum.Expired += p.Expired
 		sum.OverCutoff += p.OverCutoff
 		sum.HostBusyPct += p.HostBusyPct * p.Seconds
@@ -259,7 +260,7 @@ func mergeResults(parts []*Result) *Result {
 	}
 	m.Seconds, m.Requests, m.Checks, m.Records, m.Allowed = sum.Seconds, sum.Requests, sum.Checks, sum.Records, sum.Allowed
 	m.Errors, m.FailedOver, m.Skipped, m.Expired, m.OverCutoff = sum.Errors, sum.FailedOver, sum.Skipped, sum.Expired, sum.OverCutoff
-	m.Hedges, m.HedgesWon = sum.Hedges, sum.HedgesWon
+	m.Hedges, m.HedgesWon, m.PacerWakes = sum.Hedges, sum.HedgesWon, sum.PacerWakes
 	if s := sum.Seconds; s > 0 {
 		m.HostBusyPct, m.HostIdlePct, m.HostStealPct = sum.HostBusyPct/s, sum.HostIdlePct/s, sum.HostStealPct/s
 		m.GenCPUPct, m.ServerCPUPct, m.OtherCPUPct = sum.GenCPUPct/s, sum.ServerCPUPct/s, sum.OtherCPUPct/s

@@ -81,6 +81,7 @@ type options struct {
 	timeout                     time.Duration
 	halfPeak, quiet             bool
 	floor, coarsePacer          bool
+	paceGrain                   time.Duration
 	echoAddr, echoCPUs          string
 	floorRounds, echoProcs      int
 	conns                       int
@@ -141,6 +142,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.halfPeak, "half-peak", false, "closed loop, then open loop at half the rate reached")
 	fs.BoolVar(&o.floor, "floor", false, "open loop: the same load against a bare echo server first, in the same run, and the target's figures beside it")
 	fs.BoolVar(&o.coarsePacer, "coarse-pacer", false, "open loop: pace with Go's time.Sleep instead of a precise timer, as fcapbench did before (late by up to 1ms: to see the generator's own queue)")
+	fs.DurationVar(&o.paceGrain, "pace-grain", defaultPaceGrain, "open loop: with requests closer together than this, wake once per this span and release the ones due together (a precise wake costs 15-20us of CPU on a VM; the wait counts in the queue, not the call); 0: a wake per request")
 	fs.IntVar(&o.floorRounds, "floor-rounds", 1, "--floor: alternate the echo and the target this many times, --duration split between the rounds (a busy machine then weighs on both alike)")
 	fs.StringVar(&o.echoCPUs, "echo-cpus", "", "--floor: pin the echo server fcapbench starts to these CPUs (taskset -c list), where the target's servers run")
 	fs.StringVar(&o.echoAddr, "echo-addr", "", "--floor: a running \"fcapbench echo-server\" (default: start one); with --echo-procs N, N of them, comma-separated")
@@ -175,6 +177,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.floor && o.target == "echo" {
 		return nil, errors.New("--floor compares a target with the echo: the target cannot be the echo itself")
+	}
+	if o.paceGrain < 0 || o.paceGrain > 10*time.Millisecond {
+		return nil, fmt.Errorf("need 0 <= --pace-grain <= 10ms, got %v", o.paceGrain)
 	}
 	if o.redisCheck != "pipeline" && o.redisCheck != "lua" {
 		return nil, fmt.Errorf("--redis-check must be pipeline or lua, got %q", o.redisCheck)
@@ -243,7 +248,8 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	base := run{target: tgt, w: &o.w, ids: x, concurrency: o.concurrency, rate: o.rate, name: o.name,
-		warmup: o.warmup, duration: o.duration, timeout: o.timeout, seed: o.seed, progress: progress, coarsePacer: o.coarsePacer}
+		warmup: o.warmup, duration: o.duration, timeout: o.timeout, seed: o.seed, progress: progress, coarsePacer: o.coarsePacer,
+		paceGrain: o.paceGrain}
 	var results []*Result
 	var floors []floorRow
 	// exec runs r and, for an open loop with --floor, the echo first

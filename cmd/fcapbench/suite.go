@@ -286,7 +286,7 @@ func (s *suite) runStep(st step, x *ids) (*Result, error) {
 	defer tgt.Close()
 	r := run{target: tgt, w: &w, ids: x, concurrency: s.concurrency, rate: st.rate, rateBasis: st.basis,
 		warmup: s.warmup, duration: s.duration, timeout: s.timeout, seed: s.seed, progress: s.progress, name: st.s.name,
-		serverPIDs: s.serverPIDs}
+		serverPIDs: s.serverPIDs, paceGrain: defaultPaceGrain}
 	// On a shared machine, other work (a build, tests) lands in the
 	// figures: rerun a step it disturbed, while the retry budget lasts,
 	// and keep the quietest attempt.
