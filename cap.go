@@ -187,7 +187,7 @@ type KeyHasher struct {
 
 // Key is c.Key().
 func (k *KeyHasher) Key(c *Cap) uint64 {
-	if c.Scope != k.scope || k.h == 0 {
+	if c.Scope != k.scope || k.h == 0 { // h 0: nothing hashed yet
 		k.scope, k.h = c.Scope, xxhash.Sum64String(c.Scope)
 	}
 	return c.keyOf(k.h)

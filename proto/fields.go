@@ -68,14 +68,14 @@ func (d *decoder) capFast(c *fcap.Cap) bool {
 		return false
 	}
 	i := 1
-	n := int(b[i] - 0xa0) // fixstr: 0xa0 | length
-	if n < 0 || n > 31 || len(b) < i+1+n+1 {
+	n := int(b[i] - 0xa0) // fixstr: 0xa0 | length; other bytes wrap past 31
+	if n > 31 || len(b) < i+1+n+1 {
 		return false
 	}
 	scope := b[i+1 : i+1+n]
 	i += 1 + n
 	m := int(b[i] - 0xa0)
-	if m < 0 || m > 31 || len(b) < i+1+m {
+	if m > 31 || len(b) < i+1+m {
 		return false
 	}
 	id := b[i+1 : i+1+m]

@@ -5,11 +5,6 @@ import "github.com/fcap-io/fcap"
 // The engine validates with the checks every layer shares (package fcap),
 // against the limits of its configuration.
 
-// validateCap checks one cap against the engine's configuration.
-func (e *Engine) validateCap(c *fcap.Cap) error {
-	return e.lim.CheckCap(c)
-}
-
 // validateCaps checks a candidate's caps and their count.
 func (e *Engine) validateCaps(caps []fcap.Cap) error {
 	return e.lim.CheckCaps(caps)

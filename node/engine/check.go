@@ -43,8 +43,9 @@ func (e *Engine) Check(viewer string, cands []fcap.Candidate, now int64, out []f
 		sc.ends = append(sc.ends, uint32(len(sc.refs)))
 		prev = caps
 	}
+	ck := e.lim.Checker()
 	for i, c := range sc.caps {
-		if err := e.validateCap(c); err != nil {
+		if err := ck.Check(c); err != nil {
 			return out, fmt.Errorf("%w (%s)", capError(i, err), c)
 		}
 	}
