@@ -73,8 +73,16 @@ var floorMedianColumns = []floorColumn{
 	{"call p99 / echo", func(f floorRow) float64 { return f.CallP99Ratio }, fmtRatio},
 	{"fail-open / echo past cut-off", func(f floorRow) float64 { return ratio(f.FailOpen, f.EchoOver) }, fmtRatio},
 	{"hedged requests", func(f floorRow) float64 { return f.Hedged }, fmtShare},
-	{"host busy", func(f floorRow) float64 { return (f.Echo.HostBusyPct + f.Target.HostBusyPct) / 2 }, func(v float64) string { return fmt.Sprintf("%.0f%%", v) }},
+	{"host busy", func(f floorRow) float64 { return (f.Echo.HostBusyPct + f.Target.HostBusyPct) / 2 }, fmtWholePct},
+	// The generator's own CPU in each target's rounds: near 100% its
+	// queue, not the target, makes the tail (and a client that costs the
+	// caller more CPU than the echo's shows here first).
+	{"generator cpu, echo", func(f floorRow) float64 { return f.Echo.GenCPUPct }, fmtWholePct},
+	{"generator cpu, target", func(f floorRow) float64 { return f.Target.GenCPUPct }, fmtWholePct},
 }
+
+// fmtWholePct prints a percentage to the unit: 87%.
+func fmtWholePct(v float64) string { return fmt.Sprintf("%.0f%%", v) }
 
 // floorProcsColumns follow floorMedianColumns when the runs have a floor
 // over several echo processes (--echo-procs); "echo xN" names it.

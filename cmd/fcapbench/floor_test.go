@@ -405,8 +405,8 @@ func TestFloorMedian(t *testing.T) {
 	for i, p99 := range []float64{900, 600, 3000} {
 		rs := []*Result{
 			{Target: "fcap", Kind: "fcap", Mode: "closed", Requests: 1000},
-			{Target: "echo", Kind: "echo", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: 300, OverCutoff: int64(i + 1)},
-			{Target: "fcap", Kind: "fcap", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: p99, FailedOver: 10 * int64(i+1)},
+			{Target: "echo", Kind: "echo", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: 300, OverCutoff: int64(i + 1), GenCPUPct: 61 + float64(i)},
+			{Target: "fcap", Kind: "fcap", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: p99, FailedOver: 10 * int64(i+1), GenCPUPct: 87 - float64(i)},
 		}
 		files = append(files, writeRun(t, dir, i, rs))
 	}
@@ -415,12 +415,13 @@ func TestFloorMedian(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	// Medians: call p99 900us (ratio 3x), fail-open 0.2%, echo past
-	// the cut-off 0.02%: fail-open 10x the echo's.
+	// the cut-off 0.02%: fail-open 10x the echo's; the generator's core
+	// 62% in the echo's rounds, 86% in fcap's.
 	out := stdout.String()
 	if strings.Count(out, "\n| 2000 |") != 1 {
 		t.Fatalf("want one row at 2000/s:\n%s", out)
 	}
-	for _, want := range []string{"| 900us |", "| 3.00x |", "| 0.200% |", "| 0.020% |", "| 10x |"} {
+	for _, want := range []string{"| 900us |", "| 3.00x |", "| 0.200% |", "| 0.020% |", "| 10x |", "| 62% | 86% |", "| generator cpu, echo | generator cpu, target |"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("median table lacks %q:\n%s", want, out)
 		}
