@@ -441,6 +441,16 @@ func cutoffOf(timeout time.Duration) time.Duration {
 	return timeout - min(timeout/10, 5*time.Millisecond)
 }
 
+// callContext is the context of one call: ctx bounded by --timeout, or
+// ctx itself for a target that bounds its calls by --timeout on its own
+// (selfTimed).
+func (r *run) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if selfTimed(r.target) {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, r.timeout)
+}
+
 // step issues one request of the workload and counts it if measured.
 // In the mix it returns the campaign whose impression the caller records
 // once it has taken the request's latency (an impression is reported
@@ -449,7 +459,7 @@ func (r *run) step(ctx context.Context, wk *worker, c *counters, measured bool) 
 	g := wk.g
 	wk.viewer = g.viewer()
 	now := time.Now().UnixMilli()
-	cctx, cancel := context.WithTimeout(ctx, r.timeout)
+	cctx, cancel := r.callContext(ctx)
 	defer cancel()
 	var err error
 	var allowed, checks int
@@ -489,7 +499,7 @@ func (r *run) step(ctx context.Context, wk *worker, c *counters, measured bool) 
 
 // record reports an impression of campaign to the step's viewer.
 func (r *run) record(ctx context.Context, wk *worker, c *counters, measured bool, campaign int, runID uint64) {
-	cctx, cancel := context.WithTimeout(ctx, r.timeout)
+	cctx, cancel := r.callContext(ctx)
 	defer cancel()
 	err := r.target.Record(cctx, wk.viewer, campaign, wk.g.impressionID(runID), time.Now().UnixMilli())
 	if err == nil && measured {
