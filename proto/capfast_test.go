@@ -1,9 +1,11 @@
 package proto
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -127,4 +129,44 @@ func TestCapFastSharesTheScope(t *testing.T) {
 			t.Errorf("cap %d: %+v, want %+v", i, c, tbl.Caps[i])
 		}
 	}
+}
+
+// appendCapFast writes the bytes the value-by-value encoder writes, for
+// every cap in capFastForm (the boundaries of each value's forms, ids of
+// every length a fixstr holds), after any prefix and whether or not b
+// has room already.
+func TestAppendCapFastMatchesValueByValue(t *testing.T) {
+	ints := []int64{0, 1, 127, 128, 255, 256, 65535, 65536, math.MaxUint32}
+	n := 0
+	for _, scope := range []string{"", "c", "campaign", strings.Repeat("s", 31)} {
+		for l := 0; l <= 31; l++ {
+			id := strings.Repeat("i", l)
+			for _, limit := range ints {
+				for _, window := range ints {
+					for _, am := range [][2]uint8{{0, 0}, {1, 1}, {127, 127}} {
+						c := fcap.Cap{Scope: scope, ID: id, Limit: limit, Window: window, Algorithm: fcap.Algorithm(am[0]), Mode: fcap.Mode(am[1])}
+						if !capFastForm(&c) {
+							t.Fatalf("%+v is in the fast form", c)
+						}
+						for _, prefix := range [][]byte{nil, []byte("xyz"), make([]byte, 5, 200)} {
+							want := appendCapValues(slices.Clone(prefix), &c)
+							if got := appendCapFast(slices.Clone(prefix), &c); !bytes.Equal(got, want) {
+								t.Fatalf("%+v after %q: fast % x, want % x", c, prefix, got, want)
+							}
+							n++
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, c := range []fcap.Cap{
+		{ID: strings.Repeat("i", 32)}, {Scope: strings.Repeat("s", 32)}, {Limit: -1}, {Window: math.MaxUint32 + 1},
+		{Algorithm: 128}, {Mode: 128},
+	} {
+		if capFastForm(&c) {
+			t.Errorf("%+v is not in the fast form (capFast would not read it)", c)
+		}
+	}
+	t.Logf("%d encodings compared", n)
 }
