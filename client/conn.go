@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -310,12 +311,30 @@ func (c *conn) send(cl *call, m proto.Message, deadline time.Time) error {
 	c.pending[cl.id] = cl
 	c.writing = true
 	c.mu.Unlock()
+	// Callers made runnable together (an ad server's burst of requests,
+	// the load generator's batch) are about to send too: the caller
+	// yields once, so that those ready to run queue their frames behind
+	// its own (the branch above) and one write carries them all, where a
+	// write each costs this process and the node a system call each
+	// (12-20us of CPU on a VM). With nothing else runnable the yield
+	// returns at once and the frame goes alone, as before.
+	runtime.Gosched()
+	c.mu.Lock()
+	var queued []byte
+	if len(c.out) > 0 && c.err == nil {
+		queued = c.takeLocked()
+	}
+	c.mu.Unlock()
 	// The caller writes inline, but never past its own deadline: a node
 	// that stopped reading (paused, overloaded) fills the socket buffer,
 	// and a blocked write would hold the ad request hostage. A write cut
 	// short leaves a partial frame, so it closes the connection and the
 	// calls pending on it fail over.
-	c.writeOnce(frame, deadline)
+	if queued == nil {
+		c.writeOnce(frame, deadline)
+	} else {
+		c.write(append(queued, frame...), deadline)
+	}
 	putFrame(fb)
 	c.mu.Lock()
 	if c.err == nil && len(c.out) > 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -273,8 +274,10 @@ type echoConn struct {
 	closed     atomic.Bool
 
 	wmu sync.Mutex
-	// buf is guarded by wmu: the frame being written.
-	buf []byte
+	// The fields below are guarded by wmu.
+	out     []byte // frames queued for the caller that is writing
+	spare   []byte // a written buffer, for reuse
+	writing bool   // a caller is writing
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
@@ -295,7 +298,10 @@ func dialEcho(addr string) (*echoConn, error) {
 	return c, nil
 }
 
-// send registers cl and writes frame with cl's request id.
+// send registers cl and writes frame with cl's request id. As the fcap
+// client's send, a caller that finds another writing queues its frame
+// for that one; one that writes yields first, so that the callers ready
+// to run queue theirs and one write carries them all.
 func (c *echoConn) send(cl *echoCall, frame []byte, deadline time.Time) error {
 	cl.id = c.nextID.Add(1)
 	c.mu.Lock()
@@ -307,17 +313,40 @@ func (c *echoConn) send(cl *echoCall, frame []byte, deadline time.Time) error {
 	c.pending[cl.id] = cl
 	c.mu.Unlock()
 	c.wmu.Lock()
-	c.buf = append(c.buf[:0], frame...)
-	binary.BigEndian.PutUint64(c.buf[8:], cl.id)
-	c.nc.SetWriteDeadline(deadline)
-	_, err := c.nc.Write(c.buf)
-	c.wmu.Unlock()
-	if err != nil {
-		err = fmt.Errorf("echo: write: %w", err)
-		c.close(err) // a partial frame: the stream is lost
-		return err
+	n := len(c.out)
+	c.out = append(c.out, frame...)
+	binary.BigEndian.PutUint64(c.out[n+8:], cl.id)
+	if c.writing {
+		c.wmu.Unlock()
+		return nil // the caller writing sends it
 	}
-	return nil
+	c.writing = true
+	c.wmu.Unlock()
+	runtime.Gosched()
+	for {
+		c.wmu.Lock()
+		buf := c.out
+		if len(buf) == 0 {
+			c.writing = false
+			c.wmu.Unlock()
+			return nil
+		}
+		c.out, c.spare = c.spare[:0], nil
+		c.wmu.Unlock()
+		c.nc.SetWriteDeadline(deadline)
+		_, err := c.nc.Write(buf)
+		c.wmu.Lock()
+		c.spare = buf[:0]
+		if err != nil {
+			c.out, c.writing = c.out[:0], false
+		}
+		c.wmu.Unlock()
+		if err != nil {
+			err = fmt.Errorf("echo: write: %w", err)
+			c.close(err) // a partial frame: the stream is lost, and every call pending on it
+			return err
+		}
+	}
 }
 
 // forget removes a call that gave up. It reports false when the reader
