@@ -5,11 +5,11 @@ import (
 	"errors"
 	"net"
 	"runtime"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap/internal/connrec"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -69,23 +69,6 @@ func TestLateCallerLeavesTheConnectionUp(t *testing.T) {
 	}
 }
 
-// writeCounter is a connection that keeps what each Write carried.
-type writeCounter struct {
-	net.Conn // nil: only Write and SetWriteDeadline are called
-	mu       sync.Mutex
-	writes   [][]byte
-}
-
-func (w *writeCounter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.writes = append(w.writes, slices.Clone(b))
-	return len(b), nil
-}
-
-func (w *writeCounter) SetWriteDeadline(time.Time) error { return nil }
-func (w *writeCounter) Close() error                     { return nil }
-
 // TestCallersReadyTogetherShareAWrite: callers that become runnable
 // together (an open loop's batch, a burst of ad requests) send their
 // frames in one write, not a system call each: the caller that writes
@@ -94,7 +77,7 @@ func (w *writeCounter) Close() error                     { return nil }
 // after another, as on the one core the load generator has.
 func TestCallersReadyTogetherShareAWrite(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	w := &writeCounter{}
+	w := &connrec.Conn{}
 	c := &conn{p: &peer{addr: "counter", cl: &Client{stop: make(chan struct{})}}, nc: w, kick: make(chan struct{}, 1), pending: map[uint64]*call{}}
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); c.writeLoop() }()
@@ -122,10 +105,9 @@ func TestCallersReadyTogetherShareAWrite(t *testing.T) {
 			break
 		}
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	writes := w.Writes()
 	seen := map[uint64]int{}
-	for _, b := range w.writes {
+	for _, b := range writes {
 		r := proto.NewReader(bytes.NewReader(b), 0)
 		for {
 			hdr, _, err := r.Next()
@@ -140,8 +122,8 @@ func TestCallersReadyTogetherShareAWrite(t *testing.T) {
 			t.Errorf("request %d written %d times, want once (written: %v)", id, seen[id], seen)
 		}
 	}
-	if len(w.writes) >= callers {
-		t.Errorf("%d callers ready together took %d writes, want fewer: the caller that writes yields first and the others queue behind it", callers, len(w.writes))
+	if len(writes) >= callers {
+		t.Errorf("%d callers ready together took %d writes, want fewer: the caller that writes yields first and the others queue behind it", callers, len(writes))
 	}
-	t.Logf("%d callers, %d writes", callers, len(w.writes))
+	t.Logf("%d callers, %d writes", callers, len(writes))
 }

@@ -2,31 +2,14 @@ package main
 
 import (
 	"bytes"
-	"net"
 	"runtime"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap/internal/connrec"
 	"github.com/fcap-io/fcap/proto"
 )
-
-// writeCounter is a connection that keeps what each Write carried.
-type writeCounter struct {
-	net.Conn // nil: only Write and SetWriteDeadline are called
-	mu       sync.Mutex
-	writes   [][]byte
-}
-
-func (w *writeCounter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.writes = append(w.writes, slices.Clone(b))
-	return len(b), nil
-}
-
-func (w *writeCounter) SetWriteDeadline(time.Time) error { return nil }
 
 // The echo's caller writes as the fcap client does (its
 // TestCallersReadyTogetherShareAWrite): callers ready together share a
@@ -34,7 +17,7 @@ func (w *writeCounter) SetWriteDeadline(time.Time) error { return nil }
 // floor would pay a system call a request where fcap pays fewer.
 func TestEchoCallersReadyTogetherShareAWrite(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	w := &writeCounter{}
+	w := &connrec.Conn{}
 	c := &echoConn{nc: w, pending: map[uint64]*echoCall{}}
 	frame := appendEchoFrame(nil, proto.TypeCheck, 0, 2500, 400)
 	const callers = 8
@@ -50,8 +33,9 @@ func TestEchoCallersReadyTogetherShareAWrite(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	writes := w.Writes()
 	seen := map[uint64]int{}
-	for _, b := range w.writes {
+	for _, b := range writes {
 		r := proto.NewReader(bytes.NewReader(b), proto.DefaultMaxFrame)
 		for {
 			hdr, body, err := r.Next()
@@ -69,7 +53,7 @@ func TestEchoCallersReadyTogetherShareAWrite(t *testing.T) {
 			t.Errorf("request %d written %d times, want once (written: %v)", id, seen[id], seen)
 		}
 	}
-	if len(w.writes) >= callers {
-		t.Errorf("%d callers ready together took %d writes, want fewer", callers, len(w.writes))
+	if len(writes) >= callers {
+		t.Errorf("%d callers ready together took %d writes, want fewer", callers, len(writes))
 	}
 }
