@@ -320,6 +320,22 @@ func (c *conn) send(cl *call, m proto.Message, deadline time.Time) error {
 	// returns at once and the frame goes alone, as before.
 	runtime.Gosched()
 	c.mu.Lock()
+	if c.err == nil && !time.Now().Before(deadline) {
+		// The yield ran past the deadline (a busy process): drop the
+		// frame, as above, and leave whatever others queued meanwhile
+		// to the writer goroutine.
+		delete(c.pending, cl.id)
+		if len(c.out) > 0 {
+			c.handed = true
+			c.mu.Unlock()
+			c.kickWriter()
+		} else {
+			c.writing = false
+			c.mu.Unlock()
+		}
+		putFrame(fb)
+		return fmt.Errorf("%w (%s, before sending)", errTimeout, c.p.addr)
+	}
 	var queued []byte
 	if len(c.out) > 0 && c.err == nil {
 		queued = c.takeLocked()

@@ -127,3 +127,52 @@ func TestCallersReadyTogetherShareAWrite(t *testing.T) {
 	}
 	t.Logf("%d callers, %d writes", callers, len(writes))
 }
+
+// TestCallerLateAfterItsYieldLeavesTheConnectionUp: a caller that was in
+// time before it yielded and is past its deadline when it resumes (the
+// goroutines that ran meanwhile took longer) drops its frame, as one
+// late before it yielded does, and the connection stays up for the
+// next caller. The goroutine that runs during the yield spins until the
+// deadline has passed, so the caller always resumes after it.
+func TestCallerLateAfterItsYieldLeavesTheConnectionUp(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	w := &connrec.Conn{}
+	c := &conn{p: &peer{addr: "counter", cl: &Client{stop: make(chan struct{})}}, nc: w, kick: make(chan struct{}, 1), pending: map[uint64]*call{}}
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); c.writeLoop() }()
+	defer func() { close(c.p.cl.stop); <-stopped }()
+	other := getCall(proto.TypePong)
+	c.pending[99] = other // another caller's request, in flight
+
+	deadline := time.Now().Add(time.Millisecond)
+	go func() {
+		for time.Now().Before(deadline.Add(time.Millisecond)) { // runs while the caller yields
+		}
+	}()
+	late := getCall(proto.TypePong)
+	err := c.send(late, &proto.Ping{}, deadline)
+	if !errors.Is(err, errTimeout) {
+		t.Fatalf("send whose deadline passed during its yield = %v, want %v", err, errTimeout)
+	}
+	c.mu.Lock()
+	closed, pending, writing := c.err, len(c.pending), c.writing
+	c.mu.Unlock()
+	if closed != nil || c.isClosed() || pending != 1 || writing {
+		t.Fatalf("after a caller late from its yield: closed %v, %d calls pending (want only the other one), writing %v", closed, pending, writing)
+	}
+	if n := len(w.Writes()); n != 0 {
+		t.Fatalf("the late caller's frame was written (%d writes)", n)
+	}
+	next := getCall(proto.TypePong)
+	if err := c.send(next, &proto.Ping{}, time.Now().Add(time.Minute)); err != nil {
+		t.Fatalf("the next send: %v", err)
+	}
+	writes := w.Writes()
+	if len(writes) != 1 {
+		t.Fatalf("the next send took %d writes, want 1", len(writes))
+	}
+	hdr, _, err := proto.NewReader(bytes.NewReader(writes[0]), 0).Next()
+	if err != nil || hdr.ID != next.id {
+		t.Fatalf("the next send wrote request %d (%v), want %d", hdr.ID, err, next.id)
+	}
+}
