@@ -209,6 +209,8 @@ type conn struct {
 	handed    bool   // the writer goroutine owns writing
 	err       error  // why the connection closed
 
+	yield func() // a test's stand-in for the yield before a write; nil: runtime.Gosched
+
 	nextID atomic.Uint64 // request ids; frames may reach the wire out of id order
 
 	// A connection on which calls time out while nothing at all comes
@@ -318,7 +320,11 @@ func (c *conn) send(cl *call, m proto.Message, deadline time.Time) error {
 	// write each costs this process and the node a system call each
 	// (12-20us of CPU on a VM). With nothing else runnable the yield
 	// returns at once and the frame goes alone, as before.
-	runtime.Gosched()
+	if c.yield != nil {
+		c.yield()
+	} else {
+		runtime.Gosched()
+	}
 	c.mu.Lock()
 	if c.err == nil && !time.Now().Before(deadline) {
 		// The yield ran past the deadline (a busy process): drop the
