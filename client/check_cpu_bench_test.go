@@ -22,16 +22,32 @@ import (
 // flushed.
 //
 //	go test -run XXX -bench BenchmarkCheckCPU -count 5 ./client/
+//
+// The /prepared cases build the same requests from candidates prepared
+// once (PreparedCandidate, CheckPreparedInto's table).
 func BenchmarkCheckCPU(b *testing.B) {
-	b.Run("warm", func(b *testing.B) { benchCheckCPU(b, 1000, false) })
-	b.Run("cold", func(b *testing.B) { benchCheckCPU(b, 1<<20, true) })
+	b.Run("warm", func(b *testing.B) { benchCheckCPU(b, 1000, false, false) })
+	b.Run("cold", func(b *testing.B) { benchCheckCPU(b, 1<<20, true, false) })
+	b.Run("warm/prepared", func(b *testing.B) { benchCheckCPU(b, 1000, false, true) })
+	b.Run("cold/prepared", func(b *testing.B) { benchCheckCPU(b, 1<<20, true, true) })
 }
 
-func benchCheckCPU(b *testing.B, ncaps int, random bool) {
+func benchCheckCPU(b *testing.B, ncaps int, random, prepare bool) {
 	const candidates = 100
 	caps := make([]fcap.Cap, ncaps)
 	for i := range caps {
 		caps[i] = fcap.Cap{Scope: "campaign", ID: fmt.Sprint("campaign-", i), Limit: 5, Window: 86_400_000}
+	}
+	var catalogue []PreparedCandidate
+	if prepare {
+		catalogue = make([]PreparedCandidate, ncaps)
+		for i := range caps {
+			p, err := PrepareCandidate(fcap.Candidate{Caps: caps[i : i+1]})
+			if err != nil {
+				b.Fatal(err)
+			}
+			catalogue[i] = p
+		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	answer := &proto.CheckResult{Epoch: 42, Now: 1_700_000_000_000, Verdicts: make([]fcap.Verdict, candidates), Left: make([]uint16, candidates)}
@@ -45,6 +61,7 @@ func benchCheckCPU(b *testing.B, ncaps int, random bool) {
 	}
 	hdr := proto.Header{Version: proto.Version, Type: proto.TypeCheckResult, ID: 1}
 	cands, res := make([]fcap.Candidate, candidates), &CheckResult{}
+	picked := make([]PreparedCandidate, candidates)
 	cl := getCall(proto.TypeCheckResult)
 	var frame []byte
 	b.ReportAllocs()
@@ -55,9 +72,19 @@ func benchCheckCPU(b *testing.B, ncaps int, random bool) {
 			if random {
 				k = rng.IntN(len(caps))
 			}
-			cands[j] = fcap.Candidate{Caps: caps[k : k+1]}
+			if prepare {
+				picked[j] = catalogue[k]
+			} else {
+				cands[j] = fcap.Candidate{Caps: caps[k : k+1]}
+			}
 		}
-		if err := res.reset(cands); err != nil {
+		var err error
+		if prepare {
+			err = res.resetPrepared(picked)
+		} else {
+			err = res.reset(cands)
+		}
+		if err != nil {
 			b.Fatal(err)
 		}
 		req := proto.Check{Viewer: "viewer-123456", Now: 1_700_000_000_000 + int64(i), HasNow: true, Table: res.table, Encoded: &res.caps, Budget: 4_500_000}

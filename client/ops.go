@@ -91,13 +91,8 @@ type CheckResult struct {
 // at the same position of the previous candidate is sent once. Each cap
 // is encoded as it is read, in the one pass over the caller's caps.
 func (r *CheckResult) reset(cands []fcap.Candidate) error {
-	r.caps.Reset()
-	r.table.Reset()
-	r.Verdicts = r.Verdicts[:0]
-	r.left = r.left[:0]
-	r.Epoch, r.Now, r.stale = 0, 0, false
+	r.clear()
 	if len(cands) > proto.MaxCandidates {
-		r.strict = r.strict[:0]
 		return fmt.Errorf("%w: %d candidates, at most %d", ErrBadRequest, len(cands), proto.MaxCandidates)
 	}
 	t := &r.table
@@ -152,6 +147,16 @@ func (r *CheckResult) reset(cands []fcap.Candidate) error {
 		prev, prevStart = caps, start
 	}
 	return nil
+}
+
+// clear empties the result and its request, keeping their storage.
+func (r *CheckResult) clear() {
+	r.caps.Reset()
+	r.table.Reset()
+	r.Verdicts = r.Verdicts[:0]
+	r.left = r.left[:0]
+	r.strict = r.strict[:0]
+	r.Epoch, r.Now, r.stale = 0, 0, false
 }
 
 // sameCap is *a == *b, the numbers first: candidates next to each other

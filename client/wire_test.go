@@ -30,8 +30,53 @@ var updateGolden = flag.Bool("update", false, "rewrite the golden files in testd
 // budget, the last field, depends on the clock and is left out; it is
 // checked to decode within the call's deadline.
 //
+// CheckPreparedInto puts the same bytes on the wire, whether a candidate
+// equal to the previous one is another prepared copy or the same one.
+//
 //	go test -run TestCheckWireGolden -update ./client/   # only when the wire is meant to change
 func TestCheckWireGolden(t *testing.T) {
+	t.Run("CheckInto", func(t *testing.T) {
+		checkWireGolden(t, *updateGolden, func(ctx context.Context, c *client.Client, res *client.CheckResult) error {
+			return c.CheckInto(ctx, "viewer-123456", goldenCandidates(), res, client.At(1_700_000_000_123))
+		})
+	})
+	t.Run("CheckPreparedInto", func(t *testing.T) {
+		prepared := prepareAll(t, goldenCandidates())
+		checkWireGolden(t, false, func(ctx context.Context, c *client.Client, res *client.CheckResult) error {
+			return c.CheckPreparedInto(ctx, "viewer-123456", prepared, res, client.At(1_700_000_000_123))
+		})
+	})
+	t.Run("CheckPreparedInto, repeats in the same memory", func(t *testing.T) {
+		prepared := prepareAll(t, goldenCandidates())
+		for i := range prepared {
+			if i%10 == 3 { // a copy of candidate i-1 (goldenCandidates)
+				prepared[i] = prepared[i-1]
+			}
+		}
+		checkWireGolden(t, false, func(ctx context.Context, c *client.Client, res *client.CheckResult) error {
+			return c.CheckPreparedInto(ctx, "viewer-123456", prepared, res, client.At(1_700_000_000_123))
+		})
+	})
+}
+
+// prepareAll prepares each candidate on its own.
+func prepareAll(t testing.TB, cands []fcap.Candidate) []client.PreparedCandidate {
+	t.Helper()
+	out := make([]client.PreparedCandidate, len(cands))
+	for i, cand := range cands {
+		p, err := client.PrepareCandidate(cand)
+		if err != nil {
+			t.Fatalf("PrepareCandidate(%d): %v", i, err)
+		}
+		out[i] = p
+	}
+	return out
+}
+
+// checkWireGolden runs check (goldenCandidates for viewer-123456 at
+// 1_700_000_000_123) against a fake node and compares the Check's body
+// with the golden file, rewriting it first when update is set.
+func checkWireGolden(t *testing.T, update bool, check func(context.Context, *client.Client, *client.CheckResult) error) {
 	bodies := make(chan []byte, 1)
 	srv := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
 		if hdr.Type != proto.TypeCheck {
@@ -50,7 +95,7 @@ func TestCheckWireGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	var res client.CheckResult
-	if err := c.CheckInto(ctx, "viewer-123456", goldenCandidates(), &res, client.At(1_700_000_000_123)); err != nil {
+	if err := check(ctx, c, &res); err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Verdicts) != 100 || res.Verdicts[0].Failed() {
@@ -76,7 +121,7 @@ func TestCheckWireGolden(t *testing.T) {
 	}
 	got := body[:len(body)-len(budget)]
 	path := filepath.Join("testdata", "check100.golden")
-	if *updateGolden {
+	if update {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
 			t.Fatal(err)
 		}

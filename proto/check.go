@@ -107,12 +107,31 @@ func (l *EncodedCaps) Len() int { return len(l.ends) }
 // Append encodes c at the end of the list; a cap with a string over
 // MaxStringLen is refused (as AppendFrame refuses it in Table.Caps).
 func (l *EncodedCaps) Append(c *fcap.Cap) error {
-	if len(c.Scope) > MaxStringLen || len(c.ID) > MaxStringLen {
-		return fmt.Errorf("cap %q/%q: string of %d bytes, limit %d", trim(c.Scope), trim(c.ID), max(len(c.Scope), len(c.ID)), MaxStringLen)
+	buf, err := AppendCapForm(l.buf, c)
+	if err != nil {
+		return err
 	}
-	l.buf = appendCap(l.buf, c)
+	l.buf = buf
 	l.ends = append(l.ends, uint32(len(l.buf)))
 	return nil
+}
+
+// AppendCapForm appends c's wire form to b: the bytes Append adds to a
+// list for it, and Form returns. A cap with a string over MaxStringLen
+// is refused.
+func AppendCapForm(b []byte, c *fcap.Cap) ([]byte, error) {
+	if len(c.Scope) > MaxStringLen || len(c.ID) > MaxStringLen {
+		return b, fmt.Errorf("cap %q/%q: string of %d bytes, limit %d", trim(c.Scope), trim(c.ID), max(len(c.Scope), len(c.ID)), MaxStringLen)
+	}
+	return appendCap(b, c), nil
+}
+
+// AppendForm appends a cap already in its wire form, as AppendCapForm
+// made it: a sender that encodes its caps once, ahead of the requests
+// that carry them, copies them in (see client.PreparedCandidate).
+func (l *EncodedCaps) AppendForm(form []byte) {
+	l.buf = append(l.buf, form...)
+	l.ends = append(l.ends, uint32(len(l.buf)))
 }
 
 // Form returns the encoding of cap i: two caps are equal exactly when

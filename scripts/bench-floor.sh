@@ -33,10 +33,13 @@
 #                   caller with one prebuilt check (fcapbench --target raw),
 #                   its p99 over the echo's is the node's share, fcap's over
 #                   raw's the client's; one node only (raw asks the first)
+#   --prepared      fcap: the client checks candidates prepared once per
+#                   campaign (fcapbench --prepared, CheckPreparedInto), in
+#                   the peak run and the floor runs alike
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=3 DURATION=20s ROUNDS=5 OUT="" BASE=37700 NODES=1 TARGET=fcap
+RUNS=3 DURATION=20s ROUNDS=5 OUT="" BASE=37700 NODES=1 TARGET=fcap PREPARED=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--runs) RUNS=$2; shift ;;
@@ -46,12 +49,14 @@ while [ $# -gt 0 ]; do
 	--port-base) BASE=$2; shift ;;
 	--nodes) NODES=$2; shift ;;
 	--target) TARGET=$2; shift ;;
+	--prepared) PREPARED=(--prepared) ;;
 	-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench-floor.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
 	esac
 	shift
 done
 [ "$TARGET" = fcap ] || [ "$TARGET" = raw ] || { echo "bench-floor.sh: --target must be fcap or raw" >&2; exit 2; }
+[ "$TARGET" = fcap ] || [ ${#PREPARED[@]} -eq 0 ] || { echo "bench-floor.sh: --prepared is for --target fcap" >&2; exit 2; }
 [ "$TARGET" = fcap ] || [ "$NODES" -eq 1 ] || { echo "bench-floor.sh: --target raw asks one node: give --nodes 1" >&2; exit 2; }
 [ -n "$OUT" ] || OUT=$(mktemp -d /tmp/fcap-floor.XXXXXX)
 mkdir -p "$OUT"
@@ -109,7 +114,7 @@ done
 ready || { echo "bench-floor.sh: the $NODES fcapd never became ready; see $OUT/fcapd*.log" >&2; exit 1; }
 
 COMMON=(--target "$TARGET" --addr "127.0.0.1:$BASE" --workload check --candidates 100 --timeout 5ms --floor --floor-rounds "$ROUNDS"
-	--echo-procs "$NODES" "${ECHO_CPUS[@]}" --duration "$DURATION" --warmup 2s --quiet)
+	--echo-procs "$NODES" "${ECHO_CPUS[@]}" --duration "$DURATION" --warmup 2s --quiet "${PREPARED[@]}")
 for cfg in rate2000 halfpeak; do
 	files=()
 	for i in $(seq "$RUNS"); do
@@ -119,7 +124,7 @@ for cfg in rate2000 halfpeak; do
 			# saturated node makes the client fail open at once, which is no
 			# measure of what the node serves.
 			log "peak, run $i of $RUNS ($(uptime | sed 's/.*load/load/'))"
-			"${GEN[@]}" "$OUT/fcapbench" --addr "127.0.0.1:$BASE" --workload check --candidates 100 --duration 10s --warmup 2s --quiet \
+			"${GEN[@]}" "$OUT/fcapbench" --addr "127.0.0.1:$BASE" --workload check --candidates 100 --duration 10s --warmup 2s --quiet "${PREPARED[@]}" \
 				--json "$OUT/peak-$i.json" >"$OUT/peak-$i.out" 2>&1
 			peak=$(grep -m1 '"requests_per_second"' "$OUT/peak-$i.json" | tr -dc '0-9.')
 			rate=$(awk -v p="$peak" 'BEGIN { printf "%d", p / 2 }')

@@ -85,6 +85,7 @@ type options struct {
 	echoAddr, echoCPUs          string
 	floorRounds, echoProcs      int
 	conns                       int
+	prepared                    bool
 	redisCheck                  string
 	prof                        profiles
 	seed                        uint64
@@ -130,6 +131,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	workloadFlags(fs, &o.w)
 	fs.IntVar(&o.concurrency, "concurrency", 64, "concurrent callers, closed and open loop (Redis: also its pool's connections)")
 	fs.IntVar(&o.conns, "conns", 2, "fcap, echo: client connections per node")
+	fs.BoolVar(&o.prepared, "prepared", false, "fcap, check and mix: each campaign's candidate prepared once (client.PrepareCandidate), every check of prepared candidates (CheckPreparedInto); false: CheckInto, the caps encoded at every check")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "fcap: PEM CA certificates that verify the nodes: connect over TLS")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "fcap: PEM client certificate, for nodes that require one")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "fcap: PEM private key of --tls-cert")
@@ -202,7 +204,7 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	}
 	defer stop()
 	x := newIDs(&o.w)
-	topts := targetOpts{timeout: o.timeout, conns: o.conns, pool: o.concurrency, redisCheck: o.redisCheck}
+	topts := targetOpts{timeout: o.timeout, conns: o.conns, prepared: o.prepared, pool: o.concurrency, redisCheck: o.redisCheck}
 	if err := o.access(&topts); err != nil {
 		fmt.Fprintf(stderr, "fcapbench: %v\n", err)
 		return 2

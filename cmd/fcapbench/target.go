@@ -57,6 +57,7 @@ type targetOpts struct {
 	conns      int           // fcap: connections per node
 	pool       int           // Redis: pooled connections (one per caller)
 	redisCheck string        // Redis: "pipeline" or "lua"
+	prepared   bool          // fcap: check prepared candidates (CheckPreparedInto)
 	tls        *tls.Config   // fcap: TLS to the nodes, nil for plaintext
 	token      string        // fcap: token presented on each connection
 }
@@ -83,12 +84,17 @@ func newTarget(kind, addrs string, w *workload, x *ids, o targetOpts) (target, e
 type fcapTarget struct {
 	c         *client.Client
 	campaigns []fcap.Cap // per campaign index
-	pool      chan *checkBuf
+	// prepared, with --prepared, holds each campaign's candidate
+	// prepared once (per campaign index), as an ad server prepares its
+	// catalogue when it loads it.
+	prepared []client.PreparedCandidate
+	pool     chan *checkBuf
 }
 
 type checkBuf struct {
-	cands []fcap.Candidate
-	res   client.CheckResult
+	cands  []fcap.Candidate
+	picked []client.PreparedCandidate
+	res    client.CheckResult
 }
 
 func newFcapTarget(addrs string, w *workload, x *ids, o targetOpts) (*fcapTarget, error) {
@@ -114,10 +120,30 @@ func newFcapTarget(addrs string, w *workload, x *ids, o targetOpts) (*fcapTarget
 	for _, id := range x.campaigns {
 		t.campaigns = append(t.campaigns, fcap.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: w.Window, Mode: mode})
 	}
+	if o.prepared {
+		t.prepared = make([]client.PreparedCandidate, len(t.campaigns))
+		for i := range t.campaigns {
+			p, err := client.PrepareCandidate(fcap.Candidate{Caps: t.campaigns[i : i+1]})
+			if err != nil {
+				c.Close(context.Background())
+				return nil, fmt.Errorf("campaign %d: %w", i, err)
+			}
+			t.prepared[i] = p
+		}
+	}
 	return t, nil
 }
 
 func (t *fcapTarget) Name() string { return "fcap" }
+
+// CheckVariant says how Check asks: "prepared" (--prepared), or "" for
+// CheckInto.
+func (t *fcapTarget) CheckVariant() string {
+	if t.prepared != nil {
+		return "prepared"
+	}
+	return ""
+}
 
 func (t *fcapTarget) Allow(ctx context.Context, viewer string, campaign int, now int64) (bool, error) {
 	v, err := t.c.Allow(ctx, viewer, t.campaigns[campaign:campaign+1], client.At(now))
@@ -145,11 +171,21 @@ func (t *fcapTarget) Check(ctx context.Context, viewer string, campaigns []int, 
 		default:
 		}
 	}()
-	b.cands = b.cands[:0]
-	for _, c := range campaigns {
-		b.cands = append(b.cands, fcap.Candidate{Caps: t.campaigns[c : c+1]})
+	var err error
+	if t.prepared != nil {
+		b.picked = b.picked[:0]
+		for _, c := range campaigns {
+			b.picked = append(b.picked, t.prepared[c])
+		}
+		err = t.c.CheckPreparedInto(ctx, viewer, b.picked, &b.res, client.At(now))
+	} else {
+		b.cands = b.cands[:0]
+		for _, c := range campaigns {
+			b.cands = append(b.cands, fcap.Candidate{Caps: t.campaigns[c : c+1]})
+		}
+		err = t.c.CheckInto(ctx, viewer, b.cands, &b.res, client.At(now))
 	}
-	if err := t.c.CheckInto(ctx, viewer, b.cands, &b.res, client.At(now)); err != nil {
+	if err != nil {
 		return 0, err
 	}
 	allowed, failed := 0, false

@@ -1,0 +1,183 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+	"unsafe"
+
+	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// PreparedCandidate is a candidate encoded once, for the many checks
+// that carry it: an ad server prepares each line item of its catalogue
+// when it loads it, and each ad request checks the ones its targeting
+// picked, with CheckPreparedInto. A check of prepared candidates copies
+// their caps' wire form into the request where CheckInto encodes every
+// cap anew, on the core the client shares with the ad server: about a
+// third less CPU for a 100-candidate check whose caps are in the CPU's
+// caches (BenchmarkCheckCPU/warm), the same when each is a cache miss.
+//
+// A PreparedCandidate is a small value, immutable and safe to share
+// between goroutines: keep them in a slice or map and copy them into
+// each request's list. It keeps no reference to the candidate it was
+// made from: a cap changed afterwards is not seen until the candidate is
+// prepared again. The zero value is not a prepared candidate.
+type PreparedCandidate struct {
+	// b is the candidate in one allocation, so that a check reading
+	// it from a large catalogue misses the cache once: whether a cap
+	// is strict (1 byte), the number of caps n (2 bytes), where each
+	// cap's form ends, counted from the first form (4 bytes each, n of
+	// them), then the caps' wire forms one after another. All
+	// little-endian.
+	b []byte
+}
+
+// preparedHead is the size of a prepared candidate's fixed header.
+const preparedHead = 3
+
+// PrepareCandidate encodes cand for CheckPreparedInto. It refuses, with
+// ErrBadRequest, what a check would refuse for this candidate alone (a
+// string over the wire's limit, more caps than a check carries); the
+// node validates the rest at each check, as it does for CheckInto.
+func PrepareCandidate(cand fcap.Candidate) (PreparedCandidate, error) {
+	n := len(cand.Caps)
+	if n > proto.MaxCheckCaps-1 {
+		return PreparedCandidate{}, fmt.Errorf("%w: a candidate of %d caps, at most %d", ErrBadRequest, n, proto.MaxCheckCaps-1)
+	}
+	b := make([]byte, preparedHead+4*n, preparedHead+4*n+32*n)
+	binary.LittleEndian.PutUint16(b[1:], uint16(n))
+	forms := len(b)
+	for i := range cand.Caps {
+		c := &cand.Caps[i]
+		var err error
+		if b, err = proto.AppendCapForm(b, c); err != nil {
+			return PreparedCandidate{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+		}
+		binary.LittleEndian.PutUint32(b[preparedHead+4*i:], uint32(len(b)-forms))
+		if c.Mode == fcap.Strict {
+			b[0] = 1
+		}
+	}
+	return PreparedCandidate{b: slices.Clip(b)}, nil
+}
+
+// Caps returns how many caps the candidate carries.
+func (p PreparedCandidate) Caps() int {
+	if len(p.b) < preparedHead {
+		return 0
+	}
+	return int(binary.LittleEndian.Uint16(p.b[1:]))
+}
+
+// strict reports whether a cap of the candidate is strict.
+func (p PreparedCandidate) strict() bool { return p.b[0] != 0 }
+
+// form returns cap j's wire form; n is Caps().
+func (p PreparedCandidate) form(j, n int) []byte {
+	forms := p.b[preparedHead+4*n:]
+	start := uint32(0)
+	if j > 0 {
+		start = binary.LittleEndian.Uint32(p.b[preparedHead+4*(j-1):])
+	}
+	return forms[start:binary.LittleEndian.Uint32(p.b[preparedHead+4*j:])]
+}
+
+// same reports whether p and q are the same prepared candidate (one
+// PrepareCandidate's result, copied).
+func (p PreparedCandidate) same(q PreparedCandidate) bool {
+	return len(p.b) == len(q.b) && unsafe.SliceData(p.b) == unsafe.SliceData(q.b)
+}
+
+// CheckPreparedInto is CheckInto for prepared candidates: the same
+// request on the wire, the same verdicts, the same failure policy,
+// without encoding the caps again. A zero PreparedCandidate is refused
+// with ErrBadRequest.
+func (c *Client) CheckPreparedInto(ctx context.Context, viewer string, cands []PreparedCandidate, res *CheckResult, opts ...CallOption) error {
+	start := time.Now()
+	if c.closed() {
+		return ErrClosed
+	}
+	if err := cancelled(ctx, "check"); err != nil {
+		c.m.observe(opCheck, outcomeError, start)
+		return err
+	}
+	if err := res.resetPrepared(cands); err != nil {
+		c.m.observe(opCheck, outcomeBadRequest, start)
+		return err
+	}
+	return c.check(ctx, viewer, res, start, applyOptions(opts))
+}
+
+// resetPrepared builds the request table as reset does, from prepared
+// candidates: a cap equal to the one at the same position of the
+// previous candidate is sent once (equal caps have equal wire forms),
+// every other cap's form is copied in.
+func (r *CheckResult) resetPrepared(cands []PreparedCandidate) error {
+	r.clear()
+	if len(cands) > proto.MaxCandidates {
+		return fmt.Errorf("%w: %d candidates, at most %d", ErrBadRequest, len(cands), proto.MaxCandidates)
+	}
+	t := &r.table
+	t.Ends = slices.Grow(t.Ends, len(cands))
+	t.Refs = slices.Grow(t.Refs, len(cands))
+	r.strict = slices.Grow(r.strict[:0], len(cands))[:len(cands)]
+	// A first pass, as in reset: each candidate is a cache miss of its
+	// own in a large catalogue, and this short loop has many of them in
+	// flight where the copying loop below would wait for each in turn.
+	for i := range cands {
+		if len(cands[i].b) < preparedHead {
+			r.strict = r.strict[:0]
+			return fmt.Errorf("%w: candidate %d is not prepared (a zero PreparedCandidate)", ErrBadRequest, i)
+		}
+		r.strict[i] = cands[i].strict()
+	}
+	var prev PreparedCandidate
+	prevN, prevStart := 0, 0 // the previous candidate's caps, where its refs begin
+	for _, p := range cands {
+		start := len(t.Refs)
+		n := p.Caps()
+		if n == 1 && prevN == 1 && !p.same(prev) {
+			// The common case, one cap after one cap, without the
+			// general loop's offsets: the single form is all of the rest.
+			f := p.b[preparedHead+4:]
+			if bytes.Equal(prev.b[preparedHead+4:], f) {
+				t.Refs = append(t.Refs, t.Refs[prevStart])
+			} else if err := r.addForm(f); err != nil {
+				return err
+			}
+			t.Ends = append(t.Ends, uint32(len(t.Refs)))
+			prev, prevStart = p, start
+			continue
+		}
+		for j := range n {
+			if j < prevN && (p.same(prev) || bytes.Equal(prev.form(j, prevN), p.form(j, n))) {
+				t.Refs = append(t.Refs, t.Refs[prevStart+j])
+				continue
+			}
+			if err := r.addForm(p.form(j, n)); err != nil {
+				return err
+			}
+		}
+		t.Ends = append(t.Ends, uint32(len(t.Refs)))
+		prev, prevN, prevStart = p, n, start
+	}
+	return nil
+}
+
+// addForm adds a distinct cap, in its wire form, to the request and a
+// reference to it to the current candidate.
+func (r *CheckResult) addForm(form []byte) error {
+	k := r.caps.Len()
+	if k >= proto.MaxCheckCaps-1 {
+		r.strict = r.strict[:0]
+		return fmt.Errorf("%w: more than %d distinct caps", ErrBadRequest, proto.MaxCheckCaps-1)
+	}
+	r.caps.AppendForm(form)
+	r.table.Refs = append(r.table.Refs, uint16(k))
+	return nil
+}

@@ -1,0 +1,158 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// TestPreparedCandidatesAgainstANode: prepared candidates get the
+// verdicts, remaining counts and pod budgets the same candidates get
+// through CheckInto, from a real node, with a result reused between the
+// two kinds of check.
+func TestPreparedCandidatesAgainstANode(t *testing.T) {
+	nd := soloNode(t, "solo")
+	c := newClient(t, nil, nd.DataAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		c.Record("pod-viewer", fcap.Impression{ID: fmt.Sprint("r", i), Time: 10, Caps: []fcap.Cap{soft}})
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: 5, Window: 1000}
+	cands := []fcap.Candidate{
+		{Caps: []fcap.Cap{{Scope: "creative", ID: "x", Limit: 2, Window: 1000}, soft, adv}},
+		{Caps: []fcap.Cap{{Scope: "creative", ID: "y", Limit: 2, Window: 1000}, soft, adv}},
+		{Caps: []fcap.Cap{{Scope: "creative", ID: "z", Limit: 2, Window: 1000}, adv}},
+		{Caps: []fcap.Cap{{Scope: "creative", ID: "w", Limit: 1, Window: 1000}, soft}},
+	}
+	prepared := prepareAll(t, cands)
+
+	var res client.CheckResult
+	if err := c.CheckInto(ctx, "pod-viewer", cands, &res, client.At(20)); err != nil {
+		t.Fatal(err)
+	}
+	want := res.Verdicts
+	wantLeft := make([][]int64, len(cands))
+	for i := range cands {
+		wantLeft[i] = res.CapsRemaining(i)
+	}
+	if err := c.CheckPreparedInto(ctx, "pod-viewer", prepared, &res, client.At(20)); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Verdicts) != len(want) {
+		t.Fatalf("%d verdicts, want %d", len(res.Verdicts), len(want))
+	}
+	for i, v := range res.Verdicts {
+		if v != want[i] || v.Failed() {
+			t.Errorf("candidate %d: %+v, CheckInto said %+v", i, v, want[i])
+		}
+		if got := fmt.Sprint(res.CapsRemaining(i)); got != fmt.Sprint(wantLeft[i]) || wantLeft[i] == nil {
+			t.Errorf("candidate %d: caps remaining %s, CheckInto said %v", i, got, wantLeft[i])
+		}
+	}
+	// The campaign cap has 1 left after the 2 records: the pod places
+	// one of the creatives sharing it, as it does for CheckInto's result.
+	pod := client.NewPod(&res)
+	if !pod.Take(0) || pod.Take(1) || pod.Take(3) {
+		t.Error("the pod placed a second ad under the shared campaign cap with 1 left")
+	}
+}
+
+// TestPreparedCandidatesFollowTheFailurePolicy: with no cluster, a
+// prepared soft candidate fails open and one with a strict cap fails
+// closed, as the same candidates do through CheckInto.
+func TestPreparedCandidatesFollowTheFailurePolicy(t *testing.T) {
+	c := newClient(t, shortDial, deadCluster(t))
+	prepared := prepareAll(t, []fcap.Candidate{{Caps: []fcap.Cap{soft}}, {Caps: []fcap.Cap{soft, strict}}})
+	var res client.CheckResult
+	if err := c.CheckPreparedInto(context.Background(), "v", prepared, &res); err != nil {
+		t.Fatal(err)
+	}
+	if v := res.Verdicts[0]; !v.Allowed || !v.FailOpen {
+		t.Errorf("soft candidate: %+v, want allowed and marked fail-open", v)
+	}
+	if v := res.Verdicts[1]; v.Allowed || !v.FailClosed {
+		t.Errorf("strict candidate: %+v, want denied and marked fail-closed", v)
+	}
+}
+
+// TestPreparedCandidatesRefuseBadRequests: what a check of prepared
+// candidates cannot send is an ErrBadRequest before anything is sent,
+// and the result holds no verdicts from an earlier check.
+func TestPreparedCandidatesRefuseBadRequests(t *testing.T) {
+	long := fcap.Cap{Scope: "campaign", ID: strings.Repeat("x", proto.MaxStringLen+1), Limit: 1, Window: 1000}
+	if _, err := client.PrepareCandidate(fcap.Candidate{Caps: []fcap.Cap{soft, long}}); !errors.Is(err, client.ErrBadRequest) {
+		t.Errorf("PrepareCandidate(a string over the wire's limit) = %v, want ErrBadRequest", err)
+	}
+	many := make([]fcap.Cap, proto.MaxCheckCaps)
+	for i := range many {
+		many[i] = fcap.Cap{Scope: "campaign", ID: fmt.Sprint("c", i), Limit: 1, Window: 1000}
+	}
+	if _, err := client.PrepareCandidate(fcap.Candidate{Caps: many}); !errors.Is(err, client.ErrBadRequest) {
+		t.Errorf("PrepareCandidate(%d caps) = %v, want ErrBadRequest", len(many), err)
+	}
+	// Distinct caps over the check's limit, spread over candidates each
+	// of which is fine alone.
+	spread := make([]client.PreparedCandidate, 0, proto.MaxCandidates)
+	for i := 0; i < len(many); i += 4 {
+		spread = append(spread, prepareAll(t, []fcap.Candidate{{Caps: many[i:min(i+4, len(many))]}})[0])
+	}
+
+	var checks atomic.Int64
+	srv := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
+		var m proto.Check
+		if hdr.Type != proto.TypeCheck || proto.Decode(body, &m) != nil {
+			return nil
+		}
+		checks.Add(1)
+		return &proto.CheckResult{Epoch: 42, Now: 1, Verdicts: make([]fcap.Verdict, len(m.Table.Ends))}
+	})
+	c := newClient(t, nil, srv.addr())
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	one := prepareAll(t, []fcap.Candidate{{Caps: []fcap.Cap{soft}}})
+	tooMany := make([]client.PreparedCandidate, proto.MaxCandidates+1)
+	for i := range tooMany {
+		tooMany[i] = one[0]
+	}
+	for _, tc := range []struct {
+		name  string
+		cands []client.PreparedCandidate
+		says  string
+	}{
+		{"a zero candidate", []client.PreparedCandidate{one[0], {}}, "candidate 1 is not prepared"},
+		{"too many candidates", tooMany, "candidates, at most"},
+		{"too many distinct caps", spread, "distinct caps"},
+	} {
+		var res client.CheckResult
+		if err := c.CheckPreparedInto(ctx, "viewer-1", one, &res); err != nil || len(res.Verdicts) != 1 {
+			t.Fatalf("%s: the valid check before it: %v, %d verdicts", tc.name, err, len(res.Verdicts))
+		}
+		err := c.CheckPreparedInto(ctx, "viewer-1", tc.cands, &res)
+		if !errors.Is(err, client.ErrBadRequest) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v, want ErrBadRequest saying %q", tc.name, err, tc.says)
+		}
+		if len(res.Verdicts) != 0 {
+			t.Errorf("%s: %d verdicts left in a refused check's result", tc.name, len(res.Verdicts))
+		}
+	}
+	if n := checks.Load(); n != 3 {
+		t.Fatalf("the node saw %d Checks, want only the 3 valid ones", n)
+	}
+}
