@@ -69,6 +69,25 @@ func TestPreparedCandidatesAgainstANode(t *testing.T) {
 	if !pod.Take(0) || pod.Take(1) || pod.Take(3) {
 		t.Error("the pod placed a second ad under the shared campaign cap with 1 left")
 	}
+
+	// What the node validates (an empty id, a negative window) prepares,
+	// and the check is refused as CheckInto's is: an error, no verdicts.
+	for _, bad := range []fcap.Cap{
+		{Scope: "campaign", ID: "", Limit: 1, Window: 1000},
+		{Scope: "campaign", ID: "c", Limit: 1, Window: -1000},
+	} {
+		p, err := client.PrepareCandidate(fcap.Candidate{Caps: []fcap.Cap{bad}})
+		if err != nil {
+			t.Fatalf("PrepareCandidate(%+v): %v", bad, err)
+		}
+		err = c.CheckPreparedInto(ctx, "pod-viewer", []client.PreparedCandidate{prepared[0], p}, &res, client.At(20))
+		if !errors.Is(err, client.ErrBadRequest) || len(res.Verdicts) != 0 {
+			t.Errorf("a check of %+v: %v, %d verdicts; want ErrBadRequest and none", bad, err, len(res.Verdicts))
+		}
+		if cerr := c.CheckInto(ctx, "pod-viewer", []fcap.Candidate{cands[0], {Caps: []fcap.Cap{bad}}}, &res, client.At(20)); !errors.Is(cerr, client.ErrBadRequest) {
+			t.Errorf("CheckInto of %+v: %v, want ErrBadRequest as well", bad, cerr)
+		}
+	}
 }
 
 // TestPreparedCandidatesFollowTheFailurePolicy: with no cluster, a
