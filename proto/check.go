@@ -107,11 +107,12 @@ func (l *EncodedCaps) Len() int { return len(l.ends) }
 // Append encodes c at the end of the list; a cap with a string over
 // MaxStringLen is refused (as AppendFrame refuses it in Table.Caps).
 func (l *EncodedCaps) Append(c *fcap.Cap) error {
-	buf, err := AppendCapForm(l.buf, c)
-	if err != nil {
-		return err
+	// The check and encoding of AppendCapForm, written out: this runs
+	// for every cap of every CheckInto, where a call more shows.
+	if len(c.Scope) > MaxStringLen || len(c.ID) > MaxStringLen {
+		return capTooLong(c)
 	}
-	l.buf = buf
+	l.buf = appendCap(l.buf, c)
 	l.ends = append(l.ends, uint32(len(l.buf)))
 	return nil
 }
@@ -121,9 +122,14 @@ func (l *EncodedCaps) Append(c *fcap.Cap) error {
 // is refused.
 func AppendCapForm(b []byte, c *fcap.Cap) ([]byte, error) {
 	if len(c.Scope) > MaxStringLen || len(c.ID) > MaxStringLen {
-		return b, fmt.Errorf("cap %q/%q: string of %d bytes, limit %d", trim(c.Scope), trim(c.ID), max(len(c.Scope), len(c.ID)), MaxStringLen)
+		return b, capTooLong(c)
 	}
 	return appendCap(b, c), nil
+}
+
+// capTooLong is the error for a cap with a string over MaxStringLen.
+func capTooLong(c *fcap.Cap) error {
+	return fmt.Errorf("cap %q/%q: string of %d bytes, limit %d", trim(c.Scope), trim(c.ID), max(len(c.Scope), len(c.ID)), MaxStringLen)
 }
 
 // AppendForm appends a cap already in its wire form, as AppendCapForm
