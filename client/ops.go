@@ -91,16 +91,10 @@ type CheckResult struct {
 // at the same position of the previous candidate is sent once. Each cap
 // is encoded as it is read, in the one pass over the caller's caps.
 func (r *CheckResult) reset(cands []fcap.Candidate) error {
-	r.clear()
-	if len(cands) > proto.MaxCandidates {
-		return fmt.Errorf("%w: %d candidates, at most %d", ErrBadRequest, len(cands), proto.MaxCandidates)
+	if err := r.begin(len(cands)); err != nil {
+		return err
 	}
 	t := &r.table
-	// Room for one cap per candidate up front: the appends below then
-	// grow nothing in the common case.
-	t.Ends = slices.Grow(t.Ends, len(cands))
-	t.Refs = slices.Grow(t.Refs, len(cands))
-	r.strict = slices.Grow(r.strict[:0], len(cands))[:len(cands)]
 	// A first pass reads every cap's mode and the last byte of its id
 	// into r.strict, in a loop short enough for the CPU to have many of
 	// those reads in flight: candidates come from a large catalogue, each
@@ -146,6 +140,20 @@ func (r *CheckResult) reset(cands []fcap.Candidate) error {
 		t.Ends = append(t.Ends, uint32(len(t.Refs)))
 		prev, prevStart = caps, start
 	}
+	return nil
+}
+
+// begin empties the result for a request of n candidates, with room for
+// one cap per candidate up front (the appends that build the table then
+// grow nothing in the common case) and r.strict of length n.
+func (r *CheckResult) begin(n int) error {
+	r.clear()
+	if n > proto.MaxCandidates {
+		return fmt.Errorf("%w: %d candidates, at most %d", ErrBadRequest, n, proto.MaxCandidates)
+	}
+	r.table.Ends = slices.Grow(r.table.Ends, n)
+	r.table.Refs = slices.Grow(r.table.Refs, n)
+	r.strict = slices.Grow(r.strict[:0], n)[:n]
 	return nil
 }
 
@@ -204,6 +212,13 @@ func (c *Client) Check(ctx context.Context, viewer string, cands []fcap.Candidat
 
 // CheckInto is Check into a reused result.
 func (c *Client) CheckInto(ctx context.Context, viewer string, cands []fcap.Candidate, res *CheckResult, opts ...CallOption) error {
+	return c.checkBuilt(ctx, viewer, res, opts, func() error { return res.reset(cands) })
+}
+
+// checkBuilt checks the request that build puts in res (reset or
+// resetPrepared), unless the client is closed, ctx is done or build
+// refuses the candidates.
+func (c *Client) checkBuilt(ctx context.Context, viewer string, res *CheckResult, opts []CallOption, build func() error) error {
 	start := time.Now()
 	if c.closed() {
 		return ErrClosed
@@ -212,7 +227,7 @@ func (c *Client) CheckInto(ctx context.Context, viewer string, cands []fcap.Cand
 		c.m.observe(opCheck, outcomeError, start)
 		return err
 	}
-	if err := res.reset(cands); err != nil {
+	if err := build(); err != nil {
 		c.m.observe(opCheck, outcomeBadRequest, start)
 		return err
 	}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"slices"
-	"time"
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
@@ -122,19 +120,7 @@ func sameForm(a []byte, ha uint32, b []byte, hb uint32) bool {
 // without encoding the caps again. A zero PreparedCandidate is refused
 // with ErrBadRequest.
 func (c *Client) CheckPreparedInto(ctx context.Context, viewer string, cands []PreparedCandidate, res *CheckResult, opts ...CallOption) error {
-	start := time.Now()
-	if c.closed() {
-		return ErrClosed
-	}
-	if err := cancelled(ctx, "check"); err != nil {
-		c.m.observe(opCheck, outcomeError, start)
-		return err
-	}
-	if err := res.resetPrepared(cands); err != nil {
-		c.m.observe(opCheck, outcomeBadRequest, start)
-		return err
-	}
-	return c.check(ctx, viewer, res, start, applyOptions(opts))
+	return c.checkBuilt(ctx, viewer, res, opts, func() error { return res.resetPrepared(cands) })
 }
 
 // resetPrepared builds the request table as reset does, from prepared
@@ -142,14 +128,10 @@ func (c *Client) CheckPreparedInto(ctx context.Context, viewer string, cands []P
 // previous candidate is sent once (equal caps have equal wire forms),
 // every other cap's form is copied in.
 func (r *CheckResult) resetPrepared(cands []PreparedCandidate) error {
-	r.clear()
-	if len(cands) > proto.MaxCandidates {
-		return fmt.Errorf("%w: %d candidates, at most %d", ErrBadRequest, len(cands), proto.MaxCandidates)
+	if err := r.begin(len(cands)); err != nil {
+		return err
 	}
 	t := &r.table
-	t.Ends = slices.Grow(t.Ends, len(cands))
-	t.Refs = slices.Grow(t.Refs, len(cands))
-	r.strict = slices.Grow(r.strict[:0], len(cands))[:len(cands)]
 	// A first pass, as in reset: each candidate is a cache miss of its
 	// own in a large catalogue, and this short loop has many of them in
 	// flight where the copying loop below would wait for each in turn.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/fcap-io/fcap"
@@ -130,21 +129,9 @@ func TestPreparedCandidatesRefuseBadRequests(t *testing.T) {
 		spread = append(spread, prepareAll(t, []fcap.Candidate{{Caps: many[i:min(i+4, len(many))]}})[0])
 	}
 
-	var checks atomic.Int64
-	srv := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
-		var m proto.Check
-		if hdr.Type != proto.TypeCheck || proto.Decode(body, &m) != nil {
-			return nil
-		}
-		checks.Add(1)
-		return &proto.CheckResult{Epoch: 42, Now: 1, Verdicts: make([]fcap.Verdict, len(m.Table.Ends))}
-	})
-	c := newClient(t, nil, srv.addr())
+	c, checks := checkCounter(t)
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	one := prepareAll(t, []fcap.Candidate{{Caps: []fcap.Cap{soft}}})
 	tooMany := make([]client.PreparedCandidate, proto.MaxCandidates+1)
 	for i := range tooMany {

@@ -185,21 +185,9 @@ func goldenCandidates() []fcap.Candidate {
 // over proto.MaxStringLen) fails the Check as a bad request before
 // anything is sent, now that caps are encoded while the table is built.
 func TestCheckRefusesUnencodableCap(t *testing.T) {
-	var checks atomic.Int64
-	srv := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
-		var m proto.Check
-		if hdr.Type != proto.TypeCheck || proto.Decode(body, &m) != nil {
-			return nil
-		}
-		checks.Add(1)
-		return &proto.CheckResult{Epoch: 42, Now: 1, Verdicts: make([]fcap.Verdict, len(m.Table.Ends))}
-	})
-	c := newClient(t, nil, srv.addr())
+	c, checks := checkCounter(t)
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	long := fcap.Cap{Scope: "campaign", ID: strings.Repeat("x", proto.MaxStringLen+1), Limit: 1, Window: 1000}
 	cands := []fcap.Candidate{{Caps: []fcap.Cap{soft}}, {Caps: []fcap.Cap{soft, long}}}
 	var res client.CheckResult
@@ -217,4 +205,26 @@ func TestCheckRefusesUnencodableCap(t *testing.T) {
 	if n := checks.Load(); n != 1 {
 		t.Fatalf("the node saw %d Checks, want only the valid one", n)
 	}
+}
+
+// checkCounter is a ready client of a fake node that answers every Check
+// that decodes with a verdict per candidate, and counts them.
+func checkCounter(t *testing.T) (*client.Client, *atomic.Int64) {
+	t.Helper()
+	checks := new(atomic.Int64)
+	srv := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
+		var m proto.Check
+		if hdr.Type != proto.TypeCheck || proto.Decode(body, &m) != nil {
+			return nil
+		}
+		checks.Add(1)
+		return &proto.CheckResult{Epoch: 42, Now: 1, Verdicts: make([]fcap.Verdict, len(m.Table.Ends))}
+	})
+	c := newClient(t, nil, srv.addr())
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c, checks
 }
