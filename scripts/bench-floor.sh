@@ -36,10 +36,16 @@
 #   --prepared      fcap: the client checks candidates prepared once per
 #                   campaign (fcapbench --prepared, CheckPreparedInto), in
 #                   the peak run and the floor runs alike
+#   --max-steal P   a run in which the hypervisor took more than P percent
+#                   of the host's CPUs (fcapbench's steal) is disturbed: it
+#                   is kept apart (NAME.disturbed-K.json) and run again, and
+#                   left out of the medians (default 1; 100 keeps them all)
+#   --retries N     times a disturbed run is run again (default 2); one
+#                   still disturbed after them is named beside the medians
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=3 DURATION=20s ROUNDS=5 OUT="" BASE=37700 NODES=1 TARGET=fcap PREPARED=()
+RUNS=3 DURATION=20s ROUNDS=5 OUT="" BASE=37700 NODES=1 TARGET=fcap PREPARED=() MAXSTEAL=1 RETRIES=2
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--runs) RUNS=$2; shift ;;
@@ -50,6 +56,8 @@ while [ $# -gt 0 ]; do
 	--nodes) NODES=$2; shift ;;
 	--target) TARGET=$2; shift ;;
 	--prepared) PREPARED=(--prepared) ;;
+	--max-steal) MAXSTEAL=$2; shift ;;
+	--retries) RETRIES=$2; shift ;;
 	-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench-floor.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
 	esac
@@ -115,29 +123,50 @@ ready || { echo "bench-floor.sh: the $NODES fcapd never became ready; see $OUT/f
 
 COMMON=(--target "$TARGET" --addr "127.0.0.1:$BASE" --workload check --candidates 100 --timeout 5ms --floor --floor-rounds "$ROUNDS"
 	--echo-procs "$NODES" "${ECHO_CPUS[@]}" --duration "$DURATION" --warmup 2s --quiet "${PREPARED[@]}")
+# run_once CFG I: one run of CFG (its peak first, for halfpeak), its output
+# and JSON as $OUT/CFG-I.*.
+run_once() {
+	local cfg=$1 i=$2 rate=2000 peak
+	if [ "$cfg" = halfpeak ]; then
+		# The peak with fcapbench's default 50 ms deadline: with 5 ms, a
+		# saturated node makes the client fail open at once, which is no
+		# measure of what the node serves.
+		log "peak, run $i of $RUNS ($(uptime | sed 's/.*load/load/'))"
+		"${GEN[@]}" "$OUT/fcapbench" --addr "127.0.0.1:$BASE" --workload check --candidates 100 --duration 10s --warmup 2s --quiet "${PREPARED[@]}" \
+			--json "$OUT/peak-$i.json" >"$OUT/peak-$i.out" 2>&1
+		peak=$(grep -m1 '"requests_per_second"' "$OUT/peak-$i.json" | tr -dc '0-9.')
+		rate=$(awk -v p="$peak" 'BEGIN { printf "%d", p / 2 }')
+	fi
+	log "$cfg at $rate/s, run $i of $RUNS ($(uptime | sed 's/.*load/load/'))"
+	echo "$ ${GEN[*]} fcapbench ${COMMON[*]} --rate $rate --json $OUT/$cfg-$i.json" >"$OUT/$cfg-$i.out"
+	uptime >>"$OUT/$cfg-$i.out"
+	"${GEN[@]}" "$OUT/fcapbench" "${COMMON[@]}" --rate "$rate" --json "$OUT/$cfg-$i.json" >>"$OUT/$cfg-$i.out" 2>&1
+	uptime >>"$OUT/$cfg-$i.out"
+}
+
 for cfg in rate2000 halfpeak; do
 	files=()
 	for i in $(seq "$RUNS"); do
-		rate=2000
-		if [ "$cfg" = halfpeak ]; then
-			# The peak with fcapbench's default 50 ms deadline: with 5 ms, a
-			# saturated node makes the client fail open at once, which is no
-			# measure of what the node serves.
-			log "peak, run $i of $RUNS ($(uptime | sed 's/.*load/load/'))"
-			"${GEN[@]}" "$OUT/fcapbench" --addr "127.0.0.1:$BASE" --workload check --candidates 100 --duration 10s --warmup 2s --quiet "${PREPARED[@]}" \
-				--json "$OUT/peak-$i.json" >"$OUT/peak-$i.out" 2>&1
-			peak=$(grep -m1 '"requests_per_second"' "$OUT/peak-$i.json" | tr -dc '0-9.')
-			rate=$(awk -v p="$peak" 'BEGIN { printf "%d", p / 2 }')
-		fi
-		log "$cfg at $rate/s, run $i of $RUNS ($(uptime | sed 's/.*load/load/'))"
-		echo "$ ${GEN[*]} fcapbench ${COMMON[*]} --rate $rate --json $OUT/$cfg-$i.json" >"$OUT/$cfg-$i.out"
-		uptime >>"$OUT/$cfg-$i.out"
-		"${GEN[@]}" "$OUT/fcapbench" "${COMMON[@]}" --rate "$rate" --json "$OUT/$cfg-$i.json" >>"$OUT/$cfg-$i.out" 2>&1
-		uptime >>"$OUT/$cfg-$i.out"
+		for k in $(seq 0 "$RETRIES"); do
+			run_once "$cfg" "$i"
+			# floor-median exits 3 when the one run it is given is disturbed.
+			st=0
+			"$OUT/fcapbench" floor-median --max-steal "$MAXSTEAL" "$OUT/$cfg-$i.json" >/dev/null 2>"$OUT/$cfg-$i.steal" || st=$?
+			[ "$st" -eq 3 ] || break
+			log "$cfg run $i disturbed: $(cat "$OUT/$cfg-$i.steal")"
+			[ "$k" -lt "$RETRIES" ] || break # the last try stays, for the medians to name
+			for ext in json out; do
+				mv "$OUT/$cfg-$i.$ext" "$OUT/$cfg-$i.disturbed-$k.$ext"
+			done
+			[ "$cfg" != halfpeak ] || mv "$OUT/peak-$i.json" "$OUT/peak-$i.disturbed-$k.json"
+		done
+		rm -f "$OUT/$cfg-$i.steal"
 		files+=("$OUT/$cfg-$i.json")
 	done
 	echo "### $cfg"
-	"$OUT/fcapbench" floor-median "${files[@]}"
+	st=0
+	"$OUT/fcapbench" floor-median --max-steal "$MAXSTEAL" "${files[@]}" || st=$?
+	[ "$st" -eq 0 ] || [ "$st" -eq 3 ] || exit "$st"
 	echo
 done
 log "every run's output and JSON: $OUT"

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 )
@@ -74,6 +75,7 @@ var floorMedianColumns = []floorColumn{
 	{"fail-open / echo past cut-off", func(f floorRow) float64 { return ratio(f.FailOpen, f.EchoOver) }, fmtRatio},
 	{"hedged requests", func(f floorRow) float64 { return f.Hedged }, fmtShare},
 	{"host busy", func(f floorRow) float64 { return (f.Echo.HostBusyPct + f.Target.HostBusyPct) / 2 }, fmtWholePct},
+	{"host steal", floorRow.steal, fmtTenthPct},
 	// The generator's own CPU in each target's rounds: near 100% its
 	// queue, not the target, makes the tail (and a client that costs the
 	// caller more CPU than the echo's shows here first).
@@ -83,6 +85,38 @@ var floorMedianColumns = []floorColumn{
 
 // fmtWholePct prints a percentage to the unit: 87%.
 func fmtWholePct(v float64) string { return fmt.Sprintf("%.0f%%", v) }
+
+// fmtTenthPct prints a percentage to a tenth: 0.2%.
+func fmtTenthPct(v float64) string { return fmt.Sprintf("%.1f%%", v) }
+
+// steal is the share of the host's CPUs its hypervisor took while the
+// row's floors and target ran, in percent: the most of any of them.
+func (f floorRow) steal() float64 {
+	s := max(f.Echo.HostStealPct, f.Target.HostStealPct)
+	if f.Procs != nil {
+		s = max(s, f.Procs.HostStealPct)
+	}
+	return s
+}
+
+// defaultMaxSteal is floor-median's --max-steal: on this project's VMs
+// the hypervisor takes 0.0-0.1% of the CPUs in a quiet hour and 5-40% in
+// a busy one, when the bare echo's own p99 grows tenfold; a run in
+// between is left out too, as no longer the machine's floor.
+const defaultMaxSteal = 1.0
+
+// disturbed reports the steal of a run that any row of exceeds max.
+func disturbed(rows []floorRow, max float64) (float64, bool) {
+	worst := 0.0
+	for _, f := range rows {
+		worst = math.Max(worst, f.steal())
+	}
+	return worst, worst > max
+}
+
+// exitDisturbed is floor-median's exit status when every run it was
+// given was disturbed: scripts/bench-floor.sh runs such a run again.
+const exitDisturbed = 3
 
 // floorProcsColumns follow floorMedianColumns when the runs have a floor
 // over several echo processes (--echo-procs); "echo xN" names it.
@@ -161,8 +195,10 @@ func floorMedians(runs [][]floorRow) ([]floorColumn, [][]string, error) {
 func runFloorMedian(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fcapbench floor-median", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	maxSteal := fs.Float64("max-steal", defaultMaxSteal, "leave out a run in which the hypervisor took more than this percent of the host's CPUs (100: keep every run)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: fcapbench floor-median RESULTS.json...\n\nthe medians over --floor runs of one command (their --json files), as a markdown table\n")
+		fmt.Fprint(stderr, "usage: fcapbench floor-median [--max-steal PCT] RESULTS.json...\n\nthe medians over --floor runs of one command (their --json files), as a markdown table;\nruns the host disturbed are left out and named (exit status 3 when all were)\n\n")
+		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -174,14 +210,29 @@ func runFloorMedian(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	if *maxSteal < 0 {
+		fmt.Fprintf(stderr, "fcapbench floor-median: --max-steal must be 0 or more, got %v\n", *maxSteal)
+		return 2
+	}
 	var runs [][]floorRow
+	var left []string
 	for _, path := range fs.Args() {
 		rs, err := readResults(path)
 		if err != nil {
 			fmt.Fprintf(stderr, "fcapbench floor-median: %v\n", err)
 			return 1
 		}
-		runs = append(runs, floorRows(rs))
+		rows := floorRows(rs)
+		if steal, bad := disturbed(rows, *maxSteal); bad {
+			left = append(left, fmt.Sprintf("%s (steal %.1f%%)", path, steal))
+			continue
+		}
+		runs = append(runs, rows)
+	}
+	if len(runs) == 0 {
+		fmt.Fprintf(stderr, "fcapbench floor-median: every run was disturbed: the hypervisor took more than %v%% of the host's CPUs in %s; run again when it is quiet, or raise --max-steal\n",
+			*maxSteal, strings.Join(left, ", "))
+		return exitDisturbed
 	}
 	cols, rows, err := floorMedians(runs)
 	if err != nil {
@@ -192,7 +243,11 @@ func runFloorMedian(args []string, stdout, stderr io.Writer) int {
 	for _, c := range cols {
 		head, rule = append(head, c.name), append(rule, "---")
 	}
-	fmt.Fprintf(stdout, "medians of %d runs\n\n| %s |\n|%s|\n", len(runs), strings.Join(head, " | "), strings.Join(rule, "|"))
+	fmt.Fprintf(stdout, "medians of %d runs", len(runs))
+	if len(left) > 0 {
+		fmt.Fprintf(stdout, "; left out, the host's hypervisor having taken more than %v%% of its CPUs: %s", *maxSteal, strings.Join(left, ", "))
+	}
+	fmt.Fprintf(stdout, "\n\n| %s |\n|%s|\n", strings.Join(head, " | "), strings.Join(rule, "|"))
 	for _, r := range rows {
 		fmt.Fprintf(stdout, "| %s |\n", strings.Join(r, " | "))
 	}

@@ -435,6 +435,51 @@ func TestFloorMedian(t *testing.T) {
 	}
 }
 
+// A run the host's hypervisor disturbed is left out of the medians and
+// named; with every run disturbed, floor-median says so and exits 3,
+// which scripts/bench-floor.sh takes as "run it again".
+func TestFloorMedianLeavesOutDisturbedRuns(t *testing.T) {
+	dir := t.TempDir()
+	run := func(i int, p99, steal float64) string {
+		return writeRun(t, dir, i, []*Result{
+			{Target: "echo", Kind: "echo", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: 300, HostStealPct: 0.1},
+			{Target: "fcap", Kind: "fcap", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: p99, HostStealPct: steal},
+		})
+	}
+	// The disturbed run's p99 is the highest: kept, it would be the median
+	// of four (between 600us and 9,000us: 4,800us).
+	files := []string{run(0, 300, 0.1), run(1, 600, 0.4), run(2, 9000, 12.5), run(3, 450, 0.3)}
+	median := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := runMain(append(append([]string{"floor-median"}, args...), files...), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	code, out, errOut := median()
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"medians of 3 runs; left out", files[2] + " (steal 12.5%)", "| 450us | ", "| 1.50x |", "| host steal |", "| 0.3% |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("median table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, files[1]+" (") {
+		t.Errorf("a run under the threshold was left out:\n%s", out)
+	}
+	// A higher threshold keeps it: the median of four.
+	if code, out, errOut = median("--max-steal", "100"); code != 0 || !strings.Contains(out, "medians of 4 runs\n") || !strings.Contains(out, "| 525us |") {
+		t.Errorf("--max-steal 100: exit %d (%s), want all four runs:\n%s", code, errOut, out)
+	}
+	// Nothing but disturbed runs: no table, exit 3.
+	files = files[2:3]
+	if code, out, errOut = median(); code != exitDisturbed || out != "" || !strings.Contains(errOut, "every run was disturbed") {
+		t.Errorf("only a disturbed run: exit %d, stdout %q, stderr %q; want exit %d and no table", code, out, errOut, exitDisturbed)
+	}
+	if code, _, _ = median("--max-steal", "-1"); code != 2 {
+		t.Errorf("a negative --max-steal: exit %d, want 2", code)
+	}
+}
+
 // floorRun runs fcapbench --target null --floor against an echo server
 // of its own with args, and returns the two results it wrote: the echo's,
 // then the target's, and what it printed.
