@@ -21,6 +21,10 @@ type call struct {
 	want proto.Type
 	done chan struct{} // capacity 1
 	sent int64         // when the request was queued (monotonic, see monoNow)
+	// traced: the request was sent while tracing (trace.go), and stamps
+	// are its times.
+	traced bool
+	stamps callStamps
 	// strictViewer is the viewer of a strict Allow or Reserve: a grant
 	// that arrives after the call gave up is given back to it (undo.go).
 	strictViewer string
@@ -46,7 +50,7 @@ var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}
 
 func getCall(want proto.Type) *call {
 	cl := callPool.Get().(*call)
-	cl.want, cl.err, cl.conn, cl.strictViewer = want, nil, nil, ""
+	cl.want, cl.err, cl.conn, cl.strictViewer, cl.traced = want, nil, nil, "", false
 	return cl
 }
 

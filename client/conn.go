@@ -204,6 +204,7 @@ type conn struct {
 	// maxAbandoned; the connection's close drops them).
 	abandoned map[uint64]string
 	out       []byte // frames waiting to be written
+	outTraced []tracedFrame // the traced calls among them (trace.go)
 	spare     []byte // a written buffer for reuse; never one being written
 	writing   bool   // someone (a caller, or the writer goroutine) owns writing
 	handed    bool   // the writer goroutine owns writing
@@ -293,8 +294,15 @@ func (c *conn) send(cl *call, m proto.Message, deadline time.Time) error {
 	}
 	t := time.Now()
 	cl.sent = int64(t.Sub(clockBase))
+	var tag uint64
+	if tracing.Load() {
+		cl.traced, tag = true, cl.stamps.start(cl.sent)
+	}
 	if c.writing {
 		c.out = append(c.out, frame...)
+		if cl.traced {
+			c.outTraced = append(c.outTraced, tracedFrame{cl, tag})
+		}
 		c.pending[cl.id] = cl
 		c.mu.Unlock() // the writer in progress sends it
 		putFrame(fb)
@@ -343,10 +351,18 @@ func (c *conn) send(cl *call, m proto.Message, deadline time.Time) error {
 		return fmt.Errorf("%w (%s, before sending)", errTimeout, c.p.addr)
 	}
 	var queued []byte
+	var traced []tracedFrame
 	if len(c.out) > 0 && c.err == nil {
-		queued = c.takeLocked()
+		queued, traced = c.takeLocked()
 	}
 	c.mu.Unlock()
+	if cl.traced {
+		traced = append(traced, tracedFrame{cl, tag})
+	}
+	var began int64
+	if traced != nil {
+		began = monoNow()
+	}
 	// The caller writes inline, but never past its own deadline: a node
 	// that stopped reading (paused, overloaded) fills the socket buffer,
 	// and a blocked write would hold the ad request hostage. A write cut
@@ -356,6 +372,9 @@ func (c *conn) send(cl *call, m proto.Message, deadline time.Time) error {
 		c.writeOnce(frame, deadline)
 	} else {
 		c.write(append(queued, frame...), deadline)
+	}
+	if traced != nil {
+		stampWrite(traced, began, monoNow())
 	}
 	putFrame(fb)
 	c.mu.Lock()
@@ -387,11 +406,11 @@ func putFrame(fb *frameBuf) {
 }
 
 // takeLocked takes the queued frames for writing, leaving the spare
-// buffer to queue into.
-func (c *conn) takeLocked() []byte {
-	buf := c.out
-	c.out, c.spare = c.spare[:0], nil
-	return buf
+// buffer to queue into, and the traced calls among them.
+func (c *conn) takeLocked() ([]byte, []tracedFrame) {
+	buf, traced := c.out, c.outTraced
+	c.out, c.spare, c.outTraced = c.spare[:0], nil, nil
+	return buf, traced
 }
 
 // write sends queued frames and keeps the buffer for reuse.
@@ -470,9 +489,16 @@ func (c *conn) writeLoop() {
 				c.mu.Unlock()
 				break
 			}
-			buf := c.takeLocked()
+			buf, traced := c.takeLocked()
 			c.mu.Unlock()
+			var began int64
+			if traced != nil {
+				began = monoNow()
+			}
 			c.write(buf, time.Time{})
+			if traced != nil {
+				stampWrite(traced, began, monoNow())
+			}
 		}
 	}
 }
@@ -488,7 +514,8 @@ func (c *conn) readLoop() {
 			c.close(err)
 			return
 		}
-		c.lastRead.Store(monoNow())
+		now := monoNow()
+		c.lastRead.Store(now)
 		if c.silent.Load() != 0 { // no store per frame on a healthy connection
 			c.silent.Store(0)
 		}
@@ -502,6 +529,9 @@ func (c *conn) readLoop() {
 		}
 		c.mu.Unlock()
 		if cl != nil {
+			if cl.traced {
+				cl.stamps.read.Store(now)
+			}
 			cl.deliver(hdr, body)
 		} else if g, ok := c.p.cl.m.late(hdr, body); ok && strict { // its caller gave up: count what it missed
 			g.viewer = viewer

@@ -258,6 +258,7 @@ func (c *Client) check(ctx context.Context, viewer string, res *CheckResult, sta
 		return err
 	}
 	if err == nil && res.fill(&cl.check) {
+		fillTrace(ctx, cl, res.stale)
 		putCall(cl)
 		if res.stale {
 			// Strict caps read only from the owner: those candidates
@@ -512,6 +513,7 @@ func (c *Client) Allow(ctx context.Context, viewer string, caps []fcap.Cap, opts
 	switch {
 	case err == nil:
 		v := Verdict{Verdict: cl.allow.Verdict, Stale: stale}
+		fillTrace(ctx, cl, stale)
 		putCall(cl)
 		c.m.observe(opAllow, outcomeOK, start)
 		return v, nil

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/fcap-io/fcap/client"
 )
 
 // run drives one target with one workload, closed loop (Concurrency
@@ -40,6 +42,7 @@ type run struct {
 	// released in batches, one pacer wake per paceGrain (wakeAt); 0 wakes
 	// for every request.
 	paceGrain time.Duration
+	phases    bool // trace fcap's calls (--phases)
 }
 
 // Result is what one run measured. Latencies are in microseconds.
@@ -129,8 +132,12 @@ type Result struct {
 	// --echo-procs): how many, each call going to one of them by its
 	// viewer, as fcap's client sends a check to its viewer's owner.
 	EchoProcs int `json:"echo_procs,omitempty"`
+	// Phases, with --phases, are where fcap's calls spent their time
+	// (the client's CallTrace of each; see phases.go).
+	Phases []PhaseFigure `json:"phases,omitempty"`
 
-	h *hists // the histograms behind the latency figures; nil when read from JSON
+	h  *hists      // the histograms behind the latency figures; nil when read from JSON
+	ph *phaseHists // behind Phases, likewise
 }
 
 // Label names the result's series in tables and charts: the target, and
@@ -157,6 +164,11 @@ type worker struct {
 	over   int64                   // measured calls past the cut-off
 	n      int
 	viewer string // of the current request
+	// With --phases: the client's trace of the current call, the
+	// context that carries it (made once, reused), and the figures.
+	trace client.CallTrace
+	tctx  context.Context
+	ph    *phaseHists
 }
 
 // observe records a measured latency, and every 16th in the progress
@@ -199,7 +211,15 @@ func (r *run) exec() (*Result, error) {
 	}
 	workers := make([]*worker, n)
 	for i := range workers {
-		workers[i] = &worker{g: newGen(r.w, r.ids, r.seed, i), total: newHist(), call: newHist(), queued: newHist()}
+		wk := &worker{g: newGen(r.w, r.ids, r.seed, i), total: newHist(), call: newHist(), queued: newHist()}
+		if r.phases {
+			// The fcap client fills the trace, and so does the echo
+			// floor's caller (target_echo.go), its own way.
+			echoTracing.Store(true)
+			wk.ph = newPhaseHists()
+			wk.tctx = context.WithValue(client.WithCallTrace(ctx, &wk.trace), echoTraceKey{}, &wk.trace)
+		}
+		workers[i] = wk
 	}
 	recent := &sampled{h: newHist()}
 	var c counters
@@ -322,9 +342,16 @@ func (r *run) exec() (*Result, error) {
 					}
 				}
 				measured := !began.Before(measureFrom)
-				rec := r.step(ctx, wk, &c, measured)
+				sctx := ctx
+				if wk.ph != nil {
+					wk.trace, sctx = client.CallTrace{}, wk.tctx
+				}
+				rec := r.step(sctx, wk, &c, measured)
 				if measured {
 					done := time.Now()
+					if wk.ph != nil {
+						wk.ph.add(picked, done, &wk.trace)
+					}
 					call := done.Sub(picked)
 					wk.call.RecordValue(max(call.Microseconds(), 1))
 					if call > cutoff {
@@ -345,11 +372,18 @@ func (r *run) exec() (*Result, error) {
 
 	h, q, call := newHist(), newHist(), newHist()
 	var over int64
+	var ph *phaseHists
 	for _, wk := range workers {
 		h.Merge(wk.total)
 		q.Merge(wk.queued)
 		call.Merge(wk.call)
 		over += wk.over
+		if wk.ph != nil {
+			if ph == nil {
+				ph = newPhaseHists()
+			}
+			ph.merge(wk.ph)
+		}
 	}
 	res := &Result{
 		Target: r.target.Name(), Kind: r.target.Name(), Workload: r.w.Kind, Mode: "closed", Concurrency: r.concurrency,
@@ -372,6 +406,7 @@ func (r *run) exec() (*Result, error) {
 		res.Mode, res.Rate, res.RateBasis = "open", r.rate, r.rateBasis
 	}
 	res.setLatencies(&hists{total: h, call: call, queue: q})
+	res.setPhases(ph)
 	res.HostBusyPct, res.HostIdlePct, res.HostStealPct = cpuStart.percents(cpuEnd)
 	if wall := wallEnd.Sub(wallStart); wall > 0 {
 		// Over the readings' own interval: a busy generator can wake
@@ -389,6 +424,17 @@ func (r *run) exec() (*Result, error) {
 		return res, errors.New("no request completed in the measured window")
 	}
 	return res, nil
+}
+
+// setPhases sets the result's --phases figures from ph and keeps ph
+// (for merging rounds); none when no call was traced (a target other
+// than fcap's, or every call answered by the failure policy).
+func (res *Result) setPhases(ph *phaseHists) {
+	res.ph, res.Phases = nil, nil
+	if ph == nil || ph.h[0].TotalCount() == 0 {
+		return
+	}
+	res.ph, res.Phases = ph, ph.figures(res.CallP99)
 }
 
 // hists are a result's latency histograms.

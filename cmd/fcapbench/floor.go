@@ -233,8 +233,15 @@ func mergeResults(parts []*Result) *Result {
 		return &m
 	}
 	h := &hists{total: newHist(), call: newHist(), queue: newHist()}
+	var ph *phaseHists
 	var sum Result
 	for _, p := range parts {
+		if p.ph != nil {
+			if ph == nil {
+				ph = newPhaseHists()
+			}
+			ph.merge(p.ph)
+		}
 		sum.Seconds += p.Seconds
 		sum.Requests += p.Requests
 		sum.Checks += p.Checks
@@ -267,6 +274,7 @@ func mergeResults(parts []*Result) *Result {
 		m.RequestsPS, m.ChecksPS = float64(m.Requests)/s, float64(m.Checks)/s
 	}
 	m.setLatencies(h)
+	m.setPhases(ph)
 	m.Rounds = len(parts)
 	return &m
 }

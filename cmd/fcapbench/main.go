@@ -80,7 +80,7 @@ type options struct {
 	warmup, duration            time.Duration
 	timeout                     time.Duration
 	halfPeak, quiet             bool
-	floor, coarsePacer          bool
+	floor, coarsePacer, phases  bool
 	paceGrain                   time.Duration
 	echoAddr, echoCPUs          string
 	floorRounds, echoProcs      int
@@ -144,6 +144,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.halfPeak, "half-peak", false, "closed loop, then open loop at half the rate reached")
 	fs.BoolVar(&o.floor, "floor", false, "open loop: the same load against a bare echo server first, in the same run, and the target's figures beside it")
 	fs.BoolVar(&o.coarsePacer, "coarse-pacer", false, "open loop: pace with Go's time.Sleep instead of a precise timer, as fcapbench did before (late by up to 1ms: to see the generator's own queue)")
+	fs.BoolVar(&o.phases, "phases", false, "fcap: trace every measured call through the client (client.WithCallTrace) and print where the calls spent their time: each step's percentiles, and its mean in the calls at or past the call p99")
 	fs.DurationVar(&o.paceGrain, "pace-grain", defaultPaceGrain, "open loop: with requests closer together than this, wake once per this span and release the ones due together (a precise wake costs 15-20us of CPU on a VM; the wait counts in the queue, not the call); 0: a wake per request")
 	fs.IntVar(&o.floorRounds, "floor-rounds", 1, "--floor: alternate the echo and the target this many times, --duration split between the rounds (a busy machine then weighs on both alike)")
 	fs.StringVar(&o.echoCPUs, "echo-cpus", "", "--floor: pin the echo server fcapbench starts to these CPUs (taskset -c list), where the target's servers run")
@@ -251,7 +252,7 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	}
 	base := run{target: tgt, w: &o.w, ids: x, concurrency: o.concurrency, rate: o.rate, name: o.name,
 		warmup: o.warmup, duration: o.duration, timeout: o.timeout, seed: o.seed, progress: progress, coarsePacer: o.coarsePacer,
-		paceGrain: o.paceGrain}
+		paceGrain: o.paceGrain, phases: o.phases}
 	var results []*Result
 	var floors []floorRow
 	// exec runs r and, for an open loop with --floor, the echo first
@@ -296,6 +297,7 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	}
 	printTable(stdout, results)
 	printFloor(stdout, floors)
+	printPhases(stdout, results)
 	warnSkipped(stderr, results, o.warmup)
 	if o.jsonOut != "" {
 		if err := writeJSON(o.jsonOut, results); err != nil {

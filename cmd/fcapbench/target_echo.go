@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -205,6 +206,18 @@ func (t *echoTarget) roundTrip(ctx context.Context, viewer string, frame []byte)
 		return errEchoTimeout // as the fcap client: never write past the deadline
 	}
 	cl := t.calls.Get().(*echoCall)
+	var tr *client.CallTrace
+	if echoTracing.Load() {
+		tr, _ = ctx.Value(echoTraceKey{}).(*client.CallTrace)
+	}
+	cl.traced = tr != nil
+	if cl.traced {
+		cl.seq.Add(1)
+		cl.queued.Store(echoNow())
+		cl.writing.Store(0)
+		cl.written.Store(0)
+		cl.read.Store(0)
+	}
 	if err := c.send(cl, frame, deadline); err != nil {
 		// Closing the connection may hand cl an error still: leave it
 		// to the GC, not the pool.
@@ -219,6 +232,10 @@ func (t *echoTarget) roundTrip(ctx context.Context, viewer string, frame []byte)
 	defer func() { tm.Stop(); t.timers.Put(tm) }()
 	select {
 	case err := <-cl.done:
+		if tr != nil && err == nil {
+			*tr = client.CallTrace{Queued: echoTime(cl.queued.Load()), Writing: echoTime(cl.writing.Load()), Written: echoTime(cl.written.Load()),
+				Read: echoTime(cl.read.Load()), Resumed: time.Now(), Node: c.nc.RemoteAddr().String()}
+		}
 		t.calls.Put(cl)
 		return err
 	case <-tm.C:
@@ -264,6 +281,36 @@ func (t *echoTarget) Close() error {
 type echoCall struct {
 	id   uint64
 	done chan error // capacity 1
+	// With --phases, its times as the fcap client's CallTrace has them
+	// (monotonic ns since echoClock; the writer and the reader note them):
+	// the floor's calls split the same way as fcap's.
+	traced                         bool
+	queued, writing, written, read atomic.Int64
+	seq                            atomic.Uint64 // which request the stamps are for: a pooled call is reused
+}
+
+// tracedEcho is a traced call whose frame waits to be written.
+type tracedEcho struct {
+	cl  *echoCall
+	seq uint64
+}
+
+// echoTracing is set with --phases: echo calls look for a trace in their
+// context (echoTraceKey), and note their times.
+var echoTracing atomic.Bool
+
+// echoTraceKey carries the CallTrace an echo call fills in.
+type echoTraceKey struct{}
+
+var echoClock = time.Now()
+
+func echoNow() int64 { return int64(time.Since(echoClock)) }
+
+func echoTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return echoClock.Add(time.Duration(ns))
 }
 
 // echoConn is one multiplexed connection to an echo server.
@@ -275,9 +322,10 @@ type echoConn struct {
 
 	wmu sync.Mutex
 	// The fields below are guarded by wmu.
-	out     []byte // frames queued for the caller that is writing
-	spare   []byte // a written buffer, for reuse
-	writing bool   // a caller is writing
+	out     []byte       // frames queued for the caller that is writing
+	outCall []tracedEcho // the traced calls among them (--phases)
+	spare   []byte       // a written buffer, for reuse
+	writing bool         // a caller is writing
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
@@ -316,6 +364,9 @@ func (c *echoConn) send(cl *echoCall, frame []byte, deadline time.Time) error {
 	n := len(c.out)
 	c.out = append(c.out, frame...)
 	binary.BigEndian.PutUint64(c.out[n+8:], cl.id)
+	if cl.traced {
+		c.outCall = append(c.outCall, tracedEcho{cl, cl.seq.Load()})
+	}
 	if c.writing {
 		c.wmu.Unlock()
 		return nil // the caller writing sends it
@@ -332,7 +383,13 @@ func (c *echoConn) send(cl *echoCall, frame []byte, deadline time.Time) error {
 			return nil
 		}
 		c.out, c.spare = c.spare[:0], nil
+		traced := c.outCall
+		c.outCall = nil
 		c.wmu.Unlock()
+		var began int64
+		if traced != nil {
+			began = echoNow()
+		}
 		// A deadline the yield ran past would fail the write at once and
 		// close the connection under every call on it; the fcap client
 		// leaves such frames to its writer goroutine, which allows a
@@ -343,6 +400,18 @@ func (c *echoConn) send(cl *echoCall, frame []byte, deadline time.Time) error {
 		}
 		c.nc.SetWriteDeadline(d)
 		_, err := c.nc.Write(buf)
+		if traced != nil {
+			// The answer may be back, and the caller reading the stamps,
+			// before this: atomics; and its call pooled and carrying
+			// another request: seq.
+			ended := echoNow()
+			for _, tc := range traced {
+				if tc.cl.seq.Load() == tc.seq {
+					tc.cl.writing.Store(began)
+					tc.cl.written.Store(ended)
+				}
+			}
+		}
 		c.wmu.Lock()
 		c.spare = buf[:0]
 		if err != nil {
@@ -383,6 +452,9 @@ func (c *echoConn) readLoop() {
 		delete(c.pending, hdr.ID)
 		c.mu.Unlock()
 		if cl != nil {
+			if cl.traced {
+				cl.read.Store(echoNow())
+			}
 			cl.done <- nil
 		}
 	}
