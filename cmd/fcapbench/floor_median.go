@@ -243,7 +243,11 @@ func runFloorMedian(args []string, stdout, stderr io.Writer) int {
 	for _, c := range cols {
 		head, rule = append(head, c.name), append(rule, "---")
 	}
-	fmt.Fprintf(stdout, "medians of %d runs", len(runs))
+	if len(runs) == 1 {
+		fmt.Fprintf(stdout, "one run, no median")
+	} else {
+		fmt.Fprintf(stdout, "medians of %d runs", len(runs))
+	}
 	if len(left) > 0 {
 		fmt.Fprintf(stdout, "; left out, the host's hypervisor having taken more than %v%% of its CPUs: %s", *maxSteal, strings.Join(left, ", "))
 	}

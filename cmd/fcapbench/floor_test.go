@@ -470,8 +470,14 @@ func TestFloorMedianLeavesOutDisturbedRuns(t *testing.T) {
 	if code, out, errOut = median("--max-steal", "100"); code != 0 || !strings.Contains(out, "medians of 4 runs\n") || !strings.Contains(out, "| 525us |") {
 		t.Errorf("--max-steal 100: exit %d (%s), want all four runs:\n%s", code, errOut, out)
 	}
+	// One clean run left: no median to speak of.
+	all := files
+	files = all[2:4]
+	if code, out, errOut = median(); code != 0 || !strings.HasPrefix(out, "one run, no median; left out") || !strings.Contains(out, "| 450us |") {
+		t.Errorf("one clean run: exit %d (%s):\n%s", code, errOut, out)
+	}
 	// Nothing but disturbed runs: no table, exit 3.
-	files = files[2:3]
+	files = all[2:3]
 	if code, out, errOut = median(); code != exitDisturbed || out != "" || !strings.Contains(errOut, "every run was disturbed") {
 		t.Errorf("only a disturbed run: exit %d, stdout %q, stderr %q; want exit %d and no table", code, out, errOut, exitDisturbed)
 	}
