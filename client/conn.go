@@ -203,12 +203,12 @@ type conn struct {
 	// their answer came, by request id, until it comes (at most
 	// maxAbandoned; the connection's close drops them).
 	abandoned map[uint64]string
-	out       []byte // frames waiting to be written
+	out       []byte        // frames waiting to be written
 	outTraced []tracedFrame // the traced calls among them (trace.go)
-	spare     []byte // a written buffer for reuse; never one being written
-	writing   bool   // someone (a caller, or the writer goroutine) owns writing
-	handed    bool   // the writer goroutine owns writing
-	err       error  // why the connection closed
+	spare     []byte        // a written buffer for reuse; never one being written
+	writing   bool          // someone (a caller, or the writer goroutine) owns writing
+	handed    bool          // the writer goroutine owns writing
+	err       error         // why the connection closed
 
 	yield func() // a test's stand-in for the yield before a write; nil: runtime.Gosched
 
