@@ -342,6 +342,20 @@ func TestRecordDropsAndCountsWhenFull(t *testing.T) {
 	}
 }
 
+// readySolo starts a one-node cluster and a client of it with its first
+// topology in; ctx bounds the test's calls generously.
+func readySolo(t *testing.T) (*node.Node, *client.Client, context.Context) {
+	t.Helper()
+	nd := soloNode(t, "solo")
+	c := newClient(t, nil, nd.DataAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	t.Cleanup(cancel)
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return nd, c, ctx
+}
+
 // soloNode starts a one-node cluster in this process, shut down when the
 // test ends (after its clients, which close first).
 func soloNode(t testing.TB, name string) *node.Node {
@@ -352,13 +366,7 @@ func soloNode(t testing.TB, name string) *node.Node {
 }
 
 func TestClientAgainstANode(t *testing.T) {
-	nd := soloNode(t, "solo")
-	c := newClient(t, nil, nd.DataAddr())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, c, ctx := readySolo(t)
 
 	// Records go through the queue and count.
 	for i := range 2 {

@@ -17,13 +17,7 @@ import (
 // through CheckInto, from a real node, with a result reused between the
 // two kinds of check.
 func TestPreparedCandidatesAgainstANode(t *testing.T) {
-	nd := soloNode(t, "solo")
-	c := newClient(t, nil, nd.DataAddr())
-	ctx, cancel := context.WithTimeout(context.Background(), generous)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, c, ctx := readySolo(t)
 	for i := range 2 {
 		c.Record("pod-viewer", fcap.Impression{ID: fmt.Sprint("r", i), Time: 10, Caps: []fcap.Cap{soft}})
 	}

@@ -14,13 +14,7 @@ import (
 // CallTrace fill it in with their request's way through the client, in
 // order, inside the call, naming the node that answered.
 func TestCallTraceOfACheckAndAnAllow(t *testing.T) {
-	nd := soloNode(t, "solo")
-	c := newClient(t, nil, nd.DataAddr())
-	ctx, cancel := context.WithTimeout(context.Background(), generous)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	nd, c, ctx := readySolo(t)
 	check := func(tr *client.CallTrace) error {
 		var res client.CheckResult
 		err := c.CheckInto(client.WithCallTrace(ctx, tr), "traced", []fcap.Candidate{{Caps: []fcap.Cap{soft}}}, &res)

@@ -492,10 +492,16 @@ func TestFloorMedianLeavesOutDisturbedRuns(t *testing.T) {
 func floorRun(t *testing.T, args ...string) ([]Result, string) {
 	t.Helper()
 	s := startEcho(t)
+	return runTwo(t, append([]string{"--target", "null", "--floor", "--echo-addr", s.Addr()}, args...)...)
+}
+
+// runTwo runs fcapbench quietly with args and returns the two results it
+// wrote to its --json file (a floor and its target) and what it printed.
+func runTwo(t *testing.T, args ...string) ([]Result, string) {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "r.json")
 	var stdout, stderr bytes.Buffer
-	args = append([]string{"--target", "null", "--floor", "--echo-addr", s.Addr(), "--quiet", "--json", out}, args...)
-	if code := runMain(args, &stdout, &stderr); code != 0 {
+	if code := runMain(append(args, "--quiet", "--json", out), &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	var results []Result

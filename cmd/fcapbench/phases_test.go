@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,22 +70,13 @@ func TestPhasesOfFcapAndItsFloor(t *testing.T) {
 	nd := nodetest.Start(t, cfg)
 	s := startEcho(t)
 	for _, phases := range []bool{true, false} {
-		out := filepath.Join(t.TempDir(), "r.json")
-		args := []string{"--target", "fcap", "--addr", nd.DataAddr(), "--floor", "--echo-addr", s.Addr(), "--quiet", "--json", out,
+		args := []string{"--target", "fcap", "--addr", nd.DataAddr(), "--floor", "--echo-addr", s.Addr(),
 			"--workload", "check", "--viewers", "100", "--campaigns", "50", "--candidates", "10",
 			"--rate", "200", "--duration", "500ms", "--warmup", "10ms", "--timeout", "10s"}
 		if phases {
 			args = append(args, "--phases")
 		}
-		var stdout, stderr bytes.Buffer
-		if code := runMain(args, &stdout, &stderr); code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr.String())
-		}
-		var results []Result
-		b, err := os.ReadFile(out)
-		if err != nil || json.Unmarshal(b, &results) != nil || len(results) != 2 {
-			t.Fatalf("JSON %s (%v)", b, err)
-		}
+		results, stdout := runTwo(t, args...)
 		for _, r := range results {
 			if !phases {
 				if len(r.Phases) != 0 {
@@ -104,8 +91,8 @@ func TestPhasesOfFcapAndItsFloor(t *testing.T) {
 			if w := r.Phases[3]; w.Name != "wire and node" || w.P50 < 1 || w.TailMean <= 0 {
 				t.Errorf("%s: %+v", r.Target, w)
 			}
-			if !strings.Contains(stdout.String(), "phases of "+r.Label()+" at 200/s") {
-				t.Errorf("the phases of %s are not printed:\n%s", r.Label(), stdout.String())
+			if !strings.Contains(stdout, "phases of "+r.Label()+" at 200/s") {
+				t.Errorf("the phases of %s are not printed:\n%s", r.Label(), stdout)
 			}
 		}
 	}
