@@ -111,7 +111,17 @@ func pairClient(t *testing.T, pf *pairFakes, timeout time.Duration) *client.Clie
 // error fails the test.
 func checkViewer(t *testing.T, c *client.Client, cands ...fcap.Candidate) []client.Verdict {
 	t.Helper()
-	res, err := c.Check(context.Background(), "viewer-1", cands)
+	return tracedCheck(t, c, nil, cands...)
+}
+
+// tracedCheck is checkViewer filling in tr, unless it is nil.
+func tracedCheck(t *testing.T, c *client.Client, tr *client.CallTrace, cands ...fcap.Candidate) []client.Verdict {
+	t.Helper()
+	ctx := context.Background()
+	if tr != nil {
+		ctx = client.WithCallTrace(ctx, tr)
+	}
+	res, err := c.Check(ctx, "viewer-1", cands)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,9 +165,13 @@ func TestHedgeBackupAnswersForSlowOwner(t *testing.T) {
 	})
 	defer close(release)
 	c := pairClient(t, pf, 0)
-	v := checkViewer(t, c, softCand)[0]
+	var tr client.CallTrace
+	v := tracedCheck(t, c, &tr, softCand)[0]
 	if v.Failed() || !v.Allowed || !v.Stale {
 		t.Fatalf("verdict %+v, want the backup's allowed verdict marked stale", v)
+	}
+	if !tr.Backup || tr.Node != pf.backup.addr() || tr.Read.IsZero() {
+		t.Errorf("the trace names %q (backup %v, read at %v), want the backup %s, which answered", tr.Node, tr.Backup, tr.Read, pf.backup.addr())
 	}
 	if s := c.Stats(); s.HedgesSent != 1 || s.HedgesWon != 1 || s.BackupReads != 1 {
 		t.Errorf("hedges sent %d, won %d, backup reads %d; want 1, 1, 1", s.HedgesSent, s.HedgesWon, s.BackupReads)
@@ -184,8 +198,12 @@ func TestHedgeOwnerStillWins(t *testing.T) {
 	})
 	defer close(release)
 	c := pairClient(t, pf, slowBudget)
-	if v := checkViewer(t, c, softCand)[0]; v.Failed() || v.Stale || !v.Allowed {
+	var tr client.CallTrace
+	if v := tracedCheck(t, c, &tr, softCand)[0]; v.Failed() || v.Stale || !v.Allowed {
 		t.Fatalf("verdict %+v, want the owner's", v)
+	}
+	if tr.Backup || tr.Node != pf.owner.addr() {
+		t.Errorf("the trace names %q (backup %v), want the owner %s, which answered", tr.Node, tr.Backup, pf.owner.addr())
 	}
 	if s := c.Stats(); s.HedgesSent != 1 || s.HedgesCancelled != 1 {
 		t.Errorf("hedges sent %d, cancelled %d; want 1, 1", s.HedgesSent, s.HedgesCancelled)
