@@ -342,6 +342,26 @@ func TestRecordDropsAndCountsWhenFull(t *testing.T) {
 	}
 }
 
+// podViewer records two impressions of the soft campaign cap for
+// "pod-viewer" (through the queue, flushed) and returns a pod: two
+// creatives share that cap (1 left after the records) and an
+// advertiser cap with 5 left; a third has the advertiser cap only.
+func podViewer(t *testing.T, c *client.Client, ctx context.Context) []fcap.Candidate {
+	t.Helper()
+	for i := range 2 {
+		c.Record("pod-viewer", fcap.Impression{ID: fmt.Sprint("r", i), Time: 10, Caps: []fcap.Cap{soft}})
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: 5, Window: 1000}
+	return []fcap.Candidate{
+		{Caps: []fcap.Cap{{Scope: "creative", ID: "x", Limit: 2, Window: 1000}, soft, adv}},
+		{Caps: []fcap.Cap{{Scope: "creative", ID: "y", Limit: 2, Window: 1000}, soft, adv}},
+		{Caps: []fcap.Cap{{Scope: "creative", ID: "z", Limit: 2, Window: 1000}, adv}},
+	}
+}
+
 // readySolo starts a one-node cluster and a client of it with its first
 // topology in; ctx bounds the test's calls generously.
 func readySolo(t *testing.T) (*node.Node, *client.Client, context.Context) {
@@ -368,22 +388,8 @@ func soloNode(t testing.TB, name string) *node.Node {
 func TestClientAgainstANode(t *testing.T) {
 	_, c, ctx := readySolo(t)
 
-	// Records go through the queue and count.
-	for i := range 2 {
-		c.Record("pod-viewer", fcap.Impression{ID: fmt.Sprint("r", i), Time: 10, Caps: []fcap.Cap{soft}})
-	}
-	if err := c.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	// A pod: two creatives share the soft campaign cap (1 left after the
-	// 2 records) and an advertiser cap with 5 left.
-	adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: 5, Window: 1000}
-	cands := []fcap.Candidate{
-		{Caps: []fcap.Cap{{Scope: "creative", ID: "x", Limit: 2, Window: 1000}, soft, adv}},
-		{Caps: []fcap.Cap{{Scope: "creative", ID: "y", Limit: 2, Window: 1000}, soft, adv}},
-		{Caps: []fcap.Cap{{Scope: "creative", ID: "z", Limit: 2, Window: 1000}, adv}},
-	}
+	// Records go through the queue and count (podViewer records two).
+	cands := podViewer(t, c, ctx)
 	res, err := c.Check(ctx, "pod-viewer", cands, client.At(20))
 	if err != nil {
 		t.Fatal(err)

@@ -18,19 +18,8 @@ import (
 // two kinds of check.
 func TestPreparedCandidatesAgainstANode(t *testing.T) {
 	_, c, ctx := readySolo(t)
-	for i := range 2 {
-		c.Record("pod-viewer", fcap.Impression{ID: fmt.Sprint("r", i), Time: 10, Caps: []fcap.Cap{soft}})
-	}
-	if err := c.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: 5, Window: 1000}
-	cands := []fcap.Candidate{
-		{Caps: []fcap.Cap{{Scope: "creative", ID: "x", Limit: 2, Window: 1000}, soft, adv}},
-		{Caps: []fcap.Cap{{Scope: "creative", ID: "y", Limit: 2, Window: 1000}, soft, adv}},
-		{Caps: []fcap.Cap{{Scope: "creative", ID: "z", Limit: 2, Window: 1000}, adv}},
-		{Caps: []fcap.Cap{{Scope: "creative", ID: "w", Limit: 1, Window: 1000}, soft}},
-	}
+	// The client test's pod, and a creative with the soft cap only.
+	cands := append(podViewer(t, c, ctx), fcap.Candidate{Caps: []fcap.Cap{{Scope: "creative", ID: "w", Limit: 1, Window: 1000}, soft}})
 	prepared := prepareAll(t, cands)
 
 	var res client.CheckResult
