@@ -132,6 +132,11 @@ type Result struct {
 	// --echo-procs): how many, each call going to one of them by its
 	// viewer, as fcap's client sends a check to its viewer's owner.
 	EchoProcs int `json:"echo_procs,omitempty"`
+	// EchoWorkUS and EchoCallerWorkUS are set on a floor that does work
+	// (--echo-work, --echo-caller-work): microseconds of CPU its server
+	// spent per request, and its caller per call before sending.
+	EchoWorkUS       float64 `json:"echo_work_us,omitempty"`
+	EchoCallerWorkUS float64 `json:"echo_caller_work_us,omitempty"`
 	// Phases, with --phases, are where fcap's calls spent their time
 	// (the client's CallTrace of each; see phases.go).
 	Phases []PhaseFigure `json:"phases,omitempty"`

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/fcap-io/fcap/proto"
 )
@@ -69,7 +70,11 @@ func appendEchoFrame(dst []byte, t proto.Type, id uint64, body, answer int) []by
 // echoServer answers echo requests on every connection it accepts.
 type echoServer struct {
 	ln net.Listener
-	wg sync.WaitGroup // the accept loop and one per connection
+	// work is the CPU spent on each request before it is answered (0 for
+	// the bare floor): with a node's own handling time it is the floor
+	// of a server that does as much work per request (--work).
+	work time.Duration
+	wg   sync.WaitGroup // the accept loop and one per connection
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
@@ -78,8 +83,8 @@ type echoServer struct {
 }
 
 // newEchoServer serves ln until Close.
-func newEchoServer(ln net.Listener) *echoServer {
-	s := &echoServer{ln: ln, conns: map[net.Conn]struct{}{}}
+func newEchoServer(ln net.Listener, work time.Duration) *echoServer {
+	s := &echoServer{ln: ln, work: work, conns: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s
@@ -133,6 +138,7 @@ func (s *echoServer) serve(nc net.Conn) {
 		if err != nil {
 			return
 		}
+		spin(s.work)
 		out = appendEchoFrame(out[:0], answerType(hdr.Type), hdr.ID, n, -1)
 		if _, err := w.Write(out); err != nil {
 			return
@@ -145,6 +151,20 @@ func (s *echoServer) serve(nc net.Conn) {
 		if cap(out) > 1<<16 { // do not keep one large answer's buffer
 			out = nil
 		}
+	}
+}
+
+// maxEchoWork bounds the work an echo spends per request or per call:
+// a stand-in for a node's or a client's CPU, not a way to stall a run.
+const maxEchoWork = 10 * time.Millisecond
+
+// spin keeps the CPU busy for d (wall time, as a handler would be: time
+// the host or the kernel takes from the thread meanwhile counts).
+func spin(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	for end := time.Now().Add(d); time.Now().Before(end); {
 	}
 }
 
@@ -178,6 +198,7 @@ func runEchoServer(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address (port 0: any free port; the address is printed)")
 	stdinEOF := fs.Bool("stdin-eof", false, "exit when stdin reaches its end (the parent that started it is gone)")
+	work := fs.Duration("work", 0, "spend this long on the CPU for each request before answering it: the floor of a server doing that much work per request (0: the bare floor)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -188,12 +209,16 @@ func runEchoServer(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fcapbench echo-server: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	if *work < 0 || *work > maxEchoWork {
+		fmt.Fprintf(stderr, "fcapbench echo-server: need 0 <= --work <= %v, got %v\n", maxEchoWork, *work)
+		return 2
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapbench echo-server: %v\n", err)
 		return 1
 	}
-	s := newEchoServer(ln)
+	s := newEchoServer(ln, *work)
 	defer s.Close()
 	fmt.Fprintf(stdout, "echo listening on %s\n", s.Addr())
 	done := make(chan struct{})

@@ -96,7 +96,11 @@ func printFloor(w io.Writer, rows []floorRow) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nfloor: the same load against a bare echo server in the same run (call: a caller taking the request to its answer; queue: the generator, scheduled start to a caller taking it)\n")
+	server := "a bare echo server"
+	if e := rows[0].Echo; e.EchoWorkUS > 0 || e.EchoCallerWorkUS > 0 {
+		server = fmt.Sprintf("an echo server doing work (%gus per request; its caller %gus per call)", e.EchoWorkUS, e.EchoCallerWorkUS)
+	}
+	fmt.Fprintf(w, "\nfloor: the same load against %s in the same run (call: a caller taking the request to its answer; queue: the generator, scheduled start to a caller taking it)\n", server)
 	fmt.Fprintf(w, "%-28s %8s %10s %10s %10s %10s %10s %10s %12s %10s\n",
 		"target", "rate", "p50 us", "p99 us", "p999 us", "queue p99", "q p999", "cut-off", "past it", "fail-open")
 	line := func(r *Result, failOpen string) {
@@ -114,8 +118,8 @@ func printFloor(w io.Writer, rows []floorRow) {
 		if f.Target.Rounds > 1 {
 			rounds = fmt.Sprintf(" (%d rounds interleaved)", f.Target.Rounds)
 		}
-		fmt.Fprintf(w, "  %s / echo: call p99 %s, call p99.9 %s, p99 from the schedule %s; past the cut-off %.3f%% (fail-open %.3f%%) vs the echo's %.3f%%; hedged %.3f%% of requests (%d, %d won by the backup)%s\n",
-			f.Target.Label(), fmtRatio(f.CallP99Ratio), fmtRatio(f.CallP999Ratio), fmtRatio(f.P99Ratio),
+		fmt.Fprintf(w, "  %s / %s: call p99 %s, call p99.9 %s, p99 from the schedule %s; past the cut-off %.3f%% (fail-open %.3f%%) vs the echo's %.3f%%; hedged %.3f%% of requests (%d, %d won by the backup)%s\n",
+			f.Target.Label(), f.Echo.Label(), fmtRatio(f.CallP99Ratio), fmtRatio(f.CallP999Ratio), fmtRatio(f.P99Ratio),
 			100*f.TargetOver, 100*f.FailOpen, 100*f.EchoOver, 100*f.Hedged, f.Target.Hedges, f.Target.HedgesWon, rounds)
 		if p := f.ProcsFloor; f.Procs != nil {
 			fmt.Fprintf(w, "  %s / %s (each call to its viewer's process, as a check to its owner): call p99 %s, call p99.9 %s, p99 from the schedule %s; past the cut-off %.3f%% (fail-open %.3f%%) vs its %.3f%%\n",
@@ -134,15 +138,19 @@ type echoProcess struct {
 
 // startEchoProcess starts this program as an echo server on a free
 // loopback port and returns once it listens; with cpus (a taskset list,
-// "1" or "2-3") it runs pinned to them, where the target's servers run.
+// "1" or "2-3") it runs pinned to them, where the target's servers run,
+// and with work it spends that long on each request (echo-server --work).
 // The child exits when its stdin closes, so it never outlives this
 // process, even one killed.
-func startEchoProcess(cpus string, stderr io.Writer) (*echoProcess, error) {
+func startEchoProcess(cpus string, work time.Duration, stderr io.Writer) (*echoProcess, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("starting the echo server: %w", err)
 	}
 	args := []string{self, "echo-server", "--addr", "127.0.0.1:0", "--stdin-eof"}
+	if work > 0 {
+		args = append(args, "--work", work.String())
+	}
 	if cpus != "" {
 		ts, err := exec.LookPath("taskset")
 		if err != nil {

@@ -19,7 +19,9 @@ import (
 // over several processes sits between the one-process echo and the
 // target.
 func floorRows(rs []*Result) []floorRow {
-	isEcho := func(r *Result) bool { return r.Mode == "open" && (r.Kind == "echo" || r.EchoProcs > 1) }
+	isEcho := func(r *Result) bool {
+		return r.Mode == "open" && (r.Kind == "echo" || r.EchoProcs > 1 || r.EchoWorkUS > 0 || r.EchoCallerWorkUS > 0)
+	}
 	var out []floorRow
 	for i := 1; i < len(rs); i++ {
 		if !isEcho(rs[i-1]) || isEcho(rs[i]) || rs[i].Mode != "open" {
@@ -139,10 +141,14 @@ func floorColumns(runs [][]floorRow) ([]floorColumn, error) {
 		return f.Procs.EchoProcs
 	}
 	n := procs(runs[0][0])
+	work := echoWork(runs[0][0])
 	for i, r := range runs {
 		for _, f := range r {
 			if procs(f) != n {
 				return nil, fmt.Errorf("run %d has a floor over %d echo processes, run 0 over %d: not the same command", i, procs(f), n)
+			}
+			if w := echoWork(f); w != work {
+				return nil, fmt.Errorf("run %d's floor %s, run 0's %s: not the same command", i, w, work)
 			}
 		}
 	}
@@ -156,6 +162,16 @@ func floorColumns(runs [][]floorRow) ([]floorColumn, error) {
 		cols = append(cols, c)
 	}
 	return cols, nil
+}
+
+// echoWork says what work a row's floor did: "did no work" for the
+// bare echo, or what its server and caller spent (--echo-work,
+// --echo-caller-work).
+func echoWork(f floorRow) string {
+	if f.Echo.EchoWorkUS == 0 && f.Echo.EchoCallerWorkUS == 0 {
+		return "did no work"
+	}
+	return fmt.Sprintf("did work: %gus per request on the server, %gus per call in the caller", f.Echo.EchoWorkUS, f.Echo.EchoCallerWorkUS)
 }
 
 func fmtShare(v float64) string { return fmt.Sprintf("%.3f%%", 100*v) }
@@ -247,6 +263,9 @@ func runFloorMedian(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "one run, no median")
 	} else {
 		fmt.Fprintf(stdout, "medians of %d runs", len(runs))
+	}
+	if w := echoWork(runs[0][0]); w != "did no work" {
+		fmt.Fprintf(stdout, "; the floor (echo) %s", w)
 	}
 	if len(left) > 0 {
 		fmt.Fprintf(stdout, "; left out, the host's hypervisor having taken more than %v%% of its CPUs: %s", *maxSteal, strings.Join(left, ", "))

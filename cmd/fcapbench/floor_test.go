@@ -33,7 +33,7 @@ func startEcho(t *testing.T) *echoServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newEchoServer(ln)
+	s := newEchoServer(ln, 0)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -311,6 +311,23 @@ func TestFloorRunPrintsTargetBesideEcho(t *testing.T) {
 	}
 }
 
+// A floor that does work (the echo process fcapbench starts, and its
+// caller) is named so in the results, with its work.
+func TestFloorRunWithWork(t *testing.T) {
+	results, stdout := runTwo(t, "--target", "null", "--floor", "--rate", "500", "--timeout", "10s", "--echo-work", "3us", "--echo-caller-work", "2us",
+		"--viewers", "100", "--campaigns", "200", "--candidates", "100", "--duration", "200ms", "--warmup", "10ms")
+	e := results[0]
+	if e.Target != "echo+work" || e.EchoWorkUS != 3 || e.EchoCallerWorkUS != 2 || e.Requests == 0 {
+		t.Fatalf("want the working floor first, named and its work recorded, got %+v", e)
+	}
+	if results[1].EchoWorkUS != 0 || results[1].EchoCallerWorkUS != 0 {
+		t.Errorf("the target's result carries the floor's work: %+v", results[1])
+	}
+	if !strings.Contains(stdout, "null / echo+work: call p99") {
+		t.Errorf("no comparison with the working floor:\n%s", stdout)
+	}
+}
+
 func TestFloorNeedsAnOpenLoop(t *testing.T) {
 	for _, args := range [][]string{
 		{"--target", "null", "--floor"},
@@ -324,7 +341,7 @@ func TestFloorNeedsAnOpenLoop(t *testing.T) {
 }
 
 func TestFloorStartsItsOwnEchoProcess(t *testing.T) {
-	p, err := startEchoProcess("", io.Discard)
+	p, err := startEchoProcess("", 0, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,6 +356,52 @@ func TestFloorStartsItsOwnEchoProcess(t *testing.T) {
 	p.stop() // closing its stdin ends it
 	if p.cmd.ProcessState == nil || !p.cmd.ProcessState.Exited() {
 		t.Fatalf("echo process still running after stop: %v", p.cmd.ProcessState)
+	}
+}
+
+// TestEchoWorkIsSpent: an echo process started with work spends it on
+// every request before answering, and an echo call with caller work
+// spends it before sending, so a round trip takes at least both. The
+// bounds are lower ones (a busy machine only adds): 10 ms of work each,
+// well past a bare loopback round trip.
+func TestEchoWorkIsSpent(t *testing.T) {
+	const work = maxEchoWork
+	p, err := startEchoProcess("", work, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	nc := dialTest(t, p.addr)
+	// Two requests in one write: the second is answered after both
+	// requests' work.
+	req := appendEchoFrame(nil, proto.TypeCheck, 1, 64, 33)
+	req = appendEchoFrame(req, proto.TypeCheck, 2, 64, 33)
+	start := time.Now()
+	if _, err := nc.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	r := proto.NewReader(nc, 0)
+	for id := uint64(1); id <= 2; id++ {
+		if hdr, _, err := r.Next(); err != nil || hdr.ID != id {
+			t.Fatalf("answer %+v, %v; want id %d", hdr, err, id)
+		}
+	}
+	if took := time.Since(start); took < 2*work {
+		t.Errorf("two requests answered in %v, want at least twice the server's work, %v", took, 2*work)
+	}
+
+	w := workload{Kind: "check", Viewers: 10, Campaigns: 50, Candidates: 20, Zipf: 1.1, ZipfV: 1, Limit: 5, Window: 1000}
+	tgt, err := newTarget("echo", p.addr, &w, newIDs(&w), targetOpts{timeout: 10 * time.Second, conns: 1, callerWork: work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	start = time.Now()
+	if n, err := tgt.Check(context.Background(), "v", make([]int, 20), 0); err != nil || n != 20 {
+		t.Fatalf("check: %d, %v", n, err)
+	}
+	if took := time.Since(start); took < 2*work {
+		t.Errorf("a call with caller work answered in %v, want at least the caller's and the server's work, %v", took, 2*work)
 	}
 }
 
@@ -432,6 +495,49 @@ func TestFloorMedian(t *testing.T) {
 	}
 	if code := runMain(append([]string{"floor-median"}, files...), &stdout, &stderr); code != 1 {
 		t.Errorf("mismatched runs: exit %d, want 1", code)
+	}
+}
+
+// A floor that did work (--echo-work) says so in the medians, and runs
+// of a floor with other work, or none, do not mix with it.
+func TestFloorMedianNamesTheFloorsWork(t *testing.T) {
+	dir := t.TempDir()
+	run := func(i int, work, caller float64) string {
+		name := "echo+work"
+		if work == 0 && caller == 0 {
+			name = "echo"
+		}
+		return writeRun(t, dir, i, []*Result{
+			{Target: name, Kind: name, Mode: "open", Rate: 2000, Requests: 10_000, CallP99: 500, EchoWorkUS: work, EchoCallerWorkUS: caller},
+			{Target: "fcap", Kind: "fcap", Mode: "open", Rate: 2000, Requests: 10_000, CallP99: 800},
+		})
+	}
+	a, b := run(0, 13, 13), run(1, 13, 13)
+	var stdout, stderr bytes.Buffer
+	if code := runMain([]string{"floor-median", a, b}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if want := "the floor (echo) did work: 13us per request on the server, 13us per call in the caller"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("medians do not say %q:\n%s", want, stdout.String())
+	}
+	if !strings.Contains(stdout.String(), "| 1.60x |") {
+		t.Errorf("want fcap's p99 over the working floor's, 1.60x:\n%s", stdout.String())
+	}
+	for _, work := range []float64{6, 0} {
+		stdout.Reset()
+		stderr.Reset()
+		c := run(2, work, work)
+		if code := runMain([]string{"floor-median", a, b, c}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "not the same command") {
+			t.Errorf("floors of %gus and 13us of work mixed: exit %d, %s", work, code, stderr.String())
+		}
+	}
+	// The bare floor's medians say nothing of work.
+	stdout.Reset()
+	if code := runMain([]string{"floor-median", run(3, 0, 0)}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if strings.Contains(stdout.String(), "work") {
+		t.Errorf("a bare floor's medians speak of work:\n%s", stdout.String())
 	}
 }
 

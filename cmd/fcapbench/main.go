@@ -83,6 +83,7 @@ type options struct {
 	floor, coarsePacer, phases  bool
 	paceGrain                   time.Duration
 	echoAddr, echoCPUs          string
+	echoWork, echoCallerWork    time.Duration
 	floorRounds, echoProcs      int
 	conns                       int
 	prepared                    bool
@@ -92,6 +93,9 @@ type options struct {
 	tlsCA, tlsCert, tlsKey      string
 	tokenFile                   string
 }
+
+// micros is d in microseconds.
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // maxEchoProcs bounds --echo-procs: a floor for a cluster on one
 // machine, not a fleet.
@@ -149,6 +153,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.floorRounds, "floor-rounds", 1, "--floor: alternate the echo and the target this many times, --duration split between the rounds (a busy machine then weighs on both alike)")
 	fs.StringVar(&o.echoCPUs, "echo-cpus", "", "--floor: pin the echo server fcapbench starts to these CPUs (taskset -c list), where the target's servers run")
 	fs.StringVar(&o.echoAddr, "echo-addr", "", "--floor: a running \"fcapbench echo-server\" (default: start one); with --echo-procs N, N of them, comma-separated")
+	fs.DurationVar(&o.echoWork, "echo-work", 0, "--floor: the echo server fcapbench starts spends this long on the CPU for each request before answering (echo-server --work): with a node's handling time per request, the floor of a server doing fcap's work; 0: the bare floor")
+	fs.DurationVar(&o.echoCallerWork, "echo-caller-work", 0, "--floor: each echo call spends this long on the CPU before it sends, as the client's encoding does; 0: none")
 	fs.IntVar(&o.echoProcs, "echo-procs", 1, "--floor: for a target of N nodes, N echo processes as a second floor in the same rounds (1: the one-process echo alone), each call going whole to the process its viewer hashes to, as a check goes to its viewer's owner; the first also serves the one-process floor")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress line")
 	fs.StringVar(&o.jsonOut, "json", "", "write the results to this JSON file")
@@ -171,6 +177,17 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.floorRounds < 1 || o.duration/time.Duration(max(o.floorRounds, 1)) < 100*time.Millisecond {
 		return nil, errors.New("need --floor-rounds >= 1 and at least 100ms of --duration per round")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--echo-work", o.echoWork}, {"--echo-caller-work", o.echoCallerWork}} {
+		if d.v < 0 || d.v > maxEchoWork {
+			return nil, fmt.Errorf("need 0 <= %s <= %v, got %v", d.name, maxEchoWork, d.v)
+		}
+	}
+	if o.echoWork > 0 && o.echoAddr != "" {
+		return nil, errors.New("--echo-work is for the echo server fcapbench starts; start one given by --echo-addr with echo-server --work")
 	}
 	if o.echoProcs < 1 || o.echoProcs > maxEchoProcs {
 		return nil, fmt.Errorf("need 1 <= --echo-procs <= %d, got %d", maxEchoProcs, o.echoProcs)
@@ -205,7 +222,7 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	}
 	defer stop()
 	x := newIDs(&o.w)
-	topts := targetOpts{timeout: o.timeout, conns: o.conns, prepared: o.prepared, pool: o.concurrency, redisCheck: o.redisCheck}
+	topts := targetOpts{timeout: o.timeout, conns: o.conns, prepared: o.prepared, pool: o.concurrency, redisCheck: o.redisCheck, callerWork: o.echoCallerWork}
 	if err := o.access(&topts); err != nil {
 		fmt.Fprintf(stderr, "fcapbench: %v\n", err)
 		return 2
@@ -229,7 +246,7 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 		}
 		childErr := &lockedWriter{w: stderr}
 		for len(addrs) < o.echoProcs {
-			p, err := startEchoProcess(o.echoCPUs, childErr)
+			p, err := startEchoProcess(o.echoCPUs, o.echoWork, childErr)
 			if err != nil {
 				fmt.Fprintf(stderr, "fcapbench: %v\n", err)
 				return 1
@@ -240,6 +257,9 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 		if echo, err = newTarget("echo", addrs[0], &o.w, x, topts); err != nil {
 			fmt.Fprintf(stderr, "fcapbench: %v\n", err)
 			return 1
+		}
+		if o.echoWork > 0 || o.echoCallerWork > 0 {
+			echo.(*echoTarget).name = "echo+work"
 		}
 		defer echo.Close()
 		if len(addrs) > 1 {
@@ -269,8 +289,10 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return nil, err
 		}
+		floor.EchoWorkUS, floor.EchoCallerWorkUS = micros(o.echoWork), micros(o.echoCallerWork)
 		results = append(results, floor)
 		if procsRes != nil {
+			procsRes.EchoWorkUS, procsRes.EchoCallerWorkUS = floor.EchoWorkUS, floor.EchoCallerWorkUS
 			results = append(results, procsRes)
 		}
 		results = append(results, res)

@@ -60,6 +60,10 @@ func TestBadFlags(t *testing.T) {
 		{"--redis-check", "mget"}, {"--pace-grain", "-1us"}, {"--pace-grain", "1s"}, {"suite"}, {"suite", "--out", "x", "--sut", "nokind"}, {"suite", "--out", "x", "--sut", "a=memcached@h:1"},
 		{"suite", "--out", "x", "--workloads", "dance"}, {"suite", "--out", "x", "--mem", "m=fcap/allow@127.0.0.1:1"},
 		{"load", "--target", "memcached"}, {"load", "--method", "dance"}, {"report"},
+		{"--floor", "--rate", "10", "--echo-work", "-1us"}, {"--floor", "--rate", "10", "--echo-work", "1s"},
+		{"--floor", "--rate", "10", "--echo-caller-work", "-1us"}, {"--floor", "--rate", "10", "--echo-caller-work", "11ms"},
+		{"--floor", "--rate", "10", "--echo-work", "20us", "--echo-addr", "127.0.0.1:1"},
+		{"echo-server", "--work", "-1us"}, {"echo-server", "--work", "1s"},
 	} {
 		var stderr bytes.Buffer
 		if code := runMain(args, &bytes.Buffer{}, &stderr); code != 2 {

@@ -60,6 +60,7 @@ type targetOpts struct {
 	prepared   bool          // fcap: check prepared candidates (CheckPreparedInto)
 	tls        *tls.Config   // fcap: TLS to the nodes, nil for plaintext
 	token      string        // fcap: token presented on each connection
+	callerWork time.Duration // echo: CPU each call spends before it sends (--echo-caller-work)
 }
 
 // newTarget connects to a target of the given kind at addrs

@@ -32,6 +32,9 @@ type echoTarget struct {
 	addrs   []string // per place in conns
 	rr      atomic.Uint32
 	timeout time.Duration
+	// callerWork is the CPU each call spends before it sends: a stand-in
+	// for a client's encoding (--echo-caller-work).
+	callerWork time.Duration
 	// byViewer sends every call to the address its viewer hashes to
 	// (conns holds perAddr connections per address, address after
 	// address, round robin within one), as the fcap client sends a
@@ -102,10 +105,11 @@ func newEchoTarget(addrs string, w *workload, x *ids, o targetOpts) (*echoTarget
 		return nil, err
 	}
 	t := &echoTarget{
-		name:    "echo",
-		timeout: o.timeout,
-		check:   appendEchoFrame(nil, proto.TypeCheck, 0, sz.check, sz.checkResult),
-		allow:   appendEchoFrame(nil, proto.TypeAllow, 0, sz.allow, sz.allowResult),
+		name:       "echo",
+		timeout:    o.timeout,
+		callerWork: o.callerWork,
+		check:      appendEchoFrame(nil, proto.TypeCheck, 0, sz.check, sz.checkResult),
+		allow:      appendEchoFrame(nil, proto.TypeAllow, 0, sz.allow, sz.allowResult),
 	}
 	t.calls.New = func() any { return &echoCall{done: make(chan error, 1)} }
 	conns := max(o.conns, 1)
@@ -195,6 +199,7 @@ var errEchoTimeout = errors.New("echo: no answer before the deadline")
 // roundTrip sends one request frame and waits for its answer.
 func (t *echoTarget) roundTrip(ctx context.Context, viewer string, frame []byte) error {
 	deadline := time.Now().Add(t.timeout)
+	spin(t.callerWork)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
