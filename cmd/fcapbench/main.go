@@ -222,7 +222,7 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 	}
 	defer stop()
 	x := newIDs(&o.w)
-	topts := targetOpts{timeout: o.timeout, conns: o.conns, prepared: o.prepared, pool: o.concurrency, redisCheck: o.redisCheck, callerWork: o.echoCallerWork}
+	topts := targetOpts{timeout: o.timeout, conns: o.conns, prepared: o.prepared, pool: o.concurrency, redisCheck: o.redisCheck}
 	if err := o.access(&topts); err != nil {
 		fmt.Fprintf(stderr, "fcapbench: %v\n", err)
 		return 2
@@ -254,7 +254,11 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 			defer p.stop()
 			addrs = append(addrs, p.addr)
 		}
-		if echo, err = newTarget("echo", addrs[0], &o.w, x, topts); err != nil {
+		// The floor's caller work is the floor's alone: a raw target
+		// drives the node with the echo's caller too, and does none.
+		fopts := topts
+		fopts.callerWork = o.echoCallerWork
+		if echo, err = newTarget("echo", addrs[0], &o.w, x, fopts); err != nil {
 			fmt.Fprintf(stderr, "fcapbench: %v\n", err)
 			return 1
 		}
@@ -263,7 +267,7 @@ func runOne(args []string, stdout, stderr io.Writer) int {
 		}
 		defer echo.Close()
 		if len(addrs) > 1 {
-			if procs, err = newEchoProcsTarget(addrs, &o.w, x, topts); err != nil {
+			if procs, err = newEchoProcsTarget(addrs, &o.w, x, fopts); err != nil {
 				fmt.Fprintf(stderr, "fcapbench: %v\n", err)
 				return 1
 			}
