@@ -36,6 +36,13 @@
 #   --prepared      fcap: the client checks candidates prepared once per
 #                   campaign (fcapbench --prepared, CheckPreparedInto), in
 #                   the peak run and the floor runs alike
+#   --echo-work D   the floor does work: its echo server spends D of CPU on
+#                   each request before answering (fcapbench --echo-work);
+#                   with --echo-caller-work D, its caller D per call before
+#                   sending. Set to fcap's CPU per check over the bare
+#                   echo's (BENCHMARKS.md), it is the floor of a server
+#                   doing fcap's work
+#   --echo-caller-work D  see --echo-work
 #   --max-steal P   a run in which the hypervisor took more than P percent
 #                   of the host's CPUs (fcapbench's steal) is disturbed: it
 #                   is kept apart (NAME.disturbed-K.json) and run again, and
@@ -45,7 +52,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=3 DURATION=20s ROUNDS=5 OUT="" BASE=37700 NODES=1 TARGET=fcap PREPARED=() MAXSTEAL=1 RETRIES=2
+RUNS=3 DURATION=20s ROUNDS=5 OUT="" BASE=37700 NODES=1 TARGET=fcap PREPARED=() MAXSTEAL=1 RETRIES=2 WORK=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--runs) RUNS=$2; shift ;;
@@ -58,6 +65,7 @@ while [ $# -gt 0 ]; do
 	--prepared) PREPARED=(--prepared) ;;
 	--max-steal) MAXSTEAL=$2; shift ;;
 	--retries) RETRIES=$2; shift ;;
+	--echo-work | --echo-caller-work) WORK+=("$1" "$2"); shift ;;
 	-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench-floor.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
 	esac
@@ -122,7 +130,7 @@ done
 ready || { echo "bench-floor.sh: the $NODES fcapd never became ready; see $OUT/fcapd*.log" >&2; exit 1; }
 
 COMMON=(--target "$TARGET" --addr "127.0.0.1:$BASE" --workload check --candidates 100 --timeout 5ms --floor --floor-rounds "$ROUNDS"
-	--echo-procs "$NODES" "${ECHO_CPUS[@]}" --duration "$DURATION" --warmup 2s --quiet "${PREPARED[@]}")
+	--echo-procs "$NODES" "${ECHO_CPUS[@]}" --duration "$DURATION" --warmup 2s --quiet "${PREPARED[@]}" "${WORK[@]}")
 # run_once CFG I: one run of CFG (its peak first, for halfpeak), its output
 # and JSON as $OUT/CFG-I.*.
 run_once() {
