@@ -63,6 +63,10 @@ type Config struct {
 	// waits for it). Default nil.
 	OnChange func(old, new *ring.Ring)
 
+	// OnForget, if not nil, is called after an operator forgot a failed
+	// member through this node (Forget), on the caller's goroutine.
+	OnForget func(name string)
+
 	// Logger receives Membership's logs and memberlist's (at the level
 	// memberlist gives them). Default slog.Default().
 	Logger *slog.Logger

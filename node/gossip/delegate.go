@@ -35,17 +35,23 @@ func (hooks) NotifyMsg([]byte) {}
 // GetBroadcasts has nothing to broadcast.
 func (hooks) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 
-// LocalState has no state to push: everything is in the node metadata.
-func (hooks) LocalState(join bool) []byte { return nil }
+// LocalState pushes the failed members and tombstones (failed.go).
+func (h hooks) LocalState(join bool) []byte { return h.m.localState() }
 
-// MergeRemoteState ignores the remote state (there is none).
-func (hooks) MergeRemoteState(buf []byte, join bool) {}
+// MergeRemoteState takes in another node's failed members and
+// tombstones; what does not decode is logged and ignored.
+func (h hooks) MergeRemoteState(buf []byte, join bool) {
+	if err := h.m.mergeState(buf); err != nil {
+		h.m.log.Warn("gossip: ignoring a peer's member state", "err", err)
+	}
+}
 
 // NotifyJoin records the node and asks for a new ring.
 func (h hooks) NotifyJoin(n *memberlist.Node) { h.m.observe(n) }
 
-// NotifyLeave forgets the node and asks for a new ring.
-func (h hooks) NotifyLeave(n *memberlist.Node) { h.m.forget(n) }
+// NotifyLeave drops the node from the ring: failed if it died, gone if
+// it left.
+func (h hooks) NotifyLeave(n *memberlist.Node) { h.m.lost(n) }
 
 // NotifyUpdate records the node's new metadata and asks for a new ring.
 func (h hooks) NotifyUpdate(n *memberlist.Node) { h.m.observe(n) }

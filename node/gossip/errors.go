@@ -12,6 +12,14 @@ var (
 	// ErrLeft is returned by SetState after Leave: a node that has left
 	// the gossip pool cannot announce itself again.
 	ErrLeft = errors.New("gossip: membership has left the cluster")
+
+	// ErrReachable is returned by Forget for a member that is alive: only
+	// a member that failed may be forgotten (drain a live one).
+	ErrReachable = errors.New("gossip: member is alive")
+
+	// ErrNotFailed is returned by Forget for a name that is not a failed
+	// member of this node's member set.
+	ErrNotFailed = errors.New("gossip: not a failed member")
 )
 
 // ErrNameTaken: another live member of the cluster already uses this

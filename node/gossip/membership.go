@@ -44,6 +44,11 @@ type Membership struct {
 	// and LocalNode() return pointers into structs memberlist rewrites in
 	// place (hashicorp/memberlist#306), so Membership never reads those.
 	view map[string]nodeView
+	// failed and tombs are guarded by viewMu too: the members that
+	// vanished without leaving, and the incarnations that left or were
+	// forgotten (failed.go).
+	failed map[string]FailedMember
+	tombs  map[string]tombstone
 
 	// gossip is our gossip address, read once after memberlist.Create
 	// (only our own UpdateNode rewrites it afterwards, to the same value).
@@ -113,6 +118,8 @@ func New(cfg Config) (*Membership, error) {
 		meta:    meta,
 		badMeta: make(map[string]string),
 		view:    make(map[string]nodeView),
+		failed:  make(map[string]FailedMember),
+		tombs:   make(map[string]tombstone),
 
 		nameTaken:    make(chan *ErrNameTaken, 1),
 		joinFailures: make(map[string]SeedFailure),
@@ -199,8 +206,10 @@ func (m *Membership) SetState(s ring.State) error {
 }
 
 // Leave announces that we leave the cluster and waits up to timeout for
-// the announcement to reach some other node. The others drop us from
-// their rings at once instead of after failure detection. We stop joining
+// the announcement to reach some other node. It gossips the Leaving
+// state first (if not yet), so the others count it gone, not failed. The
+// others drop us from their rings at once instead of after failure
+// detection. We stop joining
 // seeds; our own ring keeps the other members. Call Shutdown afterwards.
 // Leaving twice is a no-op.
 func (m *Membership) Leave(timeout time.Duration) error {
@@ -214,6 +223,22 @@ func (m *Membership) Leave(timeout time.Duration) error {
 	}
 	m.hasLeft = true
 	close(m.left)
+	// Others tell a member that left from one that failed by its last
+	// state (failed.go): gossip Leaving first if it is not yet.
+	m.selfMu.Lock()
+	self := m.self
+	m.selfMu.Unlock()
+	if self.State != ring.Leaving {
+		self.State = ring.Leaving
+		if meta, err := self.MarshalMeta(); err == nil {
+			m.selfMu.Lock()
+			m.self, m.meta = self, meta
+			m.selfMu.Unlock()
+			if err := m.list.UpdateNode(timeout); err != nil {
+				m.log.Warn("ring: leaving without having gossiped the Leaving state; others may count this node failed", "err", err)
+			}
+		}
+	}
 	err := m.list.Leave(timeout)
 	m.markDirty()
 	if err != nil {
@@ -279,14 +304,8 @@ func (m *Membership) observe(n *memberlist.Node) {
 	v := nodeView{addr: netip.AddrPortFrom(addrOf(n.Addr), n.Port), meta: bytes.Clone(n.Meta)}
 	m.viewMu.Lock()
 	m.view[n.Name] = v
-	m.viewMu.Unlock()
-	m.markDirty()
-}
-
-// forget drops a node memberlist found dead or gone.
-func (m *Membership) forget(n *memberlist.Node) {
-	m.viewMu.Lock()
-	delete(m.view, n.Name)
+	delete(m.failed, n.Name) // it came back
+	delete(m.tombs, n.Name)
 	m.viewMu.Unlock()
 	m.markDirty()
 }

@@ -1,0 +1,154 @@
+package gossip
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap/ring"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// failedNames returns the names m counts as failed.
+func failedNames(m *Membership) []string {
+	var ns []string
+	for _, f := range m.Failed() {
+		ns = append(ns, f.Name)
+	}
+	return ns
+}
+
+// joinOne starts one more Membership that joins ms[0], and shuts it down
+// at the end of the test.
+func joinOne(t *testing.T, name string, ms []*Membership) *Membership {
+	t.Helper()
+	self := ring.Member{Name: name, Addr: "127.0.0.1:29999", HTTPAddr: "127.0.0.1:39999", State: ring.Active, Incarnation: time.Now().UnixNano()}
+	cfg := DefaultLocalConfig(self)
+	cfg.Logger = testLogger
+	cfg.Seeds = []string{ms[0].GossipAddr()}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown() })
+	return m
+}
+
+// A member that dies stays in the member set as failed, with its last
+// address, on every node; one that leaves does not; an operator forgets
+// a failed member through any node and the forget reaches the others.
+func TestFailedMembersStayUntilForgotten(t *testing.T) {
+	ms := cluster(t, all(4, ring.Active))
+	waitFor(t, "one cluster", func() bool { return agree(ms, "node-0", "node-1", "node-2", "node-3") })
+
+	if err := ms[3].Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ms[3].Shutdown()
+	if err := ms[2].Shutdown(); err != nil { // killed: no Leave
+		t.Fatal(err)
+	}
+	live := ms[:2]
+	waitFor(t, "node-2 and node-3 out of the rings", func() bool { return agree(live, "node-0", "node-1") })
+	waitFor(t, "node-2, and only node-2, failed on both survivors", func() bool {
+		return slices.Equal(failedNames(ms[0]), []string{"node-2"}) && slices.Equal(failedNames(ms[1]), []string{"node-2"})
+	})
+	f := ms[0].Failed()[0]
+	if f.Addr != "127.0.0.1:20002" || f.Since.IsZero() || f.Incarnation == 0 || f.GossipAddr == "" {
+		t.Errorf("failed member %+v: want its data address, incarnation, gossip address and since", f)
+	}
+	if n := ms[0].NumFailed(); n != 1 {
+		t.Errorf("NumFailed = %d, want 1", n)
+	}
+
+	if err := ms[0].Forget("node-1"); !errors.Is(err, ErrReachable) {
+		t.Errorf("Forget(a live member) = %v, want ErrReachable", err)
+	}
+	if err := ms[0].Forget("node-0"); !errors.Is(err, ErrNotFailed) {
+		t.Errorf("Forget(itself) = %v, want ErrNotFailed", err)
+	}
+	if err := ms[0].Forget("node-3"); !errors.Is(err, ErrNotFailed) {
+		t.Errorf("Forget(a member that left) = %v, want ErrNotFailed", err)
+	}
+	if err := ms[0].Forget("node-2"); err != nil {
+		t.Fatalf("Forget(a failed member): %v", err)
+	}
+	if got := failedNames(ms[0]); len(got) != 0 {
+		t.Errorf("after Forget, failed = %v", got)
+	}
+	waitFor(t, "the forget to reach node-1", func() bool { return len(failedNames(ms[1])) == 0 })
+}
+
+// A node that joins after a member failed learns of it from the others:
+// the member set is agreed, not each node's own guess.
+func TestJoinerLearnsFailedMembers(t *testing.T) {
+	ms := cluster(t, all(3, ring.Active))
+	waitFor(t, "one cluster", func() bool { return agree(ms, "node-0", "node-1", "node-2") })
+	if err := ms[2].Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "node-2 failed on node-0", func() bool { return slices.Equal(failedNames(ms[0]), []string{"node-2"}) })
+
+	j := joinOne(t, "node-9", ms)
+	waitFor(t, "the joiner in the ring", func() bool { return agree([]*Membership{ms[0], ms[1], j}, "node-0", "node-1", "node-9") })
+	waitFor(t, "the joiner to count node-2 failed", func() bool { return slices.Equal(failedNames(j), []string{"node-2"}) })
+}
+
+// What a peer pushes is checked: garbage and oversized states change
+// nothing; a peer's claim that a live member or this node failed is not
+// taken in.
+func TestMergeStateRefusesBadInput(t *testing.T) {
+	ms := cluster(t, all(2, ring.Active))
+	waitFor(t, "one cluster", func() bool { return agree(ms, "node-0", "node-1") })
+	m := ms[0]
+	for _, tc := range []struct {
+		name string
+		buf  []byte
+	}{
+		{"garbage", []byte{0xc1, 0x00, 0x01}},
+		{"oversized", make([]byte, maxStateBytes+1)},
+		{"too many failed", func() []byte {
+			st := pushState{Failed: make([]FailedMember, maxFailed+1)}
+			for i := range st.Failed {
+				st.Failed[i] = FailedMember{Name: fmt.Sprintf("x%d", i), Incarnation: 1}
+			}
+			b, _ := msgpack.Marshal(&st)
+			return b
+		}()},
+	} {
+		if err := m.mergeState(tc.buf); err == nil {
+			t.Errorf("%s: mergeState accepted it", tc.name)
+		}
+		if n := m.NumFailed(); n != 0 {
+			t.Fatalf("%s: %d failed members after a refused state", tc.name, n)
+		}
+	}
+	st := pushState{Failed: []FailedMember{
+		{Name: "node-0", Incarnation: 1}, // this node
+		{Name: "node-1", Incarnation: 1}, // alive here
+		{Name: "", Incarnation: 1},       // no name
+		{Name: "node-7", Incarnation: 5}, // a real one
+	}, Tombstones: []tombstone{{Name: "node-8", Incarnation: 3}}}
+	b, err := msgpack.Marshal(&st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.mergeState(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := failedNames(m); !slices.Equal(got, []string{"node-7"}) {
+		t.Errorf("failed after merge = %v, want [node-7]", got)
+	}
+	// A tombstone of node-7's incarnation (it left, or was forgotten
+	// elsewhere) takes it out; an older failure of node-8 is not taken in.
+	st = pushState{Failed: []FailedMember{{Name: "node-8", Incarnation: 2}}, Tombstones: []tombstone{{Name: "node-7", Incarnation: 5, Forgotten: true}}}
+	b, _ = msgpack.Marshal(&st)
+	if err := m.mergeState(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := failedNames(m); len(got) != 0 {
+		t.Errorf("failed after tombstones = %v, want none", got)
+	}
+}
