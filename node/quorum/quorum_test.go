@@ -1,0 +1,246 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// patience bounds a poll; tests finish as soon as the condition holds.
+const patience = 20 * time.Second
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", patience, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// fakeMembers is a ring and a failed count a test sets.
+type fakeMembers struct {
+	mu     sync.Mutex
+	r      *ring.Ring
+	failed int
+}
+
+func (f *fakeMembers) Ring() *ring.Ring { f.mu.Lock(); defer f.mu.Unlock(); return f.r }
+func (f *fakeMembers) NumFailed() int   { f.mu.Lock(); defer f.mu.Unlock(); return f.failed }
+
+func buildRing(t *testing.T, names ...string) *ring.Ring {
+	t.Helper()
+	var ms []ring.Member
+	for i, n := range names {
+		ms = append(ms, ring.Member{Name: n, Addr: fmt.Sprintf("10.0.0.%d:7000", i+1), HTTPAddr: "x:1", State: ring.Active, Incarnation: 1})
+	}
+	r, err := ring.Build(ring.DefaultConfig(), ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// network answers Pings for each address: with the epoch it was given,
+// or an error while the address is cut.
+type network struct {
+	mu     sync.Mutex
+	epoch  map[string]uint64 // by address
+	cut    map[string]bool
+	pings  map[string]int // answered Pings, by address
+	dialed atomic.Int64
+}
+
+func newNetwork() *network {
+	return &network{epoch: map[string]uint64{}, cut: map[string]bool{}, pings: map[string]int{}}
+}
+
+func (n *network) set(addr string, epoch uint64, cut bool) {
+	n.mu.Lock()
+	n.epoch[addr], n.cut[addr] = epoch, cut
+	n.mu.Unlock()
+}
+
+func (n *network) answered(addr string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.pings[addr]
+}
+
+func (n *network) Dial(ctx context.Context, addr string) (Conn, error) {
+	n.dialed.Add(1)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cut[addr] {
+		return nil, errors.New("unreachable")
+	}
+	return &conn{n: n, addr: addr}, nil
+}
+
+type conn struct {
+	n    *network
+	addr string
+}
+
+func (c *conn) Call(ctx context.Context, req, resp proto.Message) error {
+	if _, ok := req.(*proto.Ping); !ok {
+		return errors.New("not a ping")
+	}
+	c.n.mu.Lock()
+	defer c.n.mu.Unlock()
+	if c.n.cut[c.addr] {
+		return io.EOF
+	}
+	c.n.pings[c.addr]++
+	resp.(*proto.Pong).Epoch = c.n.epoch[c.addr]
+	return nil
+}
+
+func (c *conn) Close() error { return nil }
+
+// clock is a monotonic clock a test moves.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time         { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration)    { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+func newClock() *clock                  { return &clock{t: time.Unix(1000, 0)} }
+func quiet() *slog.Logger               { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func addrOf(r *ring.Ring, i int) string { return r.Members()[i].Addr }
+
+func newTracker(t *testing.T, m Members, n *network, c *clock) *Tracker {
+	t.Helper()
+	tr := New(Config{Self: "a", Interval: time.Millisecond, Lease: time.Second, Logger: quiet(), Now: c.Now}, m, n)
+	t.Cleanup(tr.Close)
+	tr.Update()
+	return tr
+}
+
+// A node holds the quorum while a majority of the member set confirmed
+// its epoch within the lease, and loses it when the lease runs out.
+func TestQuorumHoldsWithAMajorityAndLapses(t *testing.T) {
+	r := buildRing(t, "a", "b", "c")
+	m := &fakeMembers{r: r}
+	n := newNetwork()
+	c := newClock()
+	n.set(addrOf(r, 1), r.Epoch(), false)
+	n.set(addrOf(r, 2), r.Epoch(), true) // c is cut off: b alone makes 2 of 3
+	tr := newTracker(t, m, n, c)
+	waitFor(t, "the quorum with b's confirmation", func() bool { return tr.Holds(r.Epoch()) })
+	if st := tr.State(); st.Members != 3 || st.Needed != 2 || st.Confirmed != 2 || !st.Holds() {
+		t.Errorf("state %+v: want 3 members, 2 needed, 2 confirmed", st)
+	}
+	if tr.Holds(r.Epoch() + 1) {
+		t.Error("holds a quorum for another epoch")
+	}
+
+	n.set(addrOf(r, 1), r.Epoch(), true) // now b is cut off too
+	before := n.answered(addrOf(r, 1))
+	c.Add(time.Second - time.Millisecond)
+	if !tr.Holds(r.Epoch()) {
+		t.Fatal("lost the quorum before the lease ran out")
+	}
+	c.Add(2 * time.Millisecond)
+	if tr.Holds(r.Epoch()) {
+		t.Fatal("still holds the quorum past the lease, cut off from every peer")
+	}
+	if n.answered(addrOf(r, 1)) != before {
+		t.Fatal("a cut peer answered")
+	}
+	if st := tr.State(); st.Holds() || st.Confirmed != 1 {
+		t.Errorf("state %+v after the lease: want only itself confirmed", st)
+	}
+
+	n.set(addrOf(r, 2), r.Epoch(), false) // the cut heals for c
+	waitFor(t, "the quorum back with c's confirmation", func() bool { return tr.Holds(r.Epoch()) })
+}
+
+// Failed members count: a node whose ring holds only itself, with two
+// members failed, is a minority of three, never a majority of one.
+func TestQuorumCountsFailedMembers(t *testing.T) {
+	alone := buildRing(t, "a")
+	m := &fakeMembers{r: alone, failed: 2}
+	tr := newTracker(t, m, newNetwork(), newClock())
+	if tr.Holds(alone.Epoch()) {
+		t.Fatal("a node alone with two failed members holds a quorum")
+	}
+	if st := tr.State(); st.Members != 3 || st.Needed != 2 || st.Confirmed != 1 {
+		t.Errorf("state %+v: want 3 members, 2 needed, 1 confirmed", st)
+	}
+	// The operator forgets both: a member set of one is its own majority.
+	m.mu.Lock()
+	m.failed = 0
+	m.mu.Unlock()
+	tr.Update()
+	if !tr.Holds(alone.Epoch()) {
+		t.Fatal("a node alone, nothing failed, does not hold its quorum")
+	}
+}
+
+// Peers that answer with another epoch do not count: a majority must
+// route by the same ring.
+func TestQuorumNeedsTheSameEpoch(t *testing.T) {
+	r := buildRing(t, "a", "b", "c")
+	n := newNetwork()
+	n.set(addrOf(r, 1), r.Epoch()+1, false)
+	n.set(addrOf(r, 2), r.Epoch()+2, false)
+	tr := newTracker(t, &fakeMembers{r: r}, n, newClock())
+	waitFor(t, "several answers from both peers", func() bool {
+		return n.answered(addrOf(r, 1)) >= 3 && n.answered(addrOf(r, 2)) >= 3
+	})
+	if tr.Holds(r.Epoch()) {
+		t.Fatal("holds a quorum confirmed only by peers on other rings")
+	}
+	// b catches up with this node's ring: 2 of 3.
+	n.set(addrOf(r, 1), r.Epoch(), false)
+	waitFor(t, "the quorum once b routes by the same ring", func() bool { return tr.Holds(r.Epoch()) })
+}
+
+// An even split holds no majority on either side: 2 of 4 is not more
+// than half.
+func TestQuorumEvenSplit(t *testing.T) {
+	r := buildRing(t, "a", "b", "c", "d")
+	n := newNetwork()
+	n.set(addrOf(r, 1), r.Epoch(), false)
+	n.set(addrOf(r, 2), r.Epoch(), true)
+	n.set(addrOf(r, 3), r.Epoch(), true)
+	tr := newTracker(t, &fakeMembers{r: r}, n, newClock())
+	waitFor(t, "several answers from b", func() bool { return n.answered(addrOf(r, 1)) >= 3 })
+	if tr.Holds(r.Epoch()) {
+		t.Fatal("2 of 4 holds a quorum")
+	}
+	n.set(addrOf(r, 2), r.Epoch(), false)
+	waitFor(t, "3 of 4", func() bool { return tr.Holds(r.Epoch()) })
+}
+
+// Close stops every pinger (goleak checks) and the quorum is lost.
+func TestQuorumClose(t *testing.T) {
+	r := buildRing(t, "a", "b", "c")
+	n := newNetwork()
+	n.set(addrOf(r, 1), r.Epoch(), false)
+	n.set(addrOf(r, 2), r.Epoch(), false)
+	tr := newTracker(t, &fakeMembers{r: r}, n, newClock())
+	waitFor(t, "the quorum", func() bool { return tr.Holds(r.Epoch()) })
+	tr.Close()
+	tr.Close()
+	if tr.Holds(r.Epoch()) {
+		t.Fatal("holds a quorum after Close")
+	}
+}
