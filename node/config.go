@@ -13,6 +13,7 @@ import (
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/node/httpapi"
+	"github.com/fcap-io/fcap/node/quorum"
 	"github.com/fcap-io/fcap/node/replication"
 	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/node/storage"
@@ -149,6 +150,13 @@ type Config struct {
 	// the rest. Default replication.DefaultConfig().
 	Replication replication.Config
 
+	// Quorum paces the majority check that strict writes need (Interval,
+	// Lease); the node fills in Self and Logger. Default
+	// quorum.DefaultConfig: each peer asked every 200ms, a confirmation
+	// counting for 1s, so a node cut off from the majority stops granting
+	// strict writes within 1s of the cut.
+	Quorum quorum.Config
+
 	// Security is what the data plane trusts: TLS, and the tokens of
 	// its connections. Default: plaintext, no authentication.
 	Security security.Config
@@ -197,6 +205,7 @@ func DefaultConfig() Config {
 		APIMaxBody:  httpapi.DefaultMaxBody,
 		Storage:     storage.DefaultConfig(),
 		Replication: replication.DefaultConfig(),
+		Quorum:      quorum.DefaultConfig(""),
 	}
 	c.Membership.Memberlist.BindAddr = "127.0.0.1"
 	c.Membership.Memberlist.BindPort = 7946
@@ -274,6 +283,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Security.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Quorum.Lease < 0 || c.Quorum.Interval < 0 || (c.Quorum.Lease > 0 && c.Quorum.Interval >= c.Quorum.Lease) {
+		errs = append(errs, fmt.Errorf("node config: Quorum.Interval %v must be shorter than Quorum.Lease %v (both positive), or a lease lapses between two confirmations", c.Quorum.Interval, c.Quorum.Lease))
 	}
 	if err := c.Replication.Validate(); err != nil {
 		errs = append(errs, err)

@@ -32,6 +32,7 @@ type handler struct {
 	replicateMsg proto.Replicate
 	left         []int64 // per-cap impressions left of the last check
 	wr           write   // the write in progress (writes.go)
+	refusal      string  // why authority refused the last strict write (authority.go)
 
 	// perms are the request types this connection may send: all of
 	// them when the node has no tokens, else those of role, set by Hello.
@@ -125,6 +126,7 @@ var ops = [64]op{
 	proto.TypeLinkDevice:      (*handler).linkDeviceOp,
 	proto.TypeDrain:           (*handler).drain,
 	proto.TypeGossipKey:       (*handler).gossipKey,
+	proto.TypeForget:          (*handler).forget,
 }
 
 func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
@@ -181,8 +183,12 @@ func (h *handler) refuse(out []byte, hdr proto.Header, code proto.Code, epoch ui
 	if code == proto.CodeNotOwner {
 		return h.notOwner(out, hdr, epoch, op)
 	}
-	h.n.metrics.SyncingRefusals.Inc()
 	msg := &proto.Error{Code: code, Message: "partition not received yet", Epoch: epoch}
+	if code == proto.CodeNoQuorum {
+		msg.Message = h.refusal
+	} else {
+		h.n.metrics.SyncingRefusals.Inc()
+	}
 	b, _ := proto.AppendFrame(out, hdr.ID, msg)
 	return b, op, metrics.OutcomeError
 }

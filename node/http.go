@@ -23,12 +23,20 @@ func (n *Node) httpHandler() http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	// /readyz: the node is an active member of its ring and not draining.
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	// It serves soft caps whatever the member set says, so a failed
+	// member or a lost majority does not make it unready; the body names
+	// them. /readyz?strict also asks for a majority (strict caps).
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if why := n.notReady(); why != "" {
 			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
 			return
 		}
-		w.Write([]byte("ready\n"))
+		notes := n.authorityNotes()
+		if r.URL.Query().Has("strict") && !n.Authority() {
+			http.Error(w, "not ready for strict caps\n"+notes, http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n" + notes))
 	})
 	mux.Handle("GET /{$}", n.page)
 	if n.cfg.HTTPAPI {
@@ -77,6 +85,8 @@ func (s metricsSource) View() (*ring.Ring, bool) {
 }
 
 func (s metricsSource) SelfState() ring.State { return s.n.membership().Self().State }
+
+func (s metricsSource) Authority() metrics.Authority { return s.n.authorityState() }
 
 func (s metricsSource) Replication() metrics.Replication {
 	q, lag := s.n.repl.Queued()

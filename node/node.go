@@ -27,6 +27,7 @@ import (
 	"github.com/fcap-io/fcap/node/identity"
 	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/node/peers"
+	"github.com/fcap-io/fcap/node/quorum"
 	"github.com/fcap-io/fcap/node/replication"
 	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/node/statuspage"
@@ -60,6 +61,9 @@ type Node struct {
 	ringMu sync.Mutex           // orders view changes (gossip callbacks and Start)
 	repl   *replication.Replicator
 	peers  *peers.Peers // calls to other nodes
+	// quorum says whether this node may grant strict writes
+	// (authority.go); set once the membership is up.
+	quorum atomic.Pointer[quorum.Tracker]
 
 	draining atomic.Bool // no new connections, requests end the connection once answered
 	left     atomic.Bool // handed over and left the gossip pool: answer NotOwner
@@ -210,6 +214,12 @@ func (n *Node) newReplicator() *replication.Replicator {
 				n.replan()
 			},
 			ObserveHighWater: func(hw int64) { n.metrics.Time.Observe(n.engine, metrics.FromReplication, hw) },
+			Failed: func() int {
+				if m := n.membership(); m != nil {
+					return m.NumFailed()
+				}
+				return 0
+			},
 		},
 	})
 }
@@ -256,11 +266,13 @@ func (n *Node) joinGossip() error {
 	mcfg.Memberlist.Name = cfg.Name
 	mcfg.Logger = n.log
 	mcfg.OnChange = n.onRingChange
+	mcfg.OnForget = n.onForget
 	m, err := gossip.New(mcfg)
 	if err != nil {
 		return err
 	}
 	n.members.Store(m)
+	n.startQuorum()
 	n.ringMu.Lock()
 	if n.view.Load() == nil { // a ring change may have set it already
 		first := m.Ring()
@@ -374,6 +386,7 @@ func (n *Node) onRingChange(old, cur *ring.Ring) {
 		n.log.Debug("replanned", "epoch", fmt.Sprintf("%016x", cur.Epoch()))
 		return
 	}
+	n.updateQuorum()
 	n.metrics.RingChanges.Inc()
 	n.log.Info("ring changed", "epoch", fmt.Sprintf("%016x", cur.Epoch()), "members", len(cur.Members()), "owners", cur.ActiveMembers())
 	n.maybeActivate()
@@ -582,6 +595,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 	n.draining.Store(true)
 	n.data.Close()
 	n.conns.Drain(ctx)
+	if q := n.quorum.Load(); q != nil {
+		q.Close()
+	}
 	n.repl.Close()
 	if err := n.membership().Shutdown(); err != nil {
 		errs = append(errs, fmt.Errorf("stop gossip: %w", err))

@@ -101,7 +101,7 @@ func (h *handler) later(out []byte, start time.Time, finish respond) ([]byte, me
 // (identity writes), or it is an admin request that may run long.
 func runsApart(t proto.Type) bool {
 	switch t {
-	case proto.TypeLink, proto.TypeUnlink, proto.TypeLinkDevice, proto.TypeDrain, proto.TypeVerify, proto.TypeGossipKey, proto.TypeErase, proto.TypeVoid:
+	case proto.TypeLink, proto.TypeUnlink, proto.TypeLinkDevice, proto.TypeDrain, proto.TypeVerify, proto.TypeGossipKey, proto.TypeErase, proto.TypeVoid, proto.TypeForget:
 		return true
 	}
 	return false

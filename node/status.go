@@ -24,6 +24,12 @@ func (n *Node) status() *proto.Status {
 		Requests:         n.metrics.Answered(),
 		LagMillis:        uint64(lag.Milliseconds()),
 		JoinError:        n.membership().JoinStatus().Summary(),
+		Replicas:         uint64(v.ring.Replicas()),
+	}
+	au := n.authorityState()
+	s.Authority, s.QuorumMembers, s.QuorumConfirmed, s.Claimed = au.Holds, uint64(au.Members), uint64(au.Confirmed), uint64(au.Claimed)
+	for _, f := range n.membership().Failed() {
+		s.Failed = append(s.Failed, proto.FailedMember{Name: f.Name, Addr: f.Addr, SinceMillis: f.Since.UnixMilli()})
 	}
 	if v.in {
 		for p := range v.ring.Partitions() {

@@ -47,6 +47,12 @@ func (h *handler) begin(wr *write, viewer string, backup bool, caps []fcap.Cap) 
 		}
 		wr.standIn = true
 	}
+	if strict(caps) {
+		if code := h.authority(wr.v, partitionOf(wr.v, viewer)); code != 0 {
+			h.leave(wr.v)
+			return code
+		}
+	}
 	return 0
 }
 
@@ -191,6 +197,11 @@ func (h *handler) recordItem(v *view, it *proto.RecordItem, backup bool) (proto.
 		}
 		wr.standIn = true
 	}
+	if strict(it.Impression.Caps) {
+		if code := h.authority(v, partitionOf(v, it.Viewer)); code != 0 {
+			return proto.ItemResult{Code: code}, wr
+		}
+	}
 	imp := it.Impression
 	if !it.HasTime {
 		imp.Time = h.n.clock()
@@ -215,7 +226,7 @@ func (h *handler) reserve(out []byte, v *view, hdr proto.Header, body []byte) ([
 		return h.tooLate(out, hdr, epoch, metrics.OpReserve)
 	}
 	wr := &h.wr
-	if code := h.begin(wr, m.Viewer, false, nil); code != 0 {
+	if code := h.begin(wr, m.Viewer, false, m.Caps); code != 0 {
 		return h.refuse(out, hdr, code, epoch, metrics.OpReserve)
 	}
 	now := h.now(m.Now, m.HasNow)

@@ -57,6 +57,14 @@ const (
 	// Nothing was done. A kind of bad request: its sentinel wraps
 	// ErrBadRequest.
 	CodeFutureTime Code = 12
+	// CodeNoQuorum: a strict cap's write refused because this node may
+	// not grant strict writes now: it does not hold a majority of the
+	// cluster's member set (a network partition, failed members not yet
+	// forgotten), or the viewer's partition was claimed without any of
+	// its holders' copies. Nothing was done. Strict caps fail closed; soft
+	// caps are never refused for it. A kind of overload: its sentinel
+	// wraps ErrOverloaded, so a caller retries it within its deadline.
+	CodeNoQuorum Code = 13
 )
 
 // The sentinel errors, one per code. An *Error of a code matches its
@@ -77,6 +85,9 @@ var (
 	// request alike (the client returns them rather than failing open)
 	// needs no case of its own for it.
 	ErrFutureTime = fmt.Errorf("%w: time ahead of the node's clock", ErrBadRequest)
+	// ErrNoQuorum wraps ErrOverloaded: the strict write may succeed on a
+	// later try, once a majority is back (or on another node).
+	ErrNoQuorum = fmt.Errorf("%w: strict caps need a majority of the cluster", ErrOverloaded)
 )
 
 // Framing errors, from Reader.Next.
@@ -109,6 +120,7 @@ var codeInfo = [...]struct {
 	CodePermissionDenied:   {"permission_denied", ErrPermissionDenied},
 	CodeDeadlineExceeded:   {"deadline_exceeded", ErrDeadlineExceeded},
 	CodeFutureTime:         {"future_time", ErrFutureTime},
+	CodeNoQuorum:           {"no_quorum", ErrNoQuorum},
 }
 
 // String returns the code's name in snake case ("not_owner"), fit for a
@@ -166,11 +178,12 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Is reports whether target is the sentinel of e's code, so that
-// errors.Is(err, ErrNotOwner) works on an error from the wire.
+// Is reports whether target is the sentinel of e's code, or one it
+// wraps, so that errors.Is(err, ErrNotOwner) works on an error from the
+// wire, and errors.Is(err, ErrOverloaded) on a CodeNoQuorum.
 func (e *Error) Is(target error) bool {
 	s := e.Code.Sentinel()
-	return s != nil && target == s
+	return s != nil && errors.Is(s, target)
 }
 
 // Unwrap returns the sentinel of e's code (nil for an unknown code).

@@ -111,6 +111,8 @@ const (
 	TypeEraseResult      Type = 55 // EraseResult: answers Erase
 	TypeVoid             Type = 56 // Void: take a recorded impression back (invalid traffic)
 	TypeVoidResult       Type = 57 // VoidResult: answers Void
+	TypeForget           Type = 58 // Forget: drop a failed member from the member set
+	TypeForgetResult     Type = 59 // ForgetResult: answers Forget
 )
 
 var typeNames = [...]string{
@@ -159,6 +161,8 @@ var typeNames = [...]string{
 	TypeEraseResult:      "erase_result",
 	TypeVoid:             "void",
 	TypeVoidResult:       "void_result",
+	TypeForget:           "forget",
+	TypeForgetResult:     "forget_result",
 }
 
 // String returns the type's name in snake case ("check_result"), fit for
@@ -289,6 +293,10 @@ func NewMessage(t Type) Message {
 		return new(Void)
 	case TypeVoidResult:
 		return new(VoidResult)
+	case TypeForget:
+		return new(Forget)
+	case TypeForgetResult:
+		return new(ForgetResult)
 	}
 	return nil
 }

@@ -149,13 +149,43 @@ type Status struct {
 	// (each failing seed and its reason); empty once it has, or from a
 	// node that does not say.
 	JoinError string
+	// Authority says the node holds a majority of the cluster's member
+	// set and may grant strict writes (node/quorum).
+	Authority bool
+	// QuorumMembers is the member set a majority is counted against (ring
+	// members plus failed ones); QuorumConfirmed how many of them (the
+	// node included) confirmed its ring within the lease.
+	QuorumMembers, QuorumConfirmed uint64
+	// Claimed counts partitions it claimed without any holder's copy
+	// (strict caps fail closed on them).
+	Claimed uint64
+	// Failed lists the members it counts as failed: vanished without
+	// leaving, not yet forgotten. At most MaxMembers.
+	Failed []FailedMember
+	// Replicas is the ring's replica count (R); 0 from a node that does
+	// not say.
+	Replicas uint64
 }
+
+// FailedMember is a member a node counts as failed.
+//
+// Wire: [name str, addr str, since_ms int].
+type FailedMember struct {
+	// Name is its node name; Addr the data-plane address it last
+	// advertised.
+	Name, Addr string
+	// SinceMillis is when the node first counted it failed (Unix ms).
+	SinceMillis int64
+}
+
+// minFailedMemberSize is the smallest encoding of a FailedMember.
+const minFailedMemberSize = 4
 
 // Type returns TypeStatus.
 func (*Status) Type() Type { return TypeStatus }
 
 func (m *Status) encode(e *encoder) {
-	e.array(16)
+	e.array(22)
 	e.str(m.Name)
 	e.uint(m.Epoch)
 	e.uint(uint64(m.State))
@@ -163,6 +193,18 @@ func (m *Status) encode(e *encoder) {
 		e.uint(v)
 	}
 	e.str(m.JoinError)
+	e.bool(m.Authority)
+	e.uint(m.QuorumMembers)
+	e.uint(m.QuorumConfirmed)
+	e.uint(m.Claimed)
+	e.list("failed members", len(m.Failed), MaxMembers)
+	for _, f := range m.Failed {
+		e.array(3)
+		e.str(f.Name)
+		e.str(f.Addr)
+		e.int(f.SinceMillis)
+	}
+	e.uint(m.Replicas)
 }
 
 func (m *Status) decode(d *decoder) {
@@ -182,6 +224,72 @@ func (m *Status) decode(d *decoder) {
 		m.JoinError = d.str()
 		extra--
 	}
+	m.Authority, m.QuorumMembers, m.QuorumConfirmed, m.Claimed, m.Failed, m.Replicas = false, 0, 0, 0, m.Failed[:0], 0
+	if extra >= 5 {
+		m.Authority = d.bool()
+		m.QuorumMembers, m.QuorumConfirmed, m.Claimed = d.uint(), d.uint(), d.uint()
+		m.Failed = resize(m.Failed, d.list("failed members", MaxMembers, minFailedMemberSize))
+		for i := range m.Failed {
+			f := &m.Failed[i]
+			x := d.array(3)
+			f.Name, f.Addr, f.SinceMillis = d.str(), d.str(), d.int()
+			d.end(x)
+		}
+		extra -= 5
+	}
+	if extra >= 1 {
+		m.Replicas = d.uint()
+		extra--
+	}
+	d.end(extra)
+}
+
+// Forget asks a node to forget a failed member (fcapctl forget): it no
+// longer counts toward the majority strict writes need, and partitions
+// claimed for want of their holders are taken as whole. The node refuses
+// a member it reaches (drain that one instead). The forget spreads to the
+// other nodes with gossip. It is answered with a ForgetResult or an
+// Error.
+//
+// Wire: [node str].
+type Forget struct {
+	// Node is the member's name.
+	Node string
+}
+
+// Type returns TypeForget.
+func (*Forget) Type() Type { return TypeForget }
+
+func (m *Forget) encode(e *encoder) {
+	e.array(1)
+	e.str(m.Node)
+}
+
+func (m *Forget) decode(d *decoder) {
+	extra := d.array(1)
+	m.Node = d.str()
+	d.end(extra)
+}
+
+// ForgetResult answers Forget: the member was forgotten.
+//
+// Wire: [failed uint].
+type ForgetResult struct {
+	// Failed is how many members the node still counts as failed.
+	Failed uint64
+}
+
+// Type returns TypeForgetResult.
+func (*ForgetResult) Type() Type { return TypeForgetResult }
+
+func (m *ForgetResult) encode(e *encoder) {
+	e.array(1)
+	e.uint(m.Failed)
+}
+
+func (m *ForgetResult) decode(d *decoder) {
+	extra := d.array(1)
+	m.Failed = d.uint()
 	d.end(extra)
 }
 

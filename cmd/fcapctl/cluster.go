@@ -39,18 +39,44 @@ type statusMember struct {
 	Bytes            uint64 `json:"bytes"`
 	Requests         uint64 `json:"requests"`
 	JoinError        string `json:"join_error,omitempty"`
+	// Authority: it holds a majority of the member set and may grant
+	// strict writes; QuorumMembers and QuorumConfirmed say how it counts.
+	Authority       bool   `json:"strict_authority"`
+	QuorumMembers   uint64 `json:"quorum_members"`
+	QuorumConfirmed uint64 `json:"quorum_confirmed"`
+	Claimed         uint64 `json:"claimed_partitions"`
 
-	refused bool // it answered with an error (a token without the operator role)
+	refused bool                 // it answered with an error (a token without the operator role)
+	failed  []proto.FailedMember // the members it counts failed
+}
+
+// failedMember is a member the cluster counts as failed: vanished
+// without leaving, not yet forgotten.
+type failedMember struct {
+	Name string `json:"name"`
+	// Addr is the data-plane address it last advertised.
+	Addr string `json:"addr"`
+	// Since is when the first member that reports it counted it failed.
+	Since time.Time `json:"since"`
+	// ReportedBy names the members that count it failed.
+	ReportedBy []string `json:"reported_by"`
 }
 
 // statusOut is "fcapctl status --json".
 type statusOut struct {
-	Epoch      string         `json:"epoch"`
-	Partitions int            `json:"partitions"`
-	Replicas   int            `json:"replicas"`
-	Healthy    bool           `json:"healthy"`
-	Problems   []string       `json:"problems"`
-	Members    []statusMember `json:"members"`
+	Epoch      string   `json:"epoch"`
+	Partitions int      `json:"partitions"`
+	Replicas   int      `json:"replicas"`
+	Healthy    bool     `json:"healthy"`
+	Problems   []string `json:"problems"`
+	// Warnings do not make the cluster unhealthy, but deserve a look
+	// (a replica count that leaves some partitions without a copy on a
+	// majority).
+	Warnings []string       `json:"warnings"`
+	Members  []statusMember `json:"members"`
+	// Failed lists the members some node counts as failed, until they
+	// return or fcapctl forget removes them.
+	Failed []failedMember `json:"failed"`
 }
 
 // runStatus prints every member's status as a table (or JSON). It exits
@@ -102,16 +128,24 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 			row.ReplicationQueue, row.ReplicationLagMs, row.UnderReplicated = st.ReplicationQueue, st.LagMillis, st.UnderReplicated
 			row.Viewers, row.Keys, row.Bytes, row.Requests = st.Viewers, st.Keys, st.Bytes, st.Requests
 			row.JoinError = strings.Clone(st.JoinError)
+			row.Authority, row.QuorumMembers, row.QuorumConfirmed, row.Claimed = st.Authority, st.QuorumMembers, st.QuorumConfirmed, st.Claimed
+			for _, f := range st.Failed {
+				row.failed = append(row.failed, proto.FailedMember{Name: strings.Clone(f.Name), Addr: strings.Clone(f.Addr), SinceMillis: f.SinceMillis})
+			}
 		}()
 	}
 	wg.Wait()
 	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].Name < out.Members[j].Name })
+	out.collectFailed()
 	out.judge()
 	if nf.asJSON {
 		b, _ := json.MarshalIndent(out, "", "  ")
 		fmt.Fprintln(stdout, string(b))
 	} else {
 		printStatus(stdout, &out)
+	}
+	for _, w := range out.Warnings {
+		fmt.Fprintf(stderr, "fcapctl status: warning: %s\n", w)
 	}
 	if !out.Healthy {
 		for _, p := range out.Problems {
@@ -120,6 +154,36 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		return exitDegraded
 	}
 	return exitOK
+}
+
+// collectFailed gathers the failed members every reachable member
+// reports, oldest failure first.
+func (out *statusOut) collectFailed() {
+	byName := map[string]*failedMember{}
+	for _, m := range out.Members {
+		for _, f := range m.failed {
+			fm := byName[f.Name]
+			since := time.UnixMilli(f.SinceMillis).UTC()
+			if fm == nil {
+				fm = &failedMember{Name: f.Name, Addr: f.Addr, Since: since}
+				byName[f.Name] = fm
+			}
+			if since.Before(fm.Since) {
+				fm.Since = since
+			}
+			fm.ReportedBy = append(fm.ReportedBy, m.Name)
+		}
+	}
+	out.Failed = []failedMember{}
+	for _, fm := range byName {
+		out.Failed = append(out.Failed, *fm)
+	}
+	sort.Slice(out.Failed, func(i, j int) bool {
+		if !out.Failed[i].Since.Equal(out.Failed[j].Since) {
+			return out.Failed[i].Since.Before(out.Failed[j].Since)
+		}
+		return out.Failed[i].Name < out.Failed[j].Name
+	})
 }
 
 // judge lists what makes the cluster unhealthy: a member that did not
@@ -138,6 +202,22 @@ func (out *statusOut) judge() {
 		case m.UnderReplicated > 0:
 			out.Problems = append(out.Problems, fmt.Sprintf("%s is primary of %d under-replicated partitions", m.Name, m.UnderReplicated))
 		}
+		if m.Reachable && !m.Authority && m.QuorumMembers > 0 {
+			out.Problems = append(out.Problems, fmt.Sprintf("%s does not hold a majority of the member set (%d of %d confirm its ring, %d needed): strict caps fail closed on it",
+				m.Name, m.QuorumConfirmed, m.QuorumMembers, m.QuorumMembers/2+1))
+		}
+		if m.Reachable && m.Claimed > 0 {
+			out.Problems = append(out.Problems, fmt.Sprintf("%s serves %d partitions claimed without any holder's copy: strict caps fail closed on them until a holder returns or is forgotten", m.Name, m.Claimed))
+		}
+	}
+	for _, f := range out.Failed {
+		out.Problems = append(out.Problems, fmt.Sprintf("%s (%s) failed at %s (reported by %s): it counts toward the majority until it returns; `fcapctl forget %s` if it will not",
+			f.Name, f.Addr, f.Since.Format(time.RFC3339), strings.Join(f.ReportedBy, ", "), f.Name))
+	}
+	out.Warnings = []string{}
+	if n := len(out.Members) + len(out.Failed); out.Replicas > 0 && out.Replicas < (n+1)/2 {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("%d replicas for %d members: a minority can hold every copy of a partition, which the majority side then cannot serve strict caps for during a partition (use at least %d)",
+			out.Replicas, n, (n+1)/2))
 	}
 	out.Healthy = len(out.Problems) == 0
 }
@@ -147,24 +227,37 @@ func (out *statusOut) judge() {
 func printStatus(stdout io.Writer, out *statusOut) {
 	fmt.Fprintf(stdout, "cluster epoch %s, %d partitions, %d replicas\n\n", out.Epoch, out.Partitions, out.Replicas)
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tADDR\tSTATE\tEPOCH\tPRIMARY\tBACKUP\tSYNCING\tHANDING\tREPL-QUEUE\tUNDER-REPL\tVIEWERS\tKEYS\tMEMORY")
+	fmt.Fprintln(w, "NAME\tADDR\tSTATE\tEPOCH\tSTRICT\tPRIMARY\tBACKUP\tSYNCING\tHANDING\tREPL-QUEUE\tUNDER-REPL\tVIEWERS\tKEYS\tMEMORY")
 	for _, m := range out.Members {
 		if !m.Reachable {
 			state := "unreachable"
 			if m.refused {
 				state = "refused"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.Name, m.Addr, state, strings.Repeat("-\t", 9)+"-")
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.Name, m.Addr, state, strings.Repeat("-\t", 10)+"-")
 			continue
 		}
 		epoch := m.Epoch
 		if epoch == "" {
 			epoch = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", m.Name, m.Addr, m.State, epoch,
+		auth := fmt.Sprintf("yes(%d/%d)", m.QuorumConfirmed, m.QuorumMembers)
+		if !m.Authority {
+			auth = fmt.Sprintf("NO(%d/%d)", m.QuorumConfirmed, m.QuorumMembers)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", m.Name, m.Addr, m.State, epoch, auth,
 			m.Primaries, m.Backups, m.Syncing, m.Handing, m.ReplicationQueue, m.UnderReplicated, m.Viewers, m.Keys, bytesString(m.Bytes))
 	}
+	for _, f := range out.Failed {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Name, f.Addr, "FAILED@"+f.Since.Format(time.RFC3339), strings.Repeat("-\t", 10)+"-")
+	}
 	w.Flush()
+	if len(out.Warnings) > 0 {
+		fmt.Fprintln(stdout)
+		for _, p := range out.Warnings {
+			fmt.Fprintln(stdout, "warning: "+p)
+		}
+	}
 	if len(out.Problems) > 0 {
 		fmt.Fprintln(stdout)
 		for _, p := range out.Problems {
@@ -187,6 +280,78 @@ func bytesString(b uint64) string {
 		return fmt.Sprintf("%.1fKiB", float64(b)/(1<<10))
 	}
 	return fmt.Sprintf("%dB", b)
+}
+
+// runForget removes failed members from the member set on every member.
+func runForget(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("forget", stderr,
+		"usage: fcapctl forget [flags] NODE...",
+		"\nRemoves each NODE, a member that failed (vanished without a drain), from the",
+		"member set a strict majority is counted against, on every member; partitions",
+		"claimed for want of their holders are then served whole from what the",
+		"survivors have. Use it for a member that will not come back: if it does, it",
+		"joins as a new member. A member that is still alive is refused (drain it).",
+		exitCodesHelp,
+	)
+	var nf nodeFlags
+	nf.register(fs, 10*time.Second)
+	if !parsePositional(fs, args, 1, -1) {
+		return exitUsage
+	}
+	admin, err := nf.conn.admin()
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl forget: %v\n", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), nf.timeout)
+	defer cancel()
+	topo, err := topology(ctx, admin, splitAddrs(nf.addr))
+	if err != nil {
+		fmt.Fprintf(stderr, "fcapctl forget: %v\n", err)
+		return exitError
+	}
+	status := exitOK
+	for _, name := range fs.Args() {
+		if m := memberNamed(topo, name); m != nil {
+			fmt.Fprintf(stderr, "fcapctl forget: %s (%s) is a live member of the ring: drain it instead\n", name, m.Addr)
+			status = exitError
+			continue
+		}
+		forgot, errs := 0, []string{}
+		for _, m := range topo.Members {
+			var res proto.ForgetResult
+			err := admin.Call(ctx, m.Addr, &proto.Forget{Node: name}, &res)
+			switch {
+			case err == nil:
+				forgot++
+			case errors.Is(err, proto.ErrBadRequest) && strings.Contains(err.Error(), "not a failed member"):
+				// It does not count NODE failed (any more): nothing to do there.
+			default:
+				errs = append(errs, fmt.Sprintf("%s: %v", m.Name, err))
+			}
+		}
+		switch {
+		case len(errs) > 0:
+			fmt.Fprintf(stderr, "fcapctl forget %s: %s\n", name, strings.Join(errs, "; "))
+			status = exitError
+		case forgot == 0:
+			fmt.Fprintf(stderr, "fcapctl forget: no member counts %q as failed\n", name)
+			status = exitError
+		default:
+			fmt.Fprintf(stdout, "%s forgotten by %d members\n", name, forgot)
+		}
+	}
+	return status
+}
+
+// memberNamed returns the ring member named name, or nil.
+func memberNamed(topo *proto.Topology, name string) *proto.Member {
+	for i := range topo.Members {
+		if topo.Members[i].Name == name {
+			return &topo.Members[i]
+		}
+	}
+	return nil
 }
 
 // runDrain asks a node to hand its partitions over and leave.

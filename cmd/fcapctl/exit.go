@@ -15,13 +15,15 @@ const (
 	// full). Not an error: the cluster worked.
 	exitDenied = 3
 	// exitDegraded: status reached the cluster and printed it, but a
-	// member is unreachable, a node has joined none of its seeds, or a
-	// partition is under-replicated.
+	// member is unreachable or failed, a node has joined none of its
+	// seeds or holds no majority, or a partition is under-replicated or
+	// claimed without its holders.
 	exitDegraded = 4
 )
 
 const exitCodesHelp = `exit status: 0 done (allow/reserve: granted), 1 error (cluster unreachable,
 request failed, or a fail-open/fail-closed fallback verdict), 2 usage,
 3 denied (allow/reserve refused by a cap), 4 degraded (status: a member
-unreachable, a node joined to none of its seeds, or a partition
-under-replicated).`
+unreachable or failed, a node joined to none of its seeds or without a
+majority for strict caps, or a partition under-replicated or claimed
+without its holders).`

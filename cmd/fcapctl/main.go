@@ -22,6 +22,7 @@ var commands = map[string]command{
 	"conformance": {"run allow-contract case files against the engine or a cluster", runConformance},
 	"status":      {"show every member: state, partitions, replication, memory", runStatus},
 	"drain":       {"hand a node's partitions over and make it leave the cluster", runDrain},
+	"forget":      {"drop failed members (vanished without a drain) from the member set", runForget},
 	"ring":        {"partition ownership and load per node", runRing},
 	"keys":        {"every counter of one viewer, on each of its owners", runKeys},
 	"erase":       {"forget a viewer everywhere (privacy requests), for good", runErase},

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/fcap-io/fcap/proto"
 )
 
 // TestStatusJudgesEveryProblem: each kind of trouble makes the cluster
@@ -20,8 +22,13 @@ func TestStatusJudgesEveryProblem(t *testing.T) {
 		{"refused", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "active", Error: "denied", refused: true}, "refused the status request"},
 		{"not joined", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "joining", Reachable: true, JoinError: "not joined: no seed answered; 10.0.0.9:7946: refused"}, "b has joined no cluster: not joined"},
 		{"under-replicated", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "active", Reachable: true, UnderReplicated: 7}, "b is primary of 7 under-replicated partitions"},
+		{"no majority", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "active", Reachable: true, QuorumMembers: 3, QuorumConfirmed: 1}, "b does not hold a majority of the member set (1 of 3 confirm its ring, 2 needed)"},
+		{"claimed", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "active", Reachable: true, Authority: true, QuorumMembers: 2, QuorumConfirmed: 2, Claimed: 5}, "b serves 5 partitions claimed without any holder's copy"},
+		{"failed member", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "active", Reachable: true, Authority: true, QuorumMembers: 3, QuorumConfirmed: 2,
+			failed: []proto.FailedMember{{Name: "c", Addr: "10.0.0.3:7700", SinceMillis: 1700000000000}}}, "c (10.0.0.3:7700) failed at 2023-11-14T22:13:20Z (reported by b)"},
 	} {
 		out := statusOut{Epoch: epochString(1), Partitions: 271, Replicas: 2, Members: []statusMember{healthy, c.m}}
+		out.collectFailed()
 		out.judge()
 		if out.Healthy || len(out.Problems) != 1 || !strings.Contains(out.Problems[0], c.says) {
 			t.Errorf("%s: healthy %v, problems %q; want one saying %q", c.name, out.Healthy, out.Problems, c.says)
@@ -34,7 +41,7 @@ func TestStatusJudgesEveryProblem(t *testing.T) {
 			switch {
 			case len(f) > 0 && f[0] == "NAME":
 				header = len(f)
-			case len(f) > 0 && (f[0] == "a" || f[0] == "b") && len(f) != header:
+			case len(f) > 0 && (f[0] == "a" || f[0] == "b" || f[0] == "c") && len(f) != header:
 				t.Errorf("%s: row %q has %d columns, the header %d", c.name, line, len(f), header)
 			}
 		}
@@ -43,5 +50,17 @@ func TestStatusJudgesEveryProblem(t *testing.T) {
 	out.judge()
 	if !out.Healthy || len(out.Problems) != 0 {
 		t.Errorf("a healthy cluster: %+v", out)
+	}
+	// Five members with two replicas: a minority of two can hold both
+	// copies of a partition. A warning, not a problem.
+	five := statusOut{Replicas: 2, Members: []statusMember{healthy, healthy, healthy, healthy, healthy}}
+	five.judge()
+	if !five.Healthy || len(five.Warnings) != 1 || !strings.Contains(five.Warnings[0], "use at least 3") {
+		t.Errorf("5 members, 2 replicas: healthy %v, warnings %q", five.Healthy, five.Warnings)
+	}
+	five.Replicas = 3
+	five.judge()
+	if len(five.Warnings) != 0 {
+		t.Errorf("5 members, 3 replicas: warnings %q", five.Warnings)
 	}
 }

@@ -63,8 +63,10 @@ type Config struct {
 	// waits for it). Default nil.
 	OnChange func(old, new *ring.Ring)
 
-	// OnForget, if not nil, is called after an operator forgot a failed
-	// member through this node (Forget), on the caller's goroutine.
+	// OnForget, if not nil, is called after a failed member was
+	// forgotten: through this node (Forget, on the caller's goroutine) or
+	// through another, as gossip brought the news (on memberlist's
+	// goroutine: it must not block).
 	OnForget func(name string)
 
 	// Logger receives Membership's logs and memberlist's (at the level

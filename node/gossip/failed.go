@@ -218,6 +218,7 @@ func (m *Membership) mergeState(buf []byte) error {
 	}
 	self := m.Self().Name
 	changed := false
+	var forgotten []string
 	m.viewMu.Lock()
 	for _, t := range st.Tombstones {
 		if t.Name == "" || len(t.Name) > maxNameLen || t.Name == self {
@@ -230,6 +231,7 @@ func (m *Membership) mergeState(buf []byte) error {
 		if f, ok := m.failed[t.Name]; ok && m.buriedLocked(t.Name, f.Incarnation) {
 			delete(m.failed, t.Name)
 			changed = true
+			forgotten = append(forgotten, t.Name)
 		}
 	}
 	for _, f := range st.Failed {
@@ -251,6 +253,11 @@ func (m *Membership) mergeState(buf []byte) error {
 	m.viewMu.Unlock()
 	if changed {
 		m.markDirty()
+	}
+	if m.cfg.OnForget != nil {
+		for _, name := range forgotten {
+			m.cfg.OnForget(name)
+		}
 	}
 	return nil
 }

@@ -39,10 +39,11 @@ const (
 	OpUndo
 	OpErase
 	OpVoid
+	OpForget
 	NumOps
 )
 
-var opNames = [NumOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown", "gossip_key", "hello", "denied", "verify", "identity", "undo", "erase", "void"}
+var opNames = [NumOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown", "gossip_key", "hello", "denied", "verify", "identity", "undo", "erase", "void", "forget"}
 
 // Outcome classifies a response in metrics.
 type Outcome uint8
@@ -113,6 +114,11 @@ type Set struct {
 	Claimed            prometheus.Counter
 	LateRefusals       prometheus.Counter
 	StrictRevoked      prometheus.Counter
+	// StrictRefused counts strict writes refused before the engine, by
+	// reason: no_quorum (no majority of the member set confirms this
+	// node's ring), no_holder (the partition was claimed without any
+	// holder's copy).
+	StrictRefused *prometheus.CounterVec
 	Undos              *prometheus.CounterVec
 	Erased             prometheus.Counter
 	Voided             *prometheus.CounterVec
@@ -178,10 +184,14 @@ func New(reg prometheus.Registerer, eng *engine.Engine, src Source, routes []str
 	m.Claimed = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_partitions_claimed_total", Help: "Partitions served without their hand-over after SyncTimeout (a sender failed mid-way; counts may miss its last writes)."})
 	m.LateRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_deadline_refusals_total", Help: "Requests not started because the budget the client gave them ran out before their turn (they waited behind others)."})
 	m.StrictRevoked = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_strict_revoked_total", Help: "Strict grants (Allow, Reserve) taken back because the backups did not acknowledge them in time or the answer would have reached the client after its deadline."})
+	m.StrictRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_strict_refused_total", Help: "Strict writes (Allow, Reserve, Record items with a strict cap) refused and failed closed before the engine, by reason: no_quorum (this node does not hold a majority of the cluster's member set: a partition, or failed members not forgotten), no_holder (the viewer's partition was claimed without any holder's copy)."}, []string{"reason"})
+	for _, r := range []string{"no_quorum", "no_holder"} {
+		m.StrictRefused.WithLabelValues(r)
+	}
 	m.Undos = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_strict_undos_total", Help: "Undo requests by result: undone (a strict grant whose answer reached the client after it gave up was taken back) or unknown (nothing to take back: already undone, soft, forgotten, or not this node's)."}, []string{"result"})
 	m.Erased = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_erased_viewers_total", Help: "Viewers erased (privacy requests) on this node as their owner, acknowledged by every backup."})
 	m.Voided = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_voided_impressions_total", Help: "Impressions voided (invalid-traffic refunds) on this node as their owner, by whether it had counted them (counted=false: an id it never recorded, now barred from counting); a repeated Void is not counted again."}, []string{"counted"})
-	for _, c := range []prometheus.Collector{m.LateRefusals, m.StrictRevoked, m.Undos, m.Erased, m.Voided, m.Claimed, requestsCollector{m}, latency, m.Conns, m.PendingConns, m.RefusedConns, m.EvictedConns, m.HandshakeClosed, m.BadFrames, m.TLSFailures, m.AuthFailures, m.WriteErrors, m.IdleClosed, m.NotOwner, m.StandInWrites, m.RingChanges,
+	for _, c := range []prometheus.Collector{m.LateRefusals, m.StrictRevoked, m.StrictRefused, m.Undos, m.Erased, m.Voided, m.Claimed, requestsCollector{m}, latency, m.Conns, m.PendingConns, m.RefusedConns, m.EvictedConns, m.HandshakeClosed, m.BadFrames, m.TLSFailures, m.AuthFailures, m.WriteErrors, m.IdleClosed, m.NotOwner, m.StandInWrites, m.RingChanges,
 		m.Transfers, m.ReplicatedBytes, m.ReplicationErrors, m.ReplicationRefused, &stateCollector{src: src, eng: eng},
 		countFunc(m.BackupReads, "fcap_node_backup_reads_total", "Checks answered as a backup owner because the client could not reach the owner (answers marked stale)."),
 		countFunc(m.StrictFailures, "fcap_strict_replication_failures_total", "Strict writes answered with an error because a backup did not acknowledge them in time."),
@@ -216,6 +226,18 @@ type Source interface {
 	SelfState() ring.State
 	// Replication describes replication's backlog.
 	Replication() Replication
+	// Authority describes whether the node may grant strict writes.
+	Authority() Authority
+}
+
+// Authority is the node's standing for strict writes as the metrics
+// report it (node/quorum, node/gossip's failed members).
+type Authority struct {
+	Holds     bool // a majority of the member set confirmed this node's ring within the lease
+	Members   int  // the member set: ring members plus failed ones
+	Confirmed int  // members (itself included) that confirmed this node's ring within the lease
+	Failed    int  // members that vanished without leaving and were not forgotten
+	Claimed   int  // partitions claimed without any holder's copy (strict caps refused on them)
 }
 
 // Replication is replication's backlog as the metrics report it.
@@ -251,12 +273,18 @@ var (
 	descUnderRepl   = prometheus.NewDesc("fcap_partitions_under_replicated", "Partitions this node is primary of whose other owners do not all hold them yet.", nil, nil)
 	descSyncing     = prometheus.NewDesc("fcap_partitions_syncing", "Partitions this node owns but has not received yet; their requests are refused until they arrive.", nil, nil)
 	descState       = prometheus.NewDesc("fcap_node_state", "1 for this node's ring state (joining, active, leaving).", []string{"state"}, nil)
+	descAuthority   = prometheus.NewDesc("fcap_strict_authority", "1 while this node holds a majority of the cluster's member set (its ring confirmed by a majority within the lease) and may grant strict writes; 0 while strict caps fail closed on it.", nil, nil)
+	descMemberSet   = prometheus.NewDesc("fcap_quorum_members", "The member set a strict majority is counted against: ring members plus failed members not yet forgotten.", nil, nil)
+	descConfirmed   = prometheus.NewDesc("fcap_quorum_confirmed", "Members (this node included) that confirmed this node's ring within the lease.", nil, nil)
+	descFailed      = prometheus.NewDesc("fcap_members_failed", "Members that vanished without leaving (killed, cut off, paused) and were not forgotten (fcapctl forget).", nil, nil)
+	descClaimed     = prometheus.NewDesc("fcap_partitions_claimed", "Partitions this node claimed without any holder's copy: soft caps only, strict caps fail closed on them until a holder's copy arrives or an operator forgets the missing members.", nil, nil)
 	descEpoch       = prometheus.NewDesc("fcap_ring_epoch_info", "1, labelled with the epoch of the ring this node routes by (hex): nodes that disagree for long have split views.", []string{"epoch"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descViewers, descKeys, descBytes, descBytesPerKey, descLimit, descOverLimit, descRefused, descImpressions, descReservLive, descMembers, descOwned,
-		descReplQueue, descReplLag, descHanding, descUnderRepl, descSyncing, descState, descEpoch} {
+		descReplQueue, descReplLag, descHanding, descUnderRepl, descSyncing, descState, descEpoch,
+		descAuthority, descMemberSet, descConfirmed, descFailed, descClaimed} {
 		ch <- d
 	}
 }
@@ -313,6 +341,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descHanding, float64(rs.Handing))
 	gauge(descUnderRepl, float64(rs.UnderReplicated))
 	gauge(descSyncing, float64(rs.Syncing))
+	au := c.src.Authority()
+	holds := 0.0
+	if au.Holds {
+		holds = 1
+	}
+	gauge(descAuthority, holds)
+	gauge(descMemberSet, float64(au.Members))
+	gauge(descConfirmed, float64(au.Confirmed))
+	gauge(descFailed, float64(au.Failed))
+	gauge(descClaimed, float64(au.Claimed))
 	self := c.src.SelfState()
 	for _, s := range []ring.State{ring.Joining, ring.Active, ring.Leaving} {
 		v := 0.0

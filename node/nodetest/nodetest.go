@@ -68,11 +68,11 @@ func Settle(t testing.TB, nodes []*node.Node, timeout time.Duration) {
 	}
 }
 
-// Settled reports whether every node is ready and sees all of them as
-// members.
+// Settled reports whether every node is ready, sees all of them as
+// members, and holds a majority for strict writes.
 func Settled(nodes []*node.Node) bool {
 	for _, nd := range nodes {
-		if len(nd.Ring().Members()) != len(nodes) || !nd.Ready() {
+		if len(nd.Ring().Members()) != len(nodes) || !nd.Ready() || !nd.Authority() {
 			return false
 		}
 	}

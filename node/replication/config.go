@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -135,4 +136,12 @@ type Hooks struct {
 	// ObserveHighWater sees the high-water mark of each Replicate
 	// applied, before its states are merged.
 	ObserveHighWater func(int64)
+	// Failed counts the members that vanished without leaving and were
+	// not forgotten: a partition claimed while any is counted may miss
+	// their acknowledged writes (Replicator.Claimed).
+	Failed func() int
 }
+
+// ErrOtherRing: a peer acknowledged a batch from a ring other than the
+// sender's. Strict writes waiting for it fail closed.
+var ErrOtherRing = errors.New("replication: the peer routes by another ring")

@@ -276,6 +276,12 @@ type sender struct {
 	buf  []byte
 	keys []uint64
 	res  proto.ReplicateResult
+	// otherRing: the peer's last answer came from a ring other than the
+	// one this node sent by (its epoch differed). Strict writers are not
+	// acknowledged by such an answer: a peer on another ring may have
+	// another primary for the partition, whose grants this node's copy
+	// does not hold (ARCHITECTURE.md, "Strict writes under partitions").
+	otherRing error
 }
 
 // step sends what is queued: changed viewers, then whole partitions
@@ -375,7 +381,9 @@ func (s *sender) sendDirty() error {
 		}
 	}
 	if len(dirty) == 0 {
-		answer(nil)
+		// What they wait for went with an earlier batch: its answer
+		// stands for them.
+		answer(s.otherRing)
 		return nil
 	}
 	s.keys = s.keys[:0]
@@ -407,7 +415,7 @@ func (s *sender) sendDirty() error {
 		answer(fmt.Errorf("%s refused %d states: it is their primary", rep.name, refused))
 		return nil
 	}
-	answer(nil)
+	answer(s.otherRing)
 	return nil
 }
 
@@ -460,6 +468,12 @@ func (s *sender) sendPartitions(ps []int, forgot map[int]uint32) (sent int, err 
 // proto.MaxReplicateBytes, the last one carrying done, each paced by th
 // when it is not nil. It returns how many states the peer refused.
 func (s *sender) sendKeys(keys []uint64, done []uint32, th *throttle) (refused int, err error) {
+	var other error // any answer of the batch from another ring
+	defer func() {
+		if other != nil {
+			s.otherRing = other
+		}
+	}()
 	s.buf = s.buf[:0]
 	for i, k := range keys {
 		s.buf = s.rep.r.eng.Export(k, s.buf)
@@ -475,6 +489,9 @@ func (s *sender) sendKeys(keys []uint64, done []uint32, th *throttle) (refused i
 			r, err := s.send(s.buf, d)
 			if err != nil {
 				return refused, err
+			}
+			if s.otherRing != nil {
+				other = s.otherRing
 			}
 			refused += r
 			s.buf = s.buf[:0]
@@ -518,6 +535,10 @@ func (s *sender) sendMsg(states []byte, done, handoff []uint32) (refused int, er
 		return 0, err
 	}
 	r.metrics.ReplicatedBytes.Add(float64(len(states)))
+	s.otherRing = nil
+	if s.res.Epoch != epoch {
+		s.otherRing = fmt.Errorf("%w: %s answered from ring %016x, this node sent from %016x", ErrOtherRing, s.rep.name, s.res.Epoch, epoch)
+	}
 	return int(s.res.Refused), nil
 }
 

@@ -60,6 +60,11 @@ type partition struct {
 	// Both say whether it may relay a hand-over (sync.go).
 	wasPrimary  atomic.Bool
 	wholeAtLoss atomic.Bool
+	// claimed: it was claimed after SyncTimeout without any holder's
+	// copy, so what this node has of it may miss acknowledged writes. It
+	// serves soft caps only until a holder's transfer ends (got) or an
+	// operator forgets the members that held it (Unclaim).
+	claimed atomic.Bool
 }
 
 // wait marks the partition as awaited.
@@ -70,6 +75,7 @@ func (part *partition) wait(now int64) {
 
 // got marks the partition as held.
 func (part *partition) got() {
+	part.claimed.Store(false)
 	part.have.Store(true)
 	part.waitSince.Store(0)
 	part.from.Store(nil)
@@ -722,13 +728,19 @@ func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
 		r.onHoldings()
 		return
 	}
+	pl, prev := r.views()
+	failed := r.hooks.Failed != nil && r.hooks.Failed() > 0
 	for _, p := range claimed {
 		r.parts[p].got()
+		// Without a failed member, and with no earlier owner alive to
+		// push it, nobody else can hold it: an operator forgot them.
+		if failed || (pl != nil && prev != nil && len(holders(prev, pl.ring, p, r.cfg.Name)) > 0) {
+			r.parts[p].claimed.Store(true)
+		}
 	}
 	r.metrics.Claimed.Add(float64(len(claimed)))
-	r.log.Warn("partitions claimed without a hand-over: their sender never finished; counts may miss its last writes until other holders' copies arrive", "partitions", len(claimed), "waited", timeout)
+	r.log.Warn("partitions claimed without a hand-over: their sender never finished; counts may miss its last writes until other holders' copies arrive; they serve soft caps only, strict caps fail closed until a holder's copy arrives or an operator forgets the missing members", "partitions", len(claimed), "waited", timeout)
 	r.onHoldings()
-	pl, prev := r.views()
 	if pl == nil {
 		return
 	}
@@ -742,6 +754,34 @@ func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
 		if err := r.ask(ctx, addr, &proto.SyncRequest{From: r.cfg.Name, Partitions: ps}); err != nil {
 			r.log.Debug("partition: asking for copies of claimed partitions", "from", addr, "partitions", len(ps), "err", err)
 		}
+	}
+}
+
+// Claimed reports whether partition p was claimed without any holder's
+// copy: strict caps must not be served from it.
+func (r *Replicator) Claimed(p int) bool { return r.parts[p].claimed.Load() }
+
+// NumClaimed counts the partitions claimed without any holder's copy.
+func (r *Replicator) NumClaimed() (n int) {
+	for p := range r.parts {
+		if r.parts[p].claimed.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// Unclaim takes every claimed partition as whole: an operator forgot the
+// members that held them, and accepts what this node has.
+func (r *Replicator) Unclaim() {
+	n := 0
+	for p := range r.parts {
+		if r.parts[p].claimed.Swap(false) {
+			n++
+		}
+	}
+	if n > 0 {
+		r.log.Warn("claimed partitions taken as whole after an operator forgot members: strict caps are served from them again", "partitions", n)
 	}
 }
 
@@ -825,7 +865,15 @@ func (pl *Plan) WaitSynced(key uint64, p int, timeout time.Duration) error {
 			return fmt.Errorf("replication to backups not acknowledged within %v", timeout)
 		}
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// The backups acknowledged from this plan's ring (sender.otherRing);
+	// a ring change while they did may have moved the partition.
+	if cur := pl.targets[p][0].r.plan.Load(); cur != nil && cur.ring.Epoch() != pl.ring.Epoch() {
+		return fmt.Errorf("%w: the ring changed while the backups applied the write", ErrOtherRing)
+	}
+	return nil
 }
 
 // dropLost drops the state of partitions this node stopped owning, once

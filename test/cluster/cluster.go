@@ -605,7 +605,8 @@ func (n *Node) ActiveMembers() (int, error) {
 }
 
 // Settled reports whether every running node counts want active members,
-// is active itself, and has no partition syncing or under-replicated:
+// is active itself, holds a majority for strict writes, and has no
+// partition syncing or under-replicated:
 // what WaitActive waits for and more, through the cheap status calls.
 // When not, it says which node is not and why.
 func Settled(nodes []*Node, want int) (bool, string) {
@@ -621,8 +622,9 @@ func Settled(nodes []*Node, want int) (bool, string) {
 		if err != nil {
 			return false, fmt.Sprintf("%s: status: %v", n.Name, err)
 		}
-		if ring.State(st.State) != ring.Active || st.Syncing != 0 || st.UnderReplicated != 0 {
-			return false, fmt.Sprintf("%s: %v, syncing %d, under-replicated %d", n.Name, ring.State(st.State), st.Syncing, st.UnderReplicated)
+		if ring.State(st.State) != ring.Active || st.Syncing != 0 || st.UnderReplicated != 0 || !st.Authority {
+			return false, fmt.Sprintf("%s: %v, syncing %d, under-replicated %d, strict authority %v (%d of %d)", n.Name, ring.State(st.State), st.Syncing, st.UnderReplicated,
+				st.Authority, st.QuorumConfirmed, st.QuorumMembers)
 		}
 	}
 	return true, ""

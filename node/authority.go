@@ -1,0 +1,136 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fcap-io/fcap/node/metrics"
+	"github.com/fcap-io/fcap/node/quorum"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// Strict authority (ARCHITECTURE.md, "Strict caps under partitions"). A
+// strict write is granted only while
+//
+//   - this node holds a majority of the cluster's member set: its ring
+//     confirmed by a majority within the lease (node/quorum), failed
+//     members counted until they return or are forgotten (node/gossip);
+//   - the viewer's partition was not claimed without any holder's copy
+//     (replication.Replicator.Claimed);
+//   - every backup acknowledged it from the same ring (replication's
+//     ErrOtherRing).
+//
+// Soft caps ignore all three: they stay available on every side.
+
+// startQuorum starts the node's quorum tracker, once its membership is up.
+func (n *Node) startQuorum() {
+	cfg := n.cfg.Quorum
+	cfg.Self, cfg.Logger = n.cfg.Name, n.log
+	q := quorum.New(cfg, n.membership(), quorumDialer{n})
+	n.quorum.Store(q)
+	q.Update()
+}
+
+// updateQuorum follows a ring change or a forget.
+func (n *Node) updateQuorum() {
+	if q := n.quorum.Load(); q != nil {
+		q.Update()
+	}
+}
+
+// onForget follows an operator's forget of a failed member: the member
+// set shrinks and, once no failed member is left to hold them,
+// partitions claimed for want of their holders are taken as whole.
+func (n *Node) onForget(string) {
+	n.updateQuorum()
+	if n.membership().NumFailed() == 0 {
+		n.repl.Unclaim()
+	}
+}
+
+// quorumDialer dials peers for the tracker's Pings as replication does.
+type quorumDialer struct{ n *Node }
+
+func (d quorumDialer) Dial(ctx context.Context, addr string) (quorum.Conn, error) {
+	return d.n.peers.Dial(ctx, addr)
+}
+
+// authority returns the code to refuse a strict write to partition p
+// under view v with, counted by reason, or 0 when it may be granted.
+func (h *handler) authority(v *view, p int) proto.Code {
+	q := h.n.quorum.Load()
+	switch {
+	case q == nil || !q.Holds(v.ring.Epoch()):
+		h.n.metrics.StrictRefused.WithLabelValues("no_quorum").Inc()
+		h.refusal = "this node does not hold a majority of the cluster's member set (a partition, or failed members not forgotten): strict caps fail closed"
+		return proto.CodeNoQuorum
+	case h.n.repl.Claimed(p):
+		h.n.metrics.StrictRefused.WithLabelValues("no_holder").Inc()
+		h.refusal = "the viewer's partition was claimed without any holder's copy: strict caps fail closed until a holder is back or an operator forgets it"
+		return proto.CodeNoQuorum
+	}
+	return 0
+}
+
+// authorityState is the node's standing for strict writes, for status
+// and metrics.
+func (n *Node) authorityState() metrics.Authority {
+	var a metrics.Authority
+	if q := n.quorum.Load(); q != nil {
+		st := q.State()
+		a.Holds, a.Members, a.Confirmed = st.Holds() && q.Holds(st.Epoch), st.Members, st.Confirmed
+	}
+	if m := n.membership(); m != nil {
+		a.Failed = m.NumFailed()
+	}
+	a.Claimed = n.repl.NumClaimed()
+	return a
+}
+
+// Forget drops a failed member from the member set (fcapctl forget); the
+// forget spreads with gossip. It refuses a member this node reaches.
+func (n *Node) Forget(name string) (failed int, err error) {
+	m := n.membership()
+	if err := m.Forget(name); err != nil {
+		return 0, fmt.Errorf("%w: %v", proto.ErrBadRequest, err)
+	}
+	return m.NumFailed(), nil
+}
+
+func (h *handler) forget(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
+	var m proto.Forget
+	if err := proto.Decode(body, &m); err != nil {
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpForget)
+	}
+	if m.Node == "" {
+		return h.failErr(out, hdr, fmt.Errorf("%w: forget: empty node name", proto.ErrBadRequest), v.ring.Epoch(), metrics.OpForget)
+	}
+	failed, err := h.n.Forget(m.Node)
+	if err != nil {
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpForget)
+	}
+	return h.reply(out, hdr.ID, &proto.ForgetResult{Failed: uint64(failed)}, metrics.OpForget)
+}
+
+// Authority reports whether this node may grant strict writes now: it
+// holds a majority of the member set for the ring it routes by.
+func (n *Node) Authority() bool {
+	q := n.quorum.Load()
+	return q != nil && q.Holds(n.view.Load().ring.Epoch())
+}
+
+// authorityNotes describes, one line each, the failed members and a lost
+// majority: nothing when all is well.
+func (n *Node) authorityNotes() string {
+	var b strings.Builder
+	for _, f := range n.membership().Failed() {
+		fmt.Fprintf(&b, "failed member: %s (%s) since %s\n", f.Name, f.Addr, f.Since.UTC().Format(time.RFC3339))
+	}
+	if q := n.quorum.Load(); q != nil && !n.Authority() {
+		st := q.State()
+		fmt.Fprintf(&b, "strict caps fail closed: %d of %d members confirm this node's ring, %d needed\n", st.Confirmed, st.Members, st.Needed)
+	}
+	return b.String()
+}
