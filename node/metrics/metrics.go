@@ -119,9 +119,9 @@ type Set struct {
 	// node's ring), no_holder (the partition was claimed without any
 	// holder's copy).
 	StrictRefused *prometheus.CounterVec
-	Undos              *prometheus.CounterVec
-	Erased             prometheus.Counter
-	Voided             *prometheus.CounterVec
+	Undos         *prometheus.CounterVec
+	Erased        prometheus.Counter
+	Voided        *prometheus.CounterVec
 
 	Time *Time // times refused and clamped (time.go)
 	HTTP *HTTP // requests to the HTTP address (http.go)
