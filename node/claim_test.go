@@ -31,7 +31,7 @@ func TestClaimedPartitionGetsSurvivorsCopies(t *testing.T) {
 	if _, ok := b.engine.Viewer(viewer); ok {
 		t.Fatal("b holds the viewer before the claim: the test proves nothing")
 	}
-	p := ring.PartitionOf(ring.ViewerKey(viewer), b.repl.Partitions())
+	p := ring.PartitionOf(fcap.ViewerKey(viewer), b.repl.Partitions())
 	b.repl.Await(p, time.Now().Add(-time.Hour))
 	b.repl.ClaimStale(context.Background(), time.Second)
 	if !b.repl.Holds(p) {

@@ -19,7 +19,6 @@ import (
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
@@ -74,24 +73,6 @@ func newClient(t *testing.T, nodes []*node.Node, mutate ...func(*client.Config))
 		t.Fatal(err)
 	}
 	return c
-}
-
-func TestViewerKeyMatchesEngine(t *testing.T) {
-	// The ring routes by ring.ViewerKey and the engine stores viewers by
-	// its own copy of the same function; they must agree.
-	e, _ := engine.New(engine.DefaultLocalConfig())
-	for _, v := range []string{"a", "viewer-1", "ünïcode", string(make([]byte, 200))} {
-		if _, err := e.Allow(v, 0, fcap.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 10}); err != nil {
-			t.Fatal(err)
-		}
-		st, ok := e.Viewer(v)
-		if !ok || len(st.Keys) != 1 {
-			t.Fatalf("viewer %q not found", v)
-		}
-	}
-	if ring.ViewerKey("") == 0 {
-		t.Error("ViewerKey must never be 0")
-	}
 }
 
 func TestClusterRoutesEveryViewerToItsOwner(t *testing.T) {

@@ -37,7 +37,7 @@ func TestRestartOffersWhatABackupRecovered(t *testing.T) {
 	var viewer string
 	for i := 0; viewer == ""; i++ {
 		v := fmt.Sprintf("offered-viewer-%d", i)
-		if owners := a.Ring().Owners(ring.PartitionOf(ring.ViewerKey(v), a.repl.Partitions())); len(owners) == 2 && a.Ring().Member(owners[0]).Name == a.cfg.Name {
+		if owners := a.Ring().Owners(ring.PartitionOf(fcap.ViewerKey(v), a.repl.Partitions())); len(owners) == 2 && a.Ring().Member(owners[0]).Name == a.cfg.Name {
 			viewer = v
 		}
 	}
@@ -45,7 +45,7 @@ func TestRestartOffersWhatABackupRecovered(t *testing.T) {
 	if _, err := b.engine.Allow(viewer, time.Now().UnixMilli(), capc); err != nil {
 		t.Fatal(err)
 	}
-	b.durable.Wait(b.logChange(ring.ViewerKey(viewer)))
+	b.durable.Wait(b.logChange(fcap.ViewerKey(viewer)))
 	if held(a, viewer) {
 		t.Fatal("a holds the viewer before the restart: the test proves nothing")
 	}

@@ -46,7 +46,7 @@ func TestSkippedRingRelaysTheHandOver(t *testing.T) {
 			t.Fatal("no partition with a primary and a backup that never was its primary")
 		}
 		v := fmt.Sprintf("relayed-viewer-%d", i)
-		q := ring.PartitionOf(ring.ViewerKey(v), a.repl.Partitions())
+		q := ring.PartitionOf(fcap.ViewerKey(v), a.repl.Partitions())
 		owners := a.Ring().Owners(q)
 		if len(owners) != 2 || a.Ring().Member(owners[0]).Name != a.cfg.Name {
 			continue

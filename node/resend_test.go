@@ -41,7 +41,7 @@ func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
 	loaded := 0
 	for i := 0; loaded < 1000; i++ {
 		v := fmt.Sprint("resend-viewer-", i)
-		if ring.PartitionOf(ring.ViewerKey(v), r.Partitions()) != p {
+		if ring.PartitionOf(fcap.ViewerKey(v), r.Partitions()) != p {
 			continue
 		}
 		for k := range 60 {
