@@ -9,6 +9,7 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/ring"
+	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // TestClaimedPartitionGetsSurvivorsCopies: a node that gives up waiting
@@ -16,7 +17,7 @@ import (
 // holders for their copies, so a count only they kept comes back.
 func TestClaimedPartitionGetsSurvivorsCopies(t *testing.T) {
 	nodes := startNodes(t, "claim", 2)
-	waitUntil(t, 20*time.Second, func() bool {
+	cluster.Eventually(t, 20*time.Second, func() bool {
 		return len(nodes[0].Ring().Members()) == 2 && len(nodes[1].Ring().Members()) == 2 && nodes[0].Ready() && nodes[1].Ready()
 	}, "cluster of 2 did not converge")
 
@@ -31,13 +32,13 @@ func TestClaimedPartitionGetsSurvivorsCopies(t *testing.T) {
 	if _, ok := b.engine.Viewer(viewer); ok {
 		t.Fatal("b holds the viewer before the claim: the test proves nothing")
 	}
-	p := ring.PartitionOf(ring.ViewerKey(viewer), b.repl.Partitions())
+	p := ring.PartitionOf(fcap.ViewerKey(viewer), b.repl.Partitions())
 	b.repl.Await(p, time.Now().Add(-time.Hour))
 	b.repl.ClaimStale(context.Background(), time.Second)
 	if !b.repl.Holds(p) {
 		t.Fatal("the partition was not claimed")
 	}
-	waitUntil(t, 10*time.Second, func() bool {
+	cluster.Eventually(t, 10*time.Second, func() bool {
 		st, ok := b.engine.Viewer(viewer)
 		return ok && len(st.Keys) == 1 && len(st.Keys[0].Times) == 1
 	}, "the claimed partition never received the survivor's count")
@@ -71,14 +72,4 @@ func startNodes(t *testing.T, prefix string, n int, mutate ...func(*Config)) []*
 		nodes = append(nodes, nd)
 	}
 	return nodes
-}
-
-// waitUntil polls cond until it holds or d passes.
-func waitUntil(t *testing.T, d time.Duration, cond func() bool, msg string) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/nodetest"
+	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // TestLateStrictGrantIsTakenBack: a strict Allow whose sync to the backup
@@ -30,7 +31,7 @@ func TestLateStrictGrantIsTakenBack(t *testing.T) {
 	var nodes []*node.Node
 	for i := range 2 {
 		cfg := node.DefaultLocalConfig(fmt.Sprint("node-", i))
-		cfg.Logger = quiet
+		cfg.Logger = nodetest.Quiet
 		cfg.StrictTimeout = 30 * time.Second
 		if i == 0 {
 			cfg.Registerer, cfg.Gatherer = reg, reg
@@ -45,15 +46,15 @@ func TestLateStrictGrantIsTakenBack(t *testing.T) {
 		}
 		nodes = append(nodes, nodetest.Start(t, cfg))
 	}
-	eventually(t, 20*time.Second, func() bool {
+	cluster.Eventually(t, 20*time.Second, func() bool {
 		return len(nodes[0].Ring().Members()) == 2 && nodes[0].Ready() && nodes[1].Ready()
 	}, "the cluster did not converge: members %d, ready %v %v", len(nodes[0].Ring().Members()), nodes[0].Ready(), nodes[1].Ready())
 	// A budget, not a timing assertion: long enough to answer a healthy
 	// strict Allow on a busy machine, far shorter than StrictTimeout.
-	c := newClient(t, nodes, func(cfg *client.Config) { cfg.Timeout = 2 * time.Second })
+	c := nodetest.NewClient(t, nodes, func(cfg *client.Config) { cfg.Timeout = 2 * time.Second })
 
 	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 5, Window: 1 << 40, Mode: fcap.Strict}
-	viewers := ownedBy(t, nodes[0], "node-0", 2)
+	viewers := cluster.OwnedBy(t, nodes[0].Ring(), "node-0", "viewer", 2)
 	left := func(viewer string) int64 {
 		t.Helper()
 		res, err := c.Check(context.Background(), viewer, []fcap.Candidate{{Caps: []fcap.Cap{strictCap}}})
@@ -85,7 +86,7 @@ func TestLateStrictGrantIsTakenBack(t *testing.T) {
 	px.release()
 
 	// Once the owner is done with that Allow, its slot is free again.
-	eventually(t, 20*time.Second, func() bool { return allowsAnswered(reg) >= 2 }, "the owner did not finish the stalled Allow")
+	cluster.Eventually(t, 20*time.Second, func() bool { return allowsAnswered(reg) >= 2 }, "the owner did not finish the stalled Allow")
 	if got := left(viewers[1]); got != 5 {
 		t.Fatalf("%d left after a grant the client never saw, want 5: the slot stayed used", got)
 	}
@@ -104,22 +105,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-// ownedBy finds n viewers whose primary owner is the named node.
-func ownedBy(t *testing.T, nd *node.Node, name string, n int) []string {
-	t.Helper()
-	var out []string
-	for i := 0; len(out) < n && i < 10000; i++ {
-		v := fmt.Sprint("viewer-", i)
-		if _, owners := nd.Ring().Lookup(v); len(owners) > 0 && nd.Ring().Member(owners[0]).Name == name {
-			out = append(out, v)
-		}
-	}
-	if len(out) < n {
-		t.Fatalf("no %d viewers owned by %s", n, name)
-	}
-	return out
 }
 
 // allowsAnswered is how many Allow requests a node answered, whatever

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/nodetest"
 )
 
 // TestKeepAliveOnceAuthenticated: the node turns TCP keep-alives on for a
@@ -19,9 +20,9 @@ import (
 func TestKeepAliveOnceAuthenticated(t *testing.T) {
 	for _, tokens := range []bool{false, true} {
 		t.Run(map[bool]string{false: "no-tokens", true: "tokens"}[tokens], func(t *testing.T) {
-			nodes := startCluster(t, 1, func(c *node.Config) {
+			nodes := nodetest.SettledCluster(t, "node", 1, func(c *node.Config) {
 				c.HTTPAPI = false
-				c.HandshakeTimeout = time.Minute // not about the deadline
+				c.HandshakeTimeout = time.Minute
 				if tokens {
 					withTokens(c)
 				}

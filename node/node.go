@@ -74,7 +74,7 @@ type Node struct {
 
 	grants grants.Memory // strict grants a client may give back (undo.go)
 
-	finisher *identity.Finisher // links and unlinks to finish (identity.go)
+	finisher *identity.Finisher // links and unlinks to finish (crossdevice.go)
 
 	gossipKeys *security.GossipKeys // GossipKey requests
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -19,7 +18,6 @@ import (
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
@@ -30,73 +28,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// startCluster starts n nodes in this process on loopback port 0, the
-// later ones joining the first, and waits until each sees n members.
-func startCluster(t *testing.T, n int, mutate ...func(*node.Config)) []*node.Node {
-	t.Helper()
-	nodes := nodetest.Cluster(t, "node", n, mutate...)
-	nodetest.Settle(t, nodes, 60*time.Second)
-	return nodes
-}
-
-func eventually(t *testing.T, d time.Duration, cond func() bool, format string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf(format, args...)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func newClient(t *testing.T, nodes []*node.Node, mutate ...func(*client.Config)) *client.Client {
-	t.Helper()
-	var seeds []string
-	for _, nd := range nodes {
-		seeds = append(seeds, nd.DataAddr())
-	}
-	cfg := cluster.ClientConfig(seeds...) // deadlines of seconds: a busy machine runs these
-	cfg.Logger = quiet
-	for _, m := range mutate {
-		m(&cfg)
-	}
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func TestViewerKeyMatchesEngine(t *testing.T) {
-	// The ring routes by ring.ViewerKey and the engine stores viewers by
-	// its own copy of the same function; they must agree.
-	e, _ := engine.New(engine.DefaultLocalConfig())
-	for _, v := range []string{"a", "viewer-1", "ünïcode", string(make([]byte, 200))} {
-		if _, err := e.Allow(v, 0, fcap.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 10}); err != nil {
-			t.Fatal(err)
-		}
-		st, ok := e.Viewer(v)
-		if !ok || len(st.Keys) != 1 {
-			t.Fatalf("viewer %q not found", v)
-		}
-	}
-	if ring.ViewerKey("") == 0 {
-		t.Error("ViewerKey must never be 0")
-	}
-}
-
 func TestClusterRoutesEveryViewerToItsOwner(t *testing.T) {
-	nodes := startCluster(t, 3)
-	c := newClient(t, nodes)
+	nodes := nodetest.SettledCluster(t, "node", 3)
+	c := nodetest.NewClient(t, nodes)
 	cap1 := fcap.Cap{Scope: "campaign", ID: "c", Limit: 2, Window: 1000}
 	for i := range 200 {
 		viewer := fmt.Sprint("viewer-", i)
@@ -159,12 +93,12 @@ func pOf(r *ring.Ring, viewer string) int {
 // member gets NotOwner for the viewers that moved, refreshes, retries
 // once, and the caller never sees it.
 func TestNotOwnerRefreshesAndRetries(t *testing.T) {
-	nodes := startCluster(t, 2)
+	nodes := nodetest.SettledCluster(t, "node", 2)
 	// No periodic refresh: the client must learn of the new node from
 	// the NotOwner answer.
-	c := newClient(t, nodes[:1], func(c *client.Config) { c.RefreshInterval = time.Hour })
+	c := nodetest.NewClient(t, nodes[:1], func(c *client.Config) { c.RefreshInterval = time.Hour })
 	cfg := node.DefaultLocalConfig("node-late")
-	cfg.Logger = quiet
+	cfg.Logger = nodetest.Quiet
 	cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
 	late, err := node.Start(cfg)
 	if err != nil {
@@ -174,7 +108,7 @@ func TestNotOwnerRefreshesAndRetries(t *testing.T) {
 	// Active in every ring, and ready: holding the partitions it owns
 	// (until then it refuses their requests, and the call would fail
 	// open however the client routed it).
-	eventually(t, 60*time.Second, func() bool {
+	cluster.Eventually(t, 60*time.Second, func() bool {
 		for _, nd := range append(nodes, late) {
 			r := nd.Ring()
 			i, ok := r.Find("node-late")
@@ -214,7 +148,7 @@ func TestNotOwnerRefreshesAndRetries(t *testing.T) {
 }
 
 func TestBadFramesGetClearErrors(t *testing.T) {
-	nodes := startCluster(t, 1, func(c *node.Config) { c.MaxFrame = 4096 })
+	nodes := nodetest.SettledCluster(t, "node", 1, func(c *node.Config) { c.MaxFrame = 4096 })
 	nd := nodes[0]
 	dial := func() (net.Conn, *proto.Reader) {
 		c, err := net.Dial("tcp", nd.DataAddr())
@@ -282,7 +216,7 @@ func TestBadFramesGetClearErrors(t *testing.T) {
 }
 
 func TestConnectionLimit(t *testing.T) {
-	nodes := startCluster(t, 1, func(c *node.Config) { c.MaxConns = 2 })
+	nodes := nodetest.SettledCluster(t, "node", 1, func(c *node.Config) { c.MaxConns = 2 })
 	var open []net.Conn
 	defer func() {
 		for _, c := range open {
@@ -315,7 +249,7 @@ func TestConnectionLimit(t *testing.T) {
 }
 
 func TestHealthAndReadiness(t *testing.T) {
-	nodes := startCluster(t, 1)
+	nodes := nodetest.SettledCluster(t, "node", 1)
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 		resp, err := http.Get("http://" + nodes[0].HTTPAddr() + path)
 		if err != nil {
@@ -345,12 +279,12 @@ func TestHealthAndReadiness(t *testing.T) {
 // client already sent, then closes; Shutdown twice is safe.
 func TestShutdownAnswersWhatItRead(t *testing.T) {
 	cfg := node.DefaultLocalConfig("solo")
-	cfg.Logger = quiet
+	cfg.Logger = nodetest.Quiet
 	nd, err := node.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, nd.Ready, "the node did not turn ready")
+	cluster.Eventually(t, 10*time.Second, nd.Ready, "the node did not turn ready")
 	c, err := net.Dial("tcp", nd.DataAddr())
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +307,7 @@ func TestShutdownAnswersWhatItRead(t *testing.T) {
 	// frame alone, and its reader takes the rest from the socket after
 	// that answer is written. Shut down once every request was read and
 	// handled, so what is asserted is that their answers go out.
-	eventually(t, 10*time.Second, func() bool { return nd.Engine().Stats().Viewers == 50 },
+	cluster.Eventually(t, 10*time.Second, func() bool { return nd.Engine().Stats().Viewers == 50 },
 		"the node never handled the 50 requests sent")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

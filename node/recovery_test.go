@@ -11,6 +11,7 @@ import (
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/wal"
 	"github.com/fcap-io/fcap/ring"
+	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // TestRestartOffersWhatABackupRecovered: a soft write a backup took while
@@ -30,14 +31,14 @@ func TestRestartOffersWhatABackupRecovered(t *testing.T) {
 		c.Storage.Fsync = wal.Always
 	}
 	nodes := startNodes(t, "offer", 2, durable)
-	waitUntil(t, 20*time.Second, func() bool {
+	cluster.Eventually(t, 20*time.Second, func() bool {
 		return len(nodes[0].Ring().Members()) == 2 && len(nodes[1].Ring().Members()) == 2 && nodes[0].Ready() && nodes[1].Ready()
 	}, "cluster of 2 did not converge")
 	a, b := nodes[0], nodes[1]
 	var viewer string
 	for i := 0; viewer == ""; i++ {
 		v := fmt.Sprintf("offered-viewer-%d", i)
-		if owners := a.Ring().Owners(ring.PartitionOf(ring.ViewerKey(v), a.repl.Partitions())); len(owners) == 2 && a.Ring().Member(owners[0]).Name == a.cfg.Name {
+		if owners := a.Ring().Owners(ring.PartitionOf(fcap.ViewerKey(v), a.repl.Partitions())); len(owners) == 2 && a.Ring().Member(owners[0]).Name == a.cfg.Name {
 			viewer = v
 		}
 	}
@@ -45,7 +46,7 @@ func TestRestartOffersWhatABackupRecovered(t *testing.T) {
 	if _, err := b.engine.Allow(viewer, time.Now().UnixMilli(), capc); err != nil {
 		t.Fatal(err)
 	}
-	b.durable.Wait(b.logChange(ring.ViewerKey(viewer)))
+	b.durable.Wait(b.logChange(fcap.ViewerKey(viewer)))
 	if held(a, viewer) {
 		t.Fatal("a holds the viewer before the restart: the test proves nothing")
 	}
@@ -60,12 +61,12 @@ func TestRestartOffersWhatABackupRecovered(t *testing.T) {
 	wg.Wait()
 
 	a = startNodes(t, "offer", 1, durable)[0]
-	waitUntil(t, 20*time.Second, a.Ready, "a did not form a cluster alone")
+	cluster.Eventually(t, 20*time.Second, a.Ready, "a did not form a cluster alone")
 	if held(a, viewer) {
 		t.Fatal("a holds the viewer before b is back: the test proves nothing")
 	}
 	startNodes(t, "offer", 1, func(c *Config) { c.Name = "offer-1"; c.Membership.Seeds = []string{a.GossipAddr()} }, durable) // b
-	waitUntil(t, 60*time.Second, func() bool { return held(a, viewer) }, "the count b recovered never reached a, the viewer's primary")
+	cluster.Eventually(t, 60*time.Second, func() bool { return held(a, viewer) }, "the count b recovered never reached a, the viewer's primary")
 }
 
 // held reports whether the node's engine counts one impression of the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/ring"
+	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // TestSkippedRingRelaysTheHandOver: nodes that change rings together may
@@ -27,7 +28,7 @@ import (
 // send. a gets p with the count from b, without claiming it.
 func TestSkippedRingRelaysTheHandOver(t *testing.T) {
 	nodes := startNodes(t, "relay", 3)
-	waitUntil(t, 20*time.Second, func() bool {
+	cluster.Eventually(t, 20*time.Second, func() bool {
 		for _, n := range nodes {
 			if len(n.Ring().Members()) != 3 || !n.Ready() {
 				return false
@@ -46,7 +47,7 @@ func TestSkippedRingRelaysTheHandOver(t *testing.T) {
 			t.Fatal("no partition with a primary and a backup that never was its primary")
 		}
 		v := fmt.Sprintf("relayed-viewer-%d", i)
-		q := ring.PartitionOf(ring.ViewerKey(v), a.repl.Partitions())
+		q := ring.PartitionOf(fcap.ViewerKey(v), a.repl.Partitions())
 		owners := a.Ring().Owners(q)
 		if len(owners) != 2 || a.Ring().Member(owners[0]).Name != a.cfg.Name {
 			continue
@@ -70,7 +71,7 @@ func TestSkippedRingRelaysTheHandOver(t *testing.T) {
 	claimedBefore := testutil.ToFloat64(a.metrics.Claimed)
 	b.repl.ReceiveHandoff("relay-earlier", p)
 	a.repl.AwaitHandoff(p, c.cfg.Name, time.Now())
-	waitUntil(t, 60*time.Second, func() bool { return a.repl.Holds(p) }, "a never got the partition")
+	cluster.Eventually(t, 60*time.Second, func() bool { return a.repl.Holds(p) }, "a never got the partition")
 	if c := testutil.ToFloat64(a.metrics.Claimed) - claimedBefore; c != 0 {
 		t.Fatalf("a claimed %v partitions without their hand-over; b should have relayed it", c)
 	}

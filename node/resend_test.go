@@ -7,6 +7,7 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/ring"
+	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // TestTransferCutByAForgetIsSentAgain (issue 17): a peer stops owning a
@@ -21,7 +22,7 @@ func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
 		cfg.Replication.TransferRate = 256 << 10 // a partition of a megabyte takes seconds
 	})
 	a, b := nodes[0], nodes[1]
-	waitUntil(t, 20*time.Second, func() bool {
+	cluster.Eventually(t, 20*time.Second, func() bool {
 		return len(a.Ring().Members()) == 2 && len(b.Ring().Members()) == 2 && a.Ready() && b.Ready() && a.repl.UnderReplicated() == 0
 	}, "cluster of 2 did not settle")
 
@@ -41,7 +42,7 @@ func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
 	loaded := 0
 	for i := 0; loaded < 1000; i++ {
 		v := fmt.Sprint("resend-viewer-", i)
-		if ring.PartitionOf(ring.ViewerKey(v), r.Partitions()) != p {
+		if ring.PartitionOf(fcap.ViewerKey(v), r.Partitions()) != p {
 			continue
 		}
 		for k := range 60 {
@@ -57,9 +58,9 @@ func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
 	}
 	// Once it is in flight, b stops owning p and owns it again, as two
 	// ring changes in a row would make it.
-	waitUntil(t, 10*time.Second, func() bool { return a.repl.Sending(b.Name(), p) }, "the transfer never started")
+	cluster.Eventually(t, 10*time.Second, func() bool { return a.repl.Sending(b.Name(), p) }, "the transfer never started")
 	a.repl.Resend(b.Name(), p)
-	waitUntil(t, 60*time.Second, func() bool {
+	cluster.Eventually(t, 60*time.Second, func() bool {
 		return a.repl.Sent(b.Name(), p) && a.repl.Pushing(p) == 0 && a.repl.UnderReplicated() == 0
 	}, "the partition was never sent again: its primary reports it under-replicated")
 }

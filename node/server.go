@@ -107,7 +107,7 @@ func firstMaxFrame(maxFrame int, tokens bool) int {
 // failed, lost its place, or the node drains).
 //
 // It serves the connections the pre-authentication poller does not
-// (preauth.go): TLS ones, and all where there is no poller. A connection
+// (poller.go): TLS ones, and all where there is no poller. A connection
 // that sends nothing costs no buffers: they are made when its first byte
 // arrives, so idle connections (a flood, or clients' spare pools) hold a
 // goroutine each and little else. With tokens, the

@@ -13,6 +13,8 @@ import (
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/nodetest"
+	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // cutter is a client Dial hook that can cut the client off one address:
@@ -69,13 +71,13 @@ func count(nd *node.Node, viewer string, c fcap.Cap) int64 {
 // the owner through replication: once the client reaches the owner again
 // it counts each of them once, a Record sent again included.
 func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
-	nodes := startCluster(t, 3)
+	nodes := nodetest.SettledCluster(t, "node", 3)
 	owner := nodes[0]
 	cut := &cutter{addr: owner.DataAddr()}
-	c := newClient(t, nodes, func(cfg *client.Config) {
+	c := nodetest.NewClient(t, nodes, func(cfg *client.Config) {
 		cfg.Dial = cut.dial
-		cfg.Timeout = 10 * time.Second  // a busy, race-built machine: correctness here, speed in benchmarks
-		cfg.RefreshInterval = time.Hour // the ring does not change: keep routing as it says
+		cfg.Timeout = 10 * time.Second
+		cfg.RefreshInterval = time.Hour
 	})
 	r := c.Ring()
 	var viewers []string
@@ -106,7 +108,7 @@ func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
 			t.Fatalf("Allow %s at the owner: %+v, %v", v, vd, err)
 		}
 	}
-	eventually(t, 60*time.Second, func() bool {
+	cluster.Eventually(t, 60*time.Second, func() bool {
 		for _, v := range viewers {
 			if count(backupOf(v), v, soft) != 1 {
 				return false
@@ -143,7 +145,7 @@ func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
 	}
 
 	// The stand-in writes reach the owner.
-	eventually(t, 60*time.Second, func() bool {
+	cluster.Eventually(t, 60*time.Second, func() bool {
 		for _, v := range viewers {
 			if count(owner, v, soft) != 2 || count(owner, v, tally) != 1 {
 				return false

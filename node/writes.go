@@ -301,7 +301,7 @@ func strict(caps []fcap.Cap) bool {
 // (the zero time: none). Cut short by the deadline, it fails with
 // ErrDeadlineExceeded.
 func (h *handler) syncStrict(v *view, viewer string, deadline time.Time) error {
-	return h.syncKey(v, engine.ViewerKey(viewer), partitionOf(v, viewer), deadline)
+	return h.syncKey(v, fcap.ViewerKey(viewer), partitionOf(v, viewer), deadline)
 }
 
 // syncKey is syncStrict for the viewer with key, of partition p.

@@ -68,15 +68,20 @@ const (
 )
 
 // The sentinel errors, one per code. An *Error of a code matches its
-// sentinel with errors.Is.
+// sentinel with errors.Is. Where the vocabulary (package fcap) has an
+// error for the same thing, the sentinel wraps it, so one check of the
+// fcap sentinel holds whether the error came from an engine in process
+// or from a node over the wire: ErrBadRequest is an fcap.ErrInvalid,
+// ErrUnknownReservation an fcap.ErrUnknownReservation and ErrFutureTime
+// an fcap.ErrFutureTime.
 var (
-	ErrBadRequest         = errors.New("fcap: bad request")
+	ErrBadRequest         = &kindOf{"fcap: bad request", []error{fcap.ErrInvalid}}
 	ErrNotOwner           = errors.New("fcap: not owner")
 	ErrOverloaded         = errors.New("fcap: overloaded")
 	ErrShuttingDown       = errors.New("fcap: shutting down")
 	ErrInternal           = errors.New("fcap: internal error")
 	ErrCapacity           = errors.New("fcap: capacity exceeded")
-	ErrUnknownReservation = errors.New("fcap: unknown reservation")
+	ErrUnknownReservation = &kindOf{"fcap: unknown reservation", []error{fcap.ErrUnknownReservation}}
 	ErrUnsupported        = errors.New("fcap: unsupported")
 	ErrUnauthenticated    = errors.New("fcap: unauthenticated")
 	ErrPermissionDenied   = errors.New("fcap: permission denied")
@@ -84,11 +89,21 @@ var (
 	// ErrFutureTime wraps ErrBadRequest: a caller that treats every bad
 	// request alike (the client returns them rather than failing open)
 	// needs no case of its own for it.
-	ErrFutureTime = fmt.Errorf("%w: time ahead of the node's clock", ErrBadRequest)
+	ErrFutureTime = &kindOf{"fcap: bad request: time ahead of the node's clock", []error{ErrBadRequest, fcap.ErrFutureTime}}
 	// ErrNoQuorum wraps ErrOverloaded: the strict write may succeed on a
 	// later try, once a majority is back (or on another node).
 	ErrNoQuorum = fmt.Errorf("%w: strict caps need a majority of the cluster", ErrOverloaded)
 )
+
+// kindOf is a sentinel that is also a kind of the errors it wraps: its
+// own text, and errors.Is matches each of of as well.
+type kindOf struct {
+	msg string
+	of  []error
+}
+
+func (e *kindOf) Error() string   { return e.msg }
+func (e *kindOf) Unwrap() []error { return e.of }
 
 // Framing errors, from Reader.Next.
 var (
@@ -191,12 +206,12 @@ func (e *Error) Unwrap() error { return e.Code.Sentinel() }
 
 // CodeOf returns the code a server answers err with:
 //   - an *Error in err's chain: its code;
-//   - fcap.ErrFutureTime or ErrFutureTime: CodeFutureTime;
-//   - anything wrapping fcap.ErrInvalid or ErrBadRequest, or a framing
-//     error (ErrFrameTooLarge, ErrFrameTooShort): CodeBadRequest;
+//   - fcap.ErrFutureTime (which ErrFutureTime wraps): CodeFutureTime;
+//   - anything wrapping fcap.ErrInvalid (ErrBadRequest does), or a
+//     framing error (ErrFrameTooLarge, ErrFrameTooShort): CodeBadRequest;
 //   - fcap.ErrMemoryLimit, fcap.ErrTooManyKeys,
 //     fcap.ErrTooManyReservations or ErrCapacity: CodeCapacity;
-//   - fcap.ErrUnknownReservation or ErrUnknownReservation:
+//   - fcap.ErrUnknownReservation (which ErrUnknownReservation wraps):
 //     CodeUnknownReservation;
 //   - ErrUnsupportedVersion: CodeUnsupported;
 //   - another sentinel of this package: its code;
@@ -210,7 +225,7 @@ func CodeOf(err error) Code {
 		return 0
 	case errors.As(err, &pe):
 		return pe.Code
-	case errors.Is(err, fcap.ErrFutureTime), errors.Is(err, ErrFutureTime):
+	case errors.Is(err, fcap.ErrFutureTime):
 		return CodeFutureTime
 	case errors.Is(err, fcap.ErrInvalid), errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrFrameTooShort):
 		return CodeBadRequest

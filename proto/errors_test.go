@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -158,5 +159,47 @@ func TestCodeString(t *testing.T) {
 	}
 	if CodeNotOwner.String() != "not_owner" {
 		t.Errorf("CodeNotOwner.String() = %q", CodeNotOwner.String())
+	}
+}
+
+// TestSentinelsAreTheirFcapKinds: where the vocabulary has an error for
+// what a code says, the code's sentinel, and so an answer of that code
+// decoded from the wire, is that error too; every other sentinel is none
+// of them. The sentinels keep their own text.
+func TestSentinelsAreTheirFcapKinds(t *testing.T) {
+	kinds := []error{fcap.ErrInvalid, fcap.ErrUnknownReservation, fcap.ErrFutureTime}
+	is := map[Code][]error{
+		CodeBadRequest:         {fcap.ErrInvalid},
+		CodeUnknownReservation: {fcap.ErrUnknownReservation},
+		CodeFutureTime:         {fcap.ErrInvalid, fcap.ErrFutureTime},
+	}
+	texts := map[Code]string{
+		CodeBadRequest:         "fcap: bad request",
+		CodeUnknownReservation: "fcap: unknown reservation",
+		CodeFutureTime:         "fcap: bad request: time ahead of the node's clock",
+	}
+	for c := range Code(len(codeInfo)) {
+		s := c.Sentinel()
+		if s == nil {
+			continue
+		}
+		_, body := frameOf(t, 1, &Error{Code: c, Message: "m"})
+		var m Error
+		if err := Decode(body, &m); err != nil {
+			t.Fatal(err)
+		}
+		wire := fmt.Errorf("call: %w", &m)
+		for _, k := range kinds {
+			want := slices.Contains(is[c], k)
+			if got := errors.Is(s, k); got != want {
+				t.Errorf("errors.Is(%v, %v) = %v, want %v", s, k, got, want)
+			}
+			if got := errors.Is(wire, k); got != want {
+				t.Errorf("errors.Is(%v, %v) from the wire = %v, want %v", wire, k, got, want)
+			}
+		}
+		if txt, ok := texts[c]; ok && s.Error() != txt {
+			t.Errorf("%v: text %q, want %q", c, s.Error(), txt)
+		}
 	}
 }

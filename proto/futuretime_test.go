@@ -28,6 +28,10 @@ func TestFutureTimeCrossesTheWire(t *testing.T) {
 	if !errors.Is(err, ErrFutureTime) || !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("%v: errors.Is ErrFutureTime %v, ErrBadRequest %v; want both", err, errors.Is(err, ErrFutureTime), errors.Is(err, ErrBadRequest))
 	}
+	// One check of the engine's sentinel holds on either side of the wire.
+	if !errors.Is(err, fcap.ErrFutureTime) || !errors.Is(err, fcap.ErrInvalid) {
+		t.Fatalf("%v: errors.Is fcap.ErrFutureTime %v, fcap.ErrInvalid %v; want both", err, errors.Is(err, fcap.ErrFutureTime), errors.Is(err, fcap.ErrInvalid))
+	}
 	if errors.Is(err, ErrOverloaded) || errors.Is(err, ErrInternal) {
 		t.Fatalf("%v matches an unrelated sentinel", err)
 	}
@@ -38,7 +42,7 @@ func TestFutureTimeCrossesTheWire(t *testing.T) {
 		t.Fatalf("CodeOf of the decoded error = %v", CodeOf(err))
 	}
 	// A plain bad request is not a future time.
-	if errors.Is(&Error{Code: CodeBadRequest}, ErrFutureTime) {
+	if errors.Is(&Error{Code: CodeBadRequest}, ErrFutureTime) || errors.Is(&Error{Code: CodeBadRequest}, fcap.ErrFutureTime) {
 		t.Fatal("a bad request matches ErrFutureTime")
 	}
 }

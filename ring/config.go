@@ -23,7 +23,7 @@ const (
 // different ones compute different rings.
 type Config struct {
 	// Partitions is the fixed number of partitions viewers are hashed
-	// into (ViewerKey % Partitions). A prime in [2, MaxPartitions], and
+	// into (fcap.ViewerKey % Partitions). A prime in [2, MaxPartitions], and
 	// more than the number of Active members there will ever be (Build
 	// refuses more Active members than partitions). Keep it well above
 	// the member count: with 271, from about 45 Active members on some

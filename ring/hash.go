@@ -7,19 +7,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// ViewerKey is the 64-bit routing hash of a viewer id:
-// xxhash.Sum64String(viewer), except that 0 becomes 1. The cap engine
-// knows a viewer by the same hash (node/engine's viewerKey), so the keys it
-// stores map to partitions with PartitionOf; the two functions must stay
-// identical.
-func ViewerKey(viewer string) uint64 {
-	if h := xxhash.Sum64String(viewer); h != 0 {
-		return h
-	}
-	return 1
-}
-
-// PartitionOf returns the partition of a viewer key: key % partitions. It
+// PartitionOf returns the partition of a viewer key (fcap.ViewerKey):
+// key % partitions. It
 // returns 0 if partitions is not positive.
 func PartitionOf(key uint64, partitions int) int {
 	if partitions <= 0 {

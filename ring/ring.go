@@ -1,8 +1,8 @@
 // Package ring places fcap's viewers on nodes: which node owns a viewer's
 // counters, and which back them up.
 //
-// A viewer id hashes to a 64-bit key (ViewerKey, the same hash the cap
-// engine stores), and the key to one of a fixed prime number of partitions
+// A viewer id hashes to a 64-bit key (fcap.ViewerKey, the key the cap
+// engine stores it under), and the key to one of a fixed prime number of partitions
 // (key % Partitions). A Ring maps each partition to its R owners, primary
 // first, computed once per membership change with consistent hashing with
 // bounded loads (buraksezer/consistent) over the Active members' stable
@@ -18,13 +18,16 @@
 // Every ring has an epoch, a hash of its content (see Ring.Epoch). Nodes
 // put it on every response so a client notices when its ring is stale.
 //
-// The package imports nothing of fcap.
+// Of fcap the package imports only the vocabulary (package fcap), for
+// ViewerKey.
 package ring
 
 import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/fcap-io/fcap"
 )
 
 // NoOwner marks an empty place in an owners table: a partition with fewer
@@ -112,11 +115,11 @@ func (r *Ring) Rank(p int, name string) int {
 	return -1
 }
 
-// Lookup routes a viewer: its partition, ViewerKey(viewer) % Partitions,
+// Lookup routes a viewer: its partition, fcap.ViewerKey(viewer) % Partitions,
 // and that partition's owner indexes as Owners returns them. A hash, a
 // modulo and a slice: no lock, no allocation, no sort.
 func (r *Ring) Lookup(viewer string) (partition int, owners []uint16) {
-	p := PartitionOf(ViewerKey(viewer), r.partitions)
+	p := PartitionOf(fcap.ViewerKey(viewer), r.partitions)
 	return p, r.Owners(p)
 }
 

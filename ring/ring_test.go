@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/fcap-io/fcap"
 )
 
 // members returns n members named prefix0.. in state s.
@@ -81,7 +83,7 @@ func TestBuildZeroOwners(t *testing.T) {
 				t.Fatalf("partition %d has an owner with no owning member", p)
 			}
 		}
-		if p, o := r.Lookup("viewer"); len(o) != 0 || p != PartitionOf(ViewerKey("viewer"), r.Partitions()) {
+		if p, o := r.Lookup("viewer"); len(o) != 0 || p != PartitionOf(fcap.ViewerKey("viewer"), r.Partitions()) {
 			t.Fatalf("Lookup = %d, %v", p, o)
 		}
 	}
@@ -234,13 +236,8 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestViewerKey(t *testing.T) {
-	for _, v := range []string{"", "viewer-1", "a much longer viewer id with spaces"} {
-		if got, want := ViewerKey(v), xxhash.Sum64String(v); got != want || got == 0 {
-			t.Errorf("ViewerKey(%q) = %#x, want %#x", v, got, want)
-		}
-	}
-	if PartitionOf(545, 271) != 3 || PartitionOf(5, 0) != 0 {
+func TestPartitionOf(t *testing.T) {
+	if PartitionOf(545, 271) != 3 || PartitionOf(5, 0) != 0 || PartitionOf(5, -1) != 0 {
 		t.Error("PartitionOf")
 	}
 }
@@ -251,12 +248,12 @@ func TestLookup(t *testing.T) {
 		v := fmt.Sprintf("viewer-%d", i)
 		p, owners := r.Lookup(v)
 		if p != int(xxhash.Sum64String(v)%271) {
-			t.Fatalf("Lookup(%q) partition %d, want ViewerKey %% 271", v, p)
+			t.Fatalf("Lookup(%q) partition %d, want fcap.ViewerKey %% 271", v, p)
 		}
 		if !slices.Equal(owners, r.Owners(p)) || len(owners) != 2 {
 			t.Fatalf("Lookup(%q) owners %v, Owners(%d) = %v", v, owners, p, r.Owners(p))
 		}
-		if p2, o2 := r.LookupKey(ViewerKey(v)); p2 != p || !slices.Equal(o2, owners) {
+		if p2, o2 := r.LookupKey(fcap.ViewerKey(v)); p2 != p || !slices.Equal(o2, owners) {
 			t.Fatalf("LookupKey differs from Lookup")
 		}
 	}

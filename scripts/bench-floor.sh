@@ -40,7 +40,7 @@
 #                   each request before answering (fcapbench --echo-work);
 #                   with --echo-caller-work D, its caller D per call before
 #                   sending. Set to fcap's CPU per check over the bare
-#                   echo's (BENCHMARKS.md), it is the floor of a server
+#                   echo's (docs/bench/BENCHMARKS.md), it is the floor of a server
 #                   doing fcap's work
 #   --echo-caller-work D  see --echo-work
 #   --max-steal P   a run in which the hypervisor took more than P percent

@@ -10,7 +10,7 @@
 # the memory figures), runs `fcapbench suite`, and stops only what it
 # started (by PID, on exit). It leaves results.json, report.md and PNG
 # charts in the output directory and, for a full run, appends the report to
-# BENCHMARKS.md.
+# docs/bench/BENCHMARKS.md.
 #
 # With two or more CPUs every server is pinned to the last CPU and
 # fcapbench to the others (taskset), so each system under test gets one
@@ -18,9 +18,9 @@
 # off).
 #
 # Options:
-#   --quick        short runs and a small memory load; report in /tmp, BENCHMARKS.md untouched
+#   --quick        short runs and a small memory load; report in /tmp, docs/bench/BENCHMARKS.md untouched
 #   --out DIR      where the report goes (default docs/bench/YYYY-MM-DD, or a temp dir with --quick)
-#   --no-append    do not append the report to BENCHMARKS.md
+#   --no-append    do not append the report to docs/bench/BENCHMARKS.md
 #   --no-pin       do not pin servers and generator to CPUs
 #   --port-base N  first loopback port used (default 27700); ports N..N+120 and N+10000.. must be free
 set -euo pipefail
@@ -175,7 +175,7 @@ else
 fi
 [ -z "$OUT" ] && OUT="docs/bench/$(date -u +%F)"
 MD=()
-[ "$APPEND" = 1 ] && MD=(--md BENCHMARKS.md)
+[ "$APPEND" = 1 ] && MD=(--md docs/bench/BENCHMARKS.md)
 F3="127.0.0.1:$(port 10),127.0.0.1:$(port 11),127.0.0.1:$(port 12)"
 RC="127.0.0.1:$RC1,127.0.0.1:$RC2,127.0.0.1:$RC3"
 

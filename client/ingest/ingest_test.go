@@ -17,6 +17,7 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // fakeCluster is a Recorder that counts like the engine: once per
@@ -162,17 +163,6 @@ func testConfig(brokers []string, topics ...string) Config {
 	return cfg
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // committed returns the group's committed offset of topic/partition, -1
 // when none.
 func committed(t *testing.T, brokers []string, group, topic string, p int32) int64 {
@@ -222,8 +212,8 @@ func TestPoisonRecords(t *testing.T) {
 	cfg.Registerer = reg
 	in := start(t, cfg, f)
 
-	eventually(t, "the good records after the poison ones are recorded", func() bool { return f.count("a") == 1 && f.count("b") == 1 })
-	eventually(t, "the offset passes every record", func() bool { return committed(t, brokers, "g", "imps", 0) == 6 })
+	cluster.Eventually(t, 30*time.Second, func() bool { return f.count("a") == 1 && f.count("b") == 1 }, "the good records after the poison ones are recorded")
+	cluster.Eventually(t, 30*time.Second, func() bool { return committed(t, brokers, "g", "imps", 0) == 6 }, "the offset passes every record")
 	if n := f.distinct(); n != 2 {
 		t.Errorf("%d impressions recorded, want 2: a bad record's impressions are never sent", n)
 	}
@@ -274,14 +264,14 @@ func TestCommitWaitsForEveryEarlierRecord(t *testing.T) {
 	cfg.Workers = 3
 	start(t, cfg, f)
 
-	eventually(t, "the records around the slow one are acknowledged", func() bool { return f.count("first") == 1 && f.count("third") == 1 })
-	eventually(t, "the offset moves past the first record", func() bool { return committed(t, brokers, "g", "imps", 0) == 1 })
+	cluster.Eventually(t, 30*time.Second, func() bool { return f.count("first") == 1 && f.count("third") == 1 }, "the records around the slow one are acknowledged")
+	cluster.Eventually(t, 30*time.Second, func() bool { return committed(t, brokers, "g", "imps", 0) == 1 }, "the offset moves past the first record")
 	time.Sleep(100 * time.Millisecond) // several commit intervals: a wrong commit would land
 	if got := committed(t, brokers, "g", "imps", 0); got != 1 {
 		t.Fatalf("committed offset %d while record 1 is unacknowledged, want 1", got)
 	}
 	close(release)
-	eventually(t, "the offset passes every record once the slow one is acknowledged", func() bool { return committed(t, brokers, "g", "imps", 0) == 3 })
+	cluster.Eventually(t, 30*time.Second, func() bool { return committed(t, brokers, "g", "imps", 0) == 3 }, "the offset passes every record once the slow one is acknowledged")
 }
 
 // TestRestartReplaysUnacknowledged: an ingester stopped while a record is
@@ -310,7 +300,7 @@ func TestRestartReplaysUnacknowledged(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- in.Run(ctx) }()
-	eventually(t, "the other records are acknowledged", func() bool { return f.distinct() == 19 })
+	cluster.Eventually(t, 30*time.Second, func() bool { return f.distinct() == 19 }, "the other records are acknowledged")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -323,10 +313,10 @@ func TestRestartReplaysUnacknowledged(t *testing.T) {
 	delete(f.hold, "stuck") // the cluster is well again
 	f.mu.Unlock()
 	start(t, cfg, f)
-	eventually(t, "the unacknowledged record is replayed", func() bool { return f.count("stuck") == 1 })
-	eventually(t, "every partition is committed to its end", func() bool {
+	cluster.Eventually(t, 30*time.Second, func() bool { return f.count("stuck") == 1 }, "the unacknowledged record is replayed")
+	cluster.Eventually(t, 30*time.Second, func() bool {
 		return committed(t, brokers, "g", "imps", 0) == 10 && committed(t, brokers, "g", "imps", 1) == 10
-	})
+	}, "every partition is committed to its end")
 }
 
 // TestFromTime: a rebuild replays every partition from the first record
@@ -344,10 +334,10 @@ func TestFromTime(t *testing.T) {
 	cfg := testConfig(brokers, "imps")
 	cfg.FromTime = base.Add(20 * time.Minute)
 	start(t, cfg, f)
-	eventually(t, "the records since the time are replayed", func() bool { return f.distinct() == 10 })
-	eventually(t, "every partition is committed to its end", func() bool {
+	cluster.Eventually(t, 30*time.Second, func() bool { return f.distinct() == 10 }, "the records since the time are replayed")
+	cluster.Eventually(t, 30*time.Second, func() bool {
 		return committed(t, brokers, "g", "imps", 0) == 10 && committed(t, brokers, "g", "imps", 2) == 10
-	})
+	}, "every partition is committed to its end")
 	for i := range 20 {
 		if f.count(fmt.Sprint(i)) != 0 {
 			t.Errorf("impression %d, from before the time, was replayed", i)
@@ -410,7 +400,7 @@ func TestBackPressure(t *testing.T) {
 	cfg.Workers, cfg.BatchRecords, cfg.PollRecords = 2, 50, 100
 	in := start(t, cfg, gatedCluster{f, gate})
 
-	eventually(t, "the workers are full", func() bool { return in.track.records() >= 150 })
+	cluster.Eventually(t, 30*time.Second, func() bool { return in.track.records() >= 150 }, "the workers are full")
 	for range 20 {
 		if n := in.track.records(); n > 200 {
 			t.Fatalf("%d records in flight, want at most PollRecords + Workers x BatchRecords = 200", n)
@@ -423,7 +413,7 @@ func TestBackPressure(t *testing.T) {
 		}
 	}
 	close(gate)
-	eventually(t, "every record counts once the cluster answers", func() bool { return f.distinct() == 2000 })
+	cluster.Eventually(t, 30*time.Second, func() bool { return f.distinct() == 2000 }, "every record counts once the cluster answers")
 	for i := range 2000 {
 		if n := f.count(fmt.Sprint(i)); n != 1 {
 			t.Fatalf("impression %d counted %d times", i, n)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // stream produces impressions numbered 0, 1, ... to the topic "imps",
@@ -79,14 +81,14 @@ func (s *stream) halt() int {
 // some partition of "imps".
 func waitCommitted(t *testing.T, brokers []string, partitions int, what string) {
 	t.Helper()
-	eventually(t, what, func() bool {
+	cluster.Eventually(t, 30*time.Second, func() bool {
 		for p := range int32(partitions) {
 			if committed(t, brokers, "g", "imps", p) > 0 {
 				return true
 			}
 		}
 		return false
-	})
+	}, "%s", what)
 }
 
 // expectAllCounted waits until the group "g" has committed every

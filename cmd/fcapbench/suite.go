@@ -353,7 +353,7 @@ func runSuite(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&s.maxOther, "max-other", 25, "with --server-pids: rerun a step during which other work used more than this share of a core (%; 0: never)")
 	fs.IntVar(&s.retries, "retries", 8, "reruns the whole suite may spend on disturbed steps")
 	fs.StringVar(&outDir, "out", "", "directory for results.json, report.md and the PNG charts (required)")
-	fs.StringVar(&mdPath, "md", "", "also append the report to this markdown file (BENCHMARKS.md)")
+	fs.StringVar(&mdPath, "md", "", "also append the report to this markdown file (docs/bench/BENCHMARKS.md)")
 	fs.StringVar(&command, "command", "", "the command that ran the suite, for the report (default: this fcapbench command line)")
 	fs.StringVar(&setup, "setup", "", "how the machine and servers were set up, for the report")
 	fs.BoolVar(&quiet, "quiet", false, "no progress lines")

@@ -14,7 +14,7 @@ import (
 // holding few viewers) collects every time it allocated as much again:
 // a cycle every 20 s or so, whose mark worker, on a node given one core,
 // holds it for up to a few milliseconds at a time while checks wait
-// (Go execution traces, BENCHMARKS.md, issue 21).
+// (Go execution traces, docs/bench/BENCHMARKS.md, issue 21).
 //
 // gcFloorBytes is how much the heap may grow past what the last cycle
 // kept before the next one starts, at least: GOGC=100 once the live heap

@@ -41,7 +41,7 @@ const (
 // viewer is one viewer's state. It lives by value in a stripe's chunk and
 // is guarded by the stripe's lock.
 type viewer struct {
-	key   uint64 // viewerKey of the viewer id; 0 marks a free slot
+	key   uint64 // fcap.ViewerKey of the viewer id; 0 marks a free slot
 	base  int64  // origin of narrow timestamps
 	arena []uint32
 	ext   *viewerExt // nil for the common viewer with no extras

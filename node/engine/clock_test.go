@@ -142,7 +142,7 @@ func TestExportUntilCoversTimesAheadOfTheClock(t *testing.T) {
 	e, _ := clockedEngine(t)
 	c := campaign("c", 5, 1000)
 	mustAllow(t, e, "v", t0+skew, true, c)
-	_, until := e.ExportUntil(engine.ViewerKey("v"), nil)
+	_, until := e.ExportUntil(fcap.ViewerKey("v"), nil)
 	if until < t0+skew+1000 {
 		t.Fatalf("ExportUntil = %d, before the impression at %d ages out of its window (%d)", until, t0+skew, t0+skew+1000)
 	}

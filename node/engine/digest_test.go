@@ -17,7 +17,7 @@ func TestDigestSeesCountsNotLayout(t *testing.T) {
 	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 10, Window: 1000, Algorithm: fcap.Buckets}
 	short := campaign("short", 10, 50)
 	all := []fcap.Cap{sliding, fixed, buckets, short}
-	key := engine.ViewerKey("v")
+	key := fcap.ViewerKey("v")
 	record := func(e *engine.Engine, id string, at int64) {
 		t.Helper()
 		if _, err := e.Record("v", fcap.Impression{ID: id, Time: at, Caps: all}); err != nil {
@@ -78,7 +78,7 @@ func TestDigestSeesCountsNotLayout(t *testing.T) {
 	if d, n := inOrder.Digest(key, 100_000); d != 0 || n != 0 {
 		t.Errorf("long after every window: %x over %d counters, want 0", d, n)
 	}
-	if d, _ := inOrder.Digest(engine.ViewerKey("nobody"), now); d != 0 {
+	if d, _ := inOrder.Digest(fcap.ViewerKey("nobody"), now); d != 0 {
 		t.Errorf("unknown viewer: %x, want 0", d)
 	}
 

@@ -33,7 +33,7 @@ func fullRoom(t *testing.T, e *engine.Engine, viewer string, now int64, caps []f
 // back, and what either counted after the erasure stays.
 func TestEraseThenMergeAnOlderCopy(t *testing.T) {
 	caps := eraseCaps()
-	key := engine.ViewerKey("v")
+	key := fcap.ViewerKey("v")
 	owner, replica := newEngine(t), newEngine(t)
 	for _, e := range []*engine.Engine{owner, replica} {
 		for i, now := range []int64{100, 200, 300} {
@@ -104,7 +104,7 @@ func TestEraseRefusesOldImpressions(t *testing.T) {
 // viewer.
 func TestEraseTombstoneSurvivesExportAndExpires(t *testing.T) {
 	caps := eraseCaps()
-	key := engine.ViewerKey("v")
+	key := fcap.ViewerKey("v")
 	e := newEngine(t)
 	mustRecord(t, e, "v", fcap.Impression{ID: "x", Time: 100, Caps: caps}, fcap.Recorded)
 	old := e.Export(key, nil)

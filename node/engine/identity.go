@@ -290,7 +290,7 @@ func (e *Engine) AddDevice(viewer, device string, at int64, deviceState []byte, 
 		if err != nil {
 			return 0, err
 		}
-		if st.key != viewerKey(device) {
+		if st.key != fcap.ViewerKey(device) {
 			return 0, fmt.Errorf("%w: the state is not the device's", ErrBadState)
 		}
 		dev = st

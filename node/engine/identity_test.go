@@ -110,7 +110,7 @@ func TestLinkRefusals(t *testing.T) {
 func TestUnlinkAndReplicasConverge(t *testing.T) {
 	a := newEngine(t)
 	link(t, a, "phone", "person", 100)
-	devKey, viewerKey := engine.ViewerKey("phone"), engine.ViewerKey("person")
+	devKey, viewerKey := fcap.ViewerKey("phone"), fcap.ViewerKey("person")
 	oldDev, oldViewer := a.Export(devKey, nil), a.Export(viewerKey, nil)
 
 	if was, err := a.UnlinkDevice("phone", 200); err != nil || was != "person" {

@@ -20,7 +20,7 @@ func TestMergeKeepsWhatEitherCopyCounted(t *testing.T) {
 	fixed := fcap.Cap{Scope: "campaign", ID: "f", Limit: 20, Window: 1000, Algorithm: fcap.Fixed}
 	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 20, Window: 1000, Algorithm: fcap.Buckets}
 	all := []fcap.Cap{sliding, fixed, buckets}
-	key := engine.ViewerKey("v")
+	key := fcap.ViewerKey("v")
 
 	a, b := newEngine(t), newEngine(t)
 	for _, now := range []int64{100, 200, 200} { // shared history, a duplicate time included

@@ -62,10 +62,6 @@ func (e *Engine) Observe(t int64) (clamped bool) {
 	return err != nil
 }
 
-// ViewerKey returns the key the engine stores a viewer under: the routing
-// hash of its id (see ring.ViewerKey, which must agree).
-func ViewerKey(viewer string) uint64 { return viewerKey(viewer) }
-
 // Export appends the current state of the viewer with the given key to
 // dst, in a binary form Import takes. A viewer the engine does not hold is
 // exported as "absent", so importing it deletes the viewer on a replica.

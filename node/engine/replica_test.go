@@ -89,7 +89,7 @@ func TestImportReplacesAndAbsentDeletes(t *testing.T) {
 	mustAllow(t, dst, "v", 0, true, c)
 	mustAllow(t, dst, "v", 1, true, c)
 	mustAllow(t, src, "v", 5, true, c)
-	key := engine.ViewerKey("v")
+	key := fcap.ViewerKey("v")
 	if _, _, err := dst.Import(src.Export(key, nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestImportReplacesAndAbsentDeletes(t *testing.T) {
 func TestImportRejectsBadStates(t *testing.T) {
 	src := newEngine(t)
 	populate(t, src)
-	good := src.Export(engine.ViewerKey("viewer-4"), nil)
+	good := src.Export(fcap.ViewerKey("viewer-4"), nil)
 	for name, mutate := range map[string]func([]byte) []byte{
 		"empty":        func([]byte) []byte { return nil },
 		"version":      func(b []byte) []byte { b[0] = 9; return b },
@@ -138,12 +138,12 @@ func importSeeds(t testing.TB) map[string][]byte {
 	seeds := map[string][]byte{}
 	var all []byte
 	for _, v := range viewers {
-		b := src.Export(engine.ViewerKey(v), nil)
+		b := src.Export(fcap.ViewerKey(v), nil)
 		seeds["seed-"+v] = b
 		all = append(all, b...)
 	}
 	seeds["seed-all"] = all
-	seeds["seed-absent"] = src.Export(engine.ViewerKey("nobody"), nil)
+	seeds["seed-absent"] = src.Export(fcap.ViewerKey("nobody"), nil)
 	// Identity: a linked device (with impressions of its own) and a
 	// viewer with a live device and an unlinked one.
 	if _, err := src.Allow("fuzz-phone", 500, campaign("c", 5, 1000)); err != nil {
@@ -155,8 +155,8 @@ func importSeeds(t testing.TB) map[string][]byte {
 	src.AddDevice("fuzz-person", "fuzz-tv", 601, st, 8)
 	src.UnlinkDevice("fuzz-tv", 700)
 	src.RemoveDevice("fuzz-person", "fuzz-tv", 700)
-	seeds["seed-linked-device"] = src.Export(engine.ViewerKey("fuzz-phone"), nil)
-	seeds["seed-person-with-devices"] = src.Export(engine.ViewerKey("fuzz-person"), nil)
+	seeds["seed-linked-device"] = src.Export(fcap.ViewerKey("fuzz-phone"), nil)
+	seeds["seed-person-with-devices"] = src.Export(fcap.ViewerKey("fuzz-person"), nil)
 	good := seeds["seed-viewer-4"]
 	seeds["bad-truncated"] = good[:len(good)-3]
 	seeds["bad-huge-arena"] = append(append([]byte(nil), good[:18]...), 0xff, 0xff, 0xff, 0x7f)
@@ -268,7 +268,7 @@ func TestImportAllIsAllOrNothing(t *testing.T) {
 	viewers := populate(t, src)
 	var all []byte
 	for _, v := range viewers[:10] {
-		all = src.Export(engine.ViewerKey(v), all)
+		all = src.Export(fcap.ViewerKey(v), all)
 	}
 	bad := append(append([]byte(nil), all...), 1, 2, 3)
 	dst := newEngine(t)
@@ -278,13 +278,13 @@ func TestImportAllIsAllOrNothing(t *testing.T) {
 	if st := dst.Stats(); st.Viewers != 0 {
 		t.Fatalf("a refused ImportAll stored %d viewers", st.Viewers)
 	}
-	skip := engine.ViewerKey(viewers[1])
+	skip := fcap.ViewerKey(viewers[1])
 	applied, refused, err := dst.ImportAll(all, func(k uint64) bool { return k != skip })
 	if err != nil || applied != 9 || refused != 1 {
 		t.Fatalf("ImportAll = %d applied, %d refused, %v; want 9, 1, nil", applied, refused, err)
 	}
 	for _, v := range viewers[2:10] {
-		k := engine.ViewerKey(v)
+		k := fcap.ViewerKey(v)
 		if string(dst.Export(k, nil)) != string(src.Export(k, nil)) {
 			t.Errorf("%s: imported state differs", v)
 		}

@@ -108,7 +108,7 @@ func TestVoidRefusesBadInput(t *testing.T) {
 // Record reached it late) gives it up on merge too.
 func TestVoidSurvivesMerge(t *testing.T) {
 	caps := eraseCaps()
-	key := engine.ViewerKey("v")
+	key := fcap.ViewerKey("v")
 	bad := fcap.Impression{ID: "bot", Time: 200, Caps: caps}
 	owner, replica, standIn := newEngine(t), newEngine(t), newEngine(t)
 	for _, e := range []*engine.Engine{owner, replica} {
@@ -158,7 +158,7 @@ func TestVoidSurvivesMerge(t *testing.T) {
 // is freed.
 func TestVoidSurvivesReplayAndExpires(t *testing.T) {
 	caps := eraseCaps()
-	key := engine.ViewerKey("v")
+	key := fcap.ViewerKey("v")
 	bad := fcap.Impression{ID: "bot", Time: 200, Caps: caps}
 	e := newEngine(t)
 	mustRecord(t, e, "v", bad, fcap.Recorded)
@@ -210,7 +210,7 @@ func TestVoidMarksBounded(t *testing.T) {
 // whole and its marks are checked: a truncated or doubled one is refused.
 func TestVoidStateRefusedWhenBroken(t *testing.T) {
 	caps := eraseCaps()
-	key := engine.ViewerKey("v")
+	key := fcap.ViewerKey("v")
 	e := newEngine(t)
 	mustVoid(t, e, "v", fcap.Impression{ID: "a", Time: 10, Caps: caps}, false)
 	state := e.Export(key, nil)

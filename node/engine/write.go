@@ -40,7 +40,7 @@ type Write struct {
 	Journal Journal
 
 	// Changed says the write changed a viewer; Key is that viewer's key
-	// (ViewerKey of its id), Seq the journal's sequence number of its
+	// (fcap.ViewerKey of its id), Seq the journal's sequence number of its
 	// new state (0 without a journal, or when the journal kept none).
 	Changed bool
 	Key     uint64

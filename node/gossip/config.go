@@ -140,7 +140,7 @@ func LANMemberlistConfig() *memberlist.Config {
 // garbage was half of what an idle node of a 3-node cluster allocated
 // (1.8 MB/s), and the GC cycles it paid for run on the core that
 // answers checks: with one core, the GC's mark worker holds it for up to
-// a few milliseconds at a time (Go execution traces, BENCHMARKS.md,
+// a few milliseconds at a time (Go execution traces, docs/bench/BENCHMARKS.md,
 // issue 21). Nodes still read compressed packets, so a cluster can mix
 // nodes with and without it.
 

@@ -723,9 +723,9 @@ func toVerdict(v client.Verdict) Verdict {
 // an operation without a failure policy.
 func fail(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, client.ErrFutureTime), errors.Is(err, fcap.ErrFutureTime):
+	case errors.Is(err, fcap.ErrFutureTime):
 		replyError(w, http.StatusBadRequest, CodeFutureTime, err.Error())
-	case errors.Is(err, errInvalid), errors.Is(err, fcap.ErrInvalid), errors.Is(err, client.ErrBadRequest):
+	case errors.Is(err, errInvalid), errors.Is(err, fcap.ErrInvalid):
 		replyError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.Is(err, client.ErrUnknownReservation):
 		replyError(w, http.StatusNotFound, CodeUnknownReservation, err.Error())

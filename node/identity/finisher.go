@@ -2,7 +2,7 @@
 // see through.
 //
 // A link or an unlink changes two slots that may live on two owners (the
-// device's and the viewer's; node/identity.go). The node that drives one
+// device's and the viewer's; node/crossdevice.go). The node that drives one
 // notes it here before its first step (Begin) and clears it once both
 // are done (End). When the other side could not be reached (down, busy,
 // moving), End keeps the job and the Finisher runs it again in the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // tries is a Try that fails until ok is set, and counts its calls by device.
@@ -36,15 +37,6 @@ func (tr *tries) count(d string) int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return tr.calls[d]
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal(what)
-		}
-	}
 }
 
 // TestFinisher: a job whose try failed is run again until it succeeds;
@@ -81,7 +73,7 @@ func TestFinisher(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { f.Run(ctx) })
-	waitFor(t, func() bool { return tr.count(binary) >= 2 && tr.count("refused") >= 1 && f.Unfinished() == 1 }, "the jobs were not run again, or the refused one kept")
+	cluster.Eventually(t, 20*time.Second, func() bool { return tr.count(binary) >= 2 && tr.count("refused") >= 1 && f.Unfinished() == 1 }, "the jobs were not run again, or the refused one kept")
 	cancel()
 	wg.Wait()
 	if err := f.Close(); err != nil {
@@ -106,7 +98,7 @@ func TestFinisher(t *testing.T) {
 	}
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	wg.Go(func() { f2.Run(ctx2) })
-	waitFor(t, func() bool { return f2.Unfinished() == 0 }, "the journaled job was not finished after the restart")
+	cluster.Eventually(t, 20*time.Second, func() bool { return f2.Unfinished() == 0 }, "the journaled job was not finished after the restart")
 	cancel2()
 	wg.Wait()
 	if tr2.count(binary) != 1 || tr2.count("done") != 0 || tr2.count("bad") != 0 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
 )
 
 // Time trust (SECURITY.md, "Time").
@@ -67,9 +68,12 @@ func newTime(reg prometheus.Registerer, eng *engine.Engine) (*Time, error) {
 	return m, nil
 }
 
-// RefusedTime counts err if it refused a time ahead of the clock.
+// RefusedTime counts err if it refused a time ahead of the clock. A
+// peer's refusal passed on (a *proto.Error, which is an
+// fcap.ErrFutureTime too) was counted by the peer, not here.
 func (m *Time) RefusedTime(op Op, err error) {
-	if errors.Is(err, fcap.ErrFutureTime) {
+	var pe *proto.Error
+	if errors.Is(err, fcap.ErrFutureTime) && !errors.As(err, &pe) {
 		m.refused[op].Inc()
 	}
 }

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // Quiet drops every record: a node's log is noise in a test that passes.
@@ -55,6 +57,15 @@ func Cluster(t testing.TB, prefix string, n int, mutate ...func(*node.Config)) [
 	return nodes
 }
 
+// SettledCluster starts a Cluster and waits (a minute, see Settle) until
+// every node is ready and sees all of them.
+func SettledCluster(t testing.TB, prefix string, n int, mutate ...func(*node.Config)) []*node.Node {
+	t.Helper()
+	nodes := Cluster(t, prefix, n, mutate...)
+	Settle(t, nodes, 60*time.Second)
+	return nodes
+}
+
 // Settle waits until every node is ready and sees all of them as members,
 // failing the test after timeout. Pass a generous one (a minute): gossip
 // on a busy machine may suspect a node that is only slow, and converging
@@ -77,4 +88,22 @@ func Settled(nodes []*node.Node) bool {
 		}
 	}
 	return true
+}
+
+// Seeds returns the data-plane addresses of nodes: a client's seeds.
+func Seeds(nodes ...*node.Node) []string {
+	s := make([]string, len(nodes))
+	for i, nd := range nodes {
+		s[i] = nd.DataAddr()
+	}
+	return s
+}
+
+// NewClient builds a ready client of nodes, as cluster.NewClient does
+// (deadlines of seconds: a busy machine runs these tests), logging to
+// Quiet before each mutate changes its config.
+func NewClient(t testing.TB, nodes []*node.Node, mutate ...func(*client.Config)) *client.Client {
+	t.Helper()
+	quiet := func(cfg *client.Config) { cfg.Logger = Quiet }
+	return cluster.NewClient(t, Seeds(nodes...), append([]func(*client.Config){quiet}, mutate...)...)
 }

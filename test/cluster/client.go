@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/ring"
 )
 
 // ClientTimeout is the deadline of every call, first dial and Record
@@ -69,4 +71,22 @@ func Seeds(nodes ...*Node) []string {
 		}
 	}
 	return s
+}
+
+// OwnedBy returns n viewer ids, prefix-0, prefix-1 and so on, whose
+// primary owner in r is the member named name; it fails the test when
+// the first 100,000 ids do not hold n of them.
+func OwnedBy(t testing.TB, r *ring.Ring, name, prefix string, n int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; len(out) < n && i < 100_000; i++ {
+		v := fmt.Sprintf("%s-%d", prefix, i)
+		if _, owners := r.Lookup(v); len(owners) > 0 && r.Member(owners[0]).Name == name {
+			out = append(out, v)
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("fewer than %d viewers owned by %s", n, name)
+	}
+	return out
 }

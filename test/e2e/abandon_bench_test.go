@@ -21,7 +21,7 @@ import (
 // grant it could not answer in time (ARCHITECTURE.md, "Deadlines"), so
 // the two must match but for answers that left the node in time and
 // reached the client late; for a soft cap late grants stand by design.
-// It is a figure, not a test: see BENCHMARKS.md, "Abandoned strict
+// It is a figure, not a test: see docs/bench/BENCHMARKS.md, "Abandoned strict
 // grants", for how to run it and what it gave.
 func BenchmarkAbandonedGrants(b *testing.B) {
 	requireNoRace(b)

@@ -7,7 +7,7 @@ package e2e
 //	FCAP_TEST_NORACE=1 go test ./test/e2e -run '^$' -bench Failover -benchtime 5x
 //	FCAP_TEST_NORACE=1 go test ./test/e2e -run '^$' -bench Join -benchtime 1x -timeout 30m
 //
-// and see BENCHMARKS.md.
+// and see docs/bench/BENCHMARKS.md.
 
 import (
 	"context"

@@ -15,13 +15,6 @@ import (
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
-// newClient is a ready client of the running nodes with deadlines of
-// seconds: correctness here, speed in benchmarks.
-func newClient(t *testing.T, nodes []*cluster.Node) *client.Client {
-	t.Helper()
-	return cluster.NewClient(t, cluster.Seeds(nodes...))
-}
-
 // sum adds one metric over every node.
 func sum(t *testing.T, nodes []*cluster.Node, key string) float64 {
 	t.Helper()
@@ -39,7 +32,7 @@ func sum(t *testing.T, nodes []*cluster.Node, key string) float64 {
 // request to one node.
 func TestThreeNodeCluster(t *testing.T) {
 	nodes := cluster.StartCluster(t, 3, cluster.Options{})
-	c := newClient(t, nodes)
+	c := cluster.NewClient(t, cluster.Seeds(nodes...))
 	if got := len(c.Ring().Members()); got != 3 {
 		t.Fatalf("client sees %d members, want 3", got)
 	}

@@ -75,7 +75,7 @@ func (tl *tally) total() int {
 // impression is counted, none more than was attempted.
 func TestWholeClusterKill9DefaultFsync(t *testing.T) {
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2, DataDir: t.TempDir(), Args: []string{"--snapshot-interval", "0"}})
-	c := newClient(t, nodes)
+	c := cluster.NewClient(t, cluster.Seeds(nodes...))
 	soft, hard := newTally(), newTally()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -92,7 +92,7 @@ func TestWholeClusterKill9DefaultFsync(t *testing.T) {
 		n.Restart()
 	}
 	cluster.WaitActive(t, nodes, 3)
-	c2 := newClient(t, nodes)
+	c2 := cluster.NewClient(t, cluster.Seeds(nodes...))
 	for _, s := range []struct {
 		tl *tally
 		cp fcap.Cap

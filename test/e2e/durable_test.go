@@ -55,7 +55,7 @@ func checkTally(t *testing.T, c *client.Client, tl *tally) (acked int) {
 func TestKill9SingleNodeKeepsAcknowledgedWrites(t *testing.T) {
 	dir := t.TempDir()
 	n := cluster.Start(t, "d1", cluster.Options{Replicas: 1, Args: durableArgs(dir)})
-	c := newClient(t, []*cluster.Node{n})
+	c := cluster.NewClient(t, cluster.Seeds(n))
 	tl := newTally()
 	ctx, stop := context.WithCancel(context.Background())
 	wg := allowTraffic(ctx, c, tl, viewerIDs("kill9", 40), 4, bigCap)
@@ -65,7 +65,7 @@ func TestKill9SingleNodeKeepsAcknowledgedWrites(t *testing.T) {
 	wg.Wait()
 
 	n.Restart()
-	c2 := newClient(t, []*cluster.Node{n})
+	c2 := cluster.NewClient(t, cluster.Seeds(n))
 	acked := checkTally(t, c2, tl)
 	if !strings.Contains(n.Logs(), "storage: loaded the data dir") {
 		t.Error("no storage line at start")
@@ -104,7 +104,7 @@ func TestDamagedLogTail(t *testing.T) {
 	}
 	for round, d := range damages {
 		cluster.WaitActive(t, []*cluster.Node{n}, 1) // serving, not just listening
-		c := newClient(t, []*cluster.Node{n})
+		c := cluster.NewClient(t, cluster.Seeds(n))
 		viewers := viewerIDs(fmt.Sprint("tail", round), 30)
 		ctx := context.Background()
 		for _, v := range viewers {
@@ -120,7 +120,7 @@ func TestDamagedLogTail(t *testing.T) {
 		}
 		n.Restart()
 		cluster.WaitActive(t, []*cluster.Node{n}, 1)
-		c = newClient(t, []*cluster.Node{n})
+		c = cluster.NewClient(t, cluster.Seeds(n))
 		for i, v := range viewers {
 			want := 1
 			if i == len(viewers)-1 {
@@ -140,7 +140,7 @@ func TestDamagedLogTail(t *testing.T) {
 // with kill -9 at once and restarted: every acknowledged count is back.
 func TestWholeClusterRestart(t *testing.T) {
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2, DataDir: t.TempDir(), Args: durableArgs("")[2:]})
-	c := newClient(t, nodes)
+	c := cluster.NewClient(t, cluster.Seeds(nodes...))
 	tl := newTally()
 	ctx, stop := context.WithCancel(context.Background())
 	wg := allowTraffic(ctx, c, tl, viewerIDs("whole", 60), 4, bigCap)
@@ -165,7 +165,7 @@ func TestWholeClusterRestart(t *testing.T) {
 		n.Restart()
 	}
 	cluster.WaitActive(t, nodes, 3)
-	c2 := newClient(t, nodes)
+	c2 := cluster.NewClient(t, cluster.Seeds(nodes...))
 	acked := checkTally(t, c2, tl)
 	for i := range 20 {
 		d, want := fmt.Sprintf("whole-device-%d", i), fmt.Sprintf("whole-person-%d", i)

@@ -43,7 +43,7 @@ func TestEraseSurvivesWholeClusterKill9(t *testing.T) {
 
 	killAndRestart(t, nodes)
 	assertErased(t, nodes, viewer, device)
-	c2 := newClient(t, nodes)
+	c2 := cluster.NewClient(t, cluster.Seeds(nodes...))
 	for _, cp := range caps {
 		if n := countOf(t, c2, viewer, cp); n != 0 {
 			t.Errorf("%s: %d counted after the erasure and a restart, want 0", cp.ID, n)
@@ -93,7 +93,7 @@ func recordedCluster(t *testing.T, viewer, prefix string, n int) ([]*cluster.Nod
 	t.Helper()
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2, DataDir: t.TempDir()})
 	cluster.WaitActive(t, nodes, 3)
-	c := newClient(t, nodes)
+	c := cluster.NewClient(t, cluster.Seeds(nodes...))
 	caps := []fcap.Cap{
 		{Scope: "campaign", ID: prefix + "-s", Limit: 50, Window: 3_600_000},
 		{Scope: "campaign", ID: prefix + "-f", Limit: 50, Window: 3_600_000, Algorithm: fcap.Fixed},

@@ -5,7 +5,7 @@ package e2e
 //	FCAP_TEST_NORACE=1 go test ./test/e2e -run '^$' -bench DeadFirstSeed -benchtime 3x
 //	FCAP_TEST_NORACE=1 go test ./test/e2e -run '^$' -bench KillOvershoot -benchtime 1x -count 3
 //
-// See BENCHMARKS.md.
+// See docs/bench/BENCHMARKS.md.
 
 import (
 	"context"

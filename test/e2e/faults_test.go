@@ -91,18 +91,6 @@ func TestDeadSeedsFirst(t *testing.T) {
 	}
 }
 
-// ownedBy returns n viewers whose owner, in r, is the named node.
-func ownedBy(r *ring.Ring, name, prefix string, n int) []string {
-	var out []string
-	for i := 0; len(out) < n; i++ {
-		v := fmt.Sprintf("%s-%d", prefix, i)
-		if _, owners := r.Lookup(v); r.Member(owners[0]).Name == name {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // backupCount asks a viewer's backup owner, in r, how many impressions
 // it holds under a cap (a Check that accepts a backup's answer).
 func backupCount(r *ring.Ring, viewer string, c fcap.Cap) (int64, error) {
@@ -150,7 +138,7 @@ func TestKilledOwnerSoftWritesGoToABackup(t *testing.T) {
 	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: 3_600_000}
 	strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: 3_600_000, Mode: fcap.Strict}
 	tally := fcap.Cap{Scope: "campaign", ID: "tally", Limit: fcap.MaxLimit, Window: 3_600_000}
-	viewers := ownedBy(r, victim.Name, "killed-owner", 20)
+	viewers := cluster.OwnedBy(t, r, victim.Name, "killed-owner", 20)
 	granted := map[string]int{}
 	for _, v := range viewers {
 		for range limit {
@@ -220,7 +208,7 @@ func TestKilledOwnerSoftWritesGoToABackup(t *testing.T) {
 	// (the hour above), so it still sends these viewers' checks to the
 	// dead owner's backup as a failover, whose answers are stale.
 	waitStable(t, nodes)
-	for v, n := range counted(t, newClient(t, nodes), viewers, tally) {
+	for v, n := range counted(t, cluster.NewClient(t, cluster.Seeds(nodes...)), viewers, tally) {
 		if n != 1 {
 			t.Errorf("%s: %d impressions counted, want 1", v, n)
 		}

@@ -19,7 +19,7 @@ import (
 // frozen backup failed open every soft call of its primary's viewers.
 func TestStrictWaitDoesNotBlockTheConnection(t *testing.T) {
 	nodes := cluster.StartCluster(t, 2, cluster.Options{Replicas: 2})
-	c := newClient(t, nodes)
+	c := cluster.NewClient(t, cluster.Seeds(nodes...))
 	// Two viewers whose primary is n1 (and so whose backup is n2).
 	var mine []string
 	for i := 0; len(mine) < 2; i++ {

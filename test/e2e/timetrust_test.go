@@ -42,7 +42,7 @@ func futureTimeAttack(t *testing.T, durable bool) {
 		o.DataDir = t.TempDir()
 	}
 	nodes := cluster.StartCluster(t, 3, o)
-	c := newClient(t, nodes)
+	c := cluster.NewClient(t, cluster.Seeds(nodes...))
 	ctx := context.Background()
 
 	// Thirty viewers at their cap of 3 a day, owned all over the ring.
@@ -90,7 +90,7 @@ func futureTimeAttack(t *testing.T, durable bool) {
 		n.Restart()
 	}
 	cluster.WaitActive(t, nodes, 3)
-	capsHold(t, nodes, newClient(t, nodes), capped, "after a restart of every node")
+	capsHold(t, nodes, cluster.NewClient(t, cluster.Seeds(nodes...)), capped, "after a restart of every node")
 }
 
 // capsHold checks that every node's "now" is its clock, that real-time

@@ -115,7 +115,7 @@ func TestFcapctlVerifyFindsDrift(t *testing.T) {
 	if _, err := e.Allow(victim, time.Now().UnixMilli(), strict); err != nil {
 		t.Fatal(err)
 	}
-	key := engine.ViewerKey(victim)
+	key := fcap.ViewerKey(victim)
 	var res proto.ReplicateResult
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

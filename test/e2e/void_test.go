@@ -40,7 +40,7 @@ func TestVoidSurvivesWholeClusterKill9(t *testing.T) {
 
 	killAndRestart(t, nodes)
 	assertOwnersCount(t, nodes, viewer, 2)
-	c2 := newClient(t, nodes)
+	c2 := cluster.NewClient(t, cluster.Seeds(nodes...))
 	for _, cp := range caps {
 		if n := countOf(t, c2, viewer, cp); n != 2 {
 			t.Errorf("%s: %d counted after the void and a restart, want 2", cp.ID, n)

@@ -29,7 +29,7 @@ import (
 // throughout.
 //
 // One with the client's default 5 ms deadline counts its fail-opens by
-// phase and logs them: a speed figure (BENCHMARKS.md), not asserted. A
+// phase and logs them: a speed figure (docs/bench/BENCHMARKS.md), not asserted. A
 // scrape of /metrics costs the node a few ms of CPU, load the attack does
 // not cause, so the phases of the figure are windows in which the test
 // does not scrape: before the attack (the floor), while the attacker

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/identity"
 	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/proto"
@@ -197,7 +197,7 @@ func (h *handler) wrote(wv *view, id string, err error) uint64 {
 	if err != nil {
 		return 0
 	}
-	key := engine.ViewerKey(id)
+	key := fcap.ViewerKey(id)
 	wv.plan.Mark(key)
 	return h.n.logChange(key)
 }

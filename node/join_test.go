@@ -15,6 +15,7 @@ import (
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/ring"
 	"github.com/fcap-io/fcap/test/cluster"
 )
@@ -24,8 +25,8 @@ import (
 func TestJoinUnderTrafficLosesNothing(t *testing.T) {
 	var logs cluster.LogBuffer
 	debug := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	nodes := startCluster(t, 3, func(c *node.Config) { c.Logger = debug })
-	c := newClient(t, nodes)
+	nodes := nodetest.SettledCluster(t, "node", 3, func(c *node.Config) { c.Logger = debug })
+	c := nodetest.NewClient(t, nodes)
 	capc := fcap.Cap{Scope: "campaign", ID: "join", Limit: fcap.MaxLimit, Window: 1 << 40}
 	viewers := make([]string, 200)
 	for i := range viewers {
@@ -66,7 +67,7 @@ func TestJoinUnderTrafficLosesNothing(t *testing.T) {
 	}
 	defer late.Shutdown(context.Background())
 	all := append(nodes, late)
-	eventually(t, 30*time.Second, func() bool {
+	cluster.Eventually(t, 30*time.Second, func() bool {
 		for _, nd := range all {
 			r := nd.Ring()
 			i, ok := r.Find("node-new")
@@ -85,7 +86,7 @@ func TestJoinUnderTrafficLosesNothing(t *testing.T) {
 		// The owner's count: a backup's answer (stale, to a hedged
 		// check) may lack the last writes, replicated asynchronously.
 		var res *client.CheckResult
-		eventually(t, 10*time.Second, func() bool {
+		cluster.Eventually(t, 10*time.Second, func() bool {
 			res, _ = c.Check(context.Background(), v, []fcap.Candidate{{Caps: []fcap.Cap{capc}}})
 			return res != nil && !res.Verdicts[0].Failed() && !res.Verdicts[0].Stale
 		}, "no answer from the owner of %s", v)
@@ -144,7 +145,7 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 	// the move was over, and far fewer than minWrites would be counted.
 	const strictTimeout, minWrites = 30 * time.Second, 5
 	slow := func(c *node.Config) { c.Replication.TransferRate, c.StrictTimeout = rate, strictTimeout }
-	nodes := startCluster(t, 2, slow)
+	nodes := nodetest.SettledCluster(t, "node", 2, slow)
 	// Load state straight into the engines of the viewers' owners.
 	load := fcap.Cap{Scope: "campaign", ID: "load", Limit: 8, Window: 1 << 40}
 	for i := range 20000 {
@@ -159,11 +160,11 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 			}
 		}
 	}
-	c := newClient(t, nodes)
+	c := nodetest.NewClient(t, nodes)
 	strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: fcap.MaxLimit, Window: 1 << 40, Mode: fcap.Strict}
 
 	cfg := node.DefaultLocalConfig("node-new")
-	cfg.Logger = quiet
+	cfg.Logger = nodetest.Quiet
 	cfg.Replication.TransferRate, cfg.StrictTimeout = rate, strictTimeout
 	cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
 	start := time.Now()
