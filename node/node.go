@@ -31,6 +31,7 @@ import (
 	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/node/statuspage"
 	"github.com/fcap-io/fcap/node/storage"
+	"github.com/fcap-io/fcap/proto/rpc"
 	"github.com/fcap-io/fcap/ring"
 )
 
@@ -120,7 +121,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.tokens = security.NewTokens(cfg.Security.Tokens, cfg.Security.PeerToken)
 	n.peers = peers.New(cfg.Security.PeerTLS, cfg.MaxFrame, n.tokens)
-	n.page = statuspage.New(pageSource{n}, client.NodeStatus, n.log)
+	n.page = statuspage.New(pageSource{n}, rpc.NodeStatus, n.log)
 	n.gossipKeys = security.NewGossipKeys(cfg.Membership.Memberlist, cfg.Name, n.log)
 	eng, err := engine.New(cfg.Engine)
 	if err != nil {
