@@ -18,6 +18,7 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/client/httpapi"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/nodetest"
@@ -34,11 +35,17 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // startCluster starts n nodes in this process on loopback port 0, the
 // later ones joining the first, and waits until each sees n members.
+// They serve the JSON API, as cmd/fcapd's do.
 func startCluster(t *testing.T, n int, mutate ...func(*node.Config)) []*node.Node {
 	t.Helper()
-	nodes := nodetest.Cluster(t, "node", n, mutate...)
+	nodes := nodetest.Cluster(t, "node", n, append([]func(*node.Config){serveAPI}, mutate...)...)
 	nodetest.Settle(t, nodes, 60*time.Second)
 	return nodes
+}
+
+// serveAPI makes a node serve the JSON API (client/httpapi's gateway).
+func serveAPI(cfg *node.Config) {
+	cfg.API = func(env node.APIEnv) (node.API, error) { return httpapi.Start(httpapi.Config(env)) }
 }
 
 func eventually(t *testing.T, d time.Duration, cond func() bool, format string, args ...any) {
