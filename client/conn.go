@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/proto/rpc"
 )
 
 // A peer is one node's data-plane address and the connections the client
@@ -255,7 +256,7 @@ func (cl *Client) dialConn(p *peer) (*conn, error) {
 	if cl.cfg.TokenFunc != nil {
 		token = cl.cfg.TokenFunc()
 	}
-	nc, err := dial(context.Background(), p.addr, cl.cfg.DialTimeout, cl.cfg.TLS, token, cl.cfg.Dial)
+	nc, err := rpc.Dial(context.Background(), p.addr, cl.cfg.DialTimeout, cl.cfg.TLS, token, cl.cfg.Dial)
 	if err != nil {
 		return nil, err
 	}

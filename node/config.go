@@ -12,7 +12,6 @@ import (
 
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/gossip"
-	"github.com/fcap-io/fcap/node/httpapi"
 	"github.com/fcap-io/fcap/node/quorum"
 	"github.com/fcap-io/fcap/node/replication"
 	"github.com/fcap-io/fcap/node/security"
@@ -114,9 +113,13 @@ type Config struct {
 	// *prometheus.Registry.
 	Gatherer prometheus.Gatherer
 
-	// HTTPAPI serves the JSON API (package httpapi) under /v1/ on the
-	// HTTP address. Default true.
+	// HTTPAPI serves the JSON API that API starts under /v1/ on the HTTP
+	// address. Default true.
 	HTTPAPI bool
+	// API starts the JSON API once the data plane listens (cmd/fcapd
+	// passes client/httpapi's Start; see APIEnv). nil: no JSON API.
+	// Default nil.
+	API func(APIEnv) (API, error)
 	// APITimeout bounds each JSON API call to the cluster unless the
 	// request asks for less. Default 20 ms (JSON callers are not in
 	// process: they pay for HTTP too).
@@ -202,7 +205,7 @@ func DefaultConfig() Config {
 
 		HTTPAPI:     true,
 		APITimeout:  20 * time.Millisecond,
-		APIMaxBody:  httpapi.DefaultMaxBody,
+		APIMaxBody:  1 << 20, // httpapi.DefaultMaxBody
 		Storage:     storage.DefaultConfig(),
 		Replication: replication.DefaultConfig(),
 		Quorum:      quorum.DefaultConfig(""),

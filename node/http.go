@@ -39,7 +39,7 @@ func (n *Node) httpHandler() http.Handler {
 		w.Write([]byte("ready\n" + notes))
 	})
 	mux.Handle("GET /{$}", n.page)
-	if n.cfg.HTTPAPI {
+	if n.cfg.HTTPAPI && n.cfg.API != nil {
 		mux.HandleFunc("/v1/", n.serveAPI)
 	}
 	if n.cfg.Pprof {
@@ -67,9 +67,8 @@ func (s pageSource) Counters() statuspage.Counters {
 		BackupReads:    int64(m.BackupReads.Value()),
 		StrictFailures: int64(m.StrictFailures.Value()),
 	}
-	if s.n.apiClient != nil {
-		st := s.n.apiClient.Stats()
-		c.APICalls, c.APIFailOpen = st.Calls, st.FailOpen
+	if a := s.n.api.Load(); a != nil {
+		c.APICalls, c.APIFailOpen = (*a).Counts()
 	}
 	return c
 }

@@ -18,12 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node/conns"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/node/grants"
-	"github.com/fcap-io/fcap/node/httpapi"
 	"github.com/fcap-io/fcap/node/identity"
 	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/node/peers"
@@ -32,6 +30,7 @@ import (
 	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/node/statuspage"
 	"github.com/fcap-io/fcap/node/storage"
+	"github.com/fcap-io/fcap/proto/rpc"
 	"github.com/fcap-io/fcap/ring"
 )
 
@@ -49,13 +48,12 @@ type Node struct {
 	metrics *metrics.Set
 	clock   func() int64
 
-	data      net.Listener
-	dataAddr  string // advertised
-	http      *http.Server
-	httpLn    net.Listener
-	api       atomic.Pointer[httpapi.API] // the JSON API, once its client is up
-	apiClient *client.Client
-	page      *statuspage.Page
+	data     net.Listener
+	dataAddr string // advertised
+	http     *http.Server
+	httpLn   net.Listener
+	api      atomic.Pointer[API] // the JSON API, once it is up
+	page     *statuspage.Page
 
 	view   atomic.Pointer[view] // the ring as this node routes by
 	ringMu sync.Mutex           // orders view changes (gossip callbacks and Start)
@@ -124,7 +122,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.tokens = security.NewTokens(cfg.Security.Tokens, cfg.Security.PeerToken)
 	n.peers = peers.New(cfg.Security.PeerTLS, cfg.MaxFrame, n.tokens)
-	n.page = statuspage.New(pageSource{n}, client.NodeStatus, n.log)
+	n.page = statuspage.New(pageSource{n}, rpc.NodeStatus, n.log)
 	n.gossipKeys = security.NewGossipKeys(cfg.Membership.Memberlist, cfg.Name, n.log)
 	eng, err := engine.New(cfg.Engine)
 	if err != nil {
@@ -302,7 +300,7 @@ func (n *Node) run() {
 	if err := n.startAPI(); err != nil {
 		n.log.Error("http api not started", "err", err)
 	}
-	n.wg.Go(func() { n.page.Run(ctx) }) // reads n.apiClient: after startAPI
+	n.wg.Go(func() { n.page.Run(ctx) }) // reads n.api: after startAPI
 	if n.http != nil {
 		n.wg.Go(func() {
 			if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {

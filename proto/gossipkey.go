@@ -1,5 +1,14 @@
 package proto
 
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+)
+
 // MaxGossipKeys bounds the keys a GossipKeyResult lists.
 const MaxGossipKeys = 64
 
@@ -88,4 +97,28 @@ func (m *GossipKeyResult) decode(d *decoder) {
 		m.Keys[i] = d.str()
 	}
 	d.end(extra)
+}
+
+// ParseGossipKey decodes a gossip key written in standard base64 (as
+// "openssl rand -base64 32" prints it; surrounding white space is
+// ignored) and checks that it is an AES-128, 192 or 256 key: 16, 24 or
+// 32 bytes. The error never quotes the key.
+func ParseGossipKey(s string) ([]byte, error) {
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil {
+		return nil, errors.New("gossip key is not standard base64")
+	}
+	switch len(b) {
+	case 16, 24, 32:
+		return b, nil
+	}
+	return nil, fmt.Errorf("gossip key of %d bytes: it must be 16, 24 or 32 bytes (AES-128, 192 or 256)", len(b))
+}
+
+// GossipKeyFingerprint names a gossip key without revealing it: the
+// first 8 bytes of its SHA-256, in hex. Logs, fcapctl and
+// GossipKeyResult show keys by their fingerprints.
+func GossipKeyFingerprint(key []byte) string {
+	sum := sha256.Sum256(key)
+	return hex.EncodeToString(sum[:8])
 }

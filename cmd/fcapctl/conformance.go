@@ -7,8 +7,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/fcap-io/fcap/node/conformance"
 	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/test/conformance"
 )
 
 // runConformance runs case files and ends with "N passed, M failed".

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/proto/rpc"
 	"github.com/fcap-io/fcap/ring"
 )
 
@@ -36,7 +37,7 @@ const memberProbe = 500 * time.Millisecond
 // server would use. A member of the topology that refuses connections
 // is reported on stderr and not waited for: its viewers are answered by
 // their backups, as an ad server's would be.
-func dialCluster(ctx context.Context, admin *client.Admin, seeds []string, timeout time.Duration, stderr io.Writer) (*client.Client, error) {
+func dialCluster(ctx context.Context, admin *rpc.Admin, seeds []string, timeout time.Duration, stderr io.Writer) (*client.Client, error) {
 	if len(seeds) == 0 {
 		return nil, fmt.Errorf("--addr names no address")
 	}

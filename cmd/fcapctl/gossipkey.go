@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -61,12 +60,12 @@ func runGossipKey(args []string, stdout, stderr io.Writer) int {
 			fs.Usage()
 			return 2
 		}
-		key, err := gossip.ParseKey(req.Key)
+		key, err := proto.ParseGossipKey(req.Key)
 		if err != nil {
 			fmt.Fprintf(stderr, "fcapctl gossip-key: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stderr, "key %s\n", gossip.KeyFingerprint(key))
+		fmt.Fprintf(stderr, "key %s\n", proto.GossipKeyFingerprint(key))
 	} else if fs.NArg() != 1 {
 		fs.Usage()
 		return 2

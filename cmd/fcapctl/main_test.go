@@ -16,7 +16,7 @@ func runCLI(args ...string) (code int, stdout, stderr string) {
 }
 
 func TestConformanceSharedCases(t *testing.T) {
-	files, _ := filepath.Glob("../../node/conformance/testdata/*.json")
+	files, _ := filepath.Glob("../../test/conformance/testdata/*.json")
 	if len(files) == 0 {
 		t.Fatal("no case files")
 	}

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/proto/rpc"
 )
 
 // firstContact is how long a node asked for the topology may take to
@@ -34,7 +34,7 @@ type seedAnswer struct {
 // returns the first answer. When none answers it says, per address,
 // why: refused, silent, an HTTP server, or a peer speaking something
 // else. Strings are copied out of the frame.
-func reach(ctx context.Context, a *client.Admin, addrs []string) (*proto.Topology, error) {
+func reach(ctx context.Context, a *rpc.Admin, addrs []string) (*proto.Topology, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	answers := make(chan seedAnswer, len(addrs))
@@ -67,11 +67,11 @@ func reach(ctx context.Context, a *client.Admin, addrs []string) (*proto.Topolog
 }
 
 // topology is reach under the name the admin commands use.
-func topology(ctx context.Context, a *client.Admin, addrs []string) (*proto.Topology, error) {
+func topology(ctx context.Context, a *rpc.Admin, addrs []string) (*proto.Topology, error) {
 	return reach(ctx, a, addrs)
 }
 
-func askTopology(ctx context.Context, a *client.Admin, addr string) (*proto.Topology, error) {
+func askTopology(ctx context.Context, a *rpc.Admin, addr string) (*proto.Topology, error) {
 	ctx, cancel := context.WithTimeout(ctx, firstContact)
 	defer cancel()
 	var t proto.Topology

@@ -82,7 +82,7 @@ func TestDeadAddressFailsAtOnceWithoutAWarning(t *testing.T) {
 		{"check", "--addr", dead, "u1", "campaign:c1:3:1h"},
 		{"keys", "--addr", dead, "u1"},
 		{"status", "--addr", dead},
-		{"conformance", "--addr", dead, "../../node/conformance/testdata/allow_cases.json"},
+		{"conformance", "--addr", dead, "../../test/conformance/testdata/allow_cases.json"},
 	} {
 		code, _, errOut := runCLI(args...)
 		if code != exitError || !strings.Contains(errOut, dead) || !strings.Contains(errOut, "connection refused") {

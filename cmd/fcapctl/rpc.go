@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/proto/rpc"
 )
 
 // connFlags are the flags of every command that talks to a cluster: how
@@ -67,11 +67,11 @@ func (c *connFlags) tls() (*tls.Config, error) {
 	if c.ca == "" && c.cert == "" && c.key == "" {
 		return nil, nil
 	}
-	return client.LoadTLS(c.ca, c.cert, c.key)
+	return rpc.LoadTLS(c.ca, c.cert, c.key)
 }
 
 // admin returns what sends one-off requests as the flags say.
-func (c *connFlags) admin() (*client.Admin, error) {
+func (c *connFlags) admin() (*rpc.Admin, error) {
 	t, err := c.tls()
 	if err != nil {
 		return nil, err
@@ -80,5 +80,5 @@ func (c *connFlags) admin() (*client.Admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &client.Admin{TLS: t, Token: tok}, nil
+	return &rpc.Admin{TLS: t, Token: tok}, nil
 }

@@ -250,7 +250,7 @@ func TestEveryJSONOutputMatchesTheSchema(t *testing.T) {
 	// Gossip is not encrypted here: every member answers with an error row.
 	check("gossip_key", exitError, "gossip-key", "--addr", addr, "--json", "list")
 	check("version", exitOK, "version", "--json")
-	files, _ := filepath.Glob("../../node/conformance/testdata/*.json")
+	files, _ := filepath.Glob("../../test/conformance/testdata/*.json")
 	check("conformance", exitOK, append([]string{"conformance", "--json"}, files[0])...)
 	check("verify_live", exitOK, "verify", "--addr", addr, "--json", "--settle", "50ms", "--no-log")
 	check("verify_offline", exitOK, "verify", "--json", t.TempDir())

@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/proto/rpc"
 	"github.com/fcap-io/fcap/ring"
 )
 
@@ -29,7 +29,7 @@ import (
 // verifyOpts are the live verify's flags.
 type verifyOpts struct {
 	addrs   []string
-	admin   *client.Admin
+	admin   *rpc.Admin
 	settle  time.Duration
 	noLog   bool
 	show    int

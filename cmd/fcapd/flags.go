@@ -150,6 +150,7 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.Logger = logger
 	cfg.Pprof = o.pprof
 	cfg.HTTPAPI = o.httpAPI
+	cfg.API = startAPI
 	cfg.APITimeout = o.apiTimeout
 	cfg.MaxClockSkew = o.maxClockSkew
 	cfg.Engine.MemoryLimit = o.memoryLimit

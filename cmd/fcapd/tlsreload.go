@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/proto/rpc"
 )
 
 // tlsFiles is the data plane's certificate material, read from the
@@ -36,12 +36,12 @@ func (f *tlsFiles) load() error {
 	}
 	m := &tlsMaterial{cert: &cert}
 	if f.clientCA != "" {
-		if m.clientCAs, err = client.LoadCertPool(f.clientCA); err != nil {
+		if m.clientCAs, err = rpc.LoadCertPool(f.clientCA); err != nil {
 			return fmt.Errorf("--tls-client-ca: %w", err)
 		}
 	}
 	if f.ca != "" {
-		if m.rootCAs, err = client.LoadCertPool(f.ca); err != nil {
+		if m.rootCAs, err = rpc.LoadCertPool(f.ca); err != nil {
 			return fmt.Errorf("--tls-ca: %w", err)
 		}
 	}

@@ -1,12 +1,9 @@
 package gossip
 
 import (
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
-	"strings"
 
+	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 	"github.com/hashicorp/memberlist"
 )
@@ -15,24 +12,20 @@ import (
 // "openssl rand -base64 32" prints it; surrounding white space is
 // ignored) and checks that it is an AES-128, 192 or 256 key: 16, 24 or
 // 32 bytes. The error never quotes the key.
+// It is proto.ParseGossipKey, its error wrapping ring.ErrConfig: a node's
+// key is configuration.
 func ParseKey(s string) ([]byte, error) {
-	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+	b, err := proto.ParseGossipKey(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: gossip key is not standard base64", ring.ErrConfig)
-	}
-	if err := memberlist.ValidateKey(b); err != nil {
-		return nil, fmt.Errorf("%w: gossip key of %d bytes: it must be 16, 24 or 32 bytes (AES-128, 192 or 256)", ring.ErrConfig, len(b))
+		return nil, fmt.Errorf("%w: %w", ring.ErrConfig, err)
 	}
 	return b, nil
 }
 
 // KeyFingerprint names a gossip key without revealing it: the first 8
-// bytes of its SHA-256, in hex. Logs, fcapctl and GossipKeyResult show
-// keys by their fingerprints.
-func KeyFingerprint(key []byte) string {
-	sum := sha256.Sum256(key)
-	return hex.EncodeToString(sum[:8])
-}
+// bytes of its SHA-256, in hex (proto.GossipKeyFingerprint). Logs,
+// fcapctl and GossipKeyResult show keys by their fingerprints.
+func KeyFingerprint(key []byte) string { return proto.GossipKeyFingerprint(key) }
 
 // Encrypt makes ml encrypt and authenticate every gossip message
 // with key (AES-GCM): ml gets a keyring holding just key, and verifies

@@ -147,10 +147,20 @@ type paddedCount struct {
 	_ [56]byte
 }
 
+// Engine is the cap engine as the collectors read it at scrape time
+// (*engine.Engine is one).
+type Engine interface {
+	// Stats is the engine's state: viewers, counters, bytes, the memory
+	// limit.
+	Stats() engine.Stats
+	// HighWater is the engine's "now": the newest time it was given.
+	HighWater() int64
+}
+
 // New returns the node's collectors, registered on reg; src and eng are
 // read at scrape time. routes are the HTTP address's routes (any other
 // path counts as "other").
-func New(reg prometheus.Registerer, eng *engine.Engine, src Source, routes []string) (*Set, error) {
+func New(reg prometheus.Registerer, eng Engine, src Source, routes []string) (*Set, error) {
 	m := &Set{}
 	if err := buildinfo.Register(reg); err != nil {
 		return nil, err
@@ -252,7 +262,7 @@ type Replication struct {
 // stateCollector reports the engine and ring state at scrape time.
 type stateCollector struct {
 	src Source
-	eng *engine.Engine
+	eng Engine
 }
 
 var (

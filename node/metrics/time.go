@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fcap-io/fcap"
-	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -40,7 +39,7 @@ type Time struct {
 	clamped [numTimeSources]prometheus.Counter
 }
 
-func newTime(reg prometheus.Registerer, eng *engine.Engine) (*Time, error) {
+func newTime(reg prometheus.Registerer, eng Engine) (*Time, error) {
 	m := &Time{}
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fcap_time_refused_total",
@@ -82,10 +81,17 @@ func (m *Time) RefusedTime(op Op, err error) {
 // engine (the JSON API refuses one at the edge).
 func (m *Time) Refused(op Op) { m.refused[op].Inc() }
 
+// Observer is the engine as Time.Observe moves it (*engine.Engine is
+// one): Observe advances its high-water mark to t, clamped to its clock,
+// and reports whether t was clamped for being beyond the skew.
+type Observer interface {
+	Observe(t int64) bool
+}
+
 // Observe advances eng's high-water mark to a time from src, clamped to
 // the engine's clock, and counts a clamp beyond the skew. m may be nil
 // (a replay that counts nothing).
-func (m *Time) Observe(eng *engine.Engine, src TimeSource, t int64) {
+func (m *Time) Observe(eng Observer, src TimeSource, t int64) {
 	if eng.Observe(t) && m != nil {
 		m.clamped[src].Inc()
 	}

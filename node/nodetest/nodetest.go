@@ -12,12 +12,19 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/client/httpapi"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // Quiet drops every record: a node's log is noise in a test that passes.
 var Quiet = slog.New(slog.DiscardHandler)
+
+// ServeAPI makes a node serve the JSON API (client/httpapi's gateway),
+// as cmd/fcapd's do.
+func ServeAPI(cfg *node.Config) {
+	cfg.API = func(env node.APIEnv) (node.API, error) { return httpapi.Start(httpapi.Config(env)) }
+}
 
 // Start starts a node from cfg and shuts it down when the test ends,
 // giving the shutdown ten seconds. A node that does not start fails the
@@ -38,7 +45,8 @@ func Start(t testing.TB, cfg node.Config) *node.Node {
 
 // Cluster starts n nodes named prefix-0 to prefix-<n-1> from
 // DefaultLocalConfig, logging to Quiet, the later ones joining the first.
-// Each mutate changes every node's config before it starts. Cluster does
+// They serve the JSON API, as fcapd's do (ServeAPI). Each mutate changes
+// every node's config before it starts. Cluster does
 // not wait for the nodes to see each other: see Settle.
 func Cluster(t testing.TB, prefix string, n int, mutate ...func(*node.Config)) []*node.Node {
 	t.Helper()
@@ -46,6 +54,7 @@ func Cluster(t testing.TB, prefix string, n int, mutate ...func(*node.Config)) [
 	for i := range n {
 		cfg := node.DefaultLocalConfig(fmt.Sprintf("%s-%d", prefix, i))
 		cfg.Logger = Quiet
+		ServeAPI(&cfg)
 		if i > 0 {
 			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
 		}

@@ -12,10 +12,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node/replication"
 	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/proto/rpc"
 )
 
 // CallTimeout bounds a one-off call to a peer.
@@ -23,7 +23,7 @@ const CallTimeout = 2 * time.Second
 
 // Peers dials other nodes.
 type Peers struct {
-	admin  client.Admin // its Token is set per connection, from tokens
+	admin  rpc.Admin // its Token is set per connection, from tokens
 	tokens *security.Tokens
 }
 
@@ -31,7 +31,7 @@ type Peers struct {
 // plaintext), presents tokens' peer token, and reads answers of up to
 // maxFrame bytes (at least room for a replication batch).
 func New(tlsCfg *tls.Config, maxFrame int, tokens *security.Tokens) *Peers {
-	return &Peers{tokens: tokens, admin: client.Admin{
+	return &Peers{tokens: tokens, admin: rpc.Admin{
 		TLS: tlsCfg,
 		// Answers carry viewer states (LinkDevice) and topologies.
 		MaxFrame: max(maxFrame, proto.MaxReplicateBytes+1<<16),
@@ -39,7 +39,7 @@ func New(tlsCfg *tls.Config, maxFrame int, tokens *security.Tokens) *Peers {
 }
 
 // as is the admin a new connection dials with.
-func (p *Peers) as() *client.Admin {
+func (p *Peers) as() *rpc.Admin {
 	a := p.admin
 	a.Token = p.tokens.Peer()
 	return &a

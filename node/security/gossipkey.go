@@ -8,7 +8,6 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -43,11 +42,11 @@ func (g *GossipKeys) Apply(m *proto.GossipKey) (*proto.GossipKeyResult, error) {
 	var key []byte
 	if m.Op != proto.GossipKeyList {
 		var err error
-		if key, err = gossip.ParseKey(m.Key); err != nil {
+		if key, err = proto.ParseGossipKey(m.Key); err != nil {
 			return nil, refusal(proto.CodeBadRequest, "%v", err)
 		}
 	}
-	fp := gossip.KeyFingerprint(key)
+	fp := proto.GossipKeyFingerprint(key)
 	switch m.Op {
 	case proto.GossipKeyList:
 	case proto.GossipKeyInstall:
@@ -71,7 +70,7 @@ func (g *GossipKeys) Apply(m *proto.GossipKey) (*proto.GossipKeyResult, error) {
 	keys := kr.GetKeys()
 	res := &proto.GossipKeyResult{Keys: make([]string, len(keys))}
 	for i, k := range keys {
-		res.Keys[i] = gossip.KeyFingerprint(k)
+		res.Keys[i] = proto.GossipKeyFingerprint(k)
 	}
 	if len(keys) > 0 {
 		res.Primary = res.Keys[0]

@@ -11,8 +11,8 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/conformance"
 	"github.com/fcap-io/fcap/test/cluster"
+	"github.com/fcap-io/fcap/test/conformance"
 )
 
 // sum adds one metric over every node.
@@ -37,7 +37,7 @@ func TestThreeNodeCluster(t *testing.T) {
 		t.Fatalf("client sees %d members, want 3", got)
 	}
 
-	files, _ := filepath.Glob("../../node/conformance/testdata/*.json")
+	files, _ := filepath.Glob("../conformance/testdata/*.json")
 	if len(files) == 0 {
 		t.Fatal("no conformance case files")
 	}
@@ -96,7 +96,7 @@ func TestThreeNodeCluster(t *testing.T) {
 func TestFcapctlConformanceAddr(t *testing.T) {
 	nodes := cluster.StartCluster(t, 2, cluster.Options{})
 	bin := fcapctl(t)
-	files, _ := filepath.Glob("../../node/conformance/testdata/*.json")
+	files, _ := filepath.Glob("../conformance/testdata/*.json")
 	args := append([]string{"conformance", "--addr", nodes[1].Data, "--timeout", "2s"}, files...)
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")

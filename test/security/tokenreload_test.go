@@ -12,7 +12,7 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/httpapi"
+	"github.com/fcap-io/fcap/client/httpapi"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/test/cluster"
 )

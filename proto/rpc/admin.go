@@ -1,4 +1,12 @@
-package client
+// Package rpc is the one-off peer call: a request to one node on a
+// connection of its own, answered in order (Admin, AdminConn), and the
+// dial every connection to a node goes through (Dial: TLS, no Nagle, the
+// Hello that presents a token). Nodes call their peers with it
+// (node/peers), operators' tools and tests call nodes with it, and the
+// client dials its pooled connections with Dial. It imports only proto,
+// so the node server and the client share it without one importing the
+// other.
+package rpc
 
 import (
 	"context"
@@ -13,13 +21,14 @@ import (
 )
 
 // Admin sends one-off requests, each on a connection of its own, for
-// operators' tools and tests (status, drain, topology, keys), not for the
-// hot path: it dials every time. The zero Admin dials plaintext.
+// operators' tools, tests and peer calls (status, drain, topology, keys,
+// replication), not for the client's hot path: it dials every time. The
+// zero Admin dials plaintext.
 type Admin struct {
-	// TLS, if not nil, dials the nodes over TLS (see Config.TLS).
+	// TLS, if not nil, dials the nodes over TLS (see client.Config.TLS).
 	TLS *tls.Config
 	// Token, if not empty, authenticates each connection (see
-	// Config.Token); operators' requests need an operator token.
+	// client.Config.Token); operators' requests need an operator token.
 	Token string
 	// MaxFrame bounds the answer's frame; 0 means proto.DefaultMaxFrame.
 	// Verify answers with per-viewer digests can be larger.
@@ -47,7 +56,7 @@ func (a *Admin) Call(ctx context.Context, addr string, req, resp proto.Message) 
 // Dial opens a connection to the node at addr for a series of calls, one
 // at a time (nodes use it to replicate to their peers).
 func (a *Admin) Dial(ctx context.Context, addr string) (*AdminConn, error) {
-	c, err := dial(ctx, addr, 2*time.Second, a.TLS, a.Token, nil)
+	c, err := Dial(ctx, addr, 2*time.Second, a.TLS, a.Token, nil)
 	var refused *proto.Error
 	switch {
 	case errors.As(err, &refused):

@@ -9,8 +9,8 @@ import (
 
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/conformance"
 	"github.com/fcap-io/fcap/test/cluster"
+	"github.com/fcap-io/fcap/test/conformance"
 )
 
 // TestClusterCasesStartAfterEarlierCases: cases share the cluster, whose

@@ -12,13 +12,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap/client/httpapi"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/httpapi"
 	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/node/security"
 )
 
 var quiet = nodetest.Quiet
+
+// serveAPI makes a test node serve the JSON API, as cmd/fcapd's do.
+func serveAPI(cfg *node.Config) {
+	cfg.API = func(env node.APIEnv) (node.API, error) { return httpapi.Start(httpapi.Config(env)) }
+}
 
 // twoNodes starts a two-node cluster with R=1, so each node owns about
 // half of the viewers and the other half must be forwarded.
@@ -27,6 +32,7 @@ func twoNodes(t *testing.T) []*node.Node {
 	nodes := nodetest.Cluster(t, "api", 2, func(cfg *node.Config) {
 		cfg.Membership.Ring.Replicas = 1
 		cfg.APITimeout = 2 * time.Second // a loaded test machine
+		serveAPI(cfg)
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -283,6 +289,7 @@ func TestTokens(t *testing.T) {
 	const ad, peer = "adserver-token-0123456789", "peer-token-0123456789"
 	cfg := node.DefaultLocalConfig("api-tokens")
 	cfg.Logger = quiet
+	serveAPI(&cfg)
 	cfg.APITimeout = 2 * time.Second
 	cfg.Security.Tokens = map[string]security.Role{ad: security.RoleAdServer, peer: security.RolePeer}
 	cfg.Security.PeerToken = peer

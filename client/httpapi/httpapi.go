@@ -3,6 +3,10 @@
 // (package client), so it has the Go client's semantics: one hop to the
 // viewer's owner from whichever node received it, deadlines, backup reads
 // for soft caps, and fail-open or fail-closed verdicts marked as such.
+// Start runs it for a node, over a client of its own seeded with the
+// node (cmd/fcapd sets node.Config.API to it, and the node serves it
+// under /v1/ on its HTTP address); New serves it over a client the
+// caller has.
 //
 //	POST /v1/check    {"viewer", "candidates": [{"caps": [cap...]}], "now"?}
 //	POST /v1/allow    {"viewer", "caps": [cap...], "now"?}
@@ -312,106 +316,123 @@ type Error struct {
 // errInvalid marks request errors found before the cluster is asked.
 var errInvalid = errors.New("invalid request")
 
-func (a *API) check(w http.ResponseWriter, r *http.Request) {
-	var req CheckRequest
-	if !a.decode(w, r, &req) {
+// call is an operation ready to send to the cluster: it makes the call
+// within ctx and returns the answer's body (nil: none).
+type call func(ctx context.Context) (any, error)
+
+// noDeadline is the timeout of a call that does not wait for the
+// cluster (a record is queued): it gets none, and the X-Fcap-Timeout-Ms
+// header is not read.
+const noDeadline time.Duration = -1
+
+// handle is every route's shape: decode the body into req (none when req
+// is nil), let prepare check the request before the cluster is asked and
+// return the call, bound the call (see context; timeout as its def, or
+// noDeadline), make it, and answer status with what it returned. The
+// first error is answered (fail) and ends the request.
+func (a *API) handle(w http.ResponseWriter, r *http.Request, req any, status int, timeout time.Duration, prepare func() (call, error)) {
+	if req != nil && !a.decode(w, r, req) {
 		return
 	}
-	if len(req.Candidates) == 0 {
-		fail(w, fmt.Errorf("%w: candidates: at least one candidate is required", errInvalid))
+	do, err := prepare()
+	if err != nil {
+		fail(w, err)
 		return
 	}
-	cands := make([]fcap.Candidate, len(req.Candidates))
-	for i, c := range req.Candidates {
-		caps, err := toCaps(c.Caps)
-		if err != nil {
-			fail(w, fmt.Errorf("candidate %d: %w", i, err))
+	ctx := r.Context()
+	if timeout != noDeadline {
+		var cancel context.CancelFunc
+		if ctx, cancel, err = a.context(r, timeout); err != nil {
+			fail(w, err)
 			return
 		}
-		cands[i] = fcap.Candidate{Caps: caps}
+		defer cancel()
 	}
-	id, opts, err := a.target("check", req.Viewer, req.Device, req.Now)
+	out, err := do(ctx)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	ctx, cancel, err := a.context(r, 0)
-	if err != nil {
-		fail(w, err)
+	if out == nil {
+		w.WriteHeader(status)
 		return
 	}
-	defer cancel()
-	res, err := a.c.Check(ctx, id, cands, opts...)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	out := CheckResponse{Verdicts: make([]Verdict, len(res.Verdicts)), Now: res.Now}
-	for i, v := range res.Verdicts {
-		out.Verdicts[i] = toVerdict(v)
-		out.Verdicts[i].CapsRemaining = res.CapsRemaining(i)
-	}
-	reply(w, http.StatusOK, out)
+	reply(w, status, out)
+}
+
+func (a *API) check(w http.ResponseWriter, r *http.Request) {
+	var req CheckRequest
+	a.handle(w, r, &req, http.StatusOK, 0, func() (call, error) {
+		if len(req.Candidates) == 0 {
+			return nil, fmt.Errorf("%w: candidates: at least one candidate is required", errInvalid)
+		}
+		cands := make([]fcap.Candidate, len(req.Candidates))
+		for i, c := range req.Candidates {
+			caps, err := toCaps(c.Caps)
+			if err != nil {
+				return nil, fmt.Errorf("candidate %d: %w", i, err)
+			}
+			cands[i] = fcap.Candidate{Caps: caps}
+		}
+		id, opts, err := a.target("check", req.Viewer, req.Device, req.Now)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) (any, error) {
+			res, err := a.c.Check(ctx, id, cands, opts...)
+			if err != nil {
+				return nil, err
+			}
+			out := CheckResponse{Verdicts: make([]Verdict, len(res.Verdicts)), Now: res.Now}
+			for i, v := range res.Verdicts {
+				out.Verdicts[i] = toVerdict(v)
+				out.Verdicts[i].CapsRemaining = res.CapsRemaining(i)
+			}
+			return out, nil
+		}, nil
+	})
 }
 
 func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 	var req AllowRequest
-	if !a.decode(w, r, &req) {
-		return
-	}
-	caps, err := toCaps(req.Caps)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	id, opts, err := a.target("allow", req.Viewer, req.Device, req.Now)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	ctx, cancel, err := a.context(r, 0)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	defer cancel()
-	v, err := a.c.Allow(ctx, id, caps, opts...)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	reply(w, http.StatusOK, toVerdict(v))
+	a.handle(w, r, &req, http.StatusOK, 0, func() (call, error) {
+		caps, err := toCaps(req.Caps)
+		if err != nil {
+			return nil, err
+		}
+		id, opts, err := a.target("allow", req.Viewer, req.Device, req.Now)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) (any, error) {
+			v, err := a.c.Allow(ctx, id, caps, opts...)
+			return toVerdict(v), err
+		}, nil
+	})
 }
 
 func (a *API) record(w http.ResponseWriter, r *http.Request) {
 	var req RecordRequest
-	if !a.decode(w, r, &req) {
-		return
-	}
-	imp, err := a.impression("record", &req.Impression)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	id, _, err := a.target("record", req.Viewer, req.Device, nil)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	// Record validates the impression as its owner would (the client's
-	// Limits are this node's) and refuses it at once: a 400 here, not a
-	// drop counted later. A time of 0 (or none) is now, by this node's
-	// clock (client.Record stamps it).
-	if req.Device != "" {
-		err = a.c.RecordDevice(id, imp)
-	} else {
-		err = a.c.Record(id, imp)
-	}
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	reply(w, http.StatusAccepted, RecordResponse{Queued: true})
+	a.handle(w, r, &req, http.StatusAccepted, noDeadline, func() (call, error) {
+		imp, err := a.impression("record", &req.Impression)
+		if err != nil {
+			return nil, err
+		}
+		id, _, err := a.target("record", req.Viewer, req.Device, nil)
+		if err != nil {
+			return nil, err
+		}
+		// Record validates the impression as its owner would (the
+		// client's Limits are this node's) and refuses it at once: a 400
+		// here, not a drop counted later. A time of 0 (or none) is now,
+		// by this node's clock (client.Record stamps it).
+		return func(context.Context) (any, error) {
+			if req.Device != "" {
+				return RecordResponse{Queued: true}, a.c.RecordDevice(id, imp)
+			}
+			return RecordResponse{Queued: true}, a.c.Record(id, imp)
+		}, nil
+	})
 }
 
 // void answers POST /v1/void: the impression stops counting everywhere
@@ -419,26 +440,16 @@ func (a *API) record(w http.ResponseWriter, r *http.Request) {
 // applied it.
 func (a *API) void(w http.ResponseWriter, r *http.Request) {
 	var req VoidRequest
-	if !a.decode(w, r, &req) {
-		return
-	}
-	imp, err := a.impression("void", &req.Impression)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	ctx, cancel, err := a.context(r, identityTimeout)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	defer cancel()
-	voided, err := a.c.Void(ctx, req.Viewer, imp)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	reply(w, http.StatusOK, VoidResponse{Voided: voided})
+	a.handle(w, r, &req, http.StatusOK, identityTimeout, func() (call, error) {
+		imp, err := a.impression("void", &req.Impression)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) (any, error) {
+			voided, err := a.c.Void(ctx, req.Viewer, imp)
+			return VoidResponse{Voided: voided}, err
+		}, nil
+	})
 }
 
 // impression converts an impression from JSON, refusing a time further
@@ -465,141 +476,85 @@ func (a *API) impression(op string, in *Impression) (fcap.Impression, error) {
 
 func (a *API) reserve(w http.ResponseWriter, r *http.Request) {
 	var req ReserveRequest
-	if !a.decode(w, r, &req) {
-		return
-	}
-	caps, err := toCaps(req.Candidate.Caps)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	if req.TTLMillis <= 0 {
-		fail(w, fmt.Errorf("%w: ttl_ms must be positive", errInvalid))
-		return
-	}
-	id, opts, err := a.target("reserve", req.Viewer, req.Device, req.Now)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	ctx, cancel, err := a.context(r, 0)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	defer cancel()
-	v, res, err := a.c.Reserve(ctx, id, fcap.Candidate{Caps: caps}, time.Duration(req.TTLMillis)*time.Millisecond, opts...)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	out := ReserveResponse{Verdict: toVerdict(v)}
-	if res.ID != 0 {
-		out.Reservation = strconv.FormatUint(res.ID, 10)
-		out.Viewer = res.Viewer
-	}
-	reply(w, http.StatusOK, out)
+	a.handle(w, r, &req, http.StatusOK, 0, func() (call, error) {
+		caps, err := toCaps(req.Candidate.Caps)
+		if err != nil {
+			return nil, err
+		}
+		if req.TTLMillis <= 0 {
+			return nil, fmt.Errorf("%w: ttl_ms must be positive", errInvalid)
+		}
+		id, opts, err := a.target("reserve", req.Viewer, req.Device, req.Now)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) (any, error) {
+			v, res, err := a.c.Reserve(ctx, id, fcap.Candidate{Caps: caps}, time.Duration(req.TTLMillis)*time.Millisecond, opts...)
+			out := ReserveResponse{Verdict: toVerdict(v)}
+			if res.ID != 0 {
+				out.Reservation = strconv.FormatUint(res.ID, 10)
+				out.Viewer = res.Viewer
+			}
+			return out, err
+		}, nil
+	})
 }
 
 func (a *API) release(w http.ResponseWriter, r *http.Request) {
 	var req ReleaseRequest
-	if !a.decode(w, r, &req) {
-		return
-	}
-	if req.Viewer == "" {
-		fail(w, fmt.Errorf("%w: viewer: the viewer holding the reservation (reserve answered it) is required", errInvalid))
-		return
-	}
-	id, err := strconv.ParseUint(req.Reservation, 10, 64)
-	if err != nil || id == 0 {
-		fail(w, fmt.Errorf("%w: reservation %q is not a decimal id (1 to 18446744073709551615)", errInvalid, req.Reservation))
-		return
-	}
-	ctx, cancel, err := a.context(r, 0)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	defer cancel()
-	if err := a.c.Release(ctx, client.Reservation{Viewer: req.Viewer, ID: id}); err != nil {
-		fail(w, err)
-		return
-	}
-	reply(w, http.StatusOK, struct{}{})
+	a.handle(w, r, &req, http.StatusOK, 0, func() (call, error) {
+		if req.Viewer == "" {
+			return nil, fmt.Errorf("%w: viewer: the viewer holding the reservation (reserve answered it) is required", errInvalid)
+		}
+		id, err := strconv.ParseUint(req.Reservation, 10, 64)
+		if err != nil || id == 0 {
+			return nil, fmt.Errorf("%w: reservation %q is not a decimal id (1 to 18446744073709551615)", errInvalid, req.Reservation)
+		}
+		return func(ctx context.Context) (any, error) {
+			return struct{}{}, a.c.Release(ctx, client.Reservation{Viewer: req.Viewer, ID: id})
+		}, nil
+	})
 }
 
 func (a *API) link(w http.ResponseWriter, r *http.Request) {
 	var req LinkRequest
-	if !a.decode(w, r, &req) {
-		return
-	}
-	ctx, cancel, err := a.context(r, identityTimeout)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	defer cancel()
-	n, err := a.c.Link(ctx, req.Device, req.Viewer)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	reply(w, http.StatusOK, LinkResponse{Merged: n})
+	a.handle(w, r, &req, http.StatusOK, identityTimeout, func() (call, error) {
+		return func(ctx context.Context) (any, error) {
+			n, err := a.c.Link(ctx, req.Device, req.Viewer)
+			return LinkResponse{Merged: n}, err
+		}, nil
+	})
 }
 
 func (a *API) unlink(w http.ResponseWriter, r *http.Request) {
 	var req DeviceRequest
-	if !a.decode(w, r, &req) {
-		return
-	}
-	ctx, cancel, err := a.context(r, identityTimeout)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	defer cancel()
-	was, err := a.c.Unlink(ctx, req.Device)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	reply(w, http.StatusOK, ViewerResponse{Viewer: was})
+	a.handle(w, r, &req, http.StatusOK, identityTimeout, func() (call, error) {
+		return func(ctx context.Context) (any, error) {
+			was, err := a.c.Unlink(ctx, req.Device)
+			return ViewerResponse{Viewer: was}, err
+		}, nil
+	})
 }
 
 // erase answers DELETE /v1/viewers/{viewer}: the viewer is forgotten
 // everywhere (client.Erase), 204 once its owner and every backup erased
 // it.
 func (a *API) erase(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel, err := a.context(r, identityTimeout)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	defer cancel()
-	if err := a.c.Erase(ctx, r.PathValue("viewer")); err != nil {
-		fail(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	a.handle(w, r, nil, http.StatusNoContent, identityTimeout, func() (call, error) {
+		return func(ctx context.Context) (any, error) {
+			return nil, a.c.Erase(ctx, r.PathValue("viewer"))
+		}, nil
+	})
 }
 
 func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	var req DeviceRequest
-	if !a.decode(w, r, &req) {
-		return
-	}
-	ctx, cancel, err := a.context(r, 0)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	defer cancel()
-	v, err := a.c.Resolve(ctx, req.Device)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	reply(w, http.StatusOK, ViewerResponse{Viewer: v})
+	a.handle(w, r, &req, http.StatusOK, 0, func() (call, error) {
+		return func(ctx context.Context) (any, error) {
+			v, err := a.c.Resolve(ctx, req.Device)
+			return ViewerResponse{Viewer: v}, err
+		}, nil
+	})
 }
 
 // target is the id a call names and its options: the viewer, or the

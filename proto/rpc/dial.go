@@ -1,4 +1,4 @@
-package client
+package rpc
 
 import (
 	"context"
@@ -13,16 +13,18 @@ import (
 	"github.com/fcap-io/fcap/proto"
 )
 
-// dial connects to a node: over TLS when cfg is not nil, then presents
+// Dial connects to a node: over TLS when cfg is not nil, then presents
 // token when it is not empty, each within timeout. Nagle is off:
-// requests are small and batched by the caller already.
-func dial(ctx context.Context, addr string, timeout time.Duration, cfg *tls.Config, token string, rawDial func(ctx context.Context, network, addr string) (net.Conn, error)) (net.Conn, error) {
+// requests are small and batched by the caller already. rawDial, when
+// not nil, opens the TCP connection instead of a net.Dialer (a proxy, in
+// tests; see client.Config.Dial), and TLS runs over it.
+func Dial(ctx context.Context, addr string, timeout time.Duration, cfg *tls.Config, token string, rawDial func(ctx context.Context, network, addr string) (net.Conn, error)) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout}
 	var nc net.Conn
 	var err error
 	switch {
 	case rawDial != nil:
-		// Config.Dial opens the TCP connection (a proxy, in tests); TLS,
+		// rawDial opens the TCP connection (a proxy, in tests); TLS,
 		// when configured, runs over it.
 		dctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()

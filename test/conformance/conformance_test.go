@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/fcap-io/fcap/node/conformance"
 	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/test/conformance"
 )
 
 // caseFiles returns the checked-in copies of the shared case files plus

@@ -17,8 +17,8 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/client/httpapi"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/httpapi"
 	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/node/security"
 )
@@ -350,6 +350,7 @@ func tokenNode(t *testing.T) *node.Node {
 	t.Helper()
 	cfg := node.DefaultLocalConfig("api-spec")
 	cfg.Logger = quiet
+	serveAPI(&cfg)
 	cfg.APITimeout = 2 * time.Second // a loaded test machine
 	cfg.Security.Tokens = map[string]security.Role{specToken: security.RoleAdServer, specPeer: security.RolePeer}
 	cfg.Security.PeerToken = specPeer

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap/client/httpapi"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/httpapi"
 	"github.com/fcap-io/fcap/node/nodetest"
 )
 
@@ -16,6 +16,7 @@ func oneNode(t *testing.T, name string, mutate ...func(*node.Config)) *node.Node
 	t.Helper()
 	cfg := node.DefaultLocalConfig(name)
 	cfg.Logger = quiet
+	serveAPI(&cfg)
 	cfg.APITimeout = 2 * time.Second // a loaded test machine
 	for _, m := range mutate {
 		m(&cfg)
