@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +55,24 @@ func getCall(want proto.Type) *call {
 
 func putCall(cl *call) { callPool.Put(cl) }
 
+// results are where a call keeps the answer of each type it may want;
+// the proto table says how to read its epoch and detach it (proto.Own).
+var results = [256]func(cl *call) proto.Message{
+	proto.TypeCheckResult:   func(cl *call) proto.Message { return &cl.check },
+	proto.TypeAllowResult:   func(cl *call) proto.Message { return &cl.allow },
+	proto.TypeReserveResult: func(cl *call) proto.Message { return &cl.reserve },
+	proto.TypeReleaseResult: func(cl *call) proto.Message { return &cl.release },
+	proto.TypeRecordResult:  func(cl *call) proto.Message { return &cl.record },
+	proto.TypeTopology:      func(cl *call) proto.Message { return &cl.topology },
+	proto.TypePong:          func(cl *call) proto.Message { return &cl.pong },
+	proto.TypeLinkResult:    func(cl *call) proto.Message { return &cl.link },
+	proto.TypeUnlinkResult:  func(cl *call) proto.Message { return &cl.unlink },
+	proto.TypeResolveResult: func(cl *call) proto.Message { return &cl.resolve },
+	proto.TypeUndoResult:    func(cl *call) proto.Message { return &cl.undo },
+	proto.TypeEraseResult:   func(cl *call) proto.Message { return &cl.erase },
+	proto.TypeVoidResult:    func(cl *call) proto.Message { return &cl.void },
+}
+
 // deliver decodes a response. Strings are copied out of the body, which
 // the reader reuses.
 func (cl *call) deliver(hdr proto.Header, body []byte) {
@@ -64,51 +81,18 @@ func (cl *call) deliver(hdr proto.Header, body []byte) {
 	case hdr.Type == proto.TypeError:
 		e := &proto.Error{}
 		if err = proto.Decode(body, e); err == nil {
-			e.Message = strings.Clone(e.Message)
+			proto.Own(e)
 			err = e
 		}
 	case hdr.Type != cl.want:
 		err = fmt.Errorf("%w: %s answered with %s", ErrProtocol, cl.want, hdr.Type)
-	case hdr.Type == proto.TypeCheckResult:
-		err = proto.Decode(body, &cl.check)
-	case hdr.Type == proto.TypeAllowResult:
-		err = proto.Decode(body, &cl.allow)
-	case hdr.Type == proto.TypeReserveResult:
-		err = proto.Decode(body, &cl.reserve)
-	case hdr.Type == proto.TypeReleaseResult:
-		err = proto.Decode(body, &cl.release)
-	case hdr.Type == proto.TypeRecordResult:
-		err = proto.Decode(body, &cl.record)
-	case hdr.Type == proto.TypeTopology:
-		if err = proto.Decode(body, &cl.topology); err == nil {
-			cloneTopology(&cl.topology)
-		}
-	case hdr.Type == proto.TypeLinkResult:
-		err = proto.Decode(body, &cl.link)
-	case hdr.Type == proto.TypeUnlinkResult:
-		if err = proto.Decode(body, &cl.unlink); err == nil {
-			cl.unlink.Viewer = strings.Clone(cl.unlink.Viewer)
-		}
-	case hdr.Type == proto.TypeResolveResult:
-		if err = proto.Decode(body, &cl.resolve); err == nil {
-			vs := make([]string, len(cl.resolve.Viewers))
-			for i, v := range cl.resolve.Viewers {
-				vs[i] = strings.Clone(v)
-			}
-			cl.resolve.Viewers = vs
-		}
-	case hdr.Type == proto.TypeUndoResult:
-		err = proto.Decode(body, &cl.undo)
-	case hdr.Type == proto.TypeEraseResult:
-		err = proto.Decode(body, &cl.erase)
-	case hdr.Type == proto.TypeVoidResult:
-		err = proto.Decode(body, &cl.void)
-	case hdr.Type == proto.TypePong:
-		if err = proto.Decode(body, &cl.pong); err == nil {
-			cl.pong.Name = strings.Clone(cl.pong.Name)
-		}
-	default:
+	case results[hdr.Type] == nil:
 		err = fmt.Errorf("%w: unexpected %s", ErrProtocol, hdr.Type)
+	default:
+		m := results[hdr.Type](cl)
+		if err = proto.Decode(body, m); err == nil {
+			proto.Own(m)
+		}
 	}
 	cl.err = err
 	cl.done <- struct{}{}
@@ -117,15 +101,6 @@ func (cl *call) deliver(hdr proto.Header, body []byte) {
 func (cl *call) failWith(err error) {
 	cl.err = err
 	cl.done <- struct{}{}
-}
-
-func cloneTopology(t *proto.Topology) {
-	for i := range t.Members {
-		m := &t.Members[i]
-		m.Name, m.Addr, m.HTTPAddr = strings.Clone(m.Name), strings.Clone(m.Addr), strings.Clone(m.HTTPAddr)
-	}
-	t.Members = append([]proto.Member(nil), t.Members...)
-	t.Owners = append([]uint16(nil), t.Owners...)
 }
 
 // roundTrip sends m on a connection of p and waits for the response until

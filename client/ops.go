@@ -445,30 +445,12 @@ func pauseFor(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// epochOf is the ring epoch of the call's answer, 0 when it carries
+// none.
 func epochOf(cl *call) uint64 {
-	switch cl.want {
-	case proto.TypeCheckResult:
-		return cl.check.Epoch
-	case proto.TypeAllowResult:
-		return cl.allow.Epoch
-	case proto.TypeReserveResult:
-		return cl.reserve.Epoch
-	case proto.TypeReleaseResult:
-		return cl.release.Epoch
-	case proto.TypeUndoResult:
-		return cl.undo.Epoch
-	case proto.TypeEraseResult:
-		return cl.erase.Epoch
-	case proto.TypeVoidResult:
-		return cl.void.Epoch
-	case proto.TypeRecordResult:
-		return cl.record.Epoch
-	case proto.TypeLinkResult:
-		return cl.link.Epoch
-	case proto.TypeUnlinkResult:
-		return cl.unlink.Epoch
-	case proto.TypeResolveResult:
-		return cl.resolve.Epoch
+	if r := results[cl.want]; r != nil {
+		e, _ := proto.EpochOf(r(cl))
+		return e
 	}
 	return 0
 }

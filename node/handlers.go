@@ -87,7 +87,7 @@ func (h *handler) handle(out []byte, hdr proto.Header, body []byte) []byte {
 	h.start = time.Now()
 	var op metrics.Op
 	var oc metrics.Outcome
-	if h.conn != nil && runsApart(hdr.Type) {
+	if h.conn != nil && hdr.Type.Apart() {
 		out, op, oc = h.apart(out, h.start, hdr, body)
 	} else {
 		out, op, oc = h.dispatch(out, h.n.view.Load(), hdr, body)

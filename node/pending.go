@@ -96,17 +96,6 @@ func (h *handler) later(out []byte, start time.Time, finish respond) ([]byte, me
 	return out, metrics.OpUnknown, metrics.OutcomeApart
 }
 
-// runsApart reports whether a request type runs whole apart from its
-// connection's reader: it calls other nodes or waits for replication
-// (identity writes), or it is an admin request that may run long.
-func runsApart(t proto.Type) bool {
-	switch t {
-	case proto.TypeLink, proto.TypeUnlink, proto.TypeLinkDevice, proto.TypeDrain, proto.TypeVerify, proto.TypeGossipKey, proto.TypeErase, proto.TypeVoid, proto.TypeForget:
-		return true
-	}
-	return false
-}
-
 // apart runs a whole request apart from the connection's reader, on a
 // handler of its own with the connection's permissions and a copy of the
 // body (the reader reuses its buffer).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -100,8 +101,8 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 				name = k.Hash
 			}
 			state := ""
-			switch k.Algorithm {
-			case fcap.Sliding.String():
+			switch a, err := fcap.ParseAlgorithm(k.Algorithm); {
+			case err == nil && engine.KeepsTimes(a):
 				var ts []string
 				for _, t := range k.Values {
 					ts = append(ts, time.UnixMilli(t).UTC().Format("2006-01-02T15:04:05.000Z"))

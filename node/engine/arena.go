@@ -132,7 +132,7 @@ func (v *viewer) setN(i, n int) {
 
 // dataWords is the size of counter h's data.
 func (v *viewer) dataWords(h *header) int {
-	if h.algo == fcap.Sliding {
+	if KeepsTimes(h.algo) {
 		return h.n * v.width()
 	}
 	return h.n
@@ -224,7 +224,7 @@ func (v *viewer) insertKey(i int, h header, words int) header {
 	v.shiftOffsets(0, hdrWords)
 	h.off = off + hdrWords
 	h.n = 0
-	if h.algo != fcap.Sliding {
+	if !KeepsTimes(h.algo) {
 		h.n = words
 	}
 	v.setHeader(i, h)

@@ -11,14 +11,7 @@ func (v *viewer) used(c *fcap.Cap, kh uint64, now int64) int64 {
 	var n int64
 	if i, ok := v.find(kh); ok {
 		h := v.header(i)
-		switch h.algo {
-		case fcap.Sliding:
-			n = v.slidingCount(&h, now, c.Window)
-		case fcap.Fixed:
-			n = v.fixedCount(&h, now)
-		case fcap.Buckets:
-			n = v.bucketsCount(&h, now)
-		}
+		n = v.count(&h, now, c.Window)
 	}
 	if v.ext != nil {
 		n += v.ext.reserved(kh, now)
@@ -90,36 +83,22 @@ func (e *Engine) record(v *viewer, caps []fcap.Cap, khs []uint64, t int64) {
 				limit, window = max(limit, caps[j].Limit), max(window, caps[j].Window)
 			}
 		}
-		if c.Algorithm == fcap.Sliding {
+		if KeepsTimes(c.Algorithm) {
 			v.makeRoom(t, e.hw.Load()) // may move every offset: before find
 		}
 		idx, ok := v.find(khs[i])
 		var h header
 		if !ok {
-			words := 0
-			switch c.Algorithm {
-			case fcap.Fixed:
-				words = fixedWords
-			case fcap.Buckets:
-				words = bucketWords(window, e.cfg.Buckets)
-			}
+			words := newWords(c.Algorithm, window, e.cfg.Buckets)
 			h = v.insertKey(idx, header{hash: khs[i], limit: int(limit), window: window, algo: c.Algorithm}, words)
 		} else {
 			h = v.header(idx)
-			if h.algo == fcap.Sliding && (int(limit) > h.limit || window > h.window) {
+			if KeepsTimes(h.algo) && (int(limit) > h.limit || window > h.window) {
 				h.limit, h.window = max(h.limit, int(limit)), max(h.window, window)
 				v.setHeader(idx, h)
 			}
 		}
-		switch h.algo {
-		case fcap.Sliding:
-			v.slidingPrune(idx, &h, t-h.window)
-			v.slidingInsert(idx, &h, t)
-		case fcap.Fixed:
-			v.fixedRecord(&h, t)
-		case fcap.Buckets:
-			v.bucketsRecord(&h, t)
-		}
+		v.recordAt(idx, &h, t)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/fcap-io/fcap"
 )
 
 // Digests, for reconciliation (fcapctl verify): two copies of a viewer
@@ -46,16 +45,7 @@ func (v *viewer) digest(key uint64, now int64) (uint64, int) {
 	ls := keys[:0]
 	for i := range v.nkeys() {
 		h := v.header(i)
-		var n int64
-		switch h.algo {
-		case fcap.Sliding:
-			n = v.slidingCount(&h, now, h.window)
-		case fcap.Fixed:
-			n = v.fixedCount(&h, now)
-		case fcap.Buckets:
-			n = v.bucketsCount(&h, now)
-		}
-		if n > 0 {
+		if v.count(&h, now, h.window) > 0 {
 			ls = append(ls, live{h.hash, i})
 		}
 	}
@@ -96,25 +86,7 @@ func (v *viewer) digest(key uint64, now int64) (uint64, int) {
 		word(l.hash)
 		word(uint64(h.algo))
 		word(uint64(h.window))
-		switch h.algo {
-		case fcap.Sliding:
-			for j := v.firstAfter(&h, now-h.window); j < h.n; j++ {
-				word(uint64(v.at(h.off, j)))
-			}
-		case fcap.Fixed:
-			word(uint64(now / h.window))
-			word(uint64(v.fixedCount(&h, now)))
-		case fcap.Buckets:
-			g := bucketWidth(&h)
-			ring := int64(h.n - 2)
-			head := get64(v.arena, h.off)
-			for x := max(bucketIndex(now-h.window+1, g), head-ring+1); x <= head; x++ {
-				if c := v.arena[h.off+2+int(x%ring)]; c > 0 {
-					word(uint64(x))
-					word(uint64(c))
-				}
-			}
-		}
+		v.digestCounter(&h, now, word)
 	}
 	if id != nil { // links are compared too (tombstones included)
 		d.WriteString(id.viewer)

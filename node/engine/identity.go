@@ -367,32 +367,7 @@ func (e *Engine) addViewer(v, nv *viewer) int64 {
 	var added int64
 	for i := range nv.nkeys() {
 		nh := nv.header(i)
-		c := []fcap.Cap{{Limit: int64(nh.limit), Window: nh.window, Algorithm: nh.algo}}
-		kh := []uint64{nh.hash}
-		switch nh.algo {
-		case fcap.Sliding:
-			for j := range nh.n {
-				e.record(v, c, kh, nv.at(nh.off, j))
-				added++
-			}
-		case fcap.Fixed:
-			k, n := get64(nv.arena, nh.off), int64(nv.arena[nh.off+2])
-			for range n {
-				e.record(v, c, kh, k*nh.window)
-			}
-			added += n
-		case fcap.Buckets:
-			g := bucketWidth(&nh)
-			ring := int64(nh.n - 2)
-			head := get64(nv.arena, nh.off)
-			for b := max(head-ring+1, 0); b <= head; b++ {
-				n := int64(nv.arena[nh.off+2+int(b%ring)])
-				for range n {
-					e.record(v, c, kh, b*g)
-				}
-				added += n
-			}
-		}
+		added += e.addCounter(v, nv, &nh)
 	}
 	if nv.ext != nil {
 		for _, s := range nv.ext.seen {

@@ -50,80 +50,18 @@ func (e *Engine) mergeViewer(v, nv *viewer) {
 func (e *Engine) mergeCounters(v, nv *viewer, floor int64) {
 	for i := range nv.nkeys() {
 		nh := nv.header(i)
-		c := []fcap.Cap{{Limit: int64(nh.limit), Window: nh.window, Algorithm: nh.algo}}
-		kh := []uint64{nh.hash}
-		switch nh.algo {
-		case fcap.Sliding:
-			var have []int64
-			if j, ok := v.find(nh.hash); ok {
-				h := v.header(j)
-				for x := range h.n {
-					have = append(have, v.at(h.off, x))
-				}
-			}
-			// Both lists ascend: walk them, adding what v lacks.
-			var add []int64
-			x := 0
-			for j := range nh.n {
-				t := nv.at(nh.off, j)
-				for x < len(have) && have[x] < t {
-					x++
-				}
-				if x < len(have) && have[x] == t {
-					x++ // v holds this one
-					continue
-				}
-				if t <= floor {
-					continue
-				}
-				add = append(add, t)
-			}
-			for _, t := range add {
-				e.record(v, c, kh, t)
-			}
-		case fcap.Fixed:
-			inBucket, inCount := get64(nv.arena, nh.off), int64(nv.arena[nh.off+2])
-			if inCount == 0 || inBucket*nh.window <= floor {
-				continue
-			}
-			var held int64
-			if j, ok := v.find(nh.hash); ok {
-				h := v.header(j)
-				b, n := get64(v.arena, h.off), int64(v.arena[h.off+2])
-				switch {
-				case n > 0 && b > inBucket:
-					continue // v's window is newer
-				case n > 0 && b == inBucket:
-					held = n
-				}
-			}
-			for range inCount - held {
-				e.record(v, c, kh, inBucket*nh.window)
-			}
-		case fcap.Buckets:
-			g := bucketWidth(&nh)
-			ring := int64(nh.n - 2)
-			head := get64(nv.arena, nh.off)
-			for b := head - ring + 1; b <= head; b++ {
-				if b < 0 || b*g <= floor {
-					continue
-				}
-				want := int64(nv.arena[nh.off+2+int(b%ring)])
-				var held int64
-				if j, ok := v.find(nh.hash); ok {
-					h := v.header(j)
-					if h.n == nh.n {
-						vh := get64(v.arena, h.off)
-						if b <= vh && b > vh-ring {
-							held = int64(v.arena[h.off+2+int(b%ring)])
-						}
-					}
-				}
-				for range want - held {
-					e.record(v, c, kh, b*g)
-				}
-			}
-		}
+		e.mergeCounter(v, nv, &nh, floor)
+	}
+}
+
+// replay records n impressions at t in v's counter of nh, a counter of
+// another viewer or copy, creating it like nh. The caller has checked the
+// counter limits.
+func (e *Engine) replay(v *viewer, nh *header, t, n int64) {
+	c := [1]fcap.Cap{{Limit: int64(nh.limit), Window: nh.window, Algorithm: nh.algo}}
+	kh := [1]uint64{nh.hash}
+	for range n {
+		e.record(v, c[:], kh[:], t)
 	}
 }
 

@@ -457,9 +457,7 @@ func (e *Engine) applyState(st *decodedState, merge bool) {
 // built: counters sorted by hash, data laid out in header order, sizes
 // and algorithms valid, timestamps ascending and in range.
 func (e *Engine) checkState(v *viewer) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrBadState}, args...)...)
-	}
+	bad := badState
 	if len(v.arena) == 0 {
 		return nil
 	}
@@ -468,7 +466,6 @@ func (e *Engine) checkState(v *viewer) error {
 		return bad("%d counters in %d words", k, len(v.arena))
 	}
 	off := hdrPos(k)
-	w := v.width()
 	for i := range k {
 		h := v.header(i)
 		if i > 0 && v.hashAt(i-1) >= h.hash {
@@ -480,30 +477,17 @@ func (e *Engine) checkState(v *viewer) error {
 		if h.window < 1 || h.window > fcap.MaxTime {
 			return bad("counter %d window %d", i, h.window)
 		}
-		var size int
-		switch h.algo {
-		case fcap.Sliding:
-			if h.limit < 1 || h.n > h.limit {
-				return bad("counter %d holds %d of limit %d", i, h.n, h.limit)
-			}
-			size = h.n * w
-		case fcap.Fixed:
-			if h.n != fixedWords {
-				return bad("fixed counter %d of %d words", i, h.n)
-			}
-			size = h.n
-		case fcap.Buckets:
-			if h.n < 4 || int64(h.n-3) > h.window {
-				return bad("buckets counter %d of %d words for window %d", i, h.n, h.window)
-			}
-			size = h.n
-		default:
+		if h.algo >= fcap.NumAlgorithms {
 			return bad("counter %d algorithm %d", i, h.algo)
+		}
+		size, err := v.checkCounter(i, &h)
+		if err != nil {
+			return err
 		}
 		if off+size > len(v.arena) {
 			return bad("counter %d data past the end", i)
 		}
-		if h.algo == fcap.Sliding {
+		if KeepsTimes(h.algo) {
 			prev := int64(-1)
 			for j := range h.n {
 				t := v.at(h.off, j)

@@ -52,47 +52,6 @@ func (e *Engine) RevokeWrite(w *Write, viewer string, now int64, caps []fcap.Cap
 	return removed, nil
 }
 
-// slidingRemove drops one timestamp equal to t from counter i.
-func (v *viewer) slidingRemove(i int, h *header, t int64) bool {
-	p := v.firstAfter(h, t) - 1 // the last entry at or before t
-	if p < 0 || v.at(h.off, p) != t {
-		return false
-	}
-	w := v.width()
-	v.splice(h.off+p*w, w, 0)
-	v.shiftOffsets(i+1, -w)
-	h.n--
-	v.setN(i, h.n)
-	return true
-}
-
-// fixedRemove uncounts an impression at t, if t's window is the one the
-// counter holds.
-func (v *viewer) fixedRemove(h *header, t int64) bool {
-	if get64(v.arena, h.off) != t/h.window || v.arena[h.off+2] == 0 {
-		return false
-	}
-	v.arena[h.off+2]--
-	return true
-}
-
-// bucketsRemove uncounts an impression at t from its bucket, if the ring
-// still holds that bucket.
-func (v *viewer) bucketsRemove(h *header, t int64) bool {
-	g := bucketWidth(h)
-	ring := int64(h.n - 2)
-	x, head := t/g, get64(v.arena, h.off)
-	if x > head || x <= head-ring {
-		return false
-	}
-	p := h.off + 2 + int(x%ring)
-	if v.arena[p] == 0 {
-		return false
-	}
-	v.arena[p]--
-	return true
-}
-
 // ValidateViewer reports why viewer is not a viewer id this engine
 // accepts (empty, too long), or nil: for requests that name a viewer
 // without going through an engine call that checks it first.

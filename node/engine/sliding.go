@@ -1,7 +1,5 @@
 package engine
 
-import "github.com/fcap-io/fcap"
-
 // Sliding counters: a log of timestamps in ascending order, trimmed to the
 // newest `limit` entries and to the counter's retention window. Keeping
 // only the newest `limit` entries keeps every verdict exact: if a window
@@ -59,6 +57,13 @@ func (v *viewer) slidingPrune(i int, h *header, cutoff int64) {
 	v.setN(i, h.n)
 }
 
+// slidingRecord records t in counter i: what its retention window no
+// longer holds as of t goes first.
+func (v *viewer) slidingRecord(i int, h *header, t int64) {
+	v.slidingPrune(i, h, t-h.window)
+	v.slidingInsert(i, h, t)
+}
+
 // slidingInsert adds timestamp t to counter i, keeping the newest
 // h.limit. It reports whether t was kept.
 func (v *viewer) slidingInsert(i int, h *header, t int64) bool {
@@ -83,6 +88,90 @@ func (v *viewer) slidingInsert(i int, h *header, t int64) bool {
 	return true
 }
 
+// slidingRemove drops one timestamp equal to t from counter i.
+func (v *viewer) slidingRemove(i int, h *header, t int64) bool {
+	p := v.firstAfter(h, t) - 1 // the last entry at or before t
+	if p < 0 || v.at(h.off, p) != t {
+		return false
+	}
+	w := v.width()
+	v.splice(h.off+p*w, w, 0)
+	v.shiftOffsets(i+1, -w)
+	h.n--
+	v.setN(i, h.n)
+	return true
+}
+
+// slidingLive drops the timestamps that can no longer count at hw or
+// later, and reports whether any is left.
+func (v *viewer) slidingLive(i int, h *header, hw int64) bool {
+	v.slidingPrune(i, h, hw-h.window)
+	return h.n > 0
+}
+
+// slidingHeld is the number of timestamps held.
+func (v *viewer) slidingHeld(h *header) int64 { return int64(h.n) }
+
+// slidingDigest feeds word the timestamps inside the window at now.
+func (v *viewer) slidingDigest(h *header, now int64, word func(uint64)) {
+	for j := v.firstAfter(h, now-h.window); j < h.n; j++ {
+		word(uint64(v.at(h.off, j)))
+	}
+}
+
+func (v *viewer) slidingExport(h *header, k *KeyState) {
+	k.Limit = h.limit
+	for j := range h.n {
+		k.Times = append(k.Times, v.at(h.off, j))
+	}
+}
+
+// slidingMerge unites the timestamp multisets: each timestamp as many
+// times as the copy holding it more often.
+func (e *Engine) slidingMerge(v, nv *viewer, nh *header, floor int64) {
+	var have []int64
+	if j, ok := v.find(nh.hash); ok {
+		h := v.header(j)
+		for x := range h.n {
+			have = append(have, v.at(h.off, x))
+		}
+	}
+	// Both lists ascend: walk them, adding what v lacks.
+	var add []int64
+	x := 0
+	for j := range nh.n {
+		t := nv.at(nh.off, j)
+		for x < len(have) && have[x] < t {
+			x++
+		}
+		if x < len(have) && have[x] == t {
+			x++ // v holds this one
+			continue
+		}
+		if t <= floor {
+			continue
+		}
+		add = append(add, t)
+	}
+	for _, t := range add {
+		e.replay(v, nh, t, 1)
+	}
+}
+
+func (e *Engine) slidingAdd(v, nv *viewer, nh *header) int64 {
+	for j := range nh.n {
+		e.replay(v, nh, nv.at(nh.off, j), 1)
+	}
+	return int64(nh.n)
+}
+
+func (v *viewer) slidingCheck(i int, h *header) (int, error) {
+	if h.limit < 1 || h.n > h.limit {
+		return 0, badState("counter %d holds %d of limit %d", i, h.n, h.limit)
+	}
+	return h.n * v.width(), nil
+}
+
 // fits reports whether t can be stored as a narrow timestamp.
 func (v *viewer) fits(t int64) bool {
 	d := t - v.base
@@ -99,14 +188,14 @@ func (v *viewer) makeRoom(t, hw int64) {
 		return
 	}
 	for i := range v.nkeys() {
-		if h := v.header(i); h.algo == fcap.Sliding {
+		if h := v.header(i); KeepsTimes(h.algo) {
 			v.slidingPrune(i, &h, hw-h.window)
 		}
 	}
 	lo, hi, any := t, t, false
 	for i := range v.nkeys() {
 		h := v.header(i)
-		if h.algo != fcap.Sliding || h.n == 0 {
+		if !KeepsTimes(h.algo) || h.n == 0 {
 			continue
 		}
 		any = true
@@ -128,7 +217,7 @@ func (v *viewer) makeRoom(t, hw int64) {
 func (v *viewer) rebase(base int64) {
 	for i := range v.nkeys() {
 		h := v.header(i)
-		if h.algo != fcap.Sliding {
+		if !KeepsTimes(h.algo) {
 			continue
 		}
 		for j := range h.n {
@@ -143,7 +232,7 @@ func (v *viewer) widen() {
 	k := v.nkeys()
 	extra := 0
 	for i := range k {
-		if h := v.header(i); h.algo == fcap.Sliding {
+		if h := v.header(i); KeepsTimes(h.algo) {
 			extra += h.n
 		}
 	}
@@ -157,7 +246,7 @@ func (v *viewer) widen() {
 		src := old[h.off : h.off+h.n]
 		h.off = w
 		(&viewer{arena: b}).setHeader(i, h)
-		if h.algo == fcap.Sliding {
+		if KeepsTimes(h.algo) {
 			for _, d := range src {
 				put64(b, w, oldBase+int64(d))
 				w += 2

@@ -52,6 +52,15 @@ type KeyState struct {
 	Counts    []int64        // Fixed: the count; Buckets: counts, oldest bucket first
 }
 
+// Values are the counter's times when its algorithm keeps them
+// (KeepsTimes), else its counts.
+func (k *KeyState) Values() []int64 {
+	if KeepsTimes(k.Algorithm) {
+		return k.Times
+	}
+	return k.Counts
+}
+
 // ViewerState is everything the engine holds for one viewer.
 type ViewerState struct {
 	Keys          []KeyState
@@ -78,26 +87,7 @@ func (e *Engine) Viewer(viewer string) (ViewerState, bool) {
 	for i := range v.nkeys() {
 		h := v.header(i)
 		k := KeyState{Hash: h.hash, Algorithm: h.algo, Window: h.window}
-		switch h.algo {
-		case fcap.Sliding:
-			k.Limit = h.limit
-			for j := range h.n {
-				k.Times = append(k.Times, v.at(h.off, j))
-			}
-		case fcap.Fixed:
-			k.Bucket = get64(v.arena, h.off)
-			k.Counts = []int64{int64(v.arena[h.off+2])}
-		case fcap.Buckets:
-			ring := int64(h.n - 2)
-			k.Bucket = get64(v.arena, h.off)
-			for x := k.Bucket - ring + 1; x <= k.Bucket; x++ {
-				c := int64(0)
-				if x >= 0 {
-					c = int64(v.arena[h.off+2+int(x%ring)])
-				}
-				k.Counts = append(k.Counts, c)
-			}
-		}
+		v.exportCounter(&h, &k)
 		st.Keys = append(st.Keys, k)
 	}
 	if v.ext != nil {

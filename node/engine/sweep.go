@@ -1,7 +1,5 @@
 package engine
 
-import "github.com/fcap-io/fcap"
-
 // Sweep visits up to budget viewer slots, continuing where the previous
 // call stopped, and frees what has aged out as of the high-water mark:
 // timestamps past their counter's window, counters with nothing left,
@@ -78,17 +76,7 @@ func (e *Engine) sweepStripeBatch(s *stripe, n int, hw int64) (visited, freed in
 func (v *viewer) sweep(hw int64) bool {
 	for i := 0; i < v.nkeys(); {
 		h := v.header(i)
-		var live bool
-		switch h.algo {
-		case fcap.Sliding:
-			v.slidingPrune(i, &h, hw-h.window)
-			live = h.n > 0
-		case fcap.Fixed:
-			live = v.fixedLive(&h, hw)
-		case fcap.Buckets:
-			live = v.bucketsLive(&h, hw)
-		}
-		if live {
+		if v.live(i, &h, hw) {
 			i++
 		} else {
 			v.removeKey(i)
@@ -122,16 +110,7 @@ func (v *viewer) impressions() int64 {
 	var n int64
 	for i := range v.nkeys() {
 		h := v.header(i)
-		switch h.algo {
-		case fcap.Sliding:
-			n += int64(h.n)
-		case fcap.Fixed:
-			n += int64(v.arena[h.off+2])
-		case fcap.Buckets:
-			for j := h.off + 2; j < h.off+h.n; j++ {
-				n += int64(v.arena[j])
-			}
-		}
+		n += v.held(&h)
 	}
 	return n
 }

@@ -189,14 +189,7 @@ func (v *viewer) unrecord(khs []uint64, t int64) (removed bool) {
 			continue
 		}
 		hd := v.header(idx)
-		switch hd.algo {
-		case fcap.Sliding:
-			removed = v.slidingRemove(idx, &hd, t) || removed
-		case fcap.Fixed:
-			removed = v.fixedRemove(&hd, t) || removed
-		case fcap.Buckets:
-			removed = v.bucketsRemove(&hd, t) || removed
-		}
+		removed = v.uncount(idx, &hd, t) || removed
 	}
 	return removed
 }

@@ -62,13 +62,23 @@ func (p Perms) May(t proto.Type) bool { return t < 64 && p&(1<<t) != 0 }
 // AllPerms allows everything: nodes without tokens, and operators.
 const AllPerms = ^Perms(0)
 
+// rolePerms are the roles' permissions, read from each request type's
+// senders (proto.Type.Senders).
 var rolePerms = map[Role]Perms{
-	RoleAdServer: PermsOf(proto.TypePing, proto.TypeTopologyRequest, proto.TypeCheck, proto.TypeAllow,
-		proto.TypeRecord, proto.TypeReserve, proto.TypeRelease, proto.TypeLink, proto.TypeUnlink, proto.TypeResolve, proto.TypeUndo, proto.TypeErase, proto.TypeVoid),
+	RoleAdServer: sentBy(proto.SenderAdServer),
 	RoleOperator: AllPerms,
-	RolePeer: PermsOf(proto.TypePing, proto.TypeTopologyRequest, proto.TypeReplicate, proto.TypeSyncRequest, proto.TypeLinkDevice,
-		proto.TypeUnlink, // an Erase unlinks the viewer's devices on their owners
-		proto.TypeLink),  // a node finishes a link on the viewer's owner
+	RolePeer:     sentBy(proto.SenderPeer),
+}
+
+// sentBy returns the request types s may send.
+func sentBy(s proto.Sender) Perms {
+	var p Perms
+	for t := range proto.Type(64) {
+		if t.Senders()&s != 0 {
+			p |= 1 << t
+		}
+	}
+	return p
 }
 
 // minTokenLen is the shortest token a tokens file may hold.

@@ -73,3 +73,23 @@ func TestTokenTable(t *testing.T) {
 		t.Error("token lookup")
 	}
 }
+
+// TestRolePermsFromTable checks the roles against the type table: a role
+// may send exactly the requests whose senders name it, and the operator
+// every request.
+func TestRolePermsFromTable(t *testing.T) {
+	for i := range 256 {
+		typ := proto.Type(i)
+		for _, rs := range []struct {
+			role Role
+			s    proto.Sender
+		}{{RoleAdServer, proto.SenderAdServer}, {RolePeer, proto.SenderPeer}} {
+			if want := typ.Senders()&rs.s != 0; rs.role.Perms().May(typ) != want {
+				t.Errorf("%s may send %s: %v, want %v", rs.role, typ, !want, want)
+			}
+		}
+		if typ.IsRequest() && !RoleOperator.Perms().May(typ) {
+			t.Errorf("operator may not send %s", typ)
+		}
+	}
+}

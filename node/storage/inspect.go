@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/proto"
 )
@@ -28,12 +27,7 @@ func Inspect(eng *engine.Engine, viewer string, res *proto.ViewerState) {
 			break
 		}
 		ki := proto.KeyInfo{Hash: k.Hash, Algorithm: uint8(k.Algorithm), Window: k.Window, Limit: int64(k.Limit), Bucket: k.Bucket}
-		switch k.Algorithm {
-		case fcap.Sliding:
-			ki.Values = k.Times
-		default:
-			ki.Values = k.Counts
-		}
+		ki.Values = k.Values()
 		if len(ki.Values) > proto.MaxInspectValues {
 			ki.Values = ki.Values[len(ki.Values)-proto.MaxInspectValues:]
 		}
