@@ -80,6 +80,13 @@ type pageMember struct {
 	// it (its primaries in this node's ring), and Share that as a percentage.
 	RingPrimaries int
 	Share         string
+	// Strict says whether it may grant strict writes ("yes 2/3", or "NO
+	// 1/3": members confirming its ring of the member set).
+	Strict    string
+	NoStrict  bool
+	Claimed   uint64
+	Failed    bool   // a failed member: vanished without a drain
+	FailedFor string // since when, for a failed member
 }
 
 type pageArc struct {
@@ -214,6 +221,10 @@ func (p *Page) data(ctx context.Context) *pageData {
 			pm.Memory = humanBytes(st.Bytes)
 			pm.Syncing, pm.UnderRepl, pm.Queue = st.Syncing, st.UnderReplicated, st.ReplicationQueue
 			pm.Lag = (time.Duration(st.LagMillis) * time.Millisecond).String()
+			pm.Strict, pm.NoStrict, pm.Claimed = fmt.Sprintf("yes %d/%d", st.QuorumConfirmed, st.QuorumMembers), !st.Authority, st.Claimed
+			if !st.Authority {
+				pm.Strict = fmt.Sprintf("NO %d/%d", st.QuorumConfirmed, st.QuorumMembers)
+			}
 			if prev, ok := p.last[m.Name]; ok && st.Requests >= prev.requests && now.Sub(prev.at) > 0 {
 				pm.Rate = fmt.Sprintf("%.0f/s", float64(st.Requests-prev.requests)/now.Sub(prev.at).Seconds())
 			}
@@ -224,6 +235,14 @@ func (p *Page) data(ctx context.Context) *pageData {
 		d.Members = append(d.Members, pm)
 	}
 	p.mu.Unlock()
+	// Failed members, as this node counts them, until they return or
+	// are forgotten (fcapctl forget).
+	if st := p.src.Status(); st != nil {
+		for _, f := range st.Failed {
+			d.Members = append(d.Members, pageMember{Name: f.Name, Addr: f.Addr, State: "failed", Color: "#dddddd", Failed: true,
+				FailedFor: time.Since(time.UnixMilli(f.SinceMillis)).Round(time.Second).String(), Err: "no answer since " + time.UnixMilli(f.SinceMillis).UTC().Format(time.RFC3339)})
+		}
+	}
 	sort.SliceStable(d.Members, func(i, j int) bool { return d.Members[i].Name < d.Members[j].Name })
 
 	// The ring: one arc per partition, in its primary's color; the
@@ -360,13 +379,15 @@ JSON API: {{.APICalls}} calls, <span {{if .APIFailOpen}}class="bad"{{end}}>{{.AP
 <small>Go clients count their own fail-opens (fcap_client_policy_verdicts_total).</small>
 </div></div>
 <table id="members">
-<tr><th class="l">member</th><th class="l">address</th><th class="l">state</th><th>primaries</th><th>backups</th><th>viewers</th><th>counters</th><th>memory</th><th>requests</th><th>syncing</th><th>under-replicated</th><th>repl. queue</th><th>repl. lag</th></tr>
+<tr><th class="l">member</th><th class="l">address</th><th class="l">state</th><th>primaries</th><th>backups</th><th>viewers</th><th>counters</th><th>memory</th><th>requests</th><th>syncing</th><th>under-replicated</th><th>repl. queue</th><th>repl. lag</th><th>strict</th></tr>
 {{range .Members}}<tr>
 <td class="l"><span class="dot" style="background:{{.Color}}"></span>{{.Name}}{{if .Self}} (this node){{end}}</td>
 <td class="l">{{.Addr}}</td><td class="l">{{.State}}</td>
 {{if .Reachable}}<td>{{.Primaries}}</td><td>{{.Backups}}</td><td>{{.Viewers}}</td><td>{{.Keys}}</td><td>{{.Memory}}</td><td>{{.Rate}}</td>
 <td {{if .Syncing}}class="bad"{{end}}>{{.Syncing}}</td><td {{if .UnderRepl}}class="bad"{{end}}>{{.UnderRepl}}</td><td>{{.Queue}}</td><td>{{.Lag}}</td>
-{{else}}<td colspan="10" class="l bad">unreachable: {{.Err}}</td>{{end}}
+<td {{if or .NoStrict .Claimed}}class="bad"{{end}}>{{.Strict}}{{if .Claimed}}, {{.Claimed}} claimed{{end}}</td>
+{{else if .Failed}}<td colspan="11" class="l bad">FAILED {{.FailedFor}} ago: {{.Err}}; counts toward the majority until it returns or <code>fcapctl forget {{.Name}}</code></td>
+{{else}}<td colspan="11" class="l bad">unreachable: {{.Err}}</td>{{end}}
 </tr>{{end}}
 </table>
 <div class="sub" id="endpoints">Served here: {{range $i, $e := .Endpoints}}{{if $i}} · {{end}}{{if eq $e.Method "GET"}}<a href="{{$e.Path}}">{{$e.Path}}</a>{{else}}{{$e.Method}} {{$e.Path}}{{end}} ({{$e.What}}){{end}}</div>
