@@ -71,6 +71,11 @@ type Deps struct {
 	Peers   Peers
 	Metrics Metrics
 	Hooks   Hooks
+	// Clock is the time the partition bookkeeping reads: how long a
+	// partition has been awaited (pulls, claims), how old an early
+	// hand-over is, when a lost partition may be dropped. nil means
+	// time.Now; tests pass their own to step through timeouts.
+	Clock func() time.Time
 }
 
 // Engine is what replication needs of the cap engine (engine.Engine).

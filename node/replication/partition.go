@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -114,7 +115,8 @@ func (r *Replicator) received(from string, done, handoff []uint32) {
 			// Early: this node's ring does not show the move yet (or
 			// never will: it may pass over the ring that made it the
 			// primary, and then relays it, sync.go).
-			part.handed.Store(&early{from: from, at: time.Now().UnixNano()})
+			// from aliases the frame it came in (proto.Decode): keep a copy.
+			part.handed.Store(&early{from: strings.Clone(from), at: r.now().UnixNano()})
 			r.log.Debug("partition: hand-over before its ring", "partition", p, "from", from)
 		}
 	}
@@ -129,7 +131,7 @@ func (r *Replicator) received(from string, done, handoff []uint32) {
 // other member that may hold a copy to push it: states merge, so any
 // count a survivor kept comes back, late rather than never.
 func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
-	now := time.Now().UnixNano()
+	now := r.now().UnixNano()
 	var claimed []int
 	for p := range r.parts {
 		part := &r.parts[p]
@@ -199,7 +201,7 @@ func (r *Replicator) Missing() (missing int) {
 // dropLost drops the state of partitions this node stopped owning, once
 // nothing is being handed over from them and a grace period passed.
 func (r *Replicator) dropLost(grace time.Duration) {
-	now := time.Now().UnixNano()
+	now := r.now().UnixNano()
 	var drop []bool
 	any := false
 	for p := range r.parts {

@@ -30,6 +30,9 @@ type Plan struct {
 	// before is the plan this one replaced, until it has drained: a
 	// writer that entered it before the swap may still be running.
 	before atomic.Pointer[Plan]
+	// fenced counts the hand-overs that found a write in flight under
+	// this plan and waited for it (drain).
+	fenced atomic.Int64
 }
 
 // drain waits until no write is in flight under this plan or any plan
@@ -37,6 +40,9 @@ type Plan struct {
 // old plan stays idle), or the deadline passes.
 func (pl *Plan) drain(deadline time.Time) {
 	for p := pl; p != nil; p = p.before.Load() {
+		if !p.idle() {
+			p.fenced.Add(1)
+		}
 		for !p.idle() && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Microsecond)
 		}

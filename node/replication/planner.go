@@ -1,7 +1,7 @@
 package replication
 
 import (
-	"time"
+	"strings"
 
 	"github.com/fcap-io/fcap/ring"
 )
@@ -102,7 +102,7 @@ func (r *Replicator) OnRing(cur *ring.Ring) (*Plan, func()) {
 	pn := &planner{
 		r: r, self: r.cfg.Name, prev: r.prev, cur: cur, fut: fut,
 		pl:     &Plan{ring: cur, future: fut, targets: make([][]*replica, len(r.parts)), standIn: make([][]*replica, len(r.parts))},
-		now:    time.Now().UnixNano(),
+		now:    r.now().UnixNano(),
 		wanted: map[string]bool{},
 	}
 	if old != nil {
@@ -367,6 +367,7 @@ func (r *Replicator) replicaLocked(cur, fut *ring.Ring, name string) *replica {
 	}
 	rep := r.replicas[name]
 	if rep == nil {
+		name = strings.Clone(name) // it may alias a request's frame (ServeSync's from)
 		rep = newReplica(r, name, m.Addr)
 		r.replicas[name] = rep
 		r.wg.Go(rep.run)

@@ -50,6 +50,7 @@ type Replicator struct {
 	peers   Peers
 	metrics Metrics
 	hooks   Hooks
+	clock   func() time.Time
 
 	parts []partition
 	plan  atomic.Pointer[Plan]
@@ -76,6 +77,9 @@ func New(cfg Config, deps Deps) *Replicator {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if deps.Clock == nil {
+		deps.Clock = time.Now
+	}
 	return &Replicator{
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -84,12 +88,16 @@ func New(cfg Config, deps Deps) *Replicator {
 		peers:    deps.Peers,
 		metrics:  deps.Metrics,
 		hooks:    deps.Hooks,
+		clock:    deps.Clock,
 		parts:    make([]partition, cfg.Ring.Partitions),
 		replicas: map[string]*replica{},
 		stop:     make(chan struct{}),
 		throttle: newThrottle(cfg.TransferRate),
 	}
 }
+
+// now is the time by the Replicator's clock.
+func (r *Replicator) now() time.Time { return r.clock() }
 
 // transferred counts whole partitions and hand-overs sent.
 func (r *Replicator) transferred(n int) {
