@@ -174,6 +174,9 @@ func testCases() []testCase {
 		{name: "erase-result", msg: &EraseResult{Epoch: 12, Devices: 2}},
 		{name: "void", msg: &Void{Viewer: "viewer-1", Impression: fcap.Impression{ID: "imp-9", Time: 1_700_000_000_000, Caps: []fcap.Cap{{Scope: "campaign", ID: "c1", Limit: 3, Window: 3_600_000}}}}},
 		{name: "void-result", msg: &VoidResult{Epoch: 12, Voided: true}},
+		{name: "pull", msg: &Pull{From: "node-1", Keys: []uint64{1, math.MaxUint64}}},
+		{name: "pull/empty", msg: &Pull{}},
+		{name: "pull-result", msg: &PullResult{From: "node-2", HighWater: 1_700_000_000_000, States: []byte{1, 2, 3}, Left: 7}},
 		{name: "replicate", msg: &Replicate{From: "node-1", Epoch: 7, HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}, Done: []uint32{0, 270}, Handoff: []uint32{3}}},
 		{name: "replicate/empty", msg: &Replicate{}},
 		{name: "replicate-result", msg: &ReplicateResult{Epoch: 7, Applied: 31, Refused: 2}},
@@ -321,6 +324,18 @@ func wireForm(m Message) []any {
 		return []any{m.Viewer, m.Impression.ID, m.Impression.Time, capsForm(m.Impression.Caps)}
 	case *VoidResult:
 		return []any{u(m.Epoch), m.Voided}
+	case *Pull:
+		keys := []any{}
+		for _, k := range m.Keys {
+			keys = append(keys, u(k))
+		}
+		return []any{m.From, keys}
+	case *PullResult:
+		states := m.States
+		if states == nil {
+			states = []byte{}
+		}
+		return []any{m.From, m.HighWater, states, u(m.Left)}
 	case *Reserve:
 		return []any{m.Viewer, optTime(m.Now, m.HasNow), m.TTL, capsForm(m.Caps), budgetForm(m.Budget)}
 	case *ReserveResult:

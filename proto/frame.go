@@ -111,6 +111,8 @@ const (
 	TypeEraseResult      Type = 55 // EraseResult: answers Erase
 	TypeVoid             Type = 56 // Void: take a recorded impression back (invalid traffic)
 	TypeVoidResult       Type = 57 // VoidResult: answers Void
+	TypePull             Type = 58 // Pull: a peer's copies of some viewers, node to node (anti-entropy)
+	TypePullResult       Type = 59 // PullResult: answers Pull
 )
 
 var typeNames = [...]string{
@@ -159,6 +161,8 @@ var typeNames = [...]string{
 	TypeEraseResult:      "erase_result",
 	TypeVoid:             "void",
 	TypeVoidResult:       "void_result",
+	TypePull:             "pull",
+	TypePullResult:       "pull_result",
 }
 
 // String returns the type's name in snake case ("check_result"), fit for
@@ -289,6 +293,10 @@ func NewMessage(t Type) Message {
 		return new(Void)
 	case TypeVoidResult:
 		return new(VoidResult)
+	case TypePull:
+		return new(Pull)
+	case TypePullResult:
+		return new(PullResult)
 	}
 	return nil
 }

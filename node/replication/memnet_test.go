@@ -25,7 +25,8 @@ import (
 // memnet is an in-memory network between Replicators: it implements
 // Peers and Conn, so replication is tested without sockets or whole
 // nodes. Every message is encoded and decoded as on the wire. Links are
-// directed (from, to) and can lose requests, lose answers (the receiver
+// directed (from, to) and can lose requests, lose requests yet answer
+// them (a batch lost after its acknowledgement), lose answers (the receiver
 // applied the request, the sender retries it: a duplicate), delay
 // requests, deliver every request again after the next one (a stale
 // batch arriving late: a reorder), or be cut one way or both.
@@ -46,11 +47,15 @@ type link struct{ from, to string }
 
 // fault is what happens to the requests on one link.
 type fault struct {
-	drop   int           // the next drop requests are lost: the receiver sees nothing
-	lose   int           // the next lose answers are lost: the receiver applied the request
-	delay  time.Duration // each request waits this long first
-	replay bool          // each request is delivered again after the next one
-	only   proto.Type    // the fault applies only to this type (0: to every type)
+	drop int // the next drop requests are lost: the receiver sees nothing
+	lose int // the next lose answers are lost: the receiver applied the request
+	// swallow: the next swallow requests are lost, yet the sender gets
+	// an empty answer as if they had been applied (a batch lost after
+	// its acknowledgement).
+	swallow int
+	delay   time.Duration // each request waits this long first
+	replay  bool          // each request is delivered again after the next one
+	only    proto.Type    // the fault applies only to this type (0: to every type)
 }
 
 // errLost is what a sender sees of a message the network lost.
@@ -156,7 +161,7 @@ func (n *memnet) call(ctx context.Context, l link, req, resp proto.Message) erro
 		f = nil
 	}
 	var delay time.Duration
-	drop, lose, replay := n.cut[l], false, false
+	drop, lose, swallow, replay := n.cut[l], false, false, false
 	if f != nil {
 		delay, replay = f.delay, f.replay
 		switch {
@@ -166,6 +171,9 @@ func (n *memnet) call(ctx context.Context, l link, req, resp proto.Message) erro
 		case f.lose > 0:
 			f.lose--
 			lose = true
+		case f.swallow > 0:
+			f.swallow--
+			swallow = true
 		}
 	}
 	n.mu.Unlock()
@@ -180,6 +188,14 @@ func (n *memnet) call(ctx context.Context, l link, req, resp proto.Message) erro
 	}
 	if drop {
 		return fmt.Errorf("%s to %s: %w", req.Type(), l.to, errLost)
+	}
+	if swallow {
+		empty, err := proto.AppendFrame(nil, 1, proto.NewMessage(resp.Type()))
+		if err != nil {
+			return err
+		}
+		_, body := split(empty)
+		return proto.Decode(body, resp)
 	}
 	answer, err := n.deliver(l, frame)
 	if err != nil {
@@ -285,6 +301,8 @@ func (m *memNode) serve(req proto.Message) (proto.Message, error) {
 		return &res, err
 	case *proto.SyncRequest:
 		return &proto.SyncResult{Pushing: m.r.ServeSync(req.From, req.Partitions, req.Handoffs, req.Relays)}, nil
+	case *proto.Pull:
+		return m.r.ServePull(req), nil
 	case *proto.Verify:
 		x := m.ring.Load()
 		if x == nil {
@@ -379,6 +397,7 @@ func newTestMetrics() Metrics {
 	return Metrics{
 		Transfers: c("transfers"), ReplicatedBytes: c("bytes"), Errors: c("errors"),
 		Refused: c("refused"), Claimed: c("claimed"),
+		AntiEntropyRounds: c("ae_rounds"), DifferingPartitions: c("ae_differing"), RepairedViewers: c("ae_repaired"),
 	}
 }
 
@@ -444,6 +463,9 @@ func (c *cluster) recordOnly(name, viewer, id string) uint64 {
 	}
 	return engine.ViewerKey(viewer)
 }
+
+// keyOf is the key of a viewer.
+func keyOf(viewer string) uint64 { return engine.ViewerKey(viewer) }
 
 // digest is what node name's copy of viewer key counts now.
 func (c *cluster) digest(name string, key uint64) uint64 {

@@ -136,6 +136,14 @@ func (rep *replica) transferLocked(p int) {
 	rep.r.parts[p].pushing.Add(1)
 }
 
+// isDirty reports whether a changed viewer is queued for the peer.
+func (rep *replica) isDirty(key uint64) bool {
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	_, ok := rep.dirty[key]
+	return ok
+}
+
 func (rep *replica) hasSent(p int) bool {
 	rep.mu.Lock()
 	defer rep.mu.Unlock()

@@ -60,7 +60,8 @@ type Replicator struct {
 	replicas map[string]*replica
 	prev     *ring.Ring // the ring before the current one
 
-	throttle  *throttle    // paces whole-partition transfers
+	throttle  *throttle // paces whole-partition transfers and anti-entropy pulls
+	ae        antiEntropy
 	transfers atomic.Int64 // whole partitions and hand-overs sent
 
 	sawPeer       atomic.Bool // some ring held another member: this node has been part of a cluster

@@ -67,8 +67,9 @@ var rolePerms = map[Role]Perms{
 		proto.TypeRecord, proto.TypeReserve, proto.TypeRelease, proto.TypeLink, proto.TypeUnlink, proto.TypeResolve, proto.TypeUndo, proto.TypeErase, proto.TypeVoid),
 	RoleOperator: AllPerms,
 	RolePeer: PermsOf(proto.TypePing, proto.TypeTopologyRequest, proto.TypeReplicate, proto.TypeSyncRequest, proto.TypeLinkDevice,
-		proto.TypeUnlink, // an Erase unlinks the viewer's devices on their owners
-		proto.TypeLink),  // a node finishes a link on the viewer's owner
+		proto.TypeUnlink,                  // an Erase unlinks the viewer's devices on their owners
+		proto.TypeLink,                    // a node finishes a link on the viewer's owner
+		proto.TypeVerify, proto.TypePull), // anti-entropy compares and exchanges copies
 }
 
 // minTokenLen is the shortest token a tokens file may hold.

@@ -1,0 +1,307 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
+)
+
+// Anti-entropy. Replication ships every change once its sender is sure
+// the peer applied it, but copies can still drift apart: a batch lost
+// after the peer acknowledged it, a sender's queue dropped with the
+// sender when gossip took the peer out of the ring for a moment, a stand-in
+// write whose owner never heard of it. So every AntiEntropyInterval the
+// primary of each partition compares its copy with each backup's, with
+// the digests fcapctl verify compares (engine.Digest, combined per
+// partition by engine.CombineDigests; the backup answers a proto.Verify
+// as it answers the operator's). For a partition whose digests differ it
+// asks for per-viewer digests and, for each viewer that differs, pulls the
+// backup's copy (proto.Pull) and merges it, then queues its own copy (now
+// holding both) for the backup. Merges never take away what a copy
+// counted, so the two end up equal and a repair that races a write loses
+// nothing. A partition with more than maxViewerDigests viewers is
+// exchanged whole both ways instead (a transfer each way, paced by
+// TransferRate). Viewers already queued for the backup are on their way
+// and are left alone.
+//
+// A round costs one pass over this node's viewers and one over each
+// backup's (digests of the partitions compared only), plus the states of
+// the viewers that differ; pulled states are paced by the transfer rate.
+
+// maxViewerDigests bounds the viewers of a differing partition whose
+// digests are exchanged one by one (a VerifyResult of about 30 bytes
+// each must fit a peer's frame); a larger one is exchanged whole.
+const maxViewerDigests = 8192
+
+// AntiEntropyStatus is what anti-entropy found, for the node's status.
+type AntiEntropyStatus struct {
+	// Rounds counts the rounds run since the node started.
+	Rounds int64
+	// Differing counts the partitions whose copies differed from a
+	// backup's in the last round (0: every copy compared agreed).
+	Differing int
+	// Unreached counts the backups the last round could not compare
+	// with (unreachable, or refusing).
+	Unreached int
+	// Repaired counts the viewers merged both ways since the node
+	// started.
+	Repaired int64
+}
+
+// antiEntropy is the Replicator's anti-entropy state.
+type antiEntropy struct {
+	rounds    atomic.Int64
+	differing atomic.Int64
+	unreached atomic.Int64
+	repaired  atomic.Int64
+}
+
+// AntiEntropy returns what anti-entropy found.
+func (r *Replicator) AntiEntropy() AntiEntropyStatus {
+	return AntiEntropyStatus{
+		Rounds:    r.ae.rounds.Load(),
+		Differing: int(r.ae.differing.Load()),
+		Unreached: int(r.ae.unreached.Load()),
+		Repaired:  r.ae.repaired.Load(),
+	}
+}
+
+// partDigest is one partition's digest: viewers counting anything and
+// their combined digest.
+type partDigest struct {
+	viewers uint64
+	sum     uint64
+}
+
+// antiEntropyRound compares the copies of the partitions this node is
+// primary of, and holds, with each backup that holds them, and repairs
+// those that differ.
+func (r *Replicator) antiEntropyRound(ctx context.Context) {
+	pl := r.plan.Load()
+	if pl == nil {
+		return
+	}
+	self := r.cfg.Name
+	byPeer := map[*replica][]uint32{}
+	want := make([]bool, len(r.parts))
+	for p, reps := range pl.targets {
+		owners := names(pl.ring, p)
+		part := &r.parts[p]
+		if len(owners) == 0 || owners[0] != self || !part.have.Load() || part.waitSince.Load() != 0 {
+			continue
+		}
+		for _, rep := range reps {
+			// A backup still receiving p is not compared: its transfer
+			// will bring it everything.
+			if contains(owners, rep.name) && rep.hasSent(p) {
+				byPeer[rep] = append(byPeer[rep], uint32(p))
+				want[p] = true
+			}
+		}
+	}
+	reps := make([]*replica, 0, len(byPeer))
+	for rep := range byPeer {
+		reps = append(reps, rep)
+	}
+	slices.SortFunc(reps, func(a, b *replica) int { return strings.Compare(a.name, b.name) })
+	now := r.now().UnixMilli()
+	var local []partDigest
+	if len(reps) > 0 {
+		local = r.partitionDigests(want, now)
+	}
+	differing, unreached := 0, 0
+	for _, rep := range reps {
+		n, err := r.compare(ctx, rep, byPeer[rep], local, now)
+		differing += n
+		if err != nil {
+			unreached++
+			r.log.Debug("anti-entropy", "peer", rep.name, "err", err)
+		}
+	}
+	r.ae.differing.Store(int64(differing))
+	r.ae.unreached.Store(int64(unreached))
+	r.ae.rounds.Add(1)
+	r.metrics.AntiEntropyRounds.Inc()
+}
+
+// compare compares partitions ps with one backup and repairs those that
+// differ; it returns how many differed.
+func (r *Replicator) compare(ctx context.Context, rep *replica, ps []uint32, local []partDigest, now int64) (int, error) {
+	var res proto.VerifyResult
+	if err := r.callPeer(ctx, rep, &proto.Verify{Now: now, Partitions: ps}, &res); err != nil {
+		return 0, err
+	}
+	differing := 0
+	for _, pd := range res.Partitions {
+		p := int(pd.Partition)
+		if p >= len(local) || !pd.Held || (pd.Sum == local[p].sum && pd.Viewers == local[p].viewers) {
+			continue
+		}
+		differing++
+		r.metrics.DifferingPartitions.Inc()
+		if max(pd.Viewers, local[p].viewers) > maxViewerDigests {
+			if err := r.exchangeWhole(ctx, rep, p); err != nil {
+				return differing, err
+			}
+			continue
+		}
+		if err := r.repair(ctx, rep, p, now); err != nil {
+			return differing, err
+		}
+	}
+	return differing, nil
+}
+
+// exchangeWhole sends partition p whole to the backup and asks it for
+// its copy whole.
+func (r *Replicator) exchangeWhole(ctx context.Context, rep *replica, p int) error {
+	rep.transfer(p)
+	r.log.Debug("anti-entropy: exchanging a partition whole", "peer", rep.name, "partition", p)
+	return r.callPeer(ctx, rep, &proto.SyncRequest{From: r.cfg.Name, Partitions: []uint32{uint32(p)}}, &proto.SyncResult{})
+}
+
+// repair exchanges the viewers of partition p whose copies differ
+// between this node and the backup: it pulls and merges the backup's,
+// then queues its own (now holding both) for the backup.
+func (r *Replicator) repair(ctx context.Context, rep *replica, p int, now int64) error {
+	var res proto.VerifyResult
+	if err := r.callPeer(ctx, rep, &proto.Verify{Now: now, Partitions: []uint32{uint32(p)}, Viewers: true}, &res); err != nil {
+		return err
+	}
+	if res.Truncated {
+		return r.exchangeWhole(ctx, rep, p)
+	}
+	want := make([]bool, len(r.parts))
+	want[p] = true
+	ours := r.viewerDigests(want, now)
+	theirs := make(map[uint64]uint64, len(res.Viewers))
+	for _, v := range res.Viewers {
+		if ring.PartitionOf(v.Key, len(r.parts)) == p { // a peer's answer is checked, not trusted
+			theirs[v.Key] = v.Sum
+		}
+	}
+	var push, pull []uint64
+	for k, d := range ours {
+		if theirs[k] != d && !rep.isDirty(k) {
+			push = append(push, k)
+			if theirs[k] != 0 {
+				pull = append(pull, k)
+			}
+		}
+	}
+	repaired := len(push)
+	for k, d := range theirs {
+		if _, ok := ours[k]; !ok && d != 0 && !rep.isDirty(k) {
+			pull = append(pull, k)
+			repaired++
+		}
+	}
+	for len(pull) > 0 {
+		n := min(len(pull), proto.MaxPullKeys)
+		left, err := r.pull1(ctx, rep, pull[:n])
+		if err != nil {
+			return err
+		}
+		pull = pull[n-left:]
+		if left == n {
+			return fmt.Errorf("%s sent none of the states asked for", rep.name)
+		}
+	}
+	// Its own copies go after the pull: they now hold the backup's too.
+	for _, k := range push {
+		rep.markDirty(k, p)
+	}
+	if repaired > 0 {
+		r.log.Debug("anti-entropy: repaired", "peer", rep.name, "partition", p, "viewers", repaired)
+	}
+	r.ae.repaired.Add(int64(repaired))
+	r.metrics.RepairedViewers.Add(float64(repaired))
+	return nil
+}
+
+// pull1 asks the backup for its copies of keys and merges them; it
+// returns how many of keys (at their end) did not fit in the answer.
+func (r *Replicator) pull1(ctx context.Context, rep *replica, keys []uint64) (left int, err error) {
+	var res proto.PullResult
+	if err := r.callPeer(ctx, rep, &proto.Pull{From: r.cfg.Name, Keys: keys}, &res); err != nil {
+		return 0, err
+	}
+	if res.Left > uint64(len(keys)) {
+		return 0, fmt.Errorf("%w: %s left %d of %d states", proto.ErrBadRequest, rep.name, res.Left, len(keys))
+	}
+	if !r.throttle.wait(len(res.States), r.stop) {
+		return 0, fmt.Errorf("replication stopped")
+	}
+	if _, err := r.Apply(&proto.Replicate{From: res.From, HighWater: res.HighWater, States: res.States}); err != nil {
+		return 0, err
+	}
+	return int(res.Left), nil
+}
+
+// ServePull answers a peer's Pull: this node's copies of the viewers it
+// names, as many as fit in one message.
+func (r *Replicator) ServePull(m *proto.Pull) *proto.PullResult {
+	res := &proto.PullResult{From: r.cfg.Name, HighWater: r.eng.HighWater()}
+	var buf []byte
+	for i, k := range m.Keys {
+		next := r.eng.Export(k, buf)
+		if len(next) > proto.MaxReplicateBytes {
+			res.Left = uint64(len(m.Keys) - i)
+			break
+		}
+		buf = next
+	}
+	res.States = buf
+	return res
+}
+
+// callPeer sends one request to a peer within the replication timeout.
+func (r *Replicator) callPeer(ctx context.Context, rep *replica, req, resp proto.Message) error {
+	rep.mu.Lock()
+	addr := rep.addr
+	rep.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	return r.peers.Call(ctx, addr, req, resp)
+}
+
+// partitionDigests digests the partitions want marks, in one pass over
+// the engine.
+func (r *Replicator) partitionDigests(want []bool, now int64) []partDigest {
+	out := make([]partDigest, len(want))
+	r.digests(want, now, func(p int, _, d uint64) {
+		out[p].viewers++
+		out[p].sum = engine.CombineDigests(out[p].sum, d)
+	})
+	return out
+}
+
+// viewerDigests digests every viewer of the partitions want marks that
+// counts anything.
+func (r *Replicator) viewerDigests(want []bool, now int64) map[uint64]uint64 {
+	out := map[uint64]uint64{}
+	r.digests(want, now, func(_ int, k, d uint64) { out[k] = d })
+	return out
+}
+
+// digests calls fn with the digest of every viewer of the partitions
+// want marks that counts anything at now (as storage.Digests, which
+// answers Verify, walks them).
+func (r *Replicator) digests(want []bool, now int64, fn func(p int, key, digest uint64)) {
+	r.eng.Keys(func(k uint64) bool {
+		p := ring.PartitionOf(k, len(want))
+		if !want[p] {
+			return true
+		}
+		if d, _ := r.eng.Digest(k, now); d != 0 {
+			fn(p, k, d)
+		}
+		return true
+	})
+}
