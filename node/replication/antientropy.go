@@ -3,8 +3,10 @@ package replication
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/fcap-io/fcap/node/engine"
@@ -15,29 +17,37 @@ import (
 // Anti-entropy. Replication ships every change once its sender is sure
 // the peer applied it, but copies can still drift apart: a batch lost
 // after the peer acknowledged it, a sender's queue dropped with the
-// sender when gossip took the peer out of the ring for a moment, a stand-in
-// write whose owner never heard of it. So every AntiEntropyInterval the
-// primary of each partition compares its copy with each backup's, with
-// the digests fcapctl verify compares (engine.Digest, combined per
-// partition by engine.CombineDigests; the backup answers a proto.Verify
-// as it answers the operator's). For a partition whose digests differ it
-// asks for per-viewer digests and, for each viewer that differs, pulls the
-// backup's copy (proto.Pull) and merges it, then queues its own copy (now
-// holding both) for the backup. Merges never take away what a copy
-// counted, so the two end up equal and a repair that races a write loses
-// nothing. A partition with more than maxViewerDigests viewers is
-// exchanged whole both ways instead (a transfer each way, paced by
-// TransferRate). Viewers already queued for the backup are on their way
-// and are left alone.
+// sender when gossip took the peer out of the ring for a moment, a
+// stand-in write whose owner never heard of it. So every
+// AntiEntropyInterval the primary of each partition compares its copy
+// with each backup's, with the digests fcapctl verify compares
+// (engine.Digest, combined per partition by engine.CombineDigests; the
+// backup answers a proto.Verify as it answers the operator's).
+//
+// For partitions whose digests differ it asks for per-viewer digests, a
+// budget of viewers per round (partitions beyond it wait for the next
+// rounds, in turn). A viewer is repaired once it differed in two
+// comparisons in a row with the same two digests: one that differs only
+// because a write is on its way changes, or agrees, by the next round,
+// and any later write to a viewer ships its whole state anyway. To
+// repair, the primary pulls the backup's copy (proto.Pull) and merges
+// it, then queues its own copy (now holding both) for the backup.
+// Merges never take away what a copy counted, so the two end up equal
+// and a repair that races a write loses nothing. A partition with more
+// viewers than the budget is exchanged whole both ways instead (a
+// transfer each way, paced by TransferRate), once it differed twice in a
+// row with the same two partition digests (it was quiet in between).
 //
 // A round costs one pass over this node's viewers and one over each
-// backup's (digests of the partitions compared only), plus the states of
+// backup's (digests of the partitions compared only), one more each for
+// the per-viewer digests when a partition differs, and the states of
 // the viewers that differ; pulled states are paced by the transfer rate.
 
-// maxViewerDigests bounds the viewers of a differing partition whose
-// digests are exchanged one by one (a VerifyResult of about 30 bytes
-// each must fit a peer's frame); a larger one is exchanged whole.
-const maxViewerDigests = 8192
+// maxViewerDigests is the default per-round budget of viewer digests
+// exchanged with one backup. A VerifyResult holds about 20 bytes a
+// viewer: 24000 of them fit the smallest frame a peer reads (see
+// node/peers).
+const maxViewerDigests = 24000
 
 // AntiEntropyStatus is what anti-entropy found, for the node's status.
 type AntiEntropyStatus struct {
@@ -60,6 +70,22 @@ type antiEntropy struct {
 	differing atomic.Int64
 	unreached atomic.Int64
 	repaired  atomic.Int64
+
+	mu sync.Mutex // one round at a time
+	// The fields below are guarded by mu.
+	budget int                // viewer digests per backup per round
+	peers  map[string]*aePeer // per backup
+}
+
+// aePeer is what the last rounds found of one backup's copies.
+type aePeer struct {
+	// viewers that differed, with their two digests (ours, theirs);
+	// whole partitions that differed, with their two partition digests.
+	viewers map[uint64][2]uint64
+	whole   map[int][2]uint64
+	// next is the partition the per-viewer comparison starts at when
+	// the differing ones exceed the budget.
+	next int
 }
 
 // AntiEntropy returns what anti-entropy found.
@@ -87,6 +113,11 @@ func (r *Replicator) antiEntropyRound(ctx context.Context) {
 	if pl == nil {
 		return
 	}
+	r.ae.mu.Lock()
+	defer r.ae.mu.Unlock()
+	if r.ae.peers == nil {
+		r.ae.peers = map[string]*aePeer{}
+	}
 	self := r.cfg.Name
 	byPeer := map[*replica][]uint32{}
 	want := make([]bool, len(r.parts))
@@ -110,6 +141,11 @@ func (r *Replicator) antiEntropyRound(ctx context.Context) {
 		reps = append(reps, rep)
 	}
 	slices.SortFunc(reps, func(a, b *replica) int { return strings.Compare(a.name, b.name) })
+	for name := range r.ae.peers {
+		if !slices.ContainsFunc(reps, func(rep *replica) bool { return rep.name == name }) {
+			delete(r.ae.peers, name) // no longer a backup this node compares with
+		}
+	}
 	now := r.now().UnixMilli()
 	var local []partDigest
 	if len(reps) > 0 {
@@ -117,7 +153,12 @@ func (r *Replicator) antiEntropyRound(ctx context.Context) {
 	}
 	differing, unreached := 0, 0
 	for _, rep := range reps {
-		n, err := r.compare(ctx, rep, byPeer[rep], local, now)
+		st := r.ae.peers[rep.name]
+		if st == nil {
+			st = &aePeer{viewers: map[uint64][2]uint64{}, whole: map[int][2]uint64{}}
+			r.ae.peers[rep.name] = st
+		}
+		n, err := r.compare(ctx, rep, st, byPeer[rep], local, now)
 		differing += n
 		if err != nil {
 			unreached++
@@ -132,30 +173,84 @@ func (r *Replicator) antiEntropyRound(ctx context.Context) {
 
 // compare compares partitions ps with one backup and repairs those that
 // differ; it returns how many differed.
-func (r *Replicator) compare(ctx context.Context, rep *replica, ps []uint32, local []partDigest, now int64) (int, error) {
+func (r *Replicator) compare(ctx context.Context, rep *replica, st *aePeer, ps []uint32, local []partDigest, now int64) (int, error) {
 	var res proto.VerifyResult
 	if err := r.callPeer(ctx, rep, &proto.Verify{Now: now, Partitions: ps}, &res); err != nil {
 		return 0, err
 	}
-	differing := 0
+	budget := r.ae.budget
+	if budget <= 0 {
+		budget = maxViewerDigests
+	}
+	var diff []int // differing partitions, from st.next on, then the rest
+	whole := map[int][2]uint64{}
 	for _, pd := range res.Partitions {
 		p := int(pd.Partition)
 		if p >= len(local) || !pd.Held || (pd.Sum == local[p].sum && pd.Viewers == local[p].viewers) {
 			continue
 		}
-		differing++
 		r.metrics.DifferingPartitions.Inc()
-		if max(pd.Viewers, local[p].viewers) > maxViewerDigests {
+		if max(pd.Viewers, local[p].viewers) > uint64(budget) {
+			whole[p] = [2]uint64{local[p].sum, pd.Sum}
+			continue
+		}
+		diff = append(diff, p)
+	}
+	differing := len(diff) + len(whole)
+	inDiff := make(map[int]bool, len(diff))
+	for _, p := range diff {
+		inDiff[p] = true
+	}
+	maps.DeleteFunc(st.viewers, func(k uint64, _ [2]uint64) bool { return !inDiff[ring.PartitionOf(k, len(r.parts))] })
+	slices.SortFunc(diff, func(a, b int) int { return cmpFrom(a, b, st.next) })
+	for p, pair := range whole {
+		if st.whole[p] == pair {
+			delete(whole, p)
 			if err := r.exchangeWhole(ctx, rep, p); err != nil {
 				return differing, err
 			}
-			continue
-		}
-		if err := r.repair(ctx, rep, p, now); err != nil {
-			return differing, err
 		}
 	}
-	return differing, nil
+	st.whole = whole
+	// The per-viewer comparison takes differing partitions in turn while
+	// the budget lasts.
+	var picked []uint32
+	viewers := uint64(0)
+	for _, p := range diff {
+		n := max(local[p].viewers, partitionViewers(&res, p))
+		if len(picked) > 0 && viewers+n > uint64(budget) {
+			st.next = p
+			break
+		}
+		picked = append(picked, uint32(p))
+		viewers += n
+	}
+	if len(picked) == 0 {
+		st.viewers = map[uint64][2]uint64{}
+		return differing, nil
+	}
+	return differing, r.repair(ctx, rep, st, picked, now)
+}
+
+// cmpFrom orders partitions from next on, then those before it.
+func cmpFrom(a, b, next int) int {
+	if (a >= next) != (b >= next) {
+		if a >= next {
+			return -1
+		}
+		return 1
+	}
+	return a - b
+}
+
+// partitionViewers is the viewer count of partition p in a VerifyResult.
+func partitionViewers(res *proto.VerifyResult, p int) uint64 {
+	for _, pd := range res.Partitions {
+		if int(pd.Partition) == p {
+			return pd.Viewers
+		}
+	}
+	return 0
 }
 
 // exchangeWhole sends partition p whole to the backup and asks it for
@@ -166,39 +261,65 @@ func (r *Replicator) exchangeWhole(ctx context.Context, rep *replica, p int) err
 	return r.callPeer(ctx, rep, &proto.SyncRequest{From: r.cfg.Name, Partitions: []uint32{uint32(p)}}, &proto.SyncResult{})
 }
 
-// repair exchanges the viewers of partition p whose copies differ
-// between this node and the backup: it pulls and merges the backup's,
-// then queues its own (now holding both) for the backup.
-func (r *Replicator) repair(ctx context.Context, rep *replica, p int, now int64) error {
+// repair compares the viewers of partitions ps with the backup's and
+// exchanges those that differed twice in a row with the same digests:
+// it pulls and merges the backup's copies, then queues its own (now
+// holding both) for the backup.
+func (r *Replicator) repair(ctx context.Context, rep *replica, st *aePeer, ps []uint32, now int64) error {
 	var res proto.VerifyResult
-	if err := r.callPeer(ctx, rep, &proto.Verify{Now: now, Partitions: []uint32{uint32(p)}, Viewers: true}, &res); err != nil {
+	if err := r.callPeer(ctx, rep, &proto.Verify{Now: now, Partitions: ps, Viewers: true}, &res); err != nil {
 		return err
 	}
 	if res.Truncated {
-		return r.exchangeWhole(ctx, rep, p)
+		return fmt.Errorf("%s truncated the digests of %d viewers", rep.name, len(res.Viewers))
 	}
 	want := make([]bool, len(r.parts))
-	want[p] = true
+	for _, p := range ps {
+		want[p] = true
+	}
 	ours := r.viewerDigests(want, now)
 	theirs := make(map[uint64]uint64, len(res.Viewers))
 	for _, v := range res.Viewers {
-		if ring.PartitionOf(v.Key, len(r.parts)) == p { // a peer's answer is checked, not trusted
+		if want[ring.PartitionOf(v.Key, len(r.parts))] { // a peer's answer is checked, not trusted
 			theirs[v.Key] = v.Sum
 		}
 	}
-	var push, pull []uint64
-	for k, d := range ours {
-		if theirs[k] != d && !rep.isDirty(k) {
-			push = append(push, k)
-			if theirs[k] != 0 {
-				pull = append(pull, k)
-			}
+	// Suspects of partitions not compared this round are kept.
+	suspects := map[uint64][2]uint64{}
+	for k, pair := range st.viewers {
+		if !want[ring.PartitionOf(k, len(r.parts))] {
+			suspects[k] = pair
 		}
 	}
-	repaired := len(push)
-	for k, d := range theirs {
-		if _, ok := ours[k]; !ok && d != 0 && !rep.isDirty(k) {
+	var push, pull []uint64
+	consider := func(k uint64) {
+		pair := [2]uint64{ours[k], theirs[k]}
+		if pair[0] == pair[1] || rep.isDirty(k) {
+			return
+		}
+		if st.viewers[k] != pair {
+			suspects[k] = pair // differs once: confirmed or gone by the next round
+			return
+		}
+		if pair[0] != 0 {
+			push = append(push, k)
+		}
+		if pair[1] != 0 {
 			pull = append(pull, k)
+		}
+	}
+	for k := range ours {
+		consider(k)
+	}
+	for k := range theirs {
+		if _, ok := ours[k]; !ok {
+			consider(k)
+		}
+	}
+	st.viewers = suspects
+	repaired := len(push)
+	for _, k := range pull {
+		if ours[k] == 0 {
 			repaired++
 		}
 	}
@@ -208,17 +329,17 @@ func (r *Replicator) repair(ctx context.Context, rep *replica, p int, now int64)
 		if err != nil {
 			return err
 		}
-		pull = pull[n-left:]
 		if left == n {
 			return fmt.Errorf("%s sent none of the states asked for", rep.name)
 		}
+		pull = pull[n-left:]
 	}
 	// Its own copies go after the pull: they now hold the backup's too.
 	for _, k := range push {
-		rep.markDirty(k, p)
+		rep.markDirty(k, ring.PartitionOf(k, len(r.parts)))
 	}
 	if repaired > 0 {
-		r.log.Debug("anti-entropy: repaired", "peer", rep.name, "partition", p, "viewers", repaired)
+		r.log.Debug("anti-entropy: repaired", "peer", rep.name, "partitions", len(ps), "viewers", repaired)
 	}
 	r.ae.repaired.Add(int64(repaired))
 	r.metrics.RepairedViewers.Add(float64(repaired))
