@@ -197,6 +197,7 @@ func testCases() []testCase {
 		{name: "viewer-state/identity", msg: &ViewerState{Found: true, LinkedTo: "person-1", Devices: []string{"phone", "tv"}}},
 		{name: "verify", msg: &Verify{Now: 1_700_000_000_000, Partitions: []uint32{0, 17, 270}, Viewers: true, Log: true}},
 		{name: "verify/all", msg: &Verify{}},
+		{name: "verify/slice", msg: &Verify{Now: 5, Partitions: []uint32{3}, Viewers: true, Slices: 4, Slice: 3}},
 		{name: "verify-result", msg: &VerifyResult{Node: "n1", Epoch: 42, Logged: true, LogError: "", Changed: 3,
 			Partitions: []PartitionDigest{{Partition: 17, Held: true, Viewers: 2, Sum: math.MaxUint64, LogViewers: 2, LogSum: 5}},
 			Viewers:    []ViewerDigest{{Key: 0xDEADBEEF, Sum: 1, Log: 0}}, Truncated: true}},
@@ -365,6 +366,9 @@ func wireForm(m Message) []any {
 	case *Inspect:
 		return []any{m.Viewer}
 	case *Verify:
+		if m.Slices > 1 {
+			return []any{m.Now, le32(m.Partitions), m.Viewers, m.Log, u(uint64(m.Slices)), u(uint64(m.Slice))}
+		}
 		return []any{m.Now, le32(m.Partitions), m.Viewers, m.Log}
 	case *Link:
 		return []any{m.Device, m.Viewer}

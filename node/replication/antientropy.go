@@ -34,9 +34,8 @@ import (
 // it, then queues its own copy (now holding both) for the backup.
 // Merges never take away what a copy counted, so the two end up equal
 // and a repair that races a write loses nothing. A partition with more
-// viewers than the budget is exchanged whole both ways instead (a
-// transfer each way, paced by TransferRate), once it differed twice in a
-// row with the same two partition digests (it was quiet in between).
+// viewers than the budget is compared alone, a slice of its viewers a
+// round (proto.Verify.Slices).
 //
 // A round costs one pass over this node's viewers and one over each
 // backup's (digests of the partitions compared only), one more each for
@@ -79,10 +78,11 @@ type antiEntropy struct {
 
 // aePeer is what the last rounds found of one backup's copies.
 type aePeer struct {
-	// viewers that differed, with their two digests (ours, theirs);
-	// whole partitions that differed, with their two partition digests.
+	// viewers that differed, with their two digests (ours, theirs).
 	viewers map[uint64][2]uint64
-	whole   map[int][2]uint64
+	// slice is, per partition compared a slice at a time, the slice
+	// to compare next.
+	slice map[int]uint32
 	// next is the partition the per-viewer comparison starts at when
 	// the differing ones exceed the budget.
 	next int
@@ -155,7 +155,7 @@ func (r *Replicator) antiEntropyRound(ctx context.Context) {
 	for _, rep := range reps {
 		st := r.ae.peers[rep.name]
 		if st == nil {
-			st = &aePeer{viewers: map[uint64][2]uint64{}, whole: map[int][2]uint64{}}
+			st = &aePeer{viewers: map[uint64][2]uint64{}, slice: map[int]uint32{}}
 			r.ae.peers[rep.name] = st
 		}
 		n, err := r.compare(ctx, rep, st, byPeer[rep], local, now)
@@ -178,59 +178,57 @@ func (r *Replicator) compare(ctx context.Context, rep *replica, st *aePeer, ps [
 	if err := r.callPeer(ctx, rep, &proto.Verify{Now: now, Partitions: ps}, &res); err != nil {
 		return 0, err
 	}
-	budget := r.ae.budget
-	if budget <= 0 {
+	budget := uint64(r.ae.budget)
+	if budget == 0 {
 		budget = maxViewerDigests
 	}
 	var diff []int // differing partitions, from st.next on, then the rest
-	whole := map[int][2]uint64{}
+	size := map[int]uint64{}
 	for _, pd := range res.Partitions {
 		p := int(pd.Partition)
 		if p >= len(local) || !pd.Held || (pd.Sum == local[p].sum && pd.Viewers == local[p].viewers) {
 			continue
 		}
 		r.metrics.DifferingPartitions.Inc()
-		if max(pd.Viewers, local[p].viewers) > uint64(budget) {
-			whole[p] = [2]uint64{local[p].sum, pd.Sum}
-			continue
-		}
 		diff = append(diff, p)
+		size[p] = max(pd.Viewers, local[p].viewers)
 	}
-	differing := len(diff) + len(whole)
-	inDiff := make(map[int]bool, len(diff))
-	for _, p := range diff {
-		inDiff[p] = true
+	maps.DeleteFunc(st.viewers, func(k uint64, _ [2]uint64) bool { return size[ring.PartitionOf(k, len(r.parts))] == 0 })
+	maps.DeleteFunc(st.slice, func(p int, _ uint32) bool { return size[p] == 0 })
+	if len(diff) == 0 {
+		return 0, nil
 	}
-	maps.DeleteFunc(st.viewers, func(k uint64, _ [2]uint64) bool { return !inDiff[ring.PartitionOf(k, len(r.parts))] })
 	slices.SortFunc(diff, func(a, b int) int { return cmpFrom(a, b, st.next) })
-	for p, pair := range whole {
-		if st.whole[p] == pair {
-			delete(whole, p)
-			if err := r.exchangeWhole(ctx, rep, p); err != nil {
-				return differing, err
-			}
+	// Differing partitions are compared viewer by viewer in turn while
+	// the budget lasts; one larger than the budget alone, a slice of its
+	// viewers a round (twice as many slices as the budget needs: slices
+	// are uneven).
+	if p := diff[0]; size[p] > budget {
+		n := uint32(min((2*size[p]+budget-1)/budget, maxSlices))
+		sl := st.slice[p] % n
+		st.slice[p] = sl + 1
+		if sl+1 == n {
+			st.next = p + 1
+			delete(st.slice, p)
 		}
+		return len(diff), r.repair(ctx, rep, st, []uint32{uint32(p)}, n, sl, now)
 	}
-	st.whole = whole
-	// The per-viewer comparison takes differing partitions in turn while
-	// the budget lasts.
 	var picked []uint32
 	viewers := uint64(0)
+	st.next = 0
 	for _, p := range diff {
-		n := max(local[p].viewers, partitionViewers(&res, p))
-		if len(picked) > 0 && viewers+n > uint64(budget) {
+		if viewers+size[p] > budget {
 			st.next = p
 			break
 		}
 		picked = append(picked, uint32(p))
-		viewers += n
+		viewers += size[p]
 	}
-	if len(picked) == 0 {
-		st.viewers = map[uint64][2]uint64{}
-		return differing, nil
-	}
-	return differing, r.repair(ctx, rep, st, picked, now)
+	return len(diff), r.repair(ctx, rep, st, picked, 1, 0, now)
 }
+
+// maxSlices bounds the slices a partition is compared in.
+const maxSlices = 1024
 
 // cmpFrom orders partitions from next on, then those before it.
 func cmpFrom(a, b, next int) int {
@@ -243,31 +241,15 @@ func cmpFrom(a, b, next int) int {
 	return a - b
 }
 
-// partitionViewers is the viewer count of partition p in a VerifyResult.
-func partitionViewers(res *proto.VerifyResult, p int) uint64 {
-	for _, pd := range res.Partitions {
-		if int(pd.Partition) == p {
-			return pd.Viewers
-		}
-	}
-	return 0
-}
-
-// exchangeWhole sends partition p whole to the backup and asks it for
-// its copy whole.
-func (r *Replicator) exchangeWhole(ctx context.Context, rep *replica, p int) error {
-	rep.transfer(p)
-	r.log.Debug("anti-entropy: exchanging a partition whole", "peer", rep.name, "partition", p)
-	return r.callPeer(ctx, rep, &proto.SyncRequest{From: r.cfg.Name, Partitions: []uint32{uint32(p)}}, &proto.SyncResult{})
-}
-
-// repair compares the viewers of partitions ps with the backup's and
-// exchanges those that differed twice in a row with the same digests:
-// it pulls and merges the backup's copies, then queues its own (now
-// holding both) for the backup.
-func (r *Replicator) repair(ctx context.Context, rep *replica, st *aePeer, ps []uint32, now int64) error {
+// repair compares the viewers of partitions ps in slice sl of n
+// (proto.Verify.InSlice) with the backup's and exchanges those that
+// differed twice in a row with the same digests: it pulls and merges the
+// backup's copies, then queues its own (now holding both) for the
+// backup.
+func (r *Replicator) repair(ctx context.Context, rep *replica, st *aePeer, ps []uint32, n, sl uint32, now int64) error {
+	req := &proto.Verify{Now: now, Partitions: ps, Viewers: true, Slices: n, Slice: sl}
 	var res proto.VerifyResult
-	if err := r.callPeer(ctx, rep, &proto.Verify{Now: now, Partitions: ps, Viewers: true}, &res); err != nil {
+	if err := r.callPeer(ctx, rep, req, &res); err != nil {
 		return err
 	}
 	if res.Truncated {
@@ -277,17 +259,20 @@ func (r *Replicator) repair(ctx context.Context, rep *replica, st *aePeer, ps []
 	for _, p := range ps {
 		want[p] = true
 	}
-	ours := r.viewerDigests(want, now)
+	compared := func(k uint64) bool {
+		return want[ring.PartitionOf(k, len(r.parts))] && req.InSlice(k, len(r.parts))
+	}
+	ours := r.viewerDigests(want, func(k uint64) bool { return req.InSlice(k, len(r.parts)) }, now)
 	theirs := make(map[uint64]uint64, len(res.Viewers))
 	for _, v := range res.Viewers {
-		if want[ring.PartitionOf(v.Key, len(r.parts))] { // a peer's answer is checked, not trusted
+		if compared(v.Key) { // a peer's answer is checked, not trusted
 			theirs[v.Key] = v.Sum
 		}
 	}
-	// Suspects of partitions not compared this round are kept.
+	// Suspects of viewers not compared this round are kept.
 	suspects := map[uint64][2]uint64{}
 	for k, pair := range st.viewers {
-		if !want[ring.PartitionOf(k, len(r.parts))] {
+		if !compared(k) {
 			suspects[k] = pair
 		}
 	}
@@ -396,28 +381,28 @@ func (r *Replicator) callPeer(ctx context.Context, rep *replica, req, resp proto
 // the engine.
 func (r *Replicator) partitionDigests(want []bool, now int64) []partDigest {
 	out := make([]partDigest, len(want))
-	r.digests(want, now, func(p int, _, d uint64) {
+	r.digests(want, nil, now, func(p int, _, d uint64) {
 		out[p].viewers++
 		out[p].sum = engine.CombineDigests(out[p].sum, d)
 	})
 	return out
 }
 
-// viewerDigests digests every viewer of the partitions want marks that
-// counts anything.
-func (r *Replicator) viewerDigests(want []bool, now int64) map[uint64]uint64 {
+// viewerDigests digests every viewer of the partitions want marks, and
+// in slice, that counts anything.
+func (r *Replicator) viewerDigests(want []bool, slice func(key uint64) bool, now int64) map[uint64]uint64 {
 	out := map[uint64]uint64{}
-	r.digests(want, now, func(_ int, k, d uint64) { out[k] = d })
+	r.digests(want, slice, now, func(_ int, k, d uint64) { out[k] = d })
 	return out
 }
 
 // digests calls fn with the digest of every viewer of the partitions
-// want marks that counts anything at now (as storage.Digests, which
-// answers Verify, walks them).
-func (r *Replicator) digests(want []bool, now int64, fn func(p int, key, digest uint64)) {
+// want marks, and in slice (nil: all), that counts anything at now (as
+// storage.Digests, which answers Verify, walks them).
+func (r *Replicator) digests(want []bool, slice func(key uint64) bool, now int64, fn func(p int, key, digest uint64)) {
 	r.eng.Keys(func(k uint64) bool {
 		p := ring.PartitionOf(k, len(want))
-		if !want[p] {
+		if !want[p] || slice != nil && !slice(k) {
 			return true
 		}
 		if d, _ := r.eng.Digest(k, now); d != 0 {
