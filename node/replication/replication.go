@@ -25,6 +25,9 @@
 //     partition it will own; a fresh cluster (no owner anywhere) starts
 //     at once. A draining node turns Leaving (it keeps serving), pushes
 //     what only it must push, then leaves the gossip pool.
+//   - The primary of a partition compares its copy with each backup's
+//     every AntiEntropyInterval (digests, as fcapctl verify does) and
+//     merges the viewers that differ both ways (antientropy.go).
 //
 // Strict writes are acknowledged only after every target applied them.
 package replication
