@@ -292,6 +292,9 @@ type memNode struct {
 	plan    atomic.Pointer[Plan]
 	// holdings counts HoldingsChanged calls.
 	holdings atomic.Int64
+	// left is what the Left hook reports: the node left the gossip
+	// pool (a drain).
+	left atomic.Bool
 }
 
 func (m *memNode) serve(req proto.Message) (proto.Message, error) {
@@ -303,6 +306,22 @@ func (m *memNode) serve(req proto.Message) (proto.Message, error) {
 		return &proto.SyncResult{Pushing: m.r.ServeSync(req.From, req.Partitions, req.Handoffs, req.Relays)}, nil
 	case *proto.Pull:
 		return m.r.ServePull(req), nil
+	case *proto.TopologyRequest:
+		x := m.ring.Load()
+		if x == nil {
+			return nil, fmt.Errorf("%w: no ring yet", proto.ErrBadRequest)
+		}
+		t := &proto.Topology{Epoch: x.Epoch(), Partitions: x.Partitions(), Replicas: x.Replicas(), Owners: x.Table()}
+		for _, mb := range x.Members() {
+			t.Members = append(t.Members, proto.Member{Name: mb.Name, Addr: mb.Addr, State: uint8(mb.State), Incarnation: mb.Incarnation})
+		}
+		return t, nil
+	case *proto.StatusRequest:
+		x := m.ring.Load()
+		if x == nil {
+			return nil, fmt.Errorf("%w: no ring yet", proto.ErrBadRequest)
+		}
+		return &proto.Status{Name: m.name, Epoch: x.Epoch(), Syncing: uint64(m.r.SyncingCount(x))}, nil
 	case *proto.Verify:
 		x := m.ring.Load()
 		if x == nil {
@@ -379,7 +398,7 @@ func (c *cluster) start(name string, cfg func(*Config)) *memNode {
 	}
 	m := &memNode{name: name, eng: eng, metrics: newTestMetrics()}
 	m.r = New(rc, Deps{Engine: eng, Log: noLog{}, Peers: c.net.peers(name), Metrics: m.metrics,
-		Hooks: Hooks{HoldingsChanged: func() { m.holdings.Add(1) }}, Clock: c.clock.Now})
+		Hooks: Hooks{HoldingsChanged: func() { m.holdings.Add(1) }, Left: m.left.Load}, Clock: c.clock.Now})
 	c.incs[name]++
 	c.net.mu.Lock()
 	c.net.nodes[name] = m

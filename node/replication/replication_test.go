@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -362,4 +363,117 @@ func TestDropLost(t *testing.T) {
 		b.r.dropLost(b.r.cfg.DropGrace)
 		return held() == 0
 	})
+}
+
+// movedPrimary joins b to a cluster of a alone and returns the ring
+// with b Active and a partition whose primary moves from a to b in it.
+func movedPrimary(t *testing.T, c *cluster) (*ring.Ring, int) {
+	t.Helper()
+	c.form("a")
+	joining := c.ring(map[string]ring.State{"b": ring.Joining}, "a", "b")
+	c.onRing(joining)
+	c.settled(joining)
+	active := c.ring(nil, "a", "b")
+	for p := range c.rcfg.Partitions {
+		if names(joining, p)[0] == "a" && names(active, p)[0] == "b" {
+			return active, p
+		}
+	}
+	t.Fatal("no partition whose primary moves from a to b")
+	return nil, 0
+}
+
+func TestHandoffAskedAgainOnceLeft(t *testing.T) {
+	c := newCluster(t, nil, "a", "b")
+	active, p := movedPrimary(t, c)
+	a, b := c.nodes["a"], c.nodes["b"]
+	// a's hand-over markers are lost after a believes them sent.
+	c.net.setFault("a", "b", fault{swallow: 1, only: proto.TypeReplicate})
+	c.onRing(active, "b")
+	c.onRing(active, "a")
+	eventually(t, "a sent its hand-overs", func() bool { return a.r.Handing() == 0 })
+	if !b.r.Syncing(p) {
+		t.Fatal("b holds the partition whose hand-over was lost")
+	}
+	// b asks a after pullAfter. a, still a member, does not answer for
+	// itself: its ring may have gone another way.
+	c.clock.Advance(pullAfter)
+	b.r.pull(context.Background())
+	if n := c.net.count("b", "a", proto.TypeSyncRequest); n != 1 {
+		t.Fatalf("b asked a %d times, want 1", n)
+	}
+	// A hand-over queued on request would be sent by the time a is
+	// done sending.
+	eventually(t, "a sent what it queued", func() bool { return a.r.Handing() == 0 })
+	if !b.r.Syncing(p) {
+		t.Fatal("a member still in the ring answered for its own hand-over")
+	}
+	// Once a left (a drain), it sends the hand-over again.
+	a.left.Store(true)
+	b.r.pull(context.Background())
+	eventually(t, "b holds partition "+strconv.Itoa(p), func() bool { return b.r.Holds(p) })
+}
+
+func TestOfferRecovered(t *testing.T) {
+	c := newCluster(t, nil, "a", "b")
+	x := c.form("a", "b")
+	p := 8
+	prim, back := names(x, p)[0], names(x, p)[1]
+	// The backup holds a stand-in write its primary never received (the
+	// whole cluster was killed before it went out); it comes back from
+	// its data dir and offers what it recovered.
+	key := c.recordOnly(back, c.viewerIn(p, "recovered"), "i")
+	c.nodes[back].r.OfferRecovered()
+	c.onRing(x, back)
+	eventually(t, "the primary merged the offered state", func() bool {
+		return c.digest(prim, key) != 0 && c.digest(prim, key) == c.digest(back, key)
+	})
+	// Offered once: a later ring sends nothing more. Two stand-in
+	// writes follow it, each in a batch of its own; an offer queued by
+	// the ring would go with or before the first.
+	c.settled(x)
+	before := c.net.count(back, prim, proto.TypeReplicate)
+	c.onRing(x, back)
+	for _, v := range []string{"later1", "later2"} {
+		k := c.recordOnly(back, c.viewerIn(p, v), "j")
+		c.nodes[back].plan.Load().MarkStandIn(k)
+		eventually(t, "the stand-in write reaches the primary", func() bool { return c.digest(prim, k) != 0 })
+	}
+	if n := c.net.count(back, prim, proto.TypeReplicate) - before; n != 2 {
+		t.Fatalf("%d batches after a later ring, want the 2 stand-in writes' only", n)
+	}
+}
+
+func TestDrainConfirmation(t *testing.T) {
+	c := newCluster(t, nil, "a", "b")
+	x := c.form("a", "b")
+	a := c.nodes["a"]
+	ctx := context.Background()
+	// a is drained: b's ring is still the old one, so the drain is not
+	// confirmed yet.
+	// HandedOver asks every member once before it looks at its
+	// context: a context already done gets that one answer.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	err := a.r.HandedOver(done, x)
+	if err == nil || !strings.Contains(err.Error(), "still holds a") {
+		t.Fatalf("HandedOver with b's ring still holding a: %v", err)
+	}
+	leaving := c.ring(map[string]ring.State{"a": ring.Leaving}, "a", "b")
+	c.onRing(leaving)
+	if err := a.r.AwaitSent(ctx, func() bool { return true }); err != nil {
+		t.Fatalf("AwaitSent: %v", err)
+	}
+	a.r.Flush(ctx, time.Minute)
+	if q, _ := a.r.Queued(); q != 0 {
+		t.Fatalf("%d changes queued after Flush", q)
+	}
+	c.onRing(c.ring(nil, "b"), "b")
+	if err := a.r.HandedOver(ctx, leaving); err != nil {
+		t.Fatalf("HandedOver once b's ring left a out: %v", err)
+	}
+	c.net.cutLink("a", "b")
+	if err := a.r.HandedOver(done, leaving); err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("HandedOver with b unreachable: %v", err)
+	}
 }
