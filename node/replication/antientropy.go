@@ -319,15 +319,17 @@ func (r *Replicator) repair(ctx context.Context, rep *replica, st *aePeer, ps []
 		}
 		pull = pull[n-left:]
 	}
-	// Its own copies go after the pull: they now hold the backup's too.
-	for _, k := range push {
-		rep.markDirty(k, ring.PartitionOf(k, len(r.parts)))
-	}
+	// Counted before the pushes go out, so that whoever sees the copies
+	// agree sees them counted.
 	if repaired > 0 {
 		r.log.Debug("anti-entropy: repaired", "peer", rep.name, "partitions", len(ps), "viewers", repaired)
 	}
 	r.ae.repaired.Add(int64(repaired))
 	r.metrics.RepairedViewers.Add(float64(repaired))
+	// Its own copies go after the pull: they now hold the backup's too.
+	for _, k := range push {
+		rep.markDirty(k, ring.PartitionOf(k, len(r.parts)))
+	}
 	return nil
 }
 
