@@ -276,29 +276,32 @@ func (r *Replicator) repair(ctx context.Context, rep *replica, st *aePeer, ps []
 			suspects[k] = pair
 		}
 	}
-	var push, pull []uint64
-	consider := func(k uint64) {
-		pair := [2]uint64{ours[k], theirs[k]}
-		if pair[0] == pair[1] || rep.isDirty(k) {
-			return
+	// Viewers that differ, less those queued for the backup (on their
+	// way), looked up under one lock: client writes take it too.
+	var differ []uint64
+	for k, d := range ours {
+		if theirs[k] != d {
+			differ = append(differ, k)
 		}
+	}
+	for k := range theirs {
+		if _, ok := ours[k]; !ok {
+			differ = append(differ, k)
+		}
+	}
+	differ = rep.notDirty(differ)
+	var push, pull []uint64
+	for _, k := range differ {
+		pair := [2]uint64{ours[k], theirs[k]}
 		if st.viewers[k] != pair {
 			suspects[k] = pair // differs once: confirmed or gone by the next round
-			return
+			continue
 		}
 		if pair[0] != 0 {
 			push = append(push, k)
 		}
 		if pair[1] != 0 {
 			pull = append(pull, k)
-		}
-	}
-	for k := range ours {
-		consider(k)
-	}
-	for k := range theirs {
-		if _, ok := ours[k]; !ok {
-			consider(k)
 		}
 	}
 	st.viewers = suspects
