@@ -475,3 +475,72 @@ func TestDrainConfirmation(t *testing.T) {
 		t.Fatalf("HandedOver with b unreachable: %v", err)
 	}
 }
+
+// TestRelays: a member asked for a hand-over relays the one it received
+// only when it never wrote the partition and holds every write the last
+// writer handed it.
+func TestRelays(t *testing.T) {
+	c := newCluster(t, nil, "a", "b")
+	x := c.form("a", "b")
+	b := c.nodes["b"]
+	p := -1
+	for q := range c.rcfg.Partitions {
+		if names(x, q)[0] == "a" {
+			p = q
+			break
+		}
+	}
+	now := c.clock.Now().UnixNano()
+	recent := &early{from: "a", at: now}
+	stale := &early{from: "a", at: now - int64(b.r.cfg.SyncTimeout) - 1}
+	for _, tc := range []struct {
+		name   string
+		set    func(part *partition)
+		relays bool
+	}{
+		{"received a hand-over, holds the partition whole", func(part *partition) { part.handed.Store(recent) }, true},
+		{"no hand-over received", func(part *partition) {}, false},
+		{"the hand-over is older than the sync timeout", func(part *partition) { part.handed.Store(stale) }, false},
+		{"was the partition's primary", func(part *partition) { part.handed.Store(recent); part.wasPrimary.Store(true) }, false},
+		{"does not hold the partition whole", func(part *partition) { part.handed.Store(recent); part.wait(now) }, false},
+		{"held it whole when it stopped owning it", func(part *partition) {
+			part.handed.Store(recent)
+			part.have.Store(false)
+			part.lostAt.Store(now)
+			part.wholeAtLoss.Store(true)
+		}, true},
+		{"did not hold it whole when it stopped owning it", func(part *partition) {
+			part.handed.Store(recent)
+			part.have.Store(false)
+			part.lostAt.Store(now)
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			part := &b.r.parts[p]
+			part.handed.Store(nil)
+			part.got()
+			part.wasPrimary.Store(false)
+			part.lostAt.Store(0)
+			part.wholeAtLoss.Store(false)
+			tc.set(part)
+			from, ok := b.r.relays(b.plan.Load(), p)
+			if ok != tc.relays || ok && from != "a" {
+				t.Fatalf("relays: %q %v, want %v", from, ok, tc.relays)
+			}
+		})
+	}
+	// Asked by a, which waits for the hand-over, b relays: its copy whole
+	// and a marker.
+	part := &b.r.parts[p]
+	part.handed.Store(nil)
+	part.got()
+	part.wasPrimary.Store(false)
+	part.lostAt.Store(0)
+	part.handed.Store(recent)
+	a := c.nodes["a"]
+	a.r.AwaitHandoff(p, "c", c.clock.Now())
+	if got := b.r.ServeSync("a", nil, nil, []uint32{uint32(p)}); !slices.Equal(got, []uint32{uint32(p)}) {
+		t.Fatalf("ServeSync of a relay: pushing %v, want [%d]", got, p)
+	}
+	eventually(t, "a holds the partition b relayed", func() bool { return a.r.Holds(p) })
+}
