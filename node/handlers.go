@@ -117,6 +117,7 @@ var ops = [64]op{
 	proto.TypeRelease:         (*handler).release,
 	proto.TypeReplicate:       (*handler).replicate,
 	proto.TypeSyncRequest:     (*handler).syncRequest,
+	proto.TypePull:            (*handler).pull,
 	proto.TypeStatusRequest:   (*handler).statusRequest,
 	proto.TypeInspect:         (*handler).inspect,
 	proto.TypeVerify:          (*handler).verify,

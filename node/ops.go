@@ -78,6 +78,14 @@ func (h *handler) syncRequest(out []byte, v *view, hdr proto.Header, body []byte
 	return h.reply(out, hdr.ID, &proto.SyncResult{Pushing: h.n.repl.ServeSync(m.From, m.Partitions, m.Handoffs, m.Relays)}, metrics.OpReplicate)
 }
 
+func (h *handler) pull(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
+	var m proto.Pull
+	if err := proto.Decode(body, &m); err != nil {
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpReplicate)
+	}
+	return h.reply(out, hdr.ID, h.n.repl.ServePull(&m), metrics.OpReplicate)
+}
+
 func (h *handler) statusRequest(out []byte, _ *view, hdr proto.Header, _ []byte) ([]byte, metrics.Op, metrics.Outcome) {
 	return h.reply(out, hdr.ID, h.n.status(), metrics.OpStatus)
 }

@@ -174,6 +174,9 @@ func testCases() []testCase {
 		{name: "erase-result", msg: &EraseResult{Epoch: 12, Devices: 2}},
 		{name: "void", msg: &Void{Viewer: "viewer-1", Impression: fcap.Impression{ID: "imp-9", Time: 1_700_000_000_000, Caps: []fcap.Cap{{Scope: "campaign", ID: "c1", Limit: 3, Window: 3_600_000}}}}},
 		{name: "void-result", msg: &VoidResult{Epoch: 12, Voided: true}},
+		{name: "pull", msg: &Pull{From: "node-1", Keys: []uint64{1, math.MaxUint64}}},
+		{name: "pull/empty", msg: &Pull{}},
+		{name: "pull-result", msg: &PullResult{From: "node-2", HighWater: 1_700_000_000_000, States: []byte{1, 2, 3}, Left: 7}},
 		{name: "replicate", msg: &Replicate{From: "node-1", Epoch: 7, HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}, Done: []uint32{0, 270}, Handoff: []uint32{3}}},
 		{name: "replicate/empty", msg: &Replicate{}},
 		{name: "replicate-result", msg: &ReplicateResult{Epoch: 7, Applied: 31, Refused: 2}},
@@ -197,6 +200,7 @@ func testCases() []testCase {
 		{name: "viewer-state/identity", msg: &ViewerState{Found: true, LinkedTo: "person-1", Devices: []string{"phone", "tv"}}},
 		{name: "verify", msg: &Verify{Now: 1_700_000_000_000, Partitions: []uint32{0, 17, 270}, Viewers: true, Log: true}},
 		{name: "verify/all", msg: &Verify{}},
+		{name: "verify/slice", msg: &Verify{Now: 5, Partitions: []uint32{3}, Viewers: true, Slices: 4, Slice: 3}},
 		{name: "verify-result", msg: &VerifyResult{Node: "n1", Epoch: 42, Logged: true, LogError: "", Changed: 3,
 			Partitions: []PartitionDigest{{Partition: 17, Held: true, Viewers: 2, Sum: math.MaxUint64, LogViewers: 2, LogSum: 5}},
 			Viewers:    []ViewerDigest{{Key: 0xDEADBEEF, Sum: 1, Log: 0}}, Truncated: true}},
@@ -332,6 +336,18 @@ func wireForm(m Message) []any {
 		return []any{m.Viewer, m.Impression.ID, m.Impression.Time, capsForm(m.Impression.Caps)}
 	case *VoidResult:
 		return []any{u(m.Epoch), m.Voided}
+	case *Pull:
+		keys := []any{}
+		for _, k := range m.Keys {
+			keys = append(keys, u(k))
+		}
+		return []any{m.From, keys}
+	case *PullResult:
+		states := m.States
+		if states == nil {
+			states = []byte{}
+		}
+		return []any{m.From, m.HighWater, states, u(m.Left)}
 	case *Reserve:
 		return []any{m.Viewer, optTime(m.Now, m.HasNow), m.TTL, capsForm(m.Caps), budgetForm(m.Budget)}
 	case *ReserveResult:
@@ -361,6 +377,9 @@ func wireForm(m Message) []any {
 	case *Inspect:
 		return []any{m.Viewer}
 	case *Verify:
+		if m.Slices > 1 {
+			return []any{m.Now, le32(m.Partitions), m.Viewers, m.Log, u(uint64(m.Slices)), u(uint64(m.Slice))}
+		}
 		return []any{m.Now, le32(m.Partitions), m.Viewers, m.Log}
 	case *Link:
 		return []any{m.Device, m.Viewer}

@@ -70,6 +70,8 @@ const (
 	TypeVoidResult       Type = 57 // VoidResult: answers Void
 	TypeForget           Type = 58 // Forget: drop a failed member from the member set
 	TypeForgetResult     Type = 59 // ForgetResult: answers Forget
+	TypePull             Type = 60 // Pull: a peer's copies of some viewers, node to node (anti-entropy)
+	TypePullResult       Type = 61 // PullResult: answers Pull
 )
 
 // Sender is a set of the connections that may send a request, by their
@@ -172,7 +174,7 @@ var table = [256]row{
 		answer: TypeViewerState},
 	TypeViewerState: {name: "viewer_state", new: func() Message { return new(ViewerState) }},
 	TypeVerify: {name: "verify", new: func() Message { return new(Verify) },
-		answer: TypeVerifyResult, apart: true},
+		answer: TypeVerifyResult, senders: SenderPeer, apart: true}, // peers: anti-entropy compares copies
 	TypeVerifyResult: {name: "verify_result", new: func() Message { return new(VerifyResult) },
 		epoch: func(m Message) uint64 { return m.(*VerifyResult).Epoch }},
 	TypeLink: {name: "link", new: func() Message { return new(Link) },
@@ -209,6 +211,9 @@ var table = [256]row{
 	TypeForget: {name: "forget", new: func() Message { return new(Forget) },
 		answer: TypeForgetResult, apart: true},
 	TypeForgetResult: {name: "forget_result", new: func() Message { return new(ForgetResult) }},
+	TypePull: {name: "pull", new: func() Message { return new(Pull) },
+		answer: TypePullResult, senders: SenderPeer},
+	TypePullResult: {name: "pull_result", new: func() Message { return new(PullResult) }},
 }
 
 // String returns the type's name in snake case ("check_result"), fit for

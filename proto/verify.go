@@ -1,5 +1,7 @@
 package proto
 
+import "fmt"
+
 // Verify asks a node for digests of what its viewers count at Now
 // (engine.Digest), per partition and optionally per viewer, from its RAM
 // and, when it keeps a log and Log is set, from what its log and
@@ -8,7 +10,8 @@ package proto
 // VerifyResult.
 //
 // Wire: [now int, partitions bin (little-endian uint32), viewers bool,
-// log bool].
+// log bool, slices uint?, slice uint?] (the last two only when Slices
+// is more than 1; older nodes skip them and digest every viewer).
 type Verify struct {
 	Now int64
 	// Partitions to digest; empty: every partition the node holds.
@@ -17,17 +20,45 @@ type Verify struct {
 	Viewers bool
 	// Log asks the node to replay its log and digest what it says too.
 	Log bool
+	// Slices, when more than 1, narrows the digests to one slice of
+	// each partition's viewers: those InSlice puts in slice Slice (so a
+	// partition too large for one answer's per-viewer digests is
+	// compared a slice at a time, by anti-entropy).
+	Slices, Slice uint32
+}
+
+// InSlice reports whether the viewer with the given key is in the slice
+// m asks for, of a ring with the given number of partitions: every
+// viewer when Slices is at most 1, else those whose key divided by the
+// partition count (which picks the partition: ring.PartitionOf) leaves
+// Slice modulo Slices.
+func (m *Verify) InSlice(key uint64, partitions int) bool {
+	if m.Slices <= 1 || partitions <= 0 {
+		return true
+	}
+	return (key/uint64(partitions))%uint64(m.Slices) == uint64(m.Slice)
 }
 
 // Type returns TypeVerify.
 func (*Verify) Type() Type { return TypeVerify }
 
 func (m *Verify) encode(e *encoder) {
-	e.array(4)
+	if m.Slices > 1 {
+		if m.Slice >= m.Slices {
+			e.fail(fmt.Errorf("slice %d of %d", m.Slice, m.Slices))
+		}
+		e.array(6)
+	} else {
+		e.array(4)
+	}
 	e.int(m.Now)
 	e.uint32s(m.Partitions)
 	e.bool(m.Viewers)
 	e.bool(m.Log)
+	if m.Slices > 1 {
+		e.uint(uint64(m.Slices))
+		e.uint(uint64(m.Slice))
+	}
 }
 
 func (m *Verify) decode(d *decoder) {
@@ -36,6 +67,15 @@ func (m *Verify) decode(d *decoder) {
 	m.Partitions = d.uint32s(m.Partitions, 1<<16)
 	m.Viewers = d.bool()
 	m.Log = d.bool()
+	m.Slices, m.Slice = 0, 0
+	if extra >= 2 {
+		m.Slices = uint32(d.uintN(0xFFFFFFFF))
+		m.Slice = uint32(d.uintN(0xFFFFFFFF))
+		extra -= 2
+		if d.err == nil && m.Slices > 1 && m.Slice >= m.Slices {
+			d.fail(fmt.Errorf("slice %d of %d", m.Slice, m.Slices))
+		}
+	}
 	d.end(extra)
 }
 

@@ -39,6 +39,7 @@ type options struct {
 	httpAPI                                                  bool
 	apiTimeout                                               time.Duration
 	maxClockSkew                                             time.Duration
+	antiEntropy                                              time.Duration
 
 	// Limits on what one client connection may hold (see node.Config).
 	maxConns, maxFrame                  int
@@ -75,6 +76,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	f.int(&o.partitions, "partitions", "FCAP_PARTITIONS", rdef.Partitions, "partitions of the keyspace, a prime; every node must agree")
 	f.str(&memLimit, "memory-limit", "FCAP_MEMORY_LIMIT", "", "bytes of counter state past which new counters are refused, e.g. 4GiB (default: half the memory of the machine or cgroup)")
 	f.str(&transferRate, "transfer-rate", "FCAP_TRANSFER_RATE", "64MiB", "bytes per second a node sends when it moves whole partitions (joins, re-replication); 0 for no limit")
+	f.duration(&o.antiEntropy, "anti-entropy", "FCAP_ANTI_ENTROPY", def.Replication.AntiEntropyInterval, "how often a partition's primary compares its copy with each backup's and merges the viewers that differ both ways; 0 turns it off")
 	f.str(&o.gossipProfile, "gossip-profile", "FCAP_GOSSIP_PROFILE", "lan", "gossip timings: lan, wan or local (loopback tests)")
 	f.str(&o.scopes, "scopes", "FCAP_SCOPES", strings.Join(def.Engine.Scopes, ","), `comma-separated cap scopes accepted, or "*" for any`)
 	f.str(&o.gossipKey, "gossip-key", "FCAP_GOSSIP_KEY", "", "base64 16, 24 or 32-byte AES key that encrypts and authenticates gossip; every node needs it (prefer --gossip-key-file: flags show in ps)")
@@ -155,6 +157,7 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.MaxClockSkew = o.maxClockSkew
 	cfg.Engine.MemoryLimit = o.memoryLimit
 	cfg.Replication.TransferRate = o.transferRate
+	cfg.Replication.AntiEntropyInterval = o.antiEntropy
 	cfg.MaxConns, cfg.MaxFrame = o.maxConns, o.maxFrame
 	cfg.MaxPendingConns, cfg.HandshakeTimeout = o.maxPendingConns, o.handshakeTimeout
 	cfg.MaxDevicesPerViewer = o.maxDevices

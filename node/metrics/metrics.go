@@ -112,8 +112,12 @@ type Set struct {
 	StrictFailures     *Count
 	SyncingRefusals    *Count
 	Claimed            prometheus.Counter
-	LateRefusals       prometheus.Counter
-	StrictRevoked      prometheus.Counter
+	// Anti-entropy (replication.Config.AntiEntropyInterval).
+	AntiEntropyRounds   prometheus.Counter
+	DifferingPartitions prometheus.Counter
+	RepairedViewers     prometheus.Counter
+	LateRefusals        prometheus.Counter
+	StrictRevoked       prometheus.Counter
 	// StrictRefused counts strict writes refused before the engine, by
 	// reason: no_quorum (no majority of the member set confirms this
 	// node's ring), no_holder (the partition was claimed without any
@@ -192,6 +196,9 @@ func New(reg prometheus.Registerer, eng Engine, src Source, routes []string) (*S
 	m.ReplicationErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_replication_errors_total", Help: "Failed sends to a peer (retried with backoff)."})
 	m.ReplicationRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_replication_refused_total", Help: "Viewer states a peer refused because it is their primary (this node's ring was behind)."})
 	m.Claimed = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_partitions_claimed_total", Help: "Partitions served without their hand-over after SyncTimeout (a sender failed mid-way; counts may miss its last writes)."})
+	m.AntiEntropyRounds = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_antientropy_rounds_total", Help: "Anti-entropy rounds run: this node compared its copies of the partitions it is primary of with each backup's."})
+	m.DifferingPartitions = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_antientropy_differing_partitions_total", Help: "Partitions whose copy differed from a backup's when anti-entropy compared them (each time found)."})
+	m.RepairedViewers = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_antientropy_repaired_viewers_total", Help: "Viewers whose copies differed between this node and a backup, merged both ways by anti-entropy."})
 	m.LateRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_deadline_refusals_total", Help: "Requests not started because the budget the client gave them ran out before their turn (they waited behind others)."})
 	m.StrictRevoked = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_strict_revoked_total", Help: "Strict grants (Allow, Reserve) taken back because the backups did not acknowledge them in time or the answer would have reached the client after its deadline."})
 	m.StrictRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_strict_refused_total", Help: "Strict writes (Allow, Reserve, Record items with a strict cap) refused and failed closed before the engine, by reason: no_quorum (this node does not hold a majority of the cluster's member set: a partition, or failed members not forgotten), no_holder (the viewer's partition was claimed without any holder's copy)."}, []string{"reason"})
@@ -202,7 +209,7 @@ func New(reg prometheus.Registerer, eng Engine, src Source, routes []string) (*S
 	m.Erased = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_erased_viewers_total", Help: "Viewers erased (privacy requests) on this node as their owner, acknowledged by every backup."})
 	m.Voided = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_voided_impressions_total", Help: "Impressions voided (invalid-traffic refunds) on this node as their owner, by whether it had counted them (counted=false: an id it never recorded, now barred from counting); a repeated Void is not counted again."}, []string{"counted"})
 	for _, c := range []prometheus.Collector{m.LateRefusals, m.StrictRevoked, m.StrictRefused, m.Undos, m.Erased, m.Voided, m.Claimed, requestsCollector{m}, latency, m.Conns, m.PendingConns, m.RefusedConns, m.EvictedConns, m.HandshakeClosed, m.BadFrames, m.TLSFailures, m.AuthFailures, m.WriteErrors, m.IdleClosed, m.NotOwner, m.StandInWrites, m.RingChanges,
-		m.Transfers, m.ReplicatedBytes, m.ReplicationErrors, m.ReplicationRefused, &stateCollector{src: src, eng: eng},
+		m.Transfers, m.ReplicatedBytes, m.ReplicationErrors, m.ReplicationRefused, m.AntiEntropyRounds, m.DifferingPartitions, m.RepairedViewers, &stateCollector{src: src, eng: eng},
 		countFunc(m.BackupReads, "fcap_node_backup_reads_total", "Checks answered as a backup owner because the client could not reach the owner (answers marked stale)."),
 		countFunc(m.StrictFailures, "fcap_strict_replication_failures_total", "Strict writes answered with an error because a backup did not acknowledge them in time."),
 		countFunc(m.SyncingRefusals, "fcap_syncing_refusals_total", "Requests refused because their partition has not arrived yet.")} {

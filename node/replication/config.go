@@ -32,6 +32,17 @@ type Config struct {
 	// before it serves the partition with what it holds (the sender
 	// failed in the middle; its last writes may be missing). Default 10s.
 	SyncTimeout time.Duration
+	// AntiEntropyInterval is how often this node compares its copy of
+	// each partition it is primary of with each backup's (digests, as
+	// fcapctl verify compares them) and merges the viewers that differ
+	// both ways, so copies that drifted apart (a batch lost after it
+	// was acknowledged, a sender's queue dropped while gossip lost the
+	// peer, a stand-in write its owner never heard of) converge within
+	// about one interval. A round costs one pass over this node's
+	// viewers and one over each backup's; raise it on nodes holding
+	// tens of millions of viewers. 0 turns anti-entropy off.
+	// Default 3s.
+	AntiEntropyInterval time.Duration
 
 	// Name is this node's member name. Set by the node.
 	Name string
@@ -54,13 +65,13 @@ type Config struct {
 
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
-	return Config{Timeout: 10 * time.Second, TransferRate: 64 << 20, DropGrace: 60 * time.Second, SyncTimeout: 10 * time.Second}
+	return Config{Timeout: 10 * time.Second, TransferRate: 64 << 20, DropGrace: 60 * time.Second, SyncTimeout: 10 * time.Second, AntiEntropyInterval: 3 * time.Second}
 }
 
 // Validate checks the fields a caller sets.
 func (c *Config) Validate() error {
-	if c.Timeout <= 0 || c.DropGrace <= 0 || c.SyncTimeout <= 0 || c.TransferRate < 0 {
-		return fmt.Errorf("replication config: Timeout (%v), DropGrace (%v) and SyncTimeout (%v) must be positive, TransferRate (%d) not negative", c.Timeout, c.DropGrace, c.SyncTimeout, c.TransferRate)
+	if c.Timeout <= 0 || c.DropGrace <= 0 || c.SyncTimeout <= 0 || c.TransferRate < 0 || c.AntiEntropyInterval < 0 {
+		return fmt.Errorf("replication config: Timeout (%v), DropGrace (%v) and SyncTimeout (%v) must be positive, TransferRate (%d) and AntiEntropyInterval (%v) not negative", c.Timeout, c.DropGrace, c.SyncTimeout, c.TransferRate, c.AntiEntropyInterval)
 	}
 	return nil
 }
@@ -72,6 +83,11 @@ type Deps struct {
 	Peers   Peers
 	Metrics Metrics
 	Hooks   Hooks
+	// Clock is the time the partition bookkeeping reads: how long a
+	// partition has been awaited (pulls, claims), how old an early
+	// hand-over is, when a lost partition may be dropped. nil means
+	// time.Now; tests pass their own to step through timeouts.
+	Clock func() time.Time
 }
 
 // Engine is what replication needs of the cap engine (engine.Engine).
@@ -87,6 +103,9 @@ type Engine interface {
 	DeleteViewer(key uint64)
 	// HighWater is the newest time the engine has seen.
 	HighWater() int64
+	// Digest digests what a viewer counts at now (0: nothing), as
+	// fcapctl verify compares copies (anti-entropy).
+	Digest(key uint64, now int64) (sum uint64, counters int)
 }
 
 // Log is the node's write-ahead log; merged states are logged as client
@@ -123,6 +142,10 @@ type Metrics struct {
 	Errors          prometheus.Counter // failed sends (retried)
 	Refused         prometheus.Counter // states a peer refused (it is their primary)
 	Claimed         prometheus.Counter // partitions claimed without a hand-over
+
+	AntiEntropyRounds   prometheus.Counter // anti-entropy rounds run
+	DifferingPartitions prometheus.Counter // partitions whose copies differed from a backup's
+	RepairedViewers     prometheus.Counter // viewers anti-entropy merged both ways
 }
 
 // Hooks are the node's callbacks. Each may be nil.

@@ -136,6 +136,19 @@ func (rep *replica) transferLocked(p int) {
 	rep.r.parts[p].pushing.Add(1)
 }
 
+// notDirty returns the keys of viewers not queued for the peer, in place.
+func (rep *replica) notDirty(keys []uint64) []uint64 {
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	out := keys[:0]
+	for _, k := range keys {
+		if _, ok := rep.dirty[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 func (rep *replica) hasSent(p int) bool {
 	rep.mu.Lock()
 	defer rep.mu.Unlock()

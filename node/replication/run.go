@@ -9,10 +9,13 @@ import (
 )
 
 // Run pulls partitions whose push has not come, drops the state of
-// partitions this node no longer owns and claims those whose hand-over
-// never finished, until ctx is done.
+// partitions this node no longer owns, claims those whose hand-over
+// never finished and runs anti-entropy, until ctx is done.
 func (r *Replicator) Run(ctx context.Context) {
 	r.wg.Go(func() { every(ctx, pullAfter, func() { r.pull(ctx) }) })
+	if d := r.cfg.AntiEntropyInterval; d > 0 {
+		r.wg.Go(func() { every(ctx, d, func() { r.antiEntropyRound(ctx) }) })
+	}
 	every(ctx, max(r.cfg.DropGrace/4, time.Second), func() {
 		r.dropLost(r.cfg.DropGrace)
 		r.ClaimStale(ctx, r.cfg.SyncTimeout)

@@ -113,7 +113,7 @@ func (r *Replicator) relays(pl *Plan, p int) (handedBy string, ok bool) {
 		return "", false
 	}
 	h := part.handed.Load()
-	if h == nil || time.Now().UnixNano()-h.at > int64(r.cfg.SyncTimeout) {
+	if h == nil || r.now().UnixNano()-h.at > int64(r.cfg.SyncTimeout) {
 		return "", false
 	}
 	whole := part.have.Load() && part.waitSince.Load() == 0
@@ -134,7 +134,7 @@ func (r *Replicator) pull(ctx context.Context) {
 		return
 	}
 	self := r.cfg.Name
-	now := time.Now().UnixNano()
+	now := r.now().UnixNano()
 	asks := map[string]*proto.SyncRequest{}
 	ask := func(addr string) *proto.SyncRequest {
 		if asks[addr] == nil {

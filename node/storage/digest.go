@@ -29,12 +29,13 @@ import (
 const inFlight = 50 * time.Millisecond
 
 // Digests fills in res the digests of the partitions want marks (res.Partitions
-// lists them, in order): from eng's RAM and, with withLog and a Store,
-// from what its snapshot and log replay to; with withViewers, res.Viewers
-// too. ecfg configures the scratch engine the log replays into.
-func Digests(eng *engine.Engine, st *Store, ecfg engine.Config, want []bool, now int64, withViewers, withLog bool, res *proto.VerifyResult) {
+// lists them, in order), of their viewers in slice (every viewer when
+// slice is nil): from eng's RAM and, with withLog and a Store, from what
+// its snapshot and log replay to; with withViewers, res.Viewers too.
+// ecfg configures the scratch engine the log replays into.
+func Digests(eng *engine.Engine, st *Store, ecfg engine.Config, want []bool, slice func(key uint64) bool, now int64, withViewers, withLog bool, res *proto.VerifyResult) {
 	P := len(want)
-	accept := func(key uint64) bool { return want[ring.PartitionOf(key, P)] }
+	accept := func(key uint64) bool { return want[ring.PartitionOf(key, P)] && (slice == nil || slice(key)) }
 	index := make([]int, P)
 	for i, pd := range res.Partitions {
 		index[pd.Partition] = i
@@ -59,10 +60,10 @@ func Digests(eng *engine.Engine, st *Store, ecfg engine.Config, want []bool, now
 	}
 	ram := map[uint64]uint64{} // only while the log is compared: RAM digests to stand in for changed viewers
 	eng.Keys(func(key uint64) bool {
-		p := ring.PartitionOf(key, P)
-		if !want[p] {
+		if !accept(key) {
 			return true
 		}
+		p := ring.PartitionOf(key, P)
 		d, _ := eng.Digest(key, now)
 		if d == 0 {
 			return true
@@ -135,7 +136,8 @@ func Digests(eng *engine.Engine, st *Store, ecfg engine.Config, want []bool, now
 // Verify answers a Verify for a node: the partitions m names (all that
 // self owns in r, when it names none, and none while self is not in r),
 // each with whether holds says the node holds it whole, digested by
-// Digests. m.Now 0 or less means now.
+// Digests (of the viewers in m's slice only, when it names one). m.Now 0
+// or less means now.
 func Verify(eng *engine.Engine, st *Store, ecfg engine.Config, r *ring.Ring, self string, in bool, holds func(p int) bool, m *proto.Verify) (*proto.VerifyResult, error) {
 	P := r.Partitions()
 	want := make([]bool, P)
@@ -161,6 +163,6 @@ func Verify(eng *engine.Engine, st *Store, ecfg engine.Config, r *ring.Ring, sel
 			res.Partitions = append(res.Partitions, proto.PartitionDigest{Partition: uint32(p), Held: holds(p)})
 		}
 	}
-	Digests(eng, st, ecfg, want, now, m.Viewers, m.Log, res)
+	Digests(eng, st, ecfg, want, func(key uint64) bool { return m.InSlice(key, P) }, now, m.Viewers, m.Log, res)
 	return res, nil
 }

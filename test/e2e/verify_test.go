@@ -59,7 +59,9 @@ func runVerify(t *testing.T, addr string) (verifyJSON, int) {
 // node's log show as drift between its RAM and its log.
 func TestFcapctlVerifyFindsDrift(t *testing.T) {
 	dataDir := t.TempDir()
-	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2, DataDir: dataDir})
+	// Anti-entropy off: it would repair the replica tampered with below
+	// before verify could see it.
+	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2, DataDir: dataDir, Args: []string{"--anti-entropy=0"}})
 	cluster.WaitActive(t, nodes, 3)
 	c := testClient(t, seeds(nodes...))
 	strict := fcap.Cap{Scope: "campaign", ID: "verify", Limit: 100, Window: 24 * 3_600_000, Mode: fcap.Strict}

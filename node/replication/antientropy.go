@@ -1,0 +1,418 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fcap-io/fcap/node/engine"
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
+)
+
+// Anti-entropy. Replication ships every change once its sender is sure
+// the peer applied it, but copies can still drift apart: a batch lost
+// after the peer acknowledged it, a sender's queue dropped with the
+// sender when gossip took the peer out of the ring for a moment, a
+// stand-in write whose owner never heard of it. So every
+// AntiEntropyInterval the primary of each partition compares its copy
+// with each backup's, with the digests fcapctl verify compares
+// (engine.Digest, combined per partition by engine.CombineDigests; the
+// backup answers a proto.Verify as it answers the operator's).
+//
+// For partitions whose digests differ it asks for per-viewer digests, a
+// budget of viewers per round (partitions beyond it wait for the next
+// rounds, in turn). A viewer is repaired once it differed in two
+// comparisons in a row with the same two digests: one that differs only
+// because a write is on its way changes, or agrees, by the next round,
+// and any later write to a viewer ships its whole state anyway. To
+// repair, the primary pulls the backup's copy (proto.Pull) and merges
+// it, then queues its own copy (now holding both) for the backup.
+// Merges never take away what a copy counted, so the two end up equal
+// and a repair that races a write loses nothing. A partition with more
+// viewers than the budget is compared alone, a slice of its viewers a
+// round (proto.Verify.Slices).
+//
+// A round costs one pass over this node's viewers and one over each
+// backup's (digests of the partitions compared only), one more each for
+// the per-viewer digests when a partition differs, and the states of
+// the viewers that differ; pulled states are paced by the transfer rate.
+
+// maxViewerDigests is the default per-round budget of viewer digests
+// exchanged with one backup. A VerifyResult holds about 20 bytes a
+// viewer: 24000 of them fit the smallest frame a peer reads (see
+// node/peers).
+const maxViewerDigests = 24000
+
+// AntiEntropyStatus is what anti-entropy found, for the node's status.
+type AntiEntropyStatus struct {
+	// Rounds counts the rounds run since the node started.
+	Rounds int64
+	// Differing counts the partitions whose copies differed from a
+	// backup's in the last round (0: every copy compared agreed).
+	Differing int
+	// Unreached counts the backups the last round could not compare
+	// with (unreachable, or refusing).
+	Unreached int
+	// Repaired counts the viewers merged both ways since the node
+	// started.
+	Repaired int64
+}
+
+// antiEntropy is the Replicator's anti-entropy state.
+type antiEntropy struct {
+	rounds    atomic.Int64
+	differing atomic.Int64
+	unreached atomic.Int64
+	repaired  atomic.Int64
+
+	mu sync.Mutex // one round at a time
+	// The fields below are guarded by mu.
+	budget int                // viewer digests per backup per round
+	peers  map[string]*aePeer // per backup
+}
+
+// aePeer is what the last rounds found of one backup's copies.
+type aePeer struct {
+	// viewers that differed, with their two digests (ours, theirs).
+	viewers map[uint64][2]uint64
+	// slice is, per partition compared a slice at a time, the slice
+	// to compare next.
+	slice map[int]uint32
+	// next is the partition the per-viewer comparison starts at when
+	// the differing ones exceed the budget.
+	next int
+}
+
+// AntiEntropy returns what anti-entropy found.
+func (r *Replicator) AntiEntropy() AntiEntropyStatus {
+	return AntiEntropyStatus{
+		Rounds:    r.ae.rounds.Load(),
+		Differing: int(r.ae.differing.Load()),
+		Unreached: int(r.ae.unreached.Load()),
+		Repaired:  r.ae.repaired.Load(),
+	}
+}
+
+// partDigest is one partition's digest: viewers counting anything and
+// their combined digest.
+type partDigest struct {
+	viewers uint64
+	sum     uint64
+}
+
+// antiEntropyRound compares the copies of the partitions this node is
+// primary of, and holds, with each backup that holds them, and repairs
+// those that differ.
+func (r *Replicator) antiEntropyRound(ctx context.Context) {
+	pl := r.plan.Load()
+	if pl == nil {
+		return
+	}
+	r.ae.mu.Lock()
+	defer r.ae.mu.Unlock()
+	if r.ae.peers == nil {
+		r.ae.peers = map[string]*aePeer{}
+	}
+	self := r.cfg.Name
+	byPeer := map[*replica][]uint32{}
+	want := make([]bool, len(r.parts))
+	for p, reps := range pl.targets {
+		owners := names(pl.ring, p)
+		part := &r.parts[p]
+		if len(owners) == 0 || owners[0] != self || !part.have.Load() || part.waitSince.Load() != 0 {
+			continue
+		}
+		for _, rep := range reps {
+			// A backup still receiving p is not compared: its transfer
+			// will bring it everything.
+			if contains(owners, rep.name) && rep.hasSent(p) {
+				byPeer[rep] = append(byPeer[rep], uint32(p))
+				want[p] = true
+			}
+		}
+	}
+	reps := make([]*replica, 0, len(byPeer))
+	for rep := range byPeer {
+		reps = append(reps, rep)
+	}
+	slices.SortFunc(reps, func(a, b *replica) int { return strings.Compare(a.name, b.name) })
+	for name := range r.ae.peers {
+		if !slices.ContainsFunc(reps, func(rep *replica) bool { return rep.name == name }) {
+			delete(r.ae.peers, name) // no longer a backup this node compares with
+		}
+	}
+	now := r.now().UnixMilli()
+	var local []partDigest
+	if len(reps) > 0 {
+		local = r.partitionDigests(want, now)
+	}
+	differing, unreached := 0, 0
+	for _, rep := range reps {
+		st := r.ae.peers[rep.name]
+		if st == nil {
+			st = &aePeer{viewers: map[uint64][2]uint64{}, slice: map[int]uint32{}}
+			r.ae.peers[rep.name] = st
+		}
+		n, err := r.compare(ctx, rep, st, byPeer[rep], local, now)
+		differing += n
+		if err != nil {
+			unreached++
+			r.log.Debug("anti-entropy", "peer", rep.name, "err", err)
+		}
+	}
+	r.ae.differing.Store(int64(differing))
+	r.ae.unreached.Store(int64(unreached))
+	r.ae.rounds.Add(1)
+	r.metrics.AntiEntropyRounds.Inc()
+}
+
+// compare compares partitions ps with one backup and repairs those that
+// differ; it returns how many differed.
+func (r *Replicator) compare(ctx context.Context, rep *replica, st *aePeer, ps []uint32, local []partDigest, now int64) (int, error) {
+	var res proto.VerifyResult
+	if err := r.callPeer(ctx, rep, &proto.Verify{Now: now, Partitions: ps}, &res); err != nil {
+		return 0, err
+	}
+	budget := uint64(r.ae.budget)
+	if budget == 0 {
+		budget = maxViewerDigests
+	}
+	var diff []int // differing partitions, from st.next on, then the rest
+	size := map[int]uint64{}
+	for _, pd := range res.Partitions {
+		p := int(pd.Partition)
+		if p >= len(local) || !pd.Held || (pd.Sum == local[p].sum && pd.Viewers == local[p].viewers) {
+			continue
+		}
+		r.metrics.DifferingPartitions.Inc()
+		diff = append(diff, p)
+		size[p] = max(pd.Viewers, local[p].viewers)
+	}
+	maps.DeleteFunc(st.viewers, func(k uint64, _ [2]uint64) bool { return size[ring.PartitionOf(k, len(r.parts))] == 0 })
+	maps.DeleteFunc(st.slice, func(p int, _ uint32) bool { return size[p] == 0 })
+	if len(diff) == 0 {
+		return 0, nil
+	}
+	slices.SortFunc(diff, func(a, b int) int { return cmpFrom(a, b, st.next) })
+	// Differing partitions are compared viewer by viewer in turn while
+	// the budget lasts; one larger than the budget alone, a slice of its
+	// viewers a round (twice as many slices as the budget needs: slices
+	// are uneven).
+	if p := diff[0]; size[p] > budget {
+		n := uint32(min((2*size[p]+budget-1)/budget, maxSlices))
+		sl := st.slice[p] % n
+		st.slice[p] = sl + 1
+		if sl+1 == n {
+			st.next = p + 1
+			delete(st.slice, p)
+		}
+		return len(diff), r.repair(ctx, rep, st, []uint32{uint32(p)}, n, sl, now)
+	}
+	var picked []uint32
+	viewers := uint64(0)
+	st.next = 0
+	for _, p := range diff {
+		if viewers+size[p] > budget {
+			st.next = p
+			break
+		}
+		picked = append(picked, uint32(p))
+		viewers += size[p]
+	}
+	return len(diff), r.repair(ctx, rep, st, picked, 1, 0, now)
+}
+
+// maxSlices bounds the slices a partition is compared in.
+const maxSlices = 1024
+
+// cmpFrom orders partitions from next on, then those before it.
+func cmpFrom(a, b, next int) int {
+	if (a >= next) != (b >= next) {
+		if a >= next {
+			return -1
+		}
+		return 1
+	}
+	return a - b
+}
+
+// repair compares the viewers of partitions ps in slice sl of n
+// (proto.Verify.InSlice) with the backup's and exchanges those that
+// differed twice in a row with the same digests: it pulls and merges the
+// backup's copies, then queues its own (now holding both) for the
+// backup.
+func (r *Replicator) repair(ctx context.Context, rep *replica, st *aePeer, ps []uint32, n, sl uint32, now int64) error {
+	req := &proto.Verify{Now: now, Partitions: ps, Viewers: true, Slices: n, Slice: sl}
+	var res proto.VerifyResult
+	if err := r.callPeer(ctx, rep, req, &res); err != nil {
+		return err
+	}
+	if res.Truncated {
+		return fmt.Errorf("%s truncated the digests of %d viewers", rep.name, len(res.Viewers))
+	}
+	want := make([]bool, len(r.parts))
+	for _, p := range ps {
+		want[p] = true
+	}
+	compared := func(k uint64) bool {
+		return want[ring.PartitionOf(k, len(r.parts))] && req.InSlice(k, len(r.parts))
+	}
+	ours := r.viewerDigests(want, func(k uint64) bool { return req.InSlice(k, len(r.parts)) }, now)
+	theirs := make(map[uint64]uint64, len(res.Viewers))
+	for _, v := range res.Viewers {
+		if compared(v.Key) { // a peer's answer is checked, not trusted
+			theirs[v.Key] = v.Sum
+		}
+	}
+	// Suspects of viewers not compared this round are kept.
+	suspects := map[uint64][2]uint64{}
+	for k, pair := range st.viewers {
+		if !compared(k) {
+			suspects[k] = pair
+		}
+	}
+	// Viewers that differ, less those queued for the backup (on their
+	// way), looked up under one lock: client writes take it too.
+	var differ []uint64
+	for k, d := range ours {
+		if theirs[k] != d {
+			differ = append(differ, k)
+		}
+	}
+	for k := range theirs {
+		if _, ok := ours[k]; !ok {
+			differ = append(differ, k)
+		}
+	}
+	differ = rep.notDirty(differ)
+	var push, pull []uint64
+	for _, k := range differ {
+		pair := [2]uint64{ours[k], theirs[k]}
+		if st.viewers[k] != pair {
+			suspects[k] = pair // differs once: confirmed or gone by the next round
+			continue
+		}
+		if pair[0] != 0 {
+			push = append(push, k)
+		}
+		if pair[1] != 0 {
+			pull = append(pull, k)
+		}
+	}
+	st.viewers = suspects
+	repaired := len(push)
+	for _, k := range pull {
+		if ours[k] == 0 {
+			repaired++
+		}
+	}
+	for len(pull) > 0 {
+		n := min(len(pull), proto.MaxPullKeys)
+		left, err := r.pull1(ctx, rep, pull[:n])
+		if err != nil {
+			return err
+		}
+		if left == n {
+			return fmt.Errorf("%s sent none of the states asked for", rep.name)
+		}
+		pull = pull[n-left:]
+	}
+	// Counted before the pushes go out, so that whoever sees the copies
+	// agree sees them counted.
+	if repaired > 0 {
+		r.log.Debug("anti-entropy: repaired", "peer", rep.name, "partitions", len(ps), "viewers", repaired)
+	}
+	r.ae.repaired.Add(int64(repaired))
+	r.metrics.RepairedViewers.Add(float64(repaired))
+	// Its own copies go after the pull: they now hold the backup's too.
+	for _, k := range push {
+		rep.markDirty(k, ring.PartitionOf(k, len(r.parts)))
+	}
+	return nil
+}
+
+// pull1 asks the backup for its copies of keys and merges them; it
+// returns how many of keys (at their end) did not fit in the answer.
+func (r *Replicator) pull1(ctx context.Context, rep *replica, keys []uint64) (left int, err error) {
+	var res proto.PullResult
+	if err := r.callPeer(ctx, rep, &proto.Pull{From: r.cfg.Name, Keys: keys}, &res); err != nil {
+		return 0, err
+	}
+	if res.Left > uint64(len(keys)) {
+		return 0, fmt.Errorf("%w: %s left %d of %d states", proto.ErrBadRequest, rep.name, res.Left, len(keys))
+	}
+	if !r.throttle.wait(len(res.States), r.stop) {
+		return 0, fmt.Errorf("replication stopped")
+	}
+	if _, err := r.Apply(&proto.Replicate{From: res.From, HighWater: res.HighWater, States: res.States}); err != nil {
+		return 0, err
+	}
+	return int(res.Left), nil
+}
+
+// ServePull answers a peer's Pull: this node's copies of the viewers it
+// names, as many as fit in one message.
+func (r *Replicator) ServePull(m *proto.Pull) *proto.PullResult {
+	res := &proto.PullResult{From: r.cfg.Name, HighWater: r.eng.HighWater()}
+	var buf []byte
+	for i, k := range m.Keys {
+		next := r.eng.Export(k, buf)
+		if len(next) > proto.MaxReplicateBytes {
+			res.Left = uint64(len(m.Keys) - i)
+			break
+		}
+		buf = next
+	}
+	res.States = buf
+	return res
+}
+
+// callPeer sends one request to a peer within the replication timeout.
+func (r *Replicator) callPeer(ctx context.Context, rep *replica, req, resp proto.Message) error {
+	rep.mu.Lock()
+	addr := rep.addr
+	rep.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	return r.peers.Call(ctx, addr, req, resp)
+}
+
+// partitionDigests digests the partitions want marks, in one pass over
+// the engine.
+func (r *Replicator) partitionDigests(want []bool, now int64) []partDigest {
+	out := make([]partDigest, len(want))
+	r.digests(want, nil, now, func(p int, _, d uint64) {
+		out[p].viewers++
+		out[p].sum = engine.CombineDigests(out[p].sum, d)
+	})
+	return out
+}
+
+// viewerDigests digests every viewer of the partitions want marks, and
+// in slice, that counts anything.
+func (r *Replicator) viewerDigests(want []bool, slice func(key uint64) bool, now int64) map[uint64]uint64 {
+	out := map[uint64]uint64{}
+	r.digests(want, slice, now, func(_ int, k, d uint64) { out[k] = d })
+	return out
+}
+
+// digests calls fn with the digest of every viewer of the partitions
+// want marks, and in slice (nil: all), that counts anything at now (as
+// storage.Digests, which answers Verify, walks them).
+func (r *Replicator) digests(want []bool, slice func(key uint64) bool, now int64, fn func(p int, key, digest uint64)) {
+	r.eng.Keys(func(k uint64) bool {
+		p := ring.PartitionOf(k, len(want))
+		if !want[p] || slice != nil && !slice(k) {
+			return true
+		}
+		if d, _ := r.eng.Digest(k, now); d != 0 {
+			fn(p, k, d)
+		}
+		return true
+	})
+}

@@ -1,0 +1,101 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap/ring"
+)
+
+// A backup that acknowledges a strict write from another ring does not
+// count: on its ring the partition may have another primary, whose grants
+// the sender's copy does not hold. Once both route by one ring again, the
+// same write is acknowledged.
+func TestStrictAckFromAnotherRingFails(t *testing.T) {
+	c := newCluster(t, nil, "a", "b", "c")
+	x := c.form("a", "b", "c")
+	// The backup's ring: c joining again (a new epoch) where partition p
+	// keeps its primary, so only the epoch differs.
+	other := c.ring(map[string]ring.State{"c": ring.Joining}, "a", "b", "c")
+	p := -1
+	for q := range c.rcfg.Partitions {
+		if o := names(x, q); len(o) == 2 && o[1] != "c" && o[0] != "c" && names(other, q)[0] == o[0] {
+			p = q
+			break
+		}
+	}
+	if p < 0 {
+		t.Fatal("no partition keeps its owners when c joins again: pick other names")
+	}
+	owners := names(x, p)
+	prim := c.nodes[owners[0]]
+	c.onRing(other, owners[1])
+	key := c.record(owners[0], c.viewerIn(p, "other-ring"), "i1")
+	err := prim.plan.Load().WaitSynced(key, p, 10*time.Second)
+	if !errors.Is(err, ErrOtherRing) {
+		t.Fatalf("WaitSynced acknowledged by a backup on another ring: %v, want ErrOtherRing", err)
+	}
+	if c.digest(owners[1], key) != c.digest(owners[0], key) {
+		t.Fatal("the backup did not merge the state (it should: only the acknowledgement does not count)")
+	}
+	c.onRing(x, owners[1])
+	key = c.record(owners[0], c.viewerIn(p, "other-ring"), "i2")
+	if err := prim.plan.Load().WaitSynced(key, p, 10*time.Second); err != nil {
+		t.Fatalf("WaitSynced once both route by one ring: %v", err)
+	}
+}
+
+// A partition claimed after SyncTimeout while a member is failed may
+// miss acknowledged writes: it is marked claimed (strict caps refuse it)
+// until a holder's copy arrives with its Done marker. Without a failed
+// member or an earlier owner alive, a claim is whole.
+func TestClaimWhileMembersFailedIsMarked(t *testing.T) {
+	c := newCluster(t, nil, "a", "b")
+	c.form("a", "b")
+	x0 := c.nodes["a"].ring.Load()
+	c.settled(x0)
+	c.start("b", nil)
+	b := c.nodes["b"]
+	b.failed.Store(1)
+	c.net.cutLink("a", "b")
+	x := c.ring(nil, "a", "b")
+	c.onRing(x)
+	ctx := context.Background()
+	c.clock.Advance(b.r.cfg.SyncTimeout + time.Second)
+	b.r.ClaimStale(ctx, b.r.cfg.SyncTimeout)
+	owned := 0
+	for p := range c.rcfg.Partitions {
+		if x.Rank(p, "b") >= 0 {
+			owned++
+			if !b.r.Claimed(p) {
+				t.Errorf("partition %d claimed while a member is failed, not marked", p)
+			}
+		} else if b.r.Claimed(p) {
+			t.Errorf("partition %d marked claimed, but b does not own it", p)
+		}
+	}
+	if got := b.r.NumClaimed(); got != owned {
+		t.Fatalf("NumClaimed = %d, want %d", got, owned)
+	}
+	c.net.heal("a", "b")
+	eventually(t, "a's copies (with their Done markers) unmark the claims", func() bool { return b.r.NumClaimed() == 0 })
+
+	// An operator's Unclaim takes marked claims as whole.
+	c.start("b", nil)
+	b = c.nodes["b"]
+	b.failed.Store(1)
+	c.net.cutLink("a", "b")
+	x = c.ring(nil, "a", "b")
+	c.onRing(x)
+	c.clock.Advance(b.r.cfg.SyncTimeout + time.Second)
+	b.r.ClaimStale(ctx, b.r.cfg.SyncTimeout)
+	if b.r.NumClaimed() == 0 {
+		t.Fatal("nothing marked claimed")
+	}
+	b.r.Unclaim()
+	if n := b.r.NumClaimed(); n != 0 {
+		t.Fatalf("%d partitions still claimed after Unclaim", n)
+	}
+}

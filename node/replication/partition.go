@@ -1,0 +1,273 @@
+package replication
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
+)
+
+// partition is this node's knowledge of one partition.
+type partition struct {
+	have      atomic.Bool  // this node holds the partition's complete state
+	waitSince atomic.Int64 // when it started waiting for it (unix ns), 0 when not waiting
+	// from names the previous primary this node waits for a hand-over
+	// from; only that node's Handoff marker ends the wait (a Done of an
+	// earlier transfer arriving late must not).
+	from atomic.Pointer[string]
+	// handed is a Handoff that arrived before this node's ring showed it
+	// the new primary; a wait starting soon after consumes it.
+	handed  atomic.Pointer[early]
+	lostAt  atomic.Int64 // when it stopped owning it (unix ns), 0 while it owns it, -1 once dropped
+	pushing atomic.Int32 // full transfers of it this node is sending
+	// wasPrimary: this node has been its primary in a ring since it
+	// started; wholeAtLoss: it held it whole when it stopped owning it.
+	// Both say whether it may relay a hand-over (sync.go).
+	wasPrimary  atomic.Bool
+	wholeAtLoss atomic.Bool
+	// claimed: it was claimed after SyncTimeout without any holder's
+	// copy, so what this node has of it may miss acknowledged writes. It
+	// serves soft caps only until a holder's transfer ends (got) or an
+	// operator forgets the members that held it (Unclaim).
+	claimed atomic.Bool
+}
+
+// wait marks the partition as awaited.
+func (part *partition) wait(now int64) {
+	part.have.Store(false)
+	part.waitSince.CompareAndSwap(0, now)
+}
+
+// got marks the partition as held.
+func (part *partition) got() {
+	part.claimed.Store(false)
+	part.have.Store(true)
+	part.waitSince.Store(0)
+	part.from.Store(nil)
+}
+
+// early is a hand-over received before it was awaited.
+type early struct {
+	from string
+	at   int64 // unix ns
+}
+
+// earlyWindow is how recent an early hand-over must be to end a wait.
+const earlyWindow = int64(5 * time.Second)
+
+// awaitHandoff marks the partition as awaited from its previous primary,
+// unless a hand-over already arrived. Nodes may have passed through
+// different rings on the way, so the node that last wrote the partition
+// is not always this node's previous primary: a hand-over from any node
+// ends the wait. A Done of a plain transfer never does (its sender may
+// still be writing).
+func (part *partition) awaitHandoff(now int64, from string) bool {
+	if h := part.handed.Swap(nil); h != nil && now-h.at < earlyWindow {
+		part.got()
+		return false
+	}
+	part.from.Store(&from)
+	part.wait(now)
+	return true
+}
+
+// handoffFrom is the node a hand-over is awaited from, or "".
+func (part *partition) handoffFrom() string {
+	if f := part.from.Load(); f != nil {
+		return *f
+	}
+	return ""
+}
+
+// Syncing reports whether this node owns partition p in its ring but does
+// not hold it yet.
+func (r *Replicator) Syncing(p int) bool {
+	return !r.parts[p].have.Load()
+}
+
+// SyncingCount counts partitions this node owns but does not hold.
+func (r *Replicator) SyncingCount(cur *ring.Ring) int {
+	n := 0
+	for p := range r.parts {
+		if cur.Rank(p, r.cfg.Name) >= 0 && !r.parts[p].have.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// received marks partitions whose full transfer, or hand-over, has
+// arrived from a peer. A transfer's Done does not end a wait for a
+// hand-over; a hand-over counts only from the node it is awaited from.
+func (r *Replicator) received(from string, done, handoff []uint32) {
+	for _, p := range done {
+		if int(p) < len(r.parts) && r.parts[p].handoffFrom() == "" {
+			r.parts[p].got()
+			r.log.Debug("partition: received", "partition", p, "from", from)
+		}
+	}
+	for _, p := range handoff {
+		if int(p) >= len(r.parts) {
+			continue
+		}
+		part := &r.parts[p]
+		if exp := part.handoffFrom(); exp != "" {
+			part.got()
+			r.log.Debug("partition: handed over", "partition", p, "from", from, "expected", exp)
+		} else {
+			// Early: this node's ring does not show the move yet (or
+			// never will: it may pass over the ring that made it the
+			// primary, and then relays it, sync.go).
+			// from aliases the frame it came in (proto.Decode): keep a copy.
+			part.handed.Store(&early{from: strings.Clone(from), at: r.now().UnixNano()})
+			r.log.Debug("partition: hand-over before its ring", "partition", p, "from", from)
+		}
+	}
+	if len(done)+len(handoff) > 0 {
+		r.onHoldings() // it may now push them on to owners waiting for it
+	}
+}
+
+// ClaimStale gives up waiting for partitions whose hand-over did not come
+// within timeout (their sender failed in the middle of it): the node
+// serves them with what it holds, and says so loudly. It then asks every
+// other member that may hold a copy to push it: states merge, so any
+// count a survivor kept comes back, late rather than never.
+func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
+	now := r.now().UnixNano()
+	var claimed []int
+	for p := range r.parts {
+		part := &r.parts[p]
+		if since := part.waitSince.Load(); since != 0 && now-since > int64(timeout) && part.lostAt.Load() == 0 {
+			claimed = append(claimed, p)
+		}
+	}
+	if len(claimed) == 0 {
+		return
+	}
+	if pl := r.plan.Load(); pl != nil && r.aloneWithSeeds(pl.ring) {
+		// No hand-over is late: nobody answered. Claiming would form a
+		// new cluster, which only Bootstrap allows (the join loop says
+		// why each seed failed).
+		if !r.cfg.Bootstrap {
+			r.declinedClaim.Do(func() {
+				r.log.Warn("not forming a cluster alone: this node was given seeds and none answered; it waits for them (start one node with --bootstrap to form a new cluster)",
+					"waited", timeout)
+			})
+			return
+		}
+		for _, p := range claimed {
+			r.parts[p].got()
+		}
+		r.log.Warn("no seed answered: forming a new cluster alone, as --bootstrap allows", "waited", timeout)
+		r.onHoldings()
+		return
+	}
+	pl, prev := r.views()
+	failed := r.hooks.Failed != nil && r.hooks.Failed() > 0
+	for _, p := range claimed {
+		r.parts[p].got()
+		// Without a failed member, and with no earlier owner alive to
+		// push it, nobody else can hold it: an operator forgot them.
+		if failed || (pl != nil && prev != nil && len(holders(prev, pl.ring, p, r.cfg.Name)) > 0) {
+			r.parts[p].claimed.Store(true)
+		}
+	}
+	r.metrics.Claimed.Add(float64(len(claimed)))
+	r.log.Warn("partitions claimed without a hand-over: their sender never finished; counts may miss its last writes until other holders' copies arrive; they serve soft caps only, strict caps fail closed until a holder's copy arrives or an operator forgets the missing members", "partitions", len(claimed), "waited", timeout)
+	r.onHoldings()
+	if pl == nil {
+		return
+	}
+	asks := map[string][]uint32{}
+	for _, p := range claimed {
+		for _, m := range holders(prev, pl.ring, p, r.cfg.Name) {
+			asks[m.Addr] = append(asks[m.Addr], uint32(p))
+		}
+	}
+	for addr, ps := range asks {
+		if err := r.ask(ctx, addr, &proto.SyncRequest{From: r.cfg.Name, Partitions: ps}); err != nil {
+			r.log.Debug("partition: asking for copies of claimed partitions", "from", addr, "partitions", len(ps), "err", err)
+		}
+	}
+}
+
+// Claimed reports whether partition p was claimed without any holder's
+// copy: strict caps must not be served from it.
+func (r *Replicator) Claimed(p int) bool { return r.parts[p].claimed.Load() }
+
+// NumClaimed counts the partitions claimed without any holder's copy.
+func (r *Replicator) NumClaimed() (n int) {
+	for p := range r.parts {
+		if r.parts[p].claimed.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// Unclaim takes every claimed partition as whole: an operator forgot the
+// members that held them, and accepts what this node has.
+func (r *Replicator) Unclaim() {
+	n := 0
+	for p := range r.parts {
+		if r.parts[p].claimed.Swap(false) {
+			n++
+		}
+	}
+	if n > 0 {
+		r.log.Warn("claimed partitions taken as whole after an operator forgot members: strict caps are served from them again", "partitions", n)
+	}
+}
+
+// Missing counts the partitions this node owns now or will own in the
+// future ring but does not hold.
+func (r *Replicator) Missing() (missing int) {
+	pl := r.plan.Load()
+	if pl == nil {
+		return len(r.parts)
+	}
+	for p := range r.parts {
+		if (contains(names(pl.ring, p), r.cfg.Name) || contains(names(pl.future, p), r.cfg.Name)) && !r.parts[p].have.Load() {
+			missing++
+		}
+	}
+	return missing
+}
+
+// dropLost drops the state of partitions this node stopped owning, once
+// nothing is being handed over from them and a grace period passed.
+func (r *Replicator) dropLost(grace time.Duration) {
+	now := r.now().UnixNano()
+	var drop []bool
+	any := false
+	for p := range r.parts {
+		part := &r.parts[p]
+		lost := part.lostAt.Load()
+		d := lost > 0 && now-lost > int64(grace) && part.pushing.Load() == 0
+		drop = append(drop, d)
+		if d && part.lostAt.CompareAndSwap(lost, -1) { // -1: dropped, do not scan again
+			part.have.Store(false)
+			any = true
+		}
+	}
+	if !any {
+		return
+	}
+	var keys []uint64
+	r.eng.Keys(func(k uint64) bool {
+		if drop[ring.PartitionOf(k, len(r.parts))] {
+			keys = append(keys, k)
+		}
+		return true
+	})
+	for _, k := range keys {
+		r.eng.DeleteViewer(k)
+	}
+	if len(keys) > 0 {
+		r.log.Info("dropped state of partitions no longer owned", "viewers", len(keys))
+	}
+}
