@@ -25,6 +25,7 @@ func (n *Node) status() *proto.Status {
 		LagMillis:        uint64(lag.Milliseconds()),
 		JoinError:        n.membership().JoinStatus().Summary(),
 		Replicas:         uint64(v.ring.Replicas()),
+		Drifting:         uint64(n.repl.AntiEntropy().LastRepaired),
 	}
 	au := n.authorityState()
 	s.Authority, s.QuorumMembers, s.QuorumConfirmed, s.Claimed = au.Holds, uint64(au.Members), uint64(au.Confirmed), uint64(au.Claimed)

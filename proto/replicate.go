@@ -165,6 +165,10 @@ type Status struct {
 	// Replicas is the ring's replica count (R); 0 from a node that does
 	// not say.
 	Replicas uint64
+	// Drifting counts the viewers whose copies still differed from a
+	// backup's after settling (two anti-entropy comparisons in a row),
+	// repaired in the last round: 0 once every copy agrees.
+	Drifting uint64
 }
 
 // FailedMember is a member a node counts as failed.
@@ -185,7 +189,7 @@ const minFailedMemberSize = 4
 func (*Status) Type() Type { return TypeStatus }
 
 func (m *Status) encode(e *encoder) {
-	e.array(22)
+	e.array(23)
 	e.str(m.Name)
 	e.uint(m.Epoch)
 	e.uint(uint64(m.State))
@@ -205,6 +209,7 @@ func (m *Status) encode(e *encoder) {
 		e.int(f.SinceMillis)
 	}
 	e.uint(m.Replicas)
+	e.uint(m.Drifting)
 }
 
 func (m *Status) decode(d *decoder) {
@@ -224,7 +229,7 @@ func (m *Status) decode(d *decoder) {
 		m.JoinError = d.str()
 		extra--
 	}
-	m.Authority, m.QuorumMembers, m.QuorumConfirmed, m.Claimed, m.Failed, m.Replicas = false, 0, 0, 0, m.Failed[:0], 0
+	m.Authority, m.QuorumMembers, m.QuorumConfirmed, m.Claimed, m.Failed, m.Replicas, m.Drifting = false, 0, 0, 0, m.Failed[:0], 0, 0
 	if extra >= 5 {
 		m.Authority = d.bool()
 		m.QuorumMembers, m.QuorumConfirmed, m.Claimed = d.uint(), d.uint(), d.uint()
@@ -239,6 +244,10 @@ func (m *Status) decode(d *decoder) {
 	}
 	if extra >= 1 {
 		m.Replicas = d.uint()
+		extra--
+	}
+	if extra >= 1 {
+		m.Drifting = d.uint()
 		extra--
 	}
 	d.end(extra)

@@ -45,6 +45,9 @@ type statusMember struct {
 	QuorumMembers   uint64 `json:"quorum_members"`
 	QuorumConfirmed uint64 `json:"quorum_confirmed"`
 	Claimed         uint64 `json:"claimed_partitions"`
+	// Drifting counts viewers whose copies still differed from a backup's
+	// after settling, repaired by anti-entropy's last round.
+	Drifting uint64 `json:"drifting_viewers"`
 
 	refused bool                 // it answered with an error (a token without the operator role)
 	failed  []proto.FailedMember // the members it counts failed
@@ -128,7 +131,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 			row.ReplicationQueue, row.ReplicationLagMs, row.UnderReplicated = st.ReplicationQueue, st.LagMillis, st.UnderReplicated
 			row.Viewers, row.Keys, row.Bytes, row.Requests = st.Viewers, st.Keys, st.Bytes, st.Requests
 			row.JoinError = strings.Clone(st.JoinError)
-			row.Authority, row.QuorumMembers, row.QuorumConfirmed, row.Claimed = st.Authority, st.QuorumMembers, st.QuorumConfirmed, st.Claimed
+			row.Authority, row.QuorumMembers, row.QuorumConfirmed, row.Claimed, row.Drifting = st.Authority, st.QuorumMembers, st.QuorumConfirmed, st.Claimed, st.Drifting
 			for _, f := range st.Failed {
 				row.failed = append(row.failed, proto.FailedMember{Name: strings.Clone(f.Name), Addr: strings.Clone(f.Addr), SinceMillis: f.SinceMillis})
 			}
@@ -205,6 +208,9 @@ func (out *statusOut) judge() {
 		if m.Reachable && !m.Authority && m.QuorumMembers > 0 {
 			out.Problems = append(out.Problems, fmt.Sprintf("%s does not hold a majority of the member set (%d of %d confirm its ring, %d needed): strict caps fail closed on it",
 				m.Name, m.QuorumConfirmed, m.QuorumMembers, m.QuorumMembers/2+1))
+		}
+		if m.Reachable && m.Drifting > 0 {
+			out.Problems = append(out.Problems, fmt.Sprintf("%s's copies of %d viewers differed from a backup's after settling: anti-entropy is repairing them", m.Name, m.Drifting))
 		}
 		if m.Reachable && m.Claimed > 0 {
 			out.Problems = append(out.Problems, fmt.Sprintf("%s serves %d partitions claimed without any holder's copy: strict caps fail closed on them until a holder returns or is forgotten", m.Name, m.Claimed))

@@ -23,6 +23,7 @@ func TestStatusJudgesEveryProblem(t *testing.T) {
 		{"not joined", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "joining", Reachable: true, JoinError: "not joined: no seed answered; 10.0.0.9:7946: refused"}, "b has joined no cluster: not joined"},
 		{"under-replicated", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "active", Reachable: true, UnderReplicated: 7}, "b is primary of 7 under-replicated partitions"},
 		{"no majority", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "active", Reachable: true, QuorumMembers: 3, QuorumConfirmed: 1}, "b does not hold a majority of the member set (1 of 3 confirm its ring, 2 needed)"},
+		{"drifting", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "active", Reachable: true, Authority: true, QuorumMembers: 2, QuorumConfirmed: 2, Drifting: 4}, "b's copies of 4 viewers differed from a backup's after settling"},
 		{"claimed", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "active", Reachable: true, Authority: true, QuorumMembers: 2, QuorumConfirmed: 2, Claimed: 5}, "b serves 5 partitions claimed without any holder's copy"},
 		{"failed member", statusMember{Name: "b", Addr: "10.0.0.2:7700", State: "active", Reachable: true, Authority: true, QuorumMembers: 3, QuorumConfirmed: 2,
 			failed: []proto.FailedMember{{Name: "c", Addr: "10.0.0.3:7700", SinceMillis: 1700000000000}}}, "c (10.0.0.3:7700) failed at 2023-11-14T22:13:20Z (reported by b)"},

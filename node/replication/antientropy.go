@@ -59,8 +59,9 @@ type AntiEntropyStatus struct {
 	// with (unreachable, or refusing).
 	Unreached int
 	// Repaired counts the viewers merged both ways since the node
-	// started.
-	Repaired int64
+	// started; LastRepaired those of the last round: copies that still
+	// differed after settling (two comparisons in a row).
+	Repaired, LastRepaired int64
 }
 
 // antiEntropy is the Replicator's anti-entropy state.
@@ -69,6 +70,7 @@ type antiEntropy struct {
 	differing atomic.Int64
 	unreached atomic.Int64
 	repaired  atomic.Int64
+	lastRound atomic.Int64 // viewers repaired in the last round
 
 	mu sync.Mutex // one round at a time
 	// The fields below are guarded by mu.
@@ -91,10 +93,11 @@ type aePeer struct {
 // AntiEntropy returns what anti-entropy found.
 func (r *Replicator) AntiEntropy() AntiEntropyStatus {
 	return AntiEntropyStatus{
-		Rounds:    r.ae.rounds.Load(),
-		Differing: int(r.ae.differing.Load()),
-		Unreached: int(r.ae.unreached.Load()),
-		Repaired:  r.ae.repaired.Load(),
+		Rounds:       r.ae.rounds.Load(),
+		Differing:    int(r.ae.differing.Load()),
+		Unreached:    int(r.ae.unreached.Load()),
+		Repaired:     r.ae.repaired.Load(),
+		LastRepaired: r.ae.lastRound.Load(),
 	}
 }
 
@@ -146,6 +149,8 @@ func (r *Replicator) antiEntropyRound(ctx context.Context) {
 			delete(r.ae.peers, name) // no longer a backup this node compares with
 		}
 	}
+	before := r.ae.repaired.Load()
+	defer func() { r.ae.lastRound.Store(r.ae.repaired.Load() - before) }()
 	now := r.now().UnixMilli()
 	var local []partDigest
 	if len(reps) > 0 {
