@@ -62,6 +62,8 @@ type Node struct {
 	// quorum says whether this node may grant strict writes
 	// (authority.go); set once the membership is up.
 	quorum atomic.Pointer[quorum.Tracker]
+	// promises fence the leases this node backs (quorum.Promises).
+	promises *quorum.Promises
 
 	draining atomic.Bool // no new connections, requests end the connection once answered
 	left     atomic.Bool // handed over and left the gossip pool: answer NotOwner
@@ -121,6 +123,7 @@ func Start(cfg Config) (*Node, error) {
 		replans:  make(chan struct{}, 1),
 	}
 	n.tokens = security.NewTokens(cfg.Security.Tokens, cfg.Security.PeerToken)
+	n.promises = quorum.NewPromises(cfg.Quorum.Lease)
 	n.peers = peers.New(cfg.Security.PeerTLS, cfg.MaxFrame, n.tokens)
 	n.page = statuspage.New(pageSource{n}, rpc.NodeStatus, n.log)
 	n.gossipKeys = security.NewGossipKeys(cfg.Membership.Memberlist, cfg.Name, n.log)

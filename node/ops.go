@@ -13,8 +13,15 @@ import (
 // reads, peer traffic, identity and admin requests. Each parses its
 // request, operates and answers.
 
-func (h *handler) ping(out []byte, v *view, hdr proto.Header, _ []byte) ([]byte, metrics.Op, metrics.Outcome) {
-	return h.reply(out, hdr.ID, &proto.Pong{Epoch: v.ring.Epoch(), Name: h.n.cfg.Name}, metrics.OpPing)
+func (h *handler) ping(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
+	var m proto.Ping
+	if err := proto.Decode(body, &m); err != nil {
+		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpPing)
+	}
+	// A peer asking for the quorum gets the epoch only while this node
+	// stands by no other (quorum.Promises); a client always gets it.
+	epoch := h.n.promises.Answer(m.From, m.FromEpoch, v.ring.Epoch(), time.Now())
+	return h.reply(out, hdr.ID, &proto.Pong{Epoch: epoch, Name: h.n.cfg.Name}, metrics.OpPing)
 }
 
 func (h *handler) topology(out []byte, v *view, hdr proto.Header, _ []byte) ([]byte, metrics.Op, metrics.Outcome) {

@@ -95,6 +95,7 @@ func testCases() []testCase {
 	}
 	return []testCase{
 		{name: "ping", msg: &Ping{}},
+		{name: "ping/from-a-node", msg: &Ping{From: "n2", FromEpoch: 0xfeed}},
 		{name: "pong", msg: &Pong{Epoch: 1234, Name: "node-a"}},
 		{name: "pong/zero", msg: &Pong{}},
 		{name: "pong/max", msg: &Pong{Epoch: math.MaxUint64, Name: "ノード"}},
@@ -290,7 +291,12 @@ func failedWire(fs []FailedMember) []any {
 
 func wireForm(m Message) []any {
 	switch m := m.(type) {
-	case *Ping, *TopologyRequest:
+	case *Ping:
+		if m.From != "" {
+			return []any{m.From, u(m.FromEpoch)}
+		}
+		return []any{}
+	case *TopologyRequest:
 		return []any{}
 	case *Pong:
 		return []any{u(m.Epoch), m.Name}

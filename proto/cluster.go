@@ -6,16 +6,41 @@ import "fmt"
 const NoOwner = 0xFFFF
 
 // Ping asks a node whether it is alive. It is answered with a Pong.
+// Clients send it empty. A node asking a peer for the quorum of strict
+// writes (node/quorum) names itself and the epoch of its ring: the peer
+// then confirms that epoch only while it promised no other (Pong.Epoch 0
+// when it withholds).
 //
-// Wire: [].
-type Ping struct{}
+// Wire: [] from a client, [from str, epoch uint] from a node.
+type Ping struct {
+	// From is the asking node's name; empty from a client.
+	From string
+	// FromEpoch is the asking node's ring epoch (with From).
+	FromEpoch uint64
+}
 
 // Type returns TypePing.
 func (*Ping) Type() Type { return TypePing }
 
-func (*Ping) encode(e *encoder) { e.array(0) }
+func (m *Ping) encode(e *encoder) {
+	if m.From == "" {
+		e.array(0)
+		return
+	}
+	e.array(2)
+	e.str(m.From)
+	e.uint(m.FromEpoch)
+}
 
-func (*Ping) decode(d *decoder) { d.end(d.array(0)) }
+func (m *Ping) decode(d *decoder) {
+	extra := d.array(0)
+	m.From, m.FromEpoch = "", 0
+	if extra >= 2 {
+		m.From, m.FromEpoch = d.str(), d.uint()
+		extra -= 2
+	}
+	d.end(extra)
+}
 
 // Pong answers a Ping.
 //

@@ -100,7 +100,8 @@ type Tracker struct {
 	peers     map[string]*peer // the pinger of each other ring member, by name
 	confirmed map[string]stamp // each member's last confirmation
 	closed    bool
-	wasHeld   bool // for logging transitions only
+	wasHeld   bool   // for logging transitions only
+	epoch     uint64 // the epoch the confirmations are of
 }
 
 // holding is the quorum as last computed: for which epoch and until when.
@@ -189,6 +190,13 @@ func (t *Tracker) Update() {
 	if t.closed {
 		return
 	}
+	if r.Epoch() != t.epoch {
+		// A new ring: what peers confirmed was the old one. Peers that
+		// promised it (Promises) see this node's next Ping name the new
+		// epoch and release the promise.
+		t.epoch = r.Epoch()
+		clear(t.confirmed)
+	}
 	want := map[string]string{}
 	for _, m := range r.Members() {
 		if m.Name != t.cfg.Self {
@@ -257,6 +265,7 @@ func (t *Tracker) ping(p *peer) {
 		case <-p.kick:
 		}
 		sent := t.now()
+		epoch := t.members.Ring().Epoch()
 		cctx, ccancel := context.WithTimeout(p.ctx, t.cfg.Lease)
 		if conn == nil {
 			c, err := t.dial.Dial(cctx, p.addr)
@@ -266,10 +275,10 @@ func (t *Tracker) ping(p *peer) {
 		}
 		if conn != nil {
 			var pong proto.Pong
-			if err := conn.Call(cctx, &proto.Ping{}, &pong); err != nil {
+			if err := conn.Call(cctx, &proto.Ping{From: t.cfg.Self, FromEpoch: epoch}, &pong); err != nil {
 				conn.Close()
 				conn = nil
-			} else if pong.Name == "" || pong.Name == p.name {
+			} else if (pong.Name == "" || pong.Name == p.name) && pong.Epoch == epoch {
 				t.confirm(p.name, pong.Epoch, sent)
 			}
 		}
@@ -287,8 +296,8 @@ func (t *Tracker) confirm(name string, epoch uint64, sent int64) {
 	if t.closed {
 		return
 	}
-	if _, ok := t.peers[name]; !ok {
-		return
+	if _, ok := t.peers[name]; !ok || epoch != t.epoch {
+		return // a confirmation of a ring this node left meanwhile
 	}
 	if old, ok := t.confirmed[name]; ok && old.sent > sent {
 		return

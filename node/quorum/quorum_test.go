@@ -244,3 +244,45 @@ func TestQuorumClose(t *testing.T) {
 		t.Fatal("holds a quorum after Close")
 	}
 }
+
+// A node that confirmed one epoch to a peer confirms no other to anyone
+// until that lease ran out, or the peer moved on to another ring; clients
+// always get the epoch.
+func TestPromisesFenceTheLeaseTheyBack(t *testing.T) {
+	const e1, e2 = 11, 22
+	p := NewPromises(time.Second)
+	t0 := time.Unix(1000, 0)
+	if got := p.Answer("a", e1, e1, t0); got != e1 {
+		t.Fatalf("first confirmation: %d, want %d", got, e1)
+	}
+	// This node moves to e2; b asks at e2 while a may still count e1.
+	if got := p.Answer("b", e2, e2, t0.Add(500*time.Millisecond)); got != 0 {
+		t.Fatalf("confirmed e2 to b while a's lease on e1 stands: %d", got)
+	}
+	if got := p.Answer("", 0, e2, t0.Add(500*time.Millisecond)); got != e2 {
+		t.Fatalf("a client's ping: %d, want %d", got, e2)
+	}
+	// Past the lease and its margin: e2 is confirmed.
+	if got := p.Answer("b", e2, e2, t0.Add(time.Second+DriftMargin(time.Second))); got != e2 {
+		t.Fatalf("after a's lease ran out: %d, want %d", got, e2)
+	}
+
+	// Again, but a moves on to e2 itself: the promise is released at once.
+	p = NewPromises(time.Second)
+	p.Answer("a", e1, e1, t0)
+	if got := p.Answer("a", e2, e2, t0.Add(time.Millisecond)); got != e2 {
+		t.Fatalf("a moved on to e2: %d, want %d", got, e2)
+	}
+	if got := p.Answer("b", e2, e2, t0.Add(2*time.Millisecond)); got != e2 {
+		t.Fatalf("b at e2 after a moved on: %d, want %d", got, e2)
+	}
+	// A peer on another epoch than this node's gets this node's epoch
+	// (which confirms nothing for it) and no promise.
+	p = NewPromises(time.Second)
+	if got := p.Answer("c", e1, e2, t0); got != e2 {
+		t.Fatalf("c at e1, this node at e2: %d, want %d", got, e2)
+	}
+	if got := p.Answer("d", e2, e2, t0.Add(time.Millisecond)); got != e2 {
+		t.Fatalf("a promise was made to c for an epoch it was not confirmed: %d", got)
+	}
+}
