@@ -1,0 +1,103 @@
+package partition
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// capModel is the sequential specification of one viewer's strict cap
+// whose window outlasts the test: the state is how many Allows were
+// granted; an Allow is granted iff fewer than Limit were, and refused
+// iff Limit were.
+//
+// An Allow with no answer (Unknown) may or may not have taken effect.
+// It enters the history with a return time of +infinity, so the checker
+// may linearize it at any point after its call, and its step always
+// succeeds: granted if there is room, else refused. Taking the grant
+// whenever there is room loses nothing: a history where the call had no
+// effect linearizes it after every other operation instead, where its
+// outcome changes nothing that was observed.
+var capModel = porcupine.Model{
+	Init: func() any { return 0 },
+	Step: func(state, _, output any) (bool, any) {
+		n := state.(int)
+		switch output.(string) {
+		case Granted:
+			return n < Limit, n + 1
+		case Refused:
+			return n >= Limit, n
+		default: // Unknown
+			if n < Limit {
+				return true, n + 1
+			}
+			return true, n
+		}
+	},
+	DescribeOperation: func(_, output any) string { return "allow -> " + output.(string) },
+	DescribeState: func(state any) string {
+		return "granted " + strconv.Itoa(state.(int))
+	},
+}
+
+// ViewerCheck is what the checker found in one viewer's history.
+type ViewerCheck struct {
+	Viewer                    string
+	Granted, Refused, Unknown int
+	// Linearizable is porcupine's verdict: Ok, Illegal, or Unknown
+	// (the search timed out).
+	Linearizable  porcupine.CheckResult
+	GrantedBySide map[string]int // grants acknowledged to each side's driver
+}
+
+// OverGranted reports whether the viewer was granted more than Limit.
+func (v ViewerCheck) OverGranted() bool { return v.Granted > Limit }
+
+// CheckViewer checks one viewer's strict history for linearizability,
+// giving the search at most timeout.
+func CheckViewer(viewer string, ops []Op, timeout time.Duration) ViewerCheck {
+	vc := ViewerCheck{Viewer: viewer, GrantedBySide: map[string]int{}}
+	hist := make([]porcupine.Operation, 0, len(ops))
+	for _, op := range ops {
+		ret := op.Return
+		switch op.Result {
+		case Granted:
+			vc.Granted++
+			vc.GrantedBySide[op.Side]++
+		case Refused:
+			vc.Refused++
+		default:
+			vc.Unknown++
+			ret = math.MaxInt64
+		}
+		hist = append(hist, porcupine.Operation{ClientId: op.Client, Input: nil, Call: op.Call, Output: op.Result, Return: ret})
+	}
+	vc.Linearizable = porcupine.CheckOperationsTimeout(capModel, hist, timeout)
+	return vc
+}
+
+// ByViewer groups a history by viewer, viewers sorted.
+func ByViewer(ops []Op) (viewers []string, by map[string][]Op) {
+	by = map[string][]Op{}
+	for _, op := range ops {
+		if _, ok := by[op.Viewer]; !ok {
+			viewers = append(viewers, op.Viewer)
+		}
+		by[op.Viewer] = append(by[op.Viewer], op)
+	}
+	sort.Strings(viewers)
+	return viewers, by
+}
+
+// CheckAll checks every viewer of a history, each with at most timeout.
+func CheckAll(ops []Op, timeout time.Duration) []ViewerCheck {
+	viewers, by := ByViewer(ops)
+	out := make([]ViewerCheck, 0, len(viewers))
+	for _, v := range viewers {
+		out = append(out, CheckViewer(v, by[v], timeout))
+	}
+	return out
+}
