@@ -52,7 +52,12 @@ func build(t *testing.T) binaries {
 		if buildErr != nil {
 			return
 		}
-		dir := filepath.Dir(strings.TrimSpace(string(root)))
+		mod := strings.TrimSpace(string(root))
+		if mod == "" || mod == os.DevNull {
+			buildErr = fmt.Errorf("not inside the fcap module (run the test from its package directory)")
+			return
+		}
+		dir := filepath.Dir(mod)
 		for _, pkg := range []string{"./cmd/fcapd", "./cmd/fcapctl", "./test/partition/driver"} {
 			args := []string{"build", "-o", filepath.Join(buildDir, filepath.Base(pkg))}
 			if pkg == "./cmd/fcapd" && os.Getenv("FCAP_PARTITION_RACE") == "1" {

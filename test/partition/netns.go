@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // The test network: one bridge namespace holding a Linux bridge, and one
@@ -245,6 +246,9 @@ func Sweep() ([]string, error) {
 // Exec returns a command that runs bin with args inside namespace ns.
 // `ip netns exec` execs the program in place, so the command's process
 // is the program itself: signals reach it directly.
+// The program is killed if the test process dies first.
 func Exec(ns, bin string, args ...string) *exec.Cmd {
-	return exec.Command(ipBin, append([]string{"netns", "exec", ns, bin}, args...)...)
+	cmd := exec.Command(ipBin, append([]string{"netns", "exec", ns, bin}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
 }
