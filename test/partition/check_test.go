@@ -143,3 +143,40 @@ func TestReadOps(t *testing.T) {
 		t.Error("a torn line was accepted")
 	}
 }
+
+// An over-granted viewer is judged without the search, however many
+// unknown outcomes would make the search long.
+func TestCheckerOverGrantedWithManyUnknowns(t *testing.T) {
+	var ops []Op
+	for i := range 40 {
+		ops = append(ops, op(i%8, int64(i), 1000, Unknown))
+	}
+	for i := range 6 {
+		ops = append(ops, op(8+i, int64(100+i), int64(101+i), Granted))
+	}
+	for i := range 40 {
+		ops = append(ops, op(14+i%8, int64(200+i), int64(201+i), Refused))
+	}
+	// The search alone runs out of this time here (Unknown).
+	vc := CheckViewer("v", ops, 20*time.Second)
+	if vc.Linearizable != porcupine.Illegal || !vc.OverGranted() {
+		t.Fatalf("got %+v", vc)
+	}
+}
+
+// Unknown outcomes called after every answered call returned cannot
+// change the verdict, whichever it is.
+func TestCheckerLateUnknowns(t *testing.T) {
+	five := []Op{
+		op(0, 0, 1, Granted), op(0, 2, 3, Granted), op(0, 4, 5, Granted),
+		op(0, 6, 7, Granted), op(0, 8, 9, Granted),
+	}
+	late := []Op{op(1, 20, 21, Unknown), op(2, 22, 23, Unknown), op(3, 30, 31, Unknown)}
+	if vc := CheckViewer("v", append(append([]Op{}, five...), late...), 10*time.Second); vc.Linearizable != porcupine.Ok {
+		t.Errorf("five grants then late unknowns: %s", vc.Linearizable)
+	}
+	bad := append(append([]Op{}, five[:4]...), op(1, 10, 11, Refused))
+	if vc := CheckViewer("v", append(bad, late...), 10*time.Second); vc.Linearizable != porcupine.Illegal {
+		t.Errorf("four grants, a refusal, then late unknowns: %s", vc.Linearizable)
+	}
+}
