@@ -60,7 +60,6 @@ func (v ViewerCheck) OverGranted() bool { return v.Granted > Limit }
 // giving the search at most timeout.
 func CheckViewer(viewer string, ops []Op, timeout time.Duration) ViewerCheck {
 	vc := ViewerCheck{Viewer: viewer, GrantedBySide: map[string]int{}}
-	lastKnown := int64(math.MinInt64) // the last return of an answered call
 	for _, op := range ops {
 		switch op.Result {
 		case Granted:
@@ -70,9 +69,7 @@ func CheckViewer(viewer string, ops []Op, timeout time.Duration) ViewerCheck {
 			vc.Refused++
 		default:
 			vc.Unknown++
-			continue
 		}
-		lastKnown = max(lastKnown, op.Return)
 	}
 	if vc.OverGranted() {
 		// Every grant needs a count below Limit and raises it: no order
@@ -81,6 +78,25 @@ func CheckViewer(viewer string, ops []Op, timeout time.Duration) ViewerCheck {
 		// early on a history it can order).
 		vc.Linearizable = porcupine.Illegal
 		return vc
+	}
+	vc.Linearizable = porcupine.CheckOperationsTimeout(capModel, history(ops), timeout)
+	return vc
+}
+
+// Visualize writes porcupine's drawing of one viewer's history (the
+// longest orders it found) to an HTML file at path.
+func Visualize(ops []Op, path string, timeout time.Duration) error {
+	_, info := porcupine.CheckOperationsVerbose(capModel, history(ops), timeout)
+	return porcupine.VisualizePath(capModel, info, path)
+}
+
+// history turns one viewer's Ops into porcupine's operations.
+func history(ops []Op) []porcupine.Operation {
+	lastKnown := int64(math.MinInt64) // the last return of an answered call
+	for _, op := range ops {
+		if op.Result != Unknown {
+			lastKnown = max(lastKnown, op.Return)
+		}
 	}
 	hist := make([]porcupine.Operation, 0, len(ops))
 	for _, op := range ops {
@@ -97,8 +113,7 @@ func CheckViewer(viewer string, ops []Op, timeout time.Duration) ViewerCheck {
 		}
 		hist = append(hist, porcupine.Operation{ClientId: op.Client, Call: op.Call, Output: op.Result, Return: ret})
 	}
-	vc.Linearizable = porcupine.CheckOperationsTimeout(capModel, hist, timeout)
-	return vc
+	return hist
 }
 
 // ByViewer groups a history by viewer, viewers sorted.

@@ -1,6 +1,8 @@
 package partition
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +180,20 @@ func TestCheckerLateUnknowns(t *testing.T) {
 	bad := append(append([]Op{}, five[:4]...), op(1, 10, 11, Refused))
 	if vc := CheckViewer("v", append(bad, late...), 10*time.Second); vc.Linearizable != porcupine.Illegal {
 		t.Errorf("four grants, a refusal, then late unknowns: %s", vc.Linearizable)
+	}
+}
+
+func TestVisualizeWritesTheDrawing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.html")
+	ops := []Op{op(0, 0, 1, Refused), op(1, 2, 3, Granted), op(2, 2, 5, Unknown)}
+	if err := Visualize(ops, path, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `allow -\u003e refused`) {
+		t.Errorf("the drawing does not describe the operations: %d bytes", len(b))
 	}
 }

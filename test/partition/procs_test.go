@@ -21,11 +21,11 @@ type driverProc struct {
 	side   string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stdout *bufio.Reader
 	stderr *cluster.LogBuffer
 	out    string
-	done   chan struct{}
-	err    error // set before done is closed
+	ready  chan string   // the first line the driver printed
+	done   chan struct{} // closed once the process was waited for
+	err    error         // set before done is closed
 }
 
 func startDriver(bin string, n *Node, seeds []string, prefix string, d time.Duration, out string) (*driverProc, error) {
@@ -36,7 +36,8 @@ func startDriver(bin string, n *Node, seeds []string, prefix string, d time.Dura
 		"--duration", d.String(),
 		"--out", out,
 	)
-	p := &driverProc{side: n.Name, cmd: cmd, stderr: &cluster.LogBuffer{}, out: out, done: make(chan struct{})}
+	p := &driverProc{side: n.Name, cmd: cmd, stderr: &cluster.LogBuffer{}, out: out,
+		ready: make(chan string, 1), done: make(chan struct{})}
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -45,37 +46,34 @@ func startDriver(bin string, n *Node, seeds []string, prefix string, d time.Dura
 	if err != nil {
 		return nil, err
 	}
-	p.stdout = bufio.NewReader(stdout)
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("driver beside %s: %w", n.Name, err)
 	}
+	go func() {
+		r := bufio.NewReader(stdout)
+		l, _ := r.ReadString('\n')
+		p.ready <- l
+		io.Copy(io.Discard, r) // every read is done before Wait
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
 	return p, nil
 }
 
 // waitReady waits for the driver's "ready" line.
 func (p *driverProc) waitReady(timeout time.Duration) error {
-	line := make(chan string, 1)
-	go func() {
-		l, _ := p.stdout.ReadString('\n')
-		line <- l
-	}()
 	select {
-	case l := <-line:
-		if strings.TrimSpace(l) != "ready" {
-			p.kill()
-			return fmt.Errorf("driver beside %s said %q: %s", p.side, l, p.stderr.String())
+	case l := <-p.ready:
+		if strings.TrimSpace(l) == "ready" {
+			return nil
 		}
+		p.kill()
+		return fmt.Errorf("driver beside %s said %q: %s", p.side, l, p.stderr.String())
 	case <-time.After(timeout):
 		p.kill()
 		return fmt.Errorf("driver beside %s not ready after %v: %s", p.side, timeout, p.stderr.String())
 	}
-	go func() {
-		io.Copy(io.Discard, p.stdout)
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	return nil
 }
 
 // wait waits for the driver to finish and reads its history.
@@ -97,10 +95,15 @@ func (p *driverProc) wait(timeout time.Duration) ([]Op, error) {
 	return ReadOps(f)
 }
 
+// kill ends the driver if it still runs and waits for it.
 func (p *driverProc) kill() {
-	if p.cmd.Process != nil && p.cmd.ProcessState == nil {
-		p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+		return
+	default:
 	}
+	p.cmd.Process.Kill()
+	<-p.done
 }
 
 func addrs(nodes []*Node, http bool) string {

@@ -37,8 +37,8 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 			t.Error(err)
 		}
 	})
-	outDir := t.TempDir()
-	if keep := os.Getenv("FCAP_PARTITION_OUT"); keep != "" {
+	outDir, keep := t.TempDir(), os.Getenv("FCAP_PARTITION_OUT")
+	if keep != "" {
 		outDir = filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_"))
 		if err := os.MkdirAll(outDir, 0o755); err != nil {
 			t.Fatal(err)
@@ -56,10 +56,14 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 		t.Cleanup(nodes[i].Kill)
 	}
 	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("FCAP_PARTITION_OUT") != "" {
-			for _, n := range nodes {
-				os.WriteFile(filepath.Join(outDir, n.Name+".log"), []byte(n.Logs()), 0o644)
+		if keep == "" {
+			if t.Failed() {
+				t.Log("set FCAP_PARTITION_OUT=DIR to keep the histories, node logs and checker drawings")
 			}
+			return
+		}
+		for _, n := range nodes {
+			os.WriteFile(filepath.Join(outDir, n.Name+".log"), []byte(n.Logs()), 0o644)
 		}
 	})
 	errs := make([]error, len(nodes))
@@ -135,6 +139,17 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 		res.settled = true
 	}
 	checks := CheckAll(ops, 20*time.Second)
+	if keep != "" {
+		_, byViewer := ByViewer(ops)
+		for _, vc := range checks {
+			if vc.Linearizable != porcupine.Ok && !vc.OverGranted() {
+				path := filepath.Join(outDir, "linearizability-"+vc.Viewer+".html")
+				if err := Visualize(byViewer[vc.Viewer], path, 20*time.Second); err != nil {
+					t.Logf("drawing %s: %v", vc.Viewer, err)
+				}
+			}
+		}
+	}
 	counts, err := readCounts(bins, nt, nodes, checks)
 	if err != nil {
 		res.problems = append(res.problems, fmt.Sprintf("reading counts back: %v", err))
