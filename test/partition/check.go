@@ -90,28 +90,38 @@ func Visualize(ops []Op, path string, timeout time.Duration) error {
 	return porcupine.VisualizePath(capModel, info, path)
 }
 
-// history turns one viewer's Ops into porcupine's operations.
+// history turns one viewer's Ops into porcupine's operations, leaving
+// out the unknown outcomes that cannot change the verdict, so that the
+// search stays small however many calls went unanswered.
+//
+// An unknown outcome only ever adds a grant where there is room, and
+// unknowns differ only in their call times (their returns are all
+// infinite). At most Limit-g of them can take effect, g being the
+// answered grants, and an earlier call can stand wherever a later one
+// could: so only the Limit-g earliest unknowns are kept. Of those, one
+// called after every answered call returned goes too: it can always be
+// placed last, where it changes nothing that was observed.
 func history(ops []Op) []porcupine.Operation {
 	lastKnown := int64(math.MinInt64) // the last return of an answered call
-	for _, op := range ops {
-		if op.Result != Unknown {
-			lastKnown = max(lastKnown, op.Return)
-		}
-	}
+	grants := 0
+	var unknown []Op
 	hist := make([]porcupine.Operation, 0, len(ops))
 	for _, op := range ops {
-		ret := op.Return
-		if op.Result == Unknown {
-			if op.Call > lastKnown {
-				// Called after every answered call returned: it can be
-				// placed after all of them, where it changes nothing
-				// observed, and must be; leaving it out shrinks the
-				// search without changing the verdict.
-				continue
-			}
-			ret = math.MaxInt64
+		switch op.Result {
+		case Unknown:
+			unknown = append(unknown, op)
+			continue
+		case Granted:
+			grants++
 		}
-		hist = append(hist, porcupine.Operation{ClientId: op.Client, Call: op.Call, Output: op.Result, Return: ret})
+		lastKnown = max(lastKnown, op.Return)
+		hist = append(hist, porcupine.Operation{ClientId: op.Client, Call: op.Call, Output: op.Result, Return: op.Return})
+	}
+	sort.Slice(unknown, func(i, j int) bool { return unknown[i].Call < unknown[j].Call })
+	for _, op := range unknown[:min(len(unknown), max(0, Limit-grants))] {
+		if op.Call <= lastKnown {
+			hist = append(hist, porcupine.Operation{ClientId: op.Client, Call: op.Call, Output: op.Result, Return: math.MaxInt64})
+		}
 	}
 	return hist
 }

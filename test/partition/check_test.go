@@ -197,3 +197,25 @@ func TestVisualizeWritesTheDrawing(t *testing.T) {
 		t.Errorf("the drawing does not describe the operations: %d bytes", len(b))
 	}
 }
+
+// Many unanswered calls beside an illegal history: the checker still
+// reaches a verdict (only Limit-g unknowns can matter).
+func TestCheckerManyUnknowns(t *testing.T) {
+	base := []Op{op(0, 0, 1, Granted), op(0, 2, 3, Granted), op(0, 4, 5, Granted)}
+	var unknowns []Op
+	for i := range 60 {
+		unknowns = append(unknowns, op(10+i%16, int64(6+i), 10_000, Unknown))
+	}
+	// Two unknowns called before the refusal can explain it.
+	ok := append(append(append([]Op{}, base...), unknowns...), op(1, 100, 101, Refused))
+	if vc := CheckViewer("v", ok, 20*time.Second); vc.Linearizable != porcupine.Ok {
+		t.Errorf("refusal after 3 grants and 60 unknowns: %s", vc.Linearizable)
+	}
+	// A refusal called before any unknown, after only 3 grants: illegal
+	// whatever the unknowns did.
+	bad := append(append(append([]Op{}, base...), op(1, 5, 6, Refused)), unknowns[1:]...)
+	bad = append(bad, op(2, 200, 201, Refused))
+	if vc := CheckViewer("v", bad, 20*time.Second); vc.Linearizable != porcupine.Illegal {
+		t.Errorf("early refusal with 60 unknowns after it: %s", vc.Linearizable)
+	}
+}

@@ -75,7 +75,7 @@ func TestPartition(t *testing.T) {
 	requireNetns(t)
 	bins := build(t)
 	long := os.Getenv("FCAP_PARTITION_LONG") == "1"
-	runs, s := 1, settings{cut: 6 * time.Second, tail: 2 * time.Second, replicas: 2}
+	runs, s := 1, settings{cut: 8 * time.Second, tail: 2 * time.Second, replicas: 2}
 	if long {
 		runs, s.cut, s.tail = 5, 20*time.Second, 3*time.Second
 	}
@@ -165,8 +165,11 @@ func printSummary(w io.Writer, results []result) {
 		case x.minLast >= 0:
 			minLast = x.minLast.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(w, "%-22s %4d %12d %9d %13s %11s %21s %19s\n", name, x.runs, x.over, x.lost, lin, diff,
-			x.failTo.Round(time.Millisecond).String(), minLast)
+		failTo := "n/a"
+		if x.minority {
+			failTo = x.failTo.Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(w, "%-22s %4d %12d %9d %13s %11s %21s %19s\n", name, x.runs, x.over, x.lost, lin, diff, failTo, minLast)
 	}
 
 }

@@ -157,11 +157,21 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 		res.counted = true
 	}
 	if res.settled {
-		diff, err := verify(bins, nt, nodes)
-		if err != nil {
-			res.problems = append(res.problems, fmt.Sprintf("fcapctl verify: %v", err))
+		// Copies may still be converging: drift counts only if it
+		// outlasts a generous deadline.
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Second) {
+			diff, err := verify(bins, nt, nodes)
+			res.diff = diff
+			if err == nil && diff == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				if err != nil {
+					res.problems = append(res.problems, fmt.Sprintf("fcapctl verify: %v", err))
+				}
+				break
+			}
 		}
-		res.diff = diff
 	}
 
 	// The figures.
