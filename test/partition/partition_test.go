@@ -20,6 +20,7 @@ type result struct {
 	overGranted    int // viewers granted more than Limit
 	maxGranted     int
 	lost           int // acknowledged grants missing from the settled count
+	exact          int // viewers whose settled count equals their acknowledged grants
 	illegal        int // viewers whose history is not linearizable
 	undecided      int // viewers the checker ran out of time on
 	diff           int // drifting viewers fcapctl verify found; -1 if it could not tell
@@ -35,8 +36,8 @@ func (r result) linearizable() bool { return r.illegal == 0 && r.undecided == 0 
 
 // assert fails the test for each invariant the run broke.
 func (r result) assert(t *testing.T) {
-	t.Logf("%s: %d Allows (%d granted, %d unknown) over %d viewers; most granted to one viewer %d",
-		r.nemesis, r.ops, r.grants, r.unknown, r.viewers, r.maxGranted)
+	t.Logf("%s: %d Allows (%d granted, %d unknown) over %d viewers; most granted to one viewer %d; %d viewers counted exactly their acknowledged grants",
+		r.nemesis, r.ops, r.grants, r.unknown, r.viewers, r.maxGranted, r.exact)
 	if r.ops == 0 || r.grants == 0 {
 		t.Errorf("the drivers made %d Allows and %d grants: the run tested nothing", r.ops, r.grants)
 	}

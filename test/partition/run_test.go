@@ -159,7 +159,7 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 	if res.settled {
 		// Copies may still be converging: drift counts only if it
 		// outlasts a generous deadline.
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Second) {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Second) {
 			diff, err := verify(bins, nt, nodes)
 			res.diff = diff
 			if err == nil && diff == 0 {
@@ -211,6 +211,9 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 			res.undecided++
 		}
 		if n, ok := counts[vc.Viewer]; ok {
+			if int(n) == vc.Granted {
+				res.exact++
+			}
 			if l := min(vc.Granted, Limit) - int(n); l > 0 {
 				res.lost += l
 				res.problems = append(res.problems, fmt.Sprintf("%s: %d grants acknowledged, %d counted", vc.Viewer, vc.Granted, n))
