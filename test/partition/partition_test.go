@@ -45,7 +45,8 @@ func (r result) assert(t *testing.T) {
 		t.Errorf("%d viewers granted more than %d", r.overGranted, Limit)
 	}
 	if r.illegal > 0 || r.undecided > 0 {
-		t.Errorf("strict histories not linearizable: %d viewers illegal, %d undecided (checker timed out)", r.illegal, r.undecided)
+		t.Errorf("strict histories not linearizable: %d viewers illegal (%d of them over-granted, the rest refused without %d grants before), %d undecided (checker timed out)",
+			r.illegal, r.overGranted, Limit, r.undecided)
 	}
 	if r.lost > 0 {
 		t.Errorf("%d acknowledged strict grants lost", r.lost)

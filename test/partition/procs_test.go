@@ -28,13 +28,14 @@ type driverProc struct {
 	err    error         // set before done is closed
 }
 
-func startDriver(bin string, n *Node, seeds []string, prefix string, d time.Duration, out string) (*driverProc, error) {
+func startDriver(bin string, n *Node, seeds []string, prefix string, d, timeout time.Duration, out string) (*driverProc, error) {
 	cmd := Exec(n.NS, bin, "race",
 		"--seeds", strings.Join(seeds, ","),
 		"--side", n.Name,
 		"--prefix", prefix,
 		"--duration", d.String(),
 		"--out", out,
+		"--timeout", timeout.String(),
 	)
 	p := &driverProc{side: n.Name, cmd: cmd, stderr: &cluster.LogBuffer{}, out: out,
 		ready: make(chan string, 1), done: make(chan struct{})}

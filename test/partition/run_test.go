@@ -88,6 +88,10 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 	// The drivers, one beside each node.
 	e := &env{t: t, net: nt, nodes: nodes, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), cutD: s.cut}
 	drivers := make([]*driverProc, len(nodes))
+	timeout := nm.timeout
+	if timeout == 0 {
+		timeout = time.Second
+	}
 	for i, n := range nodes {
 		seeds := []string{n.Data}
 		for _, o := range nodes {
@@ -95,7 +99,7 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 				seeds = append(seeds, o.Data)
 			}
 		}
-		d, err := startDriver(bins.driver, n, seeds, "r"+tag, s.cut+s.tail, filepath.Join(outDir, "history-"+n.Name+".jsonl"))
+		d, err := startDriver(bins.driver, n, seeds, "r"+tag, s.cut+s.tail, timeout, filepath.Join(outDir, "history-"+n.Name+".jsonl"))
 		if err != nil {
 			t.Fatal(err)
 		}
