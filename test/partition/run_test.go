@@ -25,6 +25,9 @@ type settings struct {
 	replicas  int
 }
 
+// runOnce runs one nemesis once on a fresh network and cluster: the
+// drivers race while the fault lasts and for s.tail after the heal, then
+// the cluster settles and is checked.
 func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 	res := result{nemesis: fmt.Sprintf("%s/%dnodes", nm.name, nm.nodes), diff: -1, minority: len(nm.minority) > 0, minorityLast: -1}
 	tag := fmt.Sprint(runSeq.Add(1))
@@ -45,72 +48,13 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 		}
 	}
 
-	// The cluster.
-	var join []string
-	for i := 1; i <= nm.nodes; i++ {
-		join = append(join, fmt.Sprintf("%s:%d", IP(i), GossipPort))
-	}
-	nodes := make([]*Node, nm.nodes)
-	for i := range nodes {
-		nodes[i] = NewNode(nt, i+1, bins.fcapd, filepath.Join(outDir, fmt.Sprintf("data-n%d", i+1)), s.replicas, join)
-		t.Cleanup(nodes[i].Kill)
-	}
-	t.Cleanup(func() {
-		if keep == "" {
-			if t.Failed() {
-				t.Log("set FCAP_PARTITION_OUT=DIR to keep the histories, node logs and checker drawings")
-			}
-			return
-		}
-		for _, n := range nodes {
-			os.WriteFile(filepath.Join(outDir, n.Name+".log"), []byte(n.Logs()), 0o644)
-		}
-	})
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = n.Start()
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := waitSettled(bins, nt, nodes, 60*time.Second); err != nil {
-		t.Fatalf("the cluster did not form: %v", err)
-	}
-
-	// The drivers, one beside each node.
+	nodes := startCluster(t, bins, nt, nm.nodes, s.replicas, outDir, keep != "")
 	e := &env{t: t, net: nt, nodes: nodes, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), cutD: s.cut}
-	drivers := make([]*driverProc, len(nodes))
 	timeout := nm.timeout
 	if timeout == 0 {
 		timeout = time.Second
 	}
-	for i, n := range nodes {
-		seeds := []string{n.Data}
-		for _, o := range nodes {
-			if o != n {
-				seeds = append(seeds, o.Data)
-			}
-		}
-		d, err := startDriver(bins.driver, n, seeds, "r"+tag, s.cut+s.tail, timeout, filepath.Join(outDir, "history-"+n.Name+".jsonl"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(d.kill)
-		drivers[i] = d
-	}
-	for _, d := range drivers {
-		if err := d.waitReady(60 * time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
+	drivers := startDrivers(t, bins, nodes, "r"+tag, s.cut+s.tail, timeout, outDir)
 	e.begin = func(t0 time.Time) {
 		for _, d := range drivers {
 			fmt.Fprintf(d.stdin, "go %d\n", t0.UnixNano())
@@ -178,54 +122,7 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 		}
 	}
 
-	// The figures.
-	res.ops, res.viewers = len(ops), len(checks)
-	minority := map[string]bool{}
-	for _, i := range nm.minority {
-		minority[fmt.Sprintf("n%d", i)] = true
-	}
-	t0, t1 := e.T0.UnixNano(), healAt.UnixNano()
-	for _, op := range ops {
-		inFault := op.Call >= t0 && op.Call < t1
-		switch {
-		case op.Result == Granted:
-			res.grants++
-			// A grant answered while the fault lasted; one answered
-			// after the heal may have waited for it.
-			if inFault && op.Return < t1 && minority[op.Side] {
-				res.minorityLast = max(res.minorityLast, time.Duration(op.Return-t0))
-			}
-		case op.Result == Unknown:
-			res.unknown++
-			if inFault && !minority[op.Side] {
-				res.majorityFailTo = max(res.majorityFailTo, time.Duration(min(op.Return, t1)-t0))
-			}
-		}
-	}
-	for _, vc := range checks {
-		res.maxGranted = max(res.maxGranted, vc.Granted)
-		if vc.OverGranted() {
-			res.overGranted++
-			res.problems = append(res.problems, fmt.Sprintf("%s granted %d (%v)", vc.Viewer, vc.Granted, vc.GrantedBySide))
-		}
-		switch vc.Linearizable {
-		case porcupine.Illegal:
-			res.illegal++
-		case porcupine.Unknown:
-			res.undecided++
-		}
-		if n, ok := counts[vc.Viewer]; ok {
-			if int(n) == vc.Granted {
-				res.exact++
-			}
-			if l := min(vc.Granted, Limit) - int(n); l > 0 {
-				res.lost += l
-				res.problems = append(res.problems, fmt.Sprintf("%s: %d grants acknowledged, %d counted", vc.Viewer, vc.Granted, n))
-			}
-		} else if res.counted {
-			res.problems = append(res.problems, fmt.Sprintf("%s: no count read back", vc.Viewer))
-		}
-	}
+	tally(&res, nm, ops, checks, counts, e.T0, healAt)
 	return res
 }
 
@@ -244,4 +141,128 @@ func heal(e *env) {
 			e.t.Error(err)
 		}
 	}
+}
+
+// tally adds up what the histories, the checker and the read-back found.
+// The fault lasted from faultAt to healAt.
+func tally(r *result, nm nemesis, ops []Op, checks []ViewerCheck, counts map[string]int64, faultAt, healAt time.Time) {
+	r.ops, r.viewers = len(ops), len(checks)
+	minority := map[string]bool{}
+	for _, i := range nm.minority {
+		minority[fmt.Sprintf("n%d", i)] = true
+	}
+	t0, t1 := faultAt.UnixNano(), healAt.UnixNano()
+	for _, op := range ops {
+		inFault := op.Call >= t0 && op.Call < t1
+		switch {
+		case op.Result == Granted:
+			r.grants++
+			// A grant answered while the fault lasted; one answered
+			// after the heal may have waited for it.
+			if inFault && op.Return < t1 && minority[op.Side] {
+				r.minorityLast = max(r.minorityLast, time.Duration(op.Return-t0))
+			}
+		case op.Result == Unknown:
+			r.unknown++
+			if inFault && !minority[op.Side] {
+				r.majorityFailTo = max(r.majorityFailTo, time.Duration(min(op.Return, t1)-t0))
+			}
+		}
+	}
+	for _, vc := range checks {
+		r.maxGranted = max(r.maxGranted, vc.Granted)
+		if vc.OverGranted() {
+			r.overGranted++
+			r.problems = append(r.problems, fmt.Sprintf("%s granted %d (%v)", vc.Viewer, vc.Granted, vc.GrantedBySide))
+		}
+		switch vc.Linearizable {
+		case porcupine.Illegal:
+			r.illegal++
+		case porcupine.Unknown:
+			r.undecided++
+		}
+		if n, ok := counts[vc.Viewer]; ok {
+			if int(n) == vc.Granted {
+				r.exact++
+			}
+			if l := min(vc.Granted, Limit) - int(n); l > 0 {
+				r.lost += l
+				r.problems = append(r.problems, fmt.Sprintf("%s: %d grants acknowledged, %d counted", vc.Viewer, vc.Granted, n))
+			}
+		} else if r.counted {
+			r.problems = append(r.problems, fmt.Sprintf("%s: no count read back", vc.Viewer))
+		}
+	}
+}
+
+// startCluster starts n nodes, one in each node namespace of nt, and
+// waits until they formed one settled cluster. With keep, their logs are
+// written to dir when the test ends.
+func startCluster(t *testing.T, bins binaries, nt *Net, n, replicas int, dir string, keep bool) []*Node {
+	var join []string
+	for i := 1; i <= n; i++ {
+		join = append(join, fmt.Sprintf("%s:%d", IP(i), GossipPort))
+	}
+	nodes := make([]*Node, n)
+	for i := range nodes {
+		nodes[i] = NewNode(nt, i+1, bins.fcapd, filepath.Join(dir, fmt.Sprintf("data-n%d", i+1)), replicas, join)
+		t.Cleanup(nodes[i].Kill)
+	}
+	t.Cleanup(func() {
+		if !keep {
+			if t.Failed() {
+				t.Log("set FCAP_PARTITION_OUT=DIR to keep the histories, node logs and checker drawings")
+			}
+			return
+		}
+		for _, n := range nodes {
+			os.WriteFile(filepath.Join(dir, n.Name+".log"), []byte(n.Logs()), 0o644)
+		}
+	})
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = n.Start()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := waitSettled(bins, nt, nodes, 60*time.Second); err != nil {
+		t.Fatalf("the cluster did not form: %v", err)
+	}
+	return nodes
+}
+
+// startDrivers starts one `driver race` beside each node, each seeded
+// with its own node first, racing for d once told to go, and waits until
+// every one is connected and ready.
+func startDrivers(t *testing.T, bins binaries, nodes []*Node, prefix string, d, timeout time.Duration, dir string) []*driverProc {
+	drivers := make([]*driverProc, len(nodes))
+	for i, n := range nodes {
+		seeds := []string{n.Data}
+		for _, o := range nodes {
+			if o != n {
+				seeds = append(seeds, o.Data)
+			}
+		}
+		p, err := startDriver(bins.driver, n, seeds, prefix, d, timeout, filepath.Join(dir, "history-"+n.Name+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.kill)
+		drivers[i] = p
+	}
+	for _, p := range drivers {
+		if err := p.waitReady(60 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return drivers
 }
