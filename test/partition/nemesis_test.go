@@ -29,6 +29,14 @@ type nemesis struct {
 }
 
 var nemeses = []nemesis{{
+	// The control: no fault. A run that fails here is the suite's (or
+	// the cluster's) fault, not a partition's.
+	name: "none", nodes: 3, short: true,
+	run: func(e *env) {
+		e.Go()
+		e.sleepUntil(e.End)
+	},
+}, {
 	name: "isolate-one", nodes: 3, minority: []int{1}, short: true,
 	run: func(e *env) {
 		e.cut(Split([]int{1}, []int{2, 3}))
