@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/node/quorum"
 	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
 )
 
 // Strict authority (ARCHITECTURE.md, "Strict caps under partitions"). A
@@ -28,6 +30,10 @@ import (
 func (n *Node) startQuorum() {
 	cfg := n.cfg.Quorum
 	cfg.Self, cfg.Logger = n.cfg.Name, n.log
+	cfg.Reacquire = func() {
+		n.metrics.Reacquired.Inc()
+		n.repl.Reacquire()
+	}
 	q := quorum.New(cfg, n.membership(), quorumDialer{n})
 	n.quorum.Store(q)
 	q.Update()
@@ -48,6 +54,48 @@ func (n *Node) onForget(string) {
 	if n.membership().NumFailed() == 0 {
 		n.repl.Unclaim()
 	}
+}
+
+// absentMemory is how long this node tells a peer it routed without it
+// (Pong.Absent) after the ring change that dropped it.
+const absentMemory = time.Minute
+
+// absence remembers which members this node's rings dropped, and when.
+type absence struct {
+	mu sync.Mutex
+	// dropped is guarded by mu: when each member was last dropped.
+	dropped map[string]time.Time
+}
+
+// ringChanged notes the members of old that cur lacks.
+func (a *absence) ringChanged(old, cur *ring.Ring, now time.Time) {
+	if old == nil || cur == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range old.Members() {
+		if _, in := cur.Find(m.Name); !in {
+			if a.dropped == nil {
+				a.dropped = map[string]time.Time{}
+			}
+			a.dropped[m.Name] = now
+		}
+	}
+	for name, at := range a.dropped {
+		if now.Sub(at) > absentMemory {
+			delete(a.dropped, name)
+		}
+	}
+}
+
+// was reports whether a ring of this node dropped name within
+// absentMemory.
+func (a *absence) was(name string, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at, ok := a.dropped[name]
+	return ok && now.Sub(at) <= absentMemory
 }
 
 // quorumDialer dials peers for the tracker's Pings as replication does.

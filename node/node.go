@@ -64,6 +64,8 @@ type Node struct {
 	quorum atomic.Pointer[quorum.Tracker]
 	// promises fence the leases this node backs (quorum.Promises).
 	promises *quorum.Promises
+	// absent remembers the members its rings dropped (Pong.Absent).
+	absent absence
 
 	draining atomic.Bool // no new connections, requests end the connection once answered
 	left     atomic.Bool // handed over and left the gossip pool: answer NotOwner
@@ -390,6 +392,7 @@ func (n *Node) onRingChange(old, cur *ring.Ring) {
 		n.log.Debug("replanned", "epoch", fmt.Sprintf("%016x", cur.Epoch()))
 		return
 	}
+	n.absent.ringChanged(old, cur, time.Now())
 	n.updateQuorum()
 	n.metrics.RingChanges.Inc()
 	n.log.Info("ring changed", "epoch", fmt.Sprintf("%016x", cur.Epoch()), "members", len(cur.Members()), "owners", cur.ActiveMembers())

@@ -23,8 +23,10 @@ func (h *handler) ping(out []byte, v *view, hdr proto.Header, body []byte) ([]by
 	}
 	// A peer asking for the quorum gets the epoch only while this node
 	// stands by no other (quorum.Promises); a client always gets it.
-	epoch := h.n.promises.Answer(m.From, m.FromEpoch, v.ring.Epoch(), time.Now())
-	return h.reply(out, hdr.ID, &proto.Pong{Epoch: epoch, Name: h.n.cfg.Name}, metrics.OpPing)
+	now := time.Now()
+	epoch := h.n.promises.Answer(m.From, m.FromEpoch, v.ring.Epoch(), now)
+	absent := m.From != "" && h.n.absent.was(m.From, now)
+	return h.reply(out, hdr.ID, &proto.Pong{Epoch: epoch, Name: h.n.cfg.Name, Absent: absent}, metrics.OpPing)
 }
 
 func (h *handler) topology(out []byte, v *view, hdr proto.Header, _ []byte) ([]byte, metrics.Op, metrics.Outcome) {

@@ -97,6 +97,7 @@ func testCases() []testCase {
 		{name: "ping", msg: &Ping{}},
 		{name: "ping/from-a-node", msg: &Ping{From: "n2", FromEpoch: 0xfeed}},
 		{name: "pong", msg: &Pong{Epoch: 1234, Name: "node-a"}},
+		{name: "pong/absent", msg: &Pong{Epoch: 1234, Name: "node-a", Absent: true}},
 		{name: "pong/zero", msg: &Pong{}},
 		{name: "pong/max", msg: &Pong{Epoch: math.MaxUint64, Name: "ノード"}},
 		{name: "topology-request", msg: &TopologyRequest{}},
@@ -299,6 +300,9 @@ func wireForm(m Message) []any {
 	case *TopologyRequest:
 		return []any{}
 	case *Pong:
+		if m.Absent {
+			return []any{u(m.Epoch), m.Name, true}
+		}
 		return []any{u(m.Epoch), m.Name}
 	case *Topology:
 		members := []any{}

@@ -44,28 +44,45 @@ func (m *Ping) decode(d *decoder) {
 
 // Pong answers a Ping.
 //
-// Wire: [epoch uint, name str].
+// Wire: [epoch uint, name str] or [epoch uint, name str, absent bool].
 type Pong struct {
 	// Epoch is the epoch of the node's ring; a client whose topology is
 	// older asks for the new one.
 	Epoch uint64
 	// Name is the node's stable name in the membership.
 	Name string
+	// Absent, to a node's Ping (Ping.From), says this node recently routed
+	// by a ring without the asker: others may have taken over the asker's
+	// partitions meanwhile, so an asker whose quorum lapsed must fetch
+	// their copies before it grants strict writes again (node/quorum).
+	Absent bool
 }
 
 // Type returns TypePong.
 func (*Pong) Type() Type { return TypePong }
 
 func (m *Pong) encode(e *encoder) {
-	e.array(2)
+	if !m.Absent {
+		e.array(2)
+		e.uint(m.Epoch)
+		e.str(m.Name)
+		return
+	}
+	e.array(3)
 	e.uint(m.Epoch)
 	e.str(m.Name)
+	e.bool(true)
 }
 
 func (m *Pong) decode(d *decoder) {
 	extra := d.array(2)
 	m.Epoch = d.uint()
 	m.Name = d.str()
+	m.Absent = false
+	if extra >= 1 {
+		m.Absent = d.bool()
+		extra--
+	}
 	d.end(extra)
 }
 

@@ -123,9 +123,12 @@ type Set struct {
 	// node's ring), no_holder (the partition was claimed without any
 	// holder's copy).
 	StrictRefused *prometheus.CounterVec
-	Undos         *prometheus.CounterVec
-	Erased        prometheus.Counter
-	Voided        *prometheus.CounterVec
+	// Reacquired counts the times this node's quorum lapsed while others
+	// routed without it, so it took its partitions' current copies again.
+	Reacquired prometheus.Counter
+	Undos      *prometheus.CounterVec
+	Erased     prometheus.Counter
+	Voided     *prometheus.CounterVec
 
 	Time *Time // times refused and clamped (time.go)
 	HTTP *HTTP // requests to the HTTP address (http.go)
@@ -205,10 +208,11 @@ func New(reg prometheus.Registerer, eng Engine, src Source, routes []string) (*S
 	for _, r := range []string{"no_quorum", "no_holder"} {
 		m.StrictRefused.WithLabelValues(r)
 	}
+	m.Reacquired = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_quorum_reacquired_total", Help: "Times this node's strict majority lapsed while other members routed without it (a partition, a pause): it took its partitions' current copies from their owners again before granting strict writes."})
 	m.Undos = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_strict_undos_total", Help: "Undo requests by result: undone (a strict grant whose answer reached the client after it gave up was taken back) or unknown (nothing to take back: already undone, soft, forgotten, or not this node's)."}, []string{"result"})
 	m.Erased = prometheus.NewCounter(prometheus.CounterOpts{Name: "fcap_erased_viewers_total", Help: "Viewers erased (privacy requests) on this node as their owner, acknowledged by every backup."})
 	m.Voided = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_voided_impressions_total", Help: "Impressions voided (invalid-traffic refunds) on this node as their owner, by whether it had counted them (counted=false: an id it never recorded, now barred from counting); a repeated Void is not counted again."}, []string{"counted"})
-	for _, c := range []prometheus.Collector{m.LateRefusals, m.StrictRevoked, m.StrictRefused, m.Undos, m.Erased, m.Voided, m.Claimed, requestsCollector{m}, latency, m.Conns, m.PendingConns, m.RefusedConns, m.EvictedConns, m.HandshakeClosed, m.BadFrames, m.TLSFailures, m.AuthFailures, m.WriteErrors, m.IdleClosed, m.NotOwner, m.StandInWrites, m.RingChanges,
+	for _, c := range []prometheus.Collector{m.LateRefusals, m.StrictRevoked, m.StrictRefused, m.Reacquired, m.Undos, m.Erased, m.Voided, m.Claimed, requestsCollector{m}, latency, m.Conns, m.PendingConns, m.RefusedConns, m.EvictedConns, m.HandshakeClosed, m.BadFrames, m.TLSFailures, m.AuthFailures, m.WriteErrors, m.IdleClosed, m.NotOwner, m.StandInWrites, m.RingChanges,
 		m.Transfers, m.ReplicatedBytes, m.ReplicationErrors, m.ReplicationRefused, m.AntiEntropyRounds, m.DifferingPartitions, m.RepairedViewers, &stateCollector{src: src, eng: eng},
 		countFunc(m.BackupReads, "fcap_node_backup_reads_total", "Checks answered as a backup owner because the client could not reach the owner (answers marked stale)."),
 		countFunc(m.StrictFailures, "fcap_strict_replication_failures_total", "Strict writes answered with an error because a backup did not acknowledge them in time."),

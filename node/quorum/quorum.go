@@ -75,6 +75,13 @@ type Config struct {
 	// Now is the clock, for tests: a monotonic reading. Default
 	// time.Now.
 	Now func() time.Time
+	// Reacquire, if not nil, is called when this node's quorum lapsed and
+	// a peer says it routed by a ring without this node meanwhile
+	// (Pong.Absent): others may have granted strict writes on this node's
+	// partitions, so it must take their copies before it grants again.
+	// It is called on a pinger's goroutine before the confirmation in the
+	// same Pong counts, and must not block.
+	Reacquire func()
 }
 
 // DefaultConfig returns the defaults for a node named self.
@@ -102,6 +109,8 @@ type Tracker struct {
 	closed    bool
 	wasHeld   bool   // for logging transitions only
 	epoch     uint64 // the epoch the confirmations are of
+	everHeld  bool   // it held the quorum once
+	lapsed    bool   // it held the quorum and lost it since the last Reacquire
 }
 
 // holding is the quorum as last computed: for which epoch and until when.
@@ -278,8 +287,13 @@ func (t *Tracker) ping(p *peer) {
 			if err := conn.Call(cctx, &proto.Ping{From: t.cfg.Self, FromEpoch: epoch}, &pong); err != nil {
 				conn.Close()
 				conn = nil
-			} else if (pong.Name == "" || pong.Name == p.name) && pong.Epoch == epoch {
-				t.confirm(p.name, pong.Epoch, sent)
+			} else if pong.Name == "" || pong.Name == p.name {
+				if pong.Absent {
+					t.absent(p.name)
+				}
+				if pong.Epoch == epoch {
+					t.confirm(p.name, pong.Epoch, sent)
+				}
 			}
 		}
 		ccancel()
@@ -306,6 +320,32 @@ func (t *Tracker) confirm(name string, epoch uint64, sent int64) {
 	t.storeLocked()
 }
 
+// absent handles a peer's word that it routed by a ring without this
+// node: if this node's quorum lapsed meanwhile, it reacquires its
+// partitions before any confirmation counts again.
+func (t *Tracker) absent(peer string) {
+	t.mu.Lock()
+	t.noteLapseLocked()
+	reacquire := t.lapsed && !t.closed
+	t.lapsed = false
+	t.mu.Unlock()
+	if !reacquire {
+		return
+	}
+	t.cfg.Logger.Warn("quorum: lost the majority while others routed without this node: taking the current copies of its partitions before granting strict writes again", "peer", peer)
+	if t.cfg.Reacquire != nil {
+		t.cfg.Reacquire()
+	}
+}
+
+// noteLapseLocked notes that the quorum held before ran out. t.mu must
+// be held.
+func (t *Tracker) noteLapseLocked() {
+	if t.everHeld && t.now() >= t.held.Load().until {
+		t.lapsed = true
+	}
+}
+
 // refresh recomputes the quorum, so an expiry is published (and logged)
 // even when no confirmation arrives.
 func (t *Tracker) refresh() {
@@ -318,9 +358,13 @@ func (t *Tracker) refresh() {
 
 // storeLocked recomputes the quorum and publishes it. t.mu must be held.
 func (t *Tracker) storeLocked() {
+	t.noteLapseLocked()
 	h := t.computeLocked()
 	t.held.Store(h)
 	holds := t.now() < h.until
+	if holds {
+		t.everHeld = true
+	}
 	if holds != t.wasHeld {
 		t.wasHeld = holds
 		if holds {

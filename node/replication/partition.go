@@ -167,12 +167,14 @@ func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
 		return
 	}
 	pl, prev := r.views()
+	// A failed member may hold what nobody pushed: strict caps wait for
+	// it. Live members that held the partition pushed it when asked
+	// (SyncRequest) within SyncTimeout; without a failed member nobody
+	// else can hold more (an operator forgot the rest).
 	failed := r.hooks.Failed != nil && r.hooks.Failed() > 0
 	for _, p := range claimed {
 		r.parts[p].got()
-		// Without a failed member, and with no earlier owner alive to
-		// push it, nobody else can hold it: an operator forgot them.
-		if failed || (pl != nil && prev != nil && len(holders(prev, pl.ring, p, r.cfg.Name)) > 0) {
+		if failed {
 			r.parts[p].claimed.Store(true)
 		}
 	}
@@ -193,6 +195,29 @@ func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
 			r.log.Debug("partition: asking for copies of claimed partitions", "from", addr, "partitions", len(ps), "err", err)
 		}
 	}
+}
+
+// Reacquire takes every partition this node holds back to waiting for
+// the current owners' copies: its quorum lapsed while others routed
+// without it, so they may have granted strict writes on its partitions.
+// Until a copy arrives (a push, or a pull after a second) the node
+// refuses them (Syncing); what it holds stays and is merged with what
+// arrives. It returns how many partitions wait.
+func (r *Replicator) Reacquire() int {
+	now := r.now().UnixNano()
+	n := 0
+	for p := range r.parts {
+		part := &r.parts[p]
+		if part.have.Load() && part.lostAt.Load() == 0 {
+			part.wait(now)
+			n++
+		}
+	}
+	if n > 0 {
+		r.log.Warn("partitions wait for the current owners' copies after a lapse of the quorum", "partitions", n)
+		r.onHoldings()
+	}
+	return n
 }
 
 // Claimed reports whether partition p was claimed without any holder's
