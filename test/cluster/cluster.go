@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -509,16 +510,11 @@ func (n *Node) Metric(key string) float64 {
 }
 
 // Eventually polls cond every 20ms until it holds or the deadline passes,
-// then fails the test with the message.
+// then fails the test with the message (internal/testwait's, which the
+// tests of node's own packages share).
 func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: "+format, append([]any{timeout}, args...)...)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Eventually(t, timeout, cond, format, args...)
 }
 
 // StartCluster starts n nodes at the same moment, each listing all the
