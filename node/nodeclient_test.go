@@ -25,7 +25,7 @@ func serveAPI(cfg *node.Config) {
 // API (serveAPI, before each mutate), as fcapd's do.
 func settledCluster(t testing.TB, prefix string, n int, mutate ...func(*node.Config)) []*node.Node {
 	t.Helper()
-	return settledCluster(t, prefix, n, append([]func(*node.Config){serveAPI}, mutate...)...)
+	return nodetest.SettledCluster(t, prefix, n, append([]func(*node.Config){serveAPI}, mutate...)...)
 }
 
 // clientTimeout is the deadline of every call, first dial and Record
