@@ -27,9 +27,13 @@ type result struct {
 	settled        bool
 	counted        bool
 	minority       bool
-	majorityFailTo time.Duration // offset of the majority side's last failed call during the fault
-	minorityLast   time.Duration // offset of the minority side's last grant during the fault; -1 none
-	problems       []string
+	majorityFailTo time.Duration // offset of the start of the majority side's last failed call during the fault: every call it started later was served
+	// majorityLate and majorityLateUnknown count the majority side's
+	// calls started from servedWithin after the fault's start until the
+	// heal, and those of them no node answered.
+	majorityLate, majorityLateUnknown int
+	minorityLast                      time.Duration // offset of the minority side's last grant during the fault; -1 none
+	problems                          []string
 }
 
 func (r result) linearizable() bool { return r.illegal == 0 && r.undecided == 0 }
@@ -120,6 +124,7 @@ func TestPartition(t *testing.T) {
 func printSummary(w io.Writer, results []result) {
 	type row struct {
 		runs, over, lost, notLin, diff int
+		late, lateUnknown              int
 		diffUnknown                    bool
 		failTo, minLast                time.Duration
 		minority                       bool
@@ -145,11 +150,13 @@ func printSummary(w io.Writer, results []result) {
 			x.diff += r.diff
 		}
 		x.failTo = max(x.failTo, r.majorityFailTo)
+		x.late += r.majorityLate
+		x.lateUnknown += r.majorityLateUnknown
 		x.minLast = max(x.minLast, r.minorityLast)
 		x.minority = r.minority
 	}
 	fmt.Fprintln(w, "\npartition suite summary (times: offset from the fault's start; worst run)")
-	fmt.Fprintf(w, "%-22s %4s %12s %9s %13s %11s %21s %19s\n", "nemesis", "runs", "over-granted", "lost-acks", "linearizable", "diff-copies", "majority-serves-again", "minority-last-grant")
+	fmt.Fprintf(w, "%-22s %4s %12s %9s %13s %11s %21s %16s %19s\n", "nemesis", "runs", "over-granted", "lost-acks", "linearizable", "diff-copies", "majority-serves-again", "answered-after-2s", "minority-last-grant")
 	for _, name := range order {
 		x := rows[name]
 		lin := "yes"
@@ -167,11 +174,14 @@ func printSummary(w io.Writer, results []result) {
 		case x.minLast >= 0:
 			minLast = x.minLast.Round(time.Millisecond).String()
 		}
-		failTo := "n/a"
+		failTo, late := "n/a", "n/a"
 		if x.minority {
 			failTo = x.failTo.Round(time.Millisecond).String()
+			if x.late > 0 {
+				late = fmt.Sprintf("%.2f%%", 100*float64(x.late-x.lateUnknown)/float64(x.late))
+			}
 		}
-		fmt.Fprintf(w, "%-22s %4d %12d %9d %13s %11s %21s %19s\n", name, x.runs, x.over, x.lost, lin, diff, failTo, minLast)
+		fmt.Fprintf(w, "%-22s %4d %12d %9d %13s %11s %21s %16s %19s\n", name, x.runs, x.over, x.lost, lin, diff, failTo, late, minLast)
 	}
 
 }

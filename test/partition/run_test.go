@@ -143,6 +143,11 @@ func heal(e *env) {
 	}
 }
 
+// servedWithin is how soon after a cut the majority side must serve
+// strict caps again (issue 33): its calls started later are counted
+// apart, to report the share a node answered.
+const servedWithin = 2 * time.Second
+
 // tally adds up what the histories, the checker and the read-back found.
 // The fault lasted from faultAt to healAt.
 func tally(r *result, nm nemesis, ops []Op, checks []ViewerCheck, counts map[string]int64, faultAt, healAt time.Time) {
@@ -165,7 +170,13 @@ func tally(r *result, nm nemesis, ops []Op, checks []ViewerCheck, counts map[str
 		case op.Result == Unknown:
 			r.unknown++
 			if inFault && !minority[op.Side] {
-				r.majorityFailTo = max(r.majorityFailTo, time.Duration(min(op.Return, t1)-t0))
+				r.majorityFailTo = max(r.majorityFailTo, time.Duration(op.Call-t0))
+			}
+		}
+		if inFault && !minority[op.Side] && op.Call >= t0+int64(servedWithin) {
+			r.majorityLate++
+			if op.Result == Unknown {
+				r.majorityLateUnknown++
 			}
 		}
 	}
