@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/proto"
 )
@@ -119,7 +118,7 @@ func (c *wireConn) closedWith() []*proto.Error {
 func TestIdleConnectionsMakeRoom(t *testing.T) {
 	for _, tokens := range []bool{false, true} {
 		t.Run(map[bool]string{false: "no-tokens", true: "tokens"}[tokens], func(t *testing.T) {
-			nodes := nodetest.SettledCluster(t, "node", 1, func(c *node.Config) {
+			nodes := settledCluster(t, "node", 1, func(c *node.Config) {
 				c.MaxConns, c.MaxPendingConns = 8, 4
 				c.HTTPAPI = false
 				c.HandshakeTimeout = time.Minute
@@ -178,7 +177,7 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 // (IdleTimeout) and a first request whose header stops half-way does not.
 func TestHandshakeTimeout(t *testing.T) {
 	t.Run("tokens", func(t *testing.T) {
-		nodes := nodetest.SettledCluster(t, "node", 1, withTokens, func(c *node.Config) { c.HandshakeTimeout = 100 * time.Millisecond })
+		nodes := settledCluster(t, "node", 1, withTokens, func(c *node.Config) { c.HandshakeTimeout = 100 * time.Millisecond })
 		addr := nodes[0].DataAddr()
 		authed := dialWire(t, addr)
 		authed.authenticate(true)
@@ -196,7 +195,7 @@ func TestHandshakeTimeout(t *testing.T) {
 		authed.ping()
 	})
 	t.Run("no-tokens", func(t *testing.T) {
-		nodes := nodetest.SettledCluster(t, "node", 1, func(c *node.Config) { c.HandshakeTimeout = 100 * time.Millisecond })
+		nodes := settledCluster(t, "node", 1, func(c *node.Config) { c.HandshakeTimeout = 100 * time.Millisecond })
 		addr := nodes[0].DataAddr()
 		spare := dialWire(t, addr)
 		half := dialWire(t, addr)
@@ -215,7 +214,7 @@ func TestHandshakeTimeout(t *testing.T) {
 // refused before anything is read or allocated for it. After Hello,
 // MaxFrame applies.
 func TestFrameBeforeHello(t *testing.T) {
-	nodes := nodetest.SettledCluster(t, "node", 1, withTokens)
+	nodes := settledCluster(t, "node", 1, withTokens)
 	addr := nodes[0].DataAddr()
 	c := dialWire(t, addr)
 	c.Write(binary.BigEndian.AppendUint32(nil, 1<<20))

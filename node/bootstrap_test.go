@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/ring"
-	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // TestJoinerNeverBootstrapsFromAStaleRing: a node told to join others may
@@ -17,7 +17,7 @@ import (
 // caught it 1 run in 8). Here a joined node is handed exactly such a ring.
 func TestJoinerNeverBootstrapsFromAStaleRing(t *testing.T) {
 	nodes := startNodes(t, "boot", 3)
-	cluster.Eventually(t, 30*time.Second, func() bool {
+	testwait.Eventually(t, 30*time.Second, func() bool {
 		for _, nd := range nodes {
 			if len(nd.Ring().Members()) != 3 || nd.Ring().ActiveMembers() != 3 || !nd.Ready() {
 				return false

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/ring"
-	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // TestClaimedPartitionGetsSurvivorsCopies: a node that gives up waiting
@@ -17,7 +17,7 @@ import (
 // holders for their copies, so a count only they kept comes back.
 func TestClaimedPartitionGetsSurvivorsCopies(t *testing.T) {
 	nodes := startNodes(t, "claim", 2)
-	cluster.Eventually(t, 20*time.Second, func() bool {
+	testwait.Eventually(t, 20*time.Second, func() bool {
 		return len(nodes[0].Ring().Members()) == 2 && len(nodes[1].Ring().Members()) == 2 && nodes[0].Ready() && nodes[1].Ready()
 	}, "cluster of 2 did not converge")
 
@@ -38,7 +38,7 @@ func TestClaimedPartitionGetsSurvivorsCopies(t *testing.T) {
 	if !b.repl.Holds(p) {
 		t.Fatal("the partition was not claimed")
 	}
-	cluster.Eventually(t, 10*time.Second, func() bool {
+	testwait.Eventually(t, 10*time.Second, func() bool {
 		st, ok := b.engine.Viewer(viewer)
 		return ok && len(st.Keys) == 1 && len(st.Keys[0].Times) == 1
 	}, "the claimed partition never received the survivor's count")

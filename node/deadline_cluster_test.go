@@ -13,9 +13,9 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/nodetest"
-	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // TestLateStrictGrantIsTakenBack: a strict Allow whose sync to the backup
@@ -46,15 +46,15 @@ func TestLateStrictGrantIsTakenBack(t *testing.T) {
 		}
 		nodes = append(nodes, nodetest.Start(t, cfg))
 	}
-	cluster.Eventually(t, 20*time.Second, func() bool {
+	testwait.Eventually(t, 20*time.Second, func() bool {
 		return len(nodes[0].Ring().Members()) == 2 && nodes[0].Ready() && nodes[1].Ready()
 	}, "the cluster did not converge: members %d, ready %v %v", len(nodes[0].Ring().Members()), nodes[0].Ready(), nodes[1].Ready())
 	// A budget, not a timing assertion: long enough to answer a healthy
 	// strict Allow on a busy machine, far shorter than StrictTimeout.
-	c := nodetest.NewClient(t, nodes, func(cfg *client.Config) { cfg.Timeout = 2 * time.Second })
+	c := newClient(t, nodes, func(cfg *client.Config) { cfg.Timeout = 2 * time.Second })
 
 	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 5, Window: 1 << 40, Mode: fcap.Strict}
-	viewers := cluster.OwnedBy(t, nodes[0].Ring(), "node-0", "viewer", 2)
+	viewers := nodetest.OwnedBy(t, nodes[0].Ring(), "node-0", "viewer", 2)
 	left := func(viewer string) int64 {
 		t.Helper()
 		res, err := c.Check(context.Background(), viewer, []fcap.Candidate{{Caps: []fcap.Cap{strictCap}}})
@@ -86,7 +86,7 @@ func TestLateStrictGrantIsTakenBack(t *testing.T) {
 	px.release()
 
 	// Once the owner is done with that Allow, its slot is free again.
-	cluster.Eventually(t, 20*time.Second, func() bool { return allowsAnswered(reg) >= 2 }, "the owner did not finish the stalled Allow")
+	testwait.Eventually(t, 20*time.Second, func() bool { return allowsAnswered(reg) >= 2 }, "the owner did not finish the stalled Allow")
 	if got := left(viewers[1]); got != 5 {
 		t.Fatalf("%d left after a grant the client never saw, want 5: the slot stayed used", got)
 	}

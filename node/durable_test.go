@@ -14,13 +14,12 @@ import (
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/node/wal"
 )
 
 func startDurable(t *testing.T, dir string, mutate ...func(*node.Config)) *node.Node {
 	t.Helper()
-	nodes := nodetest.SettledCluster(t, "node", 1, append([]func(*node.Config){func(c *node.Config) {
+	nodes := settledCluster(t, "node", 1, append([]func(*node.Config){func(c *node.Config) {
 		c.Storage.DataDir = dir
 		c.Storage.Fsync = wal.Always
 	}}, mutate...)...)
@@ -63,7 +62,7 @@ func reopen(t *testing.T, dir string, viewers int, want, after string) *node.Nod
 func TestDataDirRestoresWrites(t *testing.T) {
 	dir := t.TempDir()
 	n := startDurable(t, dir)
-	c := nodetest.NewClient(t, []*node.Node{n})
+	c := newClient(t, []*node.Node{n})
 	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: 1 << 40}
 	ctx := context.Background()
 	const viewers = 50
@@ -103,7 +102,7 @@ func TestDataDirRestoresWrites(t *testing.T) {
 func TestSnapshotPlusLogTail(t *testing.T) {
 	dir := t.TempDir()
 	n := startDurable(t, dir)
-	c := nodetest.NewClient(t, []*node.Node{n})
+	c := newClient(t, []*node.Node{n})
 	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: 1 << 40}
 	ctx := context.Background()
 	const viewers = 40
@@ -144,7 +143,7 @@ func TestSnapshotPlusLogTail(t *testing.T) {
 func TestSnapshotDuringWrites(t *testing.T) {
 	dir := t.TempDir()
 	n := startDurable(t, dir, func(c *node.Config) { c.Storage.Fsync = wal.Interval })
-	c := nodetest.NewClient(t, []*node.Node{n})
+	c := newClient(t, []*node.Node{n})
 	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 1000, Window: 1 << 40}
 	const viewers, writers = 30, 4
 	done := make(chan struct{})
@@ -197,7 +196,7 @@ func TestDiskFullKeepsServing(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	n := startDurable(t, dir, func(c *node.Config) { c.Registerer, c.Gatherer = reg, reg })
-	c := nodetest.NewClient(t, []*node.Node{n})
+	c := newClient(t, []*node.Node{n})
 	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: 1 << 40}
 	metric := func(name string) float64 {
 		mfs, _ := reg.Gather()

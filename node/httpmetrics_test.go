@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"github.com/fcap-io/fcap/node/nodetest"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -12,7 +11,7 @@ import (
 // TestHTTPRequestMetrics: requests to the HTTP address are counted by
 // route and code and timed by route; an unknown path is "other".
 func TestHTTPRequestMetrics(t *testing.T) {
-	nodes := nodetest.SettledCluster(t, "node", 1)
+	nodes := settledCluster(t, "node", 1)
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	base := "http://" + nodes[0].HTTPAddr()
 	for _, path := range []string{"/readyz", "/healthz", "/nope/" + strings.Repeat("x", 40)} {

@@ -14,19 +14,19 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/ring"
-	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // TestJoinUnderTrafficLosesNothing adds a node to a 3-node cluster while
 // a client records: every impression the cluster acknowledged is counted.
 func TestJoinUnderTrafficLosesNothing(t *testing.T) {
-	var logs cluster.LogBuffer
+	var logs nodetest.LogBuffer
 	debug := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	nodes := nodetest.SettledCluster(t, "node", 3, func(c *node.Config) { c.Logger = debug })
-	c := nodetest.NewClient(t, nodes)
+	nodes := settledCluster(t, "node", 3, func(c *node.Config) { c.Logger = debug })
+	c := newClient(t, nodes)
 	capc := fcap.Cap{Scope: "campaign", ID: "join", Limit: fcap.MaxLimit, Window: 1 << 40}
 	viewers := make([]string, 200)
 	for i := range viewers {
@@ -67,7 +67,7 @@ func TestJoinUnderTrafficLosesNothing(t *testing.T) {
 	}
 	defer late.Shutdown(context.Background())
 	all := append(nodes, late)
-	cluster.Eventually(t, 30*time.Second, func() bool {
+	testwait.Eventually(t, 30*time.Second, func() bool {
 		for _, nd := range all {
 			r := nd.Ring()
 			i, ok := r.Find("node-new")
@@ -86,7 +86,7 @@ func TestJoinUnderTrafficLosesNothing(t *testing.T) {
 		// The owner's count: a backup's answer (stale, to a hedged
 		// check) may lack the last writes, replicated asynchronously.
 		var res *client.CheckResult
-		cluster.Eventually(t, 10*time.Second, func() bool {
+		testwait.Eventually(t, 10*time.Second, func() bool {
 			res, _ = c.Check(context.Background(), v, []fcap.Candidate{{Caps: []fcap.Cap{capc}}})
 			return res != nil && !res.Verdicts[0].Failed() && !res.Verdicts[0].Stale
 		}, "no answer from the owner of %s", v)
@@ -145,7 +145,7 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 	// the move was over, and far fewer than minWrites would be counted.
 	const strictTimeout, minWrites = 30 * time.Second, 5
 	slow := func(c *node.Config) { c.Replication.TransferRate, c.StrictTimeout = rate, strictTimeout }
-	nodes := nodetest.SettledCluster(t, "node", 2, slow)
+	nodes := settledCluster(t, "node", 2, slow)
 	// Load state straight into the engines of the viewers' owners.
 	load := fcap.Cap{Scope: "campaign", ID: "load", Limit: 8, Window: 1 << 40}
 	for i := range 20000 {
@@ -160,7 +160,7 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 			}
 		}
 	}
-	c := nodetest.NewClient(t, nodes)
+	c := newClient(t, nodes)
 	strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: fcap.MaxLimit, Window: 1 << 40, Mode: fcap.Strict}
 
 	cfg := node.DefaultLocalConfig("node-new")

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/nodetest"
 )
 
 // TestKeepAliveOnceAuthenticated: the node turns TCP keep-alives on for a
@@ -20,7 +19,7 @@ import (
 func TestKeepAliveOnceAuthenticated(t *testing.T) {
 	for _, tokens := range []bool{false, true} {
 		t.Run(map[bool]string{false: "no-tokens", true: "tokens"}[tokens], func(t *testing.T) {
-			nodes := nodetest.SettledCluster(t, "node", 1, func(c *node.Config) {
+			nodes := settledCluster(t, "node", 1, func(c *node.Config) {
 				c.HTTPAPI = false
 				c.HandshakeTimeout = time.Minute
 				if tokens {

@@ -17,11 +17,11 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
-	"github.com/fcap-io/fcap/test/cluster"
 )
 
 func TestMain(m *testing.M) {
@@ -29,8 +29,8 @@ func TestMain(m *testing.M) {
 }
 
 func TestClusterRoutesEveryViewerToItsOwner(t *testing.T) {
-	nodes := nodetest.SettledCluster(t, "node", 3)
-	c := nodetest.NewClient(t, nodes)
+	nodes := settledCluster(t, "node", 3)
+	c := newClient(t, nodes)
 	cap1 := fcap.Cap{Scope: "campaign", ID: "c", Limit: 2, Window: 1000}
 	for i := range 200 {
 		viewer := fmt.Sprint("viewer-", i)
@@ -93,10 +93,10 @@ func pOf(r *ring.Ring, viewer string) int {
 // member gets NotOwner for the viewers that moved, refreshes, retries
 // once, and the caller never sees it.
 func TestNotOwnerRefreshesAndRetries(t *testing.T) {
-	nodes := nodetest.SettledCluster(t, "node", 2)
+	nodes := settledCluster(t, "node", 2)
 	// No periodic refresh: the client must learn of the new node from
 	// the NotOwner answer.
-	c := nodetest.NewClient(t, nodes[:1], func(c *client.Config) { c.RefreshInterval = time.Hour })
+	c := newClient(t, nodes[:1], func(c *client.Config) { c.RefreshInterval = time.Hour })
 	cfg := node.DefaultLocalConfig("node-late")
 	cfg.Logger = nodetest.Quiet
 	cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
@@ -108,7 +108,7 @@ func TestNotOwnerRefreshesAndRetries(t *testing.T) {
 	// Active in every ring, and ready: holding the partitions it owns
 	// (until then it refuses their requests, and the call would fail
 	// open however the client routed it).
-	cluster.Eventually(t, 60*time.Second, func() bool {
+	testwait.Eventually(t, 60*time.Second, func() bool {
 		for _, nd := range append(nodes, late) {
 			r := nd.Ring()
 			i, ok := r.Find("node-late")
@@ -148,7 +148,7 @@ func TestNotOwnerRefreshesAndRetries(t *testing.T) {
 }
 
 func TestBadFramesGetClearErrors(t *testing.T) {
-	nodes := nodetest.SettledCluster(t, "node", 1, func(c *node.Config) { c.MaxFrame = 4096 })
+	nodes := settledCluster(t, "node", 1, func(c *node.Config) { c.MaxFrame = 4096 })
 	nd := nodes[0]
 	dial := func() (net.Conn, *proto.Reader) {
 		c, err := net.Dial("tcp", nd.DataAddr())
@@ -216,7 +216,7 @@ func TestBadFramesGetClearErrors(t *testing.T) {
 }
 
 func TestConnectionLimit(t *testing.T) {
-	nodes := nodetest.SettledCluster(t, "node", 1, func(c *node.Config) { c.MaxConns = 2 })
+	nodes := settledCluster(t, "node", 1, func(c *node.Config) { c.MaxConns = 2 })
 	var open []net.Conn
 	defer func() {
 		for _, c := range open {
@@ -249,7 +249,7 @@ func TestConnectionLimit(t *testing.T) {
 }
 
 func TestHealthAndReadiness(t *testing.T) {
-	nodes := nodetest.SettledCluster(t, "node", 1)
+	nodes := settledCluster(t, "node", 1)
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 		resp, err := http.Get("http://" + nodes[0].HTTPAddr() + path)
 		if err != nil {
@@ -284,7 +284,7 @@ func TestShutdownAnswersWhatItRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cluster.Eventually(t, 10*time.Second, nd.Ready, "the node did not turn ready")
+	testwait.Eventually(t, 10*time.Second, nd.Ready, "the node did not turn ready")
 	c, err := net.Dial("tcp", nd.DataAddr())
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +307,7 @@ func TestShutdownAnswersWhatItRead(t *testing.T) {
 	// frame alone, and its reader takes the rest from the socket after
 	// that answer is written. Shut down once every request was read and
 	// handled, so what is asserted is that their answers go out.
-	cluster.Eventually(t, 10*time.Second, func() bool { return nd.Engine().Stats().Viewers == 50 },
+	testwait.Eventually(t, 10*time.Second, func() bool { return nd.Engine().Stats().Viewers == 50 },
 		"the node never handled the 50 requests sent")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

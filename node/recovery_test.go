@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/node/wal"
 	"github.com/fcap-io/fcap/ring"
-	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // TestRestartOffersWhatABackupRecovered: a soft write a backup took while
@@ -31,7 +31,7 @@ func TestRestartOffersWhatABackupRecovered(t *testing.T) {
 		c.Storage.Fsync = wal.Always
 	}
 	nodes := startNodes(t, "offer", 2, durable)
-	cluster.Eventually(t, 20*time.Second, func() bool {
+	testwait.Eventually(t, 20*time.Second, func() bool {
 		return len(nodes[0].Ring().Members()) == 2 && len(nodes[1].Ring().Members()) == 2 && nodes[0].Ready() && nodes[1].Ready()
 	}, "cluster of 2 did not converge")
 	a, b := nodes[0], nodes[1]
@@ -61,12 +61,12 @@ func TestRestartOffersWhatABackupRecovered(t *testing.T) {
 	wg.Wait()
 
 	a = startNodes(t, "offer", 1, durable)[0]
-	cluster.Eventually(t, 20*time.Second, a.Ready, "a did not form a cluster alone")
+	testwait.Eventually(t, 20*time.Second, a.Ready, "a did not form a cluster alone")
 	if held(a, viewer) {
 		t.Fatal("a holds the viewer before b is back: the test proves nothing")
 	}
 	startNodes(t, "offer", 1, func(c *Config) { c.Name = "offer-1"; c.Membership.Seeds = []string{a.GossipAddr()} }, durable) // b
-	cluster.Eventually(t, 60*time.Second, func() bool { return held(a, viewer) }, "the count b recovered never reached a, the viewer's primary")
+	testwait.Eventually(t, 60*time.Second, func() bool { return held(a, viewer) }, "the count b recovered never reached a, the viewer's primary")
 }
 
 // held reports whether the node's engine counts one impression of the

@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/ring"
-	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // TestSkippedRingRelaysTheHandOver: nodes that change rings together may
@@ -28,7 +28,7 @@ import (
 // send. a gets p with the count from b, without claiming it.
 func TestSkippedRingRelaysTheHandOver(t *testing.T) {
 	nodes := startNodes(t, "relay", 3)
-	cluster.Eventually(t, 20*time.Second, func() bool {
+	testwait.Eventually(t, 20*time.Second, func() bool {
 		for _, n := range nodes {
 			if len(n.Ring().Members()) != 3 || !n.Ready() {
 				return false
@@ -71,7 +71,7 @@ func TestSkippedRingRelaysTheHandOver(t *testing.T) {
 	claimedBefore := testutil.ToFloat64(a.metrics.Claimed)
 	b.repl.ReceiveHandoff("relay-earlier", p)
 	a.repl.AwaitHandoff(p, c.cfg.Name, time.Now())
-	cluster.Eventually(t, 60*time.Second, func() bool { return a.repl.Holds(p) }, "a never got the partition")
+	testwait.Eventually(t, 60*time.Second, func() bool { return a.repl.Holds(p) }, "a never got the partition")
 	if c := testutil.ToFloat64(a.metrics.Claimed) - claimedBefore; c != 0 {
 		t.Fatalf("a claimed %v partitions without their hand-over; b should have relayed it", c)
 	}

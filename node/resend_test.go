@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/ring"
-	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // TestTransferCutByAForgetIsSentAgain (issue 17): a peer stops owning a
@@ -22,7 +22,7 @@ func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
 		cfg.Replication.TransferRate = 256 << 10 // a partition of a megabyte takes seconds
 	})
 	a, b := nodes[0], nodes[1]
-	cluster.Eventually(t, 20*time.Second, func() bool {
+	testwait.Eventually(t, 20*time.Second, func() bool {
 		return len(a.Ring().Members()) == 2 && len(b.Ring().Members()) == 2 && a.Ready() && b.Ready() && a.repl.UnderReplicated() == 0
 	}, "cluster of 2 did not settle")
 
@@ -58,9 +58,9 @@ func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
 	}
 	// Once it is in flight, b stops owning p and owns it again, as two
 	// ring changes in a row would make it.
-	cluster.Eventually(t, 10*time.Second, func() bool { return a.repl.Sending(b.Name(), p) }, "the transfer never started")
+	testwait.Eventually(t, 10*time.Second, func() bool { return a.repl.Sending(b.Name(), p) }, "the transfer never started")
 	a.repl.Resend(b.Name(), p)
-	cluster.Eventually(t, 60*time.Second, func() bool {
+	testwait.Eventually(t, 60*time.Second, func() bool {
 		return a.repl.Sent(b.Name(), p) && a.repl.Pushing(p) == 0 && a.repl.UnderReplicated() == 0
 	}, "the partition was never sent again: its primary reports it under-replicated")
 }

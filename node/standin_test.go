@@ -12,9 +12,8 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/nodetest"
-	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // cutter is a client Dial hook that can cut the client off one address:
@@ -71,10 +70,10 @@ func count(nd *node.Node, viewer string, c fcap.Cap) int64 {
 // the owner through replication: once the client reaches the owner again
 // it counts each of them once, a Record sent again included.
 func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
-	nodes := nodetest.SettledCluster(t, "node", 3)
+	nodes := settledCluster(t, "node", 3)
 	owner := nodes[0]
 	cut := &cutter{addr: owner.DataAddr()}
-	c := nodetest.NewClient(t, nodes, func(cfg *client.Config) {
+	c := newClient(t, nodes, func(cfg *client.Config) {
 		cfg.Dial = cut.dial
 		cfg.Timeout = 10 * time.Second
 		cfg.RefreshInterval = time.Hour
@@ -108,7 +107,7 @@ func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
 			t.Fatalf("Allow %s at the owner: %+v, %v", v, vd, err)
 		}
 	}
-	cluster.Eventually(t, 60*time.Second, func() bool {
+	testwait.Eventually(t, 60*time.Second, func() bool {
 		for _, v := range viewers {
 			if count(backupOf(v), v, soft) != 1 {
 				return false
@@ -145,7 +144,7 @@ func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
 	}
 
 	// The stand-in writes reach the owner.
-	cluster.Eventually(t, 60*time.Second, func() bool {
+	testwait.Eventually(t, 60*time.Second, func() bool {
 		for _, v := range viewers {
 			if count(owner, v, soft) != 2 || count(owner, v, tally) != 1 {
 				return false

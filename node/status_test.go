@@ -13,14 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/node/nodetest"
 )
 
 // TestStatusPage renders / on one node of two and checks it shows both
 // members with their figures, draws every partition, and needs nothing
 // from outside the node.
 func TestStatusPage(t *testing.T) {
-	nodes := nodetest.SettledCluster(t, "node", 2)
+	nodes := settledCluster(t, "node", 2)
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	get := func() string {
 		resp, err := http.Get("http://" + nodes[0].HTTPAddr() + "/")
@@ -82,7 +81,7 @@ func TestStatusPage(t *testing.T) {
 // axis, and the footer every endpoint the HTTP address serves. The page
 // used to list 5 of 8 endpoints and leave the ring's colors unexplained.
 func TestStatusPageExplainsItself(t *testing.T) {
-	nodes := nodetest.SettledCluster(t, "node", 2)
+	nodes := settledCluster(t, "node", 2)
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	page := httpGet(t, "http://"+nodes[0].HTTPAddr()+"/")
 
@@ -149,7 +148,7 @@ func TestStatusPageExplainsItself(t *testing.T) {
 // exist (the committed screenshot once named one that did not), either
 // on the node's /metrics or in the client's registry.
 func TestStatusPageNamesOnlyExportedMetrics(t *testing.T) {
-	nodes := nodetest.SettledCluster(t, "node", 1)
+	nodes := settledCluster(t, "node", 1)
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	have := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^# TYPE (fcap_[a-z_]+) `).FindAllStringSubmatch(httpGet(t, "http://"+nodes[0].HTTPAddr()+"/metrics"), -1) {

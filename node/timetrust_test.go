@@ -14,9 +14,8 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/node/nodetest"
-	"github.com/fcap-io/fcap/test/cluster"
 )
 
 const tenYears = int64(10 * 365 * 24 * time.Hour / time.Millisecond)
@@ -52,12 +51,12 @@ func TestFutureTimeIsRefusedOnEveryPath(t *testing.T) {
 	clock := new(atomic.Int64)
 	clock.Store(time.Now().UnixMilli())
 	reg := prometheus.NewRegistry()
-	n := nodetest.SettledCluster(t, "node", 1, func(c *node.Config) {
+	n := settledCluster(t, "node", 1, func(c *node.Config) {
 		c.Clock = clock.Load
 		c.Registerer, c.Gatherer = reg, reg
 		c.APITimeout = 10 * time.Second
 	})[0]
-	c := nodetest.NewClient(t, []*node.Node{n})
+	c := newClient(t, []*node.Node{n})
 	ctx := context.Background()
 	now := clock.Load()
 	future := now + tenYears
@@ -127,7 +126,7 @@ func TestFutureTimeIsRefusedOnEveryPath(t *testing.T) {
 func TestReplicatedHighWaterIsClamped(t *testing.T) {
 	regs := map[string]*prometheus.Registry{}
 	ahead := func() int64 { return time.Now().UnixMilli() + tenYears }
-	nodes := nodetest.SettledCluster(t, "node", 2, func(c *node.Config) {
+	nodes := settledCluster(t, "node", 2, func(c *node.Config) {
 		reg := prometheus.NewRegistry()
 		regs[c.Name] = reg
 		c.Registerer, c.Gatherer = reg, reg
@@ -136,7 +135,7 @@ func TestReplicatedHighWaterIsClamped(t *testing.T) {
 		}
 	})
 	honest, rogue := nodes[0], nodes[1]
-	c := nodetest.NewClient(t, nodes)
+	c := newClient(t, nodes)
 	ctx := context.Background()
 	day := fcap.Cap{Scope: "campaign", ID: "day", Limit: 1, Window: 24 * 3600 * 1000}
 	var mine []string // viewers the honest node owns
@@ -152,7 +151,7 @@ func TestReplicatedHighWaterIsClamped(t *testing.T) {
 	if len(mine) == 0 || len(mine) == 40 {
 		t.Fatalf("the honest node owns %d of 40 viewers: the test needs both nodes to own some", len(mine))
 	}
-	cluster.Eventually(t, 20*time.Second, func() bool {
+	testwait.Eventually(t, 20*time.Second, func() bool {
 		return labelled(t, regs[honest.Name()], "fcap_time_clamped_total", "source", "replication") >= 1
 	}, "the rogue peer's high-water mark was never clamped")
 	if hw, limit := honest.Engine().HighWater(), time.Now().UnixMilli(); hw > limit {
@@ -178,7 +177,7 @@ func TestReplicatedHighWaterIsClamped(t *testing.T) {
 func TestLoggedHighWaterIsClamped(t *testing.T) {
 	dir := t.TempDir()
 	n := startDurable(t, dir, func(c *node.Config) { c.Clock = func() int64 { return time.Now().UnixMilli() + tenYears } })
-	c := nodetest.NewClient(t, []*node.Node{n})
+	c := newClient(t, []*node.Node{n})
 	ctx := context.Background()
 	day := fcap.Cap{Scope: "campaign", ID: "day", Limit: 1, Window: 24 * 3600 * 1000}
 	if _, err := c.Allow(ctx, "before-snapshot", []fcap.Cap{day}); err != nil { // at the node's clock, ten years ahead
@@ -208,7 +207,7 @@ func TestLoggedHighWaterIsClamped(t *testing.T) {
 		t.Fatalf("a real-time impression after the restart: %v %v, want recorded", st, err)
 	}
 	n.Engine().Sweep(1 << 30)
-	c = nodetest.NewClient(t, []*node.Node{n})
+	c = newClient(t, []*node.Node{n})
 	if vd, err := c.Allow(ctx, "viewer", []fcap.Cap{day}); err != nil || vd.Allowed {
 		t.Fatalf("the capped viewer after the restart and a sweep: %+v %v, want denied", vd, err)
 	}

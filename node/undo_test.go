@@ -11,10 +11,10 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/proto"
-	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // TestLateStrictGrantIsGivenBack: a strict Allow the node answered in
@@ -33,8 +33,8 @@ func TestLateStrictGrantIsGivenBack(t *testing.T) {
 	cfg.AdvertiseDataAddr = px.addr()
 	px.setTarget(cfg.DataAddr)
 	nd := nodetest.Start(t, cfg)
-	cluster.Eventually(t, 20*time.Second, nd.Ready, "the node is not ready")
-	c := nodetest.NewClient(t, []*node.Node{nd}, func(cfg *client.Config) { cfg.Timeout = 10 * time.Second })
+	testwait.Eventually(t, 20*time.Second, nd.Ready, "the node is not ready")
+	c := newClient(t, []*node.Node{nd}, func(cfg *client.Config) { cfg.Timeout = 10 * time.Second })
 
 	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 2, Window: 1 << 40, Mode: fcap.Strict}
 	caps := []fcap.Cap{strictCap}
@@ -50,7 +50,7 @@ func TestLateStrictGrantIsGivenBack(t *testing.T) {
 		vd, err := c.Allow(ctx, "viewer-late", caps)
 		done <- result{vd, err}
 	}()
-	cluster.Eventually(t, 20*time.Second, func() bool { return allowsAnswered(reg) >= 1 }, "the node did not answer the Allow")
+	testwait.Eventually(t, 20*time.Second, func() bool { return allowsAnswered(reg) >= 1 }, "the node did not answer the Allow")
 	cancel() // the caller gives up with the grant on its way
 	r := <-done
 	if r.vd.Allowed {
@@ -58,7 +58,7 @@ func TestLateStrictGrantIsGivenBack(t *testing.T) {
 	}
 	px.release()
 
-	cluster.Eventually(t, 20*time.Second, func() bool { return c.Stats().ReturnedGrants == 1 },
+	testwait.Eventually(t, 20*time.Second, func() bool { return c.Stats().ReturnedGrants == 1 },
 		"late grants %d, returned %d, want 1 returned", c.Stats().LateGrants, c.Stats().ReturnedGrants)
 	// The slot is free again: the cap grants its full limit.
 	for i := range 2 {
@@ -76,7 +76,7 @@ func TestLateStrictGrantIsGivenBack(t *testing.T) {
 // grant it names, once; it never touches a soft grant; bad input is
 // refused and changes nothing.
 func TestUndo(t *testing.T) {
-	nd := nodetest.SettledCluster(t, "node", 1)[0]
+	nd := settledCluster(t, "node", 1)[0]
 	rc := dialRaw(t, nd.DataAddr())
 	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 2, Window: 1 << 40, Mode: fcap.Strict}
 	softCap := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 2, Window: 1 << 40}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/test/cluster"
+	"github.com/fcap-io/fcap/internal/testwait"
 )
 
 // fakeCluster is a Recorder that counts like the engine: once per
@@ -212,8 +212,8 @@ func TestPoisonRecords(t *testing.T) {
 	cfg.Registerer = reg
 	in := start(t, cfg, f)
 
-	cluster.Eventually(t, 30*time.Second, func() bool { return f.count("a") == 1 && f.count("b") == 1 }, "the good records after the poison ones are recorded")
-	cluster.Eventually(t, 30*time.Second, func() bool { return committed(t, brokers, "g", "imps", 0) == 6 }, "the offset passes every record")
+	testwait.Eventually(t, 30*time.Second, func() bool { return f.count("a") == 1 && f.count("b") == 1 }, "the good records after the poison ones are recorded")
+	testwait.Eventually(t, 30*time.Second, func() bool { return committed(t, brokers, "g", "imps", 0) == 6 }, "the offset passes every record")
 	if n := f.distinct(); n != 2 {
 		t.Errorf("%d impressions recorded, want 2: a bad record's impressions are never sent", n)
 	}
@@ -264,14 +264,14 @@ func TestCommitWaitsForEveryEarlierRecord(t *testing.T) {
 	cfg.Workers = 3
 	start(t, cfg, f)
 
-	cluster.Eventually(t, 30*time.Second, func() bool { return f.count("first") == 1 && f.count("third") == 1 }, "the records around the slow one are acknowledged")
-	cluster.Eventually(t, 30*time.Second, func() bool { return committed(t, brokers, "g", "imps", 0) == 1 }, "the offset moves past the first record")
+	testwait.Eventually(t, 30*time.Second, func() bool { return f.count("first") == 1 && f.count("third") == 1 }, "the records around the slow one are acknowledged")
+	testwait.Eventually(t, 30*time.Second, func() bool { return committed(t, brokers, "g", "imps", 0) == 1 }, "the offset moves past the first record")
 	time.Sleep(100 * time.Millisecond) // several commit intervals: a wrong commit would land
 	if got := committed(t, brokers, "g", "imps", 0); got != 1 {
 		t.Fatalf("committed offset %d while record 1 is unacknowledged, want 1", got)
 	}
 	close(release)
-	cluster.Eventually(t, 30*time.Second, func() bool { return committed(t, brokers, "g", "imps", 0) == 3 }, "the offset passes every record once the slow one is acknowledged")
+	testwait.Eventually(t, 30*time.Second, func() bool { return committed(t, brokers, "g", "imps", 0) == 3 }, "the offset passes every record once the slow one is acknowledged")
 }
 
 // TestRestartReplaysUnacknowledged: an ingester stopped while a record is
@@ -300,7 +300,7 @@ func TestRestartReplaysUnacknowledged(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- in.Run(ctx) }()
-	cluster.Eventually(t, 30*time.Second, func() bool { return f.distinct() == 19 }, "the other records are acknowledged")
+	testwait.Eventually(t, 30*time.Second, func() bool { return f.distinct() == 19 }, "the other records are acknowledged")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -313,8 +313,8 @@ func TestRestartReplaysUnacknowledged(t *testing.T) {
 	delete(f.hold, "stuck") // the cluster is well again
 	f.mu.Unlock()
 	start(t, cfg, f)
-	cluster.Eventually(t, 30*time.Second, func() bool { return f.count("stuck") == 1 }, "the unacknowledged record is replayed")
-	cluster.Eventually(t, 30*time.Second, func() bool {
+	testwait.Eventually(t, 30*time.Second, func() bool { return f.count("stuck") == 1 }, "the unacknowledged record is replayed")
+	testwait.Eventually(t, 30*time.Second, func() bool {
 		return committed(t, brokers, "g", "imps", 0) == 10 && committed(t, brokers, "g", "imps", 1) == 10
 	}, "every partition is committed to its end")
 }
@@ -334,8 +334,8 @@ func TestFromTime(t *testing.T) {
 	cfg := testConfig(brokers, "imps")
 	cfg.FromTime = base.Add(20 * time.Minute)
 	start(t, cfg, f)
-	cluster.Eventually(t, 30*time.Second, func() bool { return f.distinct() == 10 }, "the records since the time are replayed")
-	cluster.Eventually(t, 30*time.Second, func() bool {
+	testwait.Eventually(t, 30*time.Second, func() bool { return f.distinct() == 10 }, "the records since the time are replayed")
+	testwait.Eventually(t, 30*time.Second, func() bool {
 		return committed(t, brokers, "g", "imps", 0) == 10 && committed(t, brokers, "g", "imps", 2) == 10
 	}, "every partition is committed to its end")
 	for i := range 20 {
@@ -400,7 +400,7 @@ func TestBackPressure(t *testing.T) {
 	cfg.Workers, cfg.BatchRecords, cfg.PollRecords = 2, 50, 100
 	in := start(t, cfg, gatedCluster{f, gate})
 
-	cluster.Eventually(t, 30*time.Second, func() bool { return in.track.records() >= 150 }, "the workers are full")
+	testwait.Eventually(t, 30*time.Second, func() bool { return in.track.records() >= 150 }, "the workers are full")
 	for range 20 {
 		if n := in.track.records(); n > 200 {
 			t.Fatalf("%d records in flight, want at most PollRecords + Workers x BatchRecords = 200", n)
@@ -413,7 +413,7 @@ func TestBackPressure(t *testing.T) {
 		}
 	}
 	close(gate)
-	cluster.Eventually(t, 30*time.Second, func() bool { return f.distinct() == 2000 }, "every record counts once the cluster answers")
+	testwait.Eventually(t, 30*time.Second, func() bool { return f.distinct() == 2000 }, "every record counts once the cluster answers")
 	for i := range 2000 {
 		if n := f.count(fmt.Sprint(i)); n != 1 {
 			t.Fatalf("impression %d counted %d times", i, n)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/fcap-io/fcap/test/cluster"
+	"github.com/fcap-io/fcap/internal/testwait"
 )
 
 // stream produces impressions numbered 0, 1, ... to the topic "imps",
@@ -81,7 +81,7 @@ func (s *stream) halt() int {
 // some partition of "imps".
 func waitCommitted(t *testing.T, brokers []string, partitions int, what string) {
 	t.Helper()
-	cluster.Eventually(t, 30*time.Second, func() bool {
+	testwait.Eventually(t, 30*time.Second, func() bool {
 		for p := range int32(partitions) {
 			if committed(t, brokers, "g", "imps", p) > 0 {
 				return true

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/proto"
-	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // tries is a Try that fails until ok is set, and counts its calls by device.
@@ -73,7 +73,7 @@ func TestFinisher(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { f.Run(ctx) })
-	cluster.Eventually(t, 20*time.Second, func() bool { return tr.count(binary) >= 2 && tr.count("refused") >= 1 && f.Unfinished() == 1 }, "the jobs were not run again, or the refused one kept")
+	testwait.Eventually(t, 20*time.Second, func() bool { return tr.count(binary) >= 2 && tr.count("refused") >= 1 && f.Unfinished() == 1 }, "the jobs were not run again, or the refused one kept")
 	cancel()
 	wg.Wait()
 	if err := f.Close(); err != nil {
@@ -98,7 +98,7 @@ func TestFinisher(t *testing.T) {
 	}
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	wg.Go(func() { f2.Run(ctx2) })
-	cluster.Eventually(t, 20*time.Second, func() bool { return f2.Unfinished() == 0 }, "the journaled job was not finished after the restart")
+	testwait.Eventually(t, 20*time.Second, func() bool { return f2.Unfinished() == 0 }, "the journaled job was not finished after the restart")
 	cancel2()
 	wg.Wait()
 	if tr2.count(binary) != 1 || tr2.count("done") != 0 || tr2.count("bad") != 0 {

@@ -2,29 +2,27 @@
 // loopback with ports the kernel picks, and stops them when the test ends:
 // what net/http/httptest is to an HTTP server. What only real processes
 // show (kill -9, restart, a node's flags) belongs to test/cluster.
+//
+// It imports no client: the node module links none. A client of these
+// nodes (test/nodeclient.NewClient) and the JSON API's gateway
+// (test/nodeclient.ServeAPI) live in the test module.
 package nodetest
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/fcap-io/fcap/client"
-	"github.com/fcap-io/fcap/client/httpapi"
 	"github.com/fcap-io/fcap/node"
-	"github.com/fcap-io/fcap/test/cluster"
+	"github.com/fcap-io/fcap/ring"
 )
 
 // Quiet drops every record: a node's log is noise in a test that passes.
 var Quiet = slog.New(slog.DiscardHandler)
-
-// ServeAPI makes a node serve the JSON API (client/httpapi's gateway),
-// as cmd/fcapd's do.
-func ServeAPI(cfg *node.Config) {
-	cfg.API = func(env node.APIEnv) (node.API, error) { return httpapi.Start(httpapi.Config(env)) }
-}
 
 // Start starts a node from cfg and shuts it down when the test ends,
 // giving the shutdown ten seconds. A node that does not start fails the
@@ -45,16 +43,16 @@ func Start(t testing.TB, cfg node.Config) *node.Node {
 
 // Cluster starts n nodes named prefix-0 to prefix-<n-1> from
 // DefaultLocalConfig, logging to Quiet, the later ones joining the first.
-// They serve the JSON API, as fcapd's do (ServeAPI). Each mutate changes
-// every node's config before it starts. Cluster does
-// not wait for the nodes to see each other: see Settle.
+// They serve no JSON API unless a mutate sets node.Config.API
+// (test/nodeclient.ServeAPI does). Each mutate changes every node's
+// config before it starts. Cluster does not wait for the nodes to see
+// each other: see Settle.
 func Cluster(t testing.TB, prefix string, n int, mutate ...func(*node.Config)) []*node.Node {
 	t.Helper()
 	var nodes []*node.Node
 	for i := range n {
 		cfg := node.DefaultLocalConfig(fmt.Sprintf("%s-%d", prefix, i))
 		cfg.Logger = Quiet
-		ServeAPI(&cfg)
 		if i > 0 {
 			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
 		}
@@ -108,11 +106,39 @@ func Seeds(nodes ...*node.Node) []string {
 	return s
 }
 
-// NewClient builds a ready client of nodes, as cluster.NewClient does
-// (deadlines of seconds: a busy machine runs these tests), logging to
-// Quiet before each mutate changes its config.
-func NewClient(t testing.TB, nodes []*node.Node, mutate ...func(*client.Config)) *client.Client {
+// OwnedBy returns n viewer ids, prefix-0, prefix-1 and so on, whose
+// primary owner in r is the member named name; it fails the test when
+// the first 100,000 ids do not hold n of them.
+func OwnedBy(t testing.TB, r *ring.Ring, name, prefix string, n int) []string {
 	t.Helper()
-	quiet := func(cfg *client.Config) { cfg.Logger = Quiet }
-	return cluster.NewClient(t, Seeds(nodes...), append([]func(*client.Config){quiet}, mutate...)...)
+	var out []string
+	for i := 0; len(out) < n && i < 100_000; i++ {
+		v := fmt.Sprintf("%s-%d", prefix, i)
+		if _, owners := r.Lookup(v); len(owners) > 0 && r.Member(owners[0]).Name == name {
+			out = append(out, v)
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("fewer than %d viewers owned by %s", n, name)
+	}
+	return out
+}
+
+// LogBuffer is a log sink a node and the test may share: a test reads
+// what the node logged while the node still writes.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder // guarded by mu
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -81,7 +82,7 @@ func buildNow(name string) (string, error) {
 		}
 		buildDir = d
 	}
-	root, err := moduleRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -90,8 +91,11 @@ func buildNow(name string) (string, error) {
 	if name == "fcapd" && os.Getenv("FCAP_TEST_NORACE") == "" {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "./cmd/"+name)...)
-	cmd.Dir = root
+	// From the cmd module's folder, so the build works with the
+	// repository's go.work and without it (GOWORK=off: cmd/go.mod's
+	// replace directives find the other modules).
+	cmd := exec.Command("go", append(args, "./"+name)...)
+	cmd.Dir = filepath.Join(root, "cmd")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %v\n%s", name, err, b)
 	}
@@ -114,16 +118,27 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-func moduleRoot() (string, error) {
+// RepoRoot returns the repository's root folder: the first folder holding
+// go.work above the module of the current directory (a test runs in its
+// package's folder). Each part of fcap is a module of its own; go.work
+// ties them at the root.
+func RepoRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
 	mod := strings.TrimSpace(string(out))
 	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("not inside the fcap module")
+		return "", fmt.Errorf("not inside an fcap module")
 	}
-	return filepath.Dir(mod), nil
+	for dir := filepath.Dir(mod); ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("no go.work above %s: not inside the fcap repository", mod)
+		}
+	}
 }
 
 // FreePort returns a loopback port nothing listens on (TCP and UDP) at
@@ -509,16 +524,11 @@ func (n *Node) Metric(key string) float64 {
 }
 
 // Eventually polls cond every 20ms until it holds or the deadline passes,
-// then fails the test with the message.
+// then fails the test with the message (internal/testwait's, which the
+// tests of node's own packages share).
 func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: "+format, append([]any{timeout}, args...)...)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Eventually(t, timeout, cond, format, args...)
 }
 
 // StartCluster starts n nodes at the same moment, each listing all the

@@ -7,9 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
+
+	"github.com/fcap-io/fcap/test/cluster"
 )
 
 // The binaries every run uses, built once per test binary on first use
@@ -47,26 +48,21 @@ func build(t *testing.T) binaries {
 		if buildErr != nil {
 			return
 		}
-		var root []byte
-		root, buildErr = exec.Command("go", "env", "GOMOD").Output()
-		if buildErr != nil {
+		var root string
+		if root, buildErr = cluster.RepoRoot(); buildErr != nil {
 			return
 		}
-		mod := strings.TrimSpace(string(root))
-		if mod == "" || mod == os.DevNull {
-			buildErr = fmt.Errorf("not inside the fcap module (run the test from its package directory)")
-			return
-		}
-		dir := filepath.Dir(mod)
-		for _, pkg := range []string{"./cmd/fcapd", "./cmd/fcapctl", "./test/partition/driver"} {
-			args := []string{"build", "-o", filepath.Join(buildDir, filepath.Base(pkg))}
-			if pkg == "./cmd/fcapd" && os.Getenv("FCAP_PARTITION_RACE") == "1" {
+		// Each from its module's folder, so the build works with the
+		// repository's go.work and without it (GOWORK=off).
+		for _, b := range []struct{ dir, pkg string }{{"cmd", "./fcapd"}, {"cmd", "./fcapctl"}, {"test", "./partition/driver"}} {
+			args := []string{"build", "-o", filepath.Join(buildDir, filepath.Base(b.pkg))}
+			if b.pkg == "./fcapd" && os.Getenv("FCAP_PARTITION_RACE") == "1" {
 				args = append(args, "-race")
 			}
-			cmd := exec.Command("go", append(args, pkg)...)
-			cmd.Dir = dir
+			cmd := exec.Command("go", append(args, b.pkg)...)
+			cmd.Dir = filepath.Join(root, b.dir)
 			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+				buildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
 				return
 			}
 		}

@@ -1,4 +1,4 @@
-package httpapi_test
+package api
 
 import (
 	"net/http"
@@ -9,6 +9,7 @@ import (
 	"github.com/fcap-io/fcap/client/httpapi"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/nodetest"
+	"github.com/fcap-io/fcap/test/nodeclient"
 )
 
 // oneNode starts a single node and waits until its API answers from it.
@@ -16,7 +17,7 @@ func oneNode(t *testing.T, name string, mutate ...func(*node.Config)) *node.Node
 	t.Helper()
 	cfg := node.DefaultLocalConfig(name)
 	cfg.Logger = quiet
-	serveAPI(&cfg)
+	nodeclient.ServeAPI(&cfg)
 	cfg.APITimeout = 2 * time.Second // a loaded test machine
 	for _, m := range mutate {
 		m(&cfg)

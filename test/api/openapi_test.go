@@ -1,4 +1,4 @@
-package httpapi_test
+package api
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/node/security"
+	"github.com/fcap-io/fcap/test/nodeclient"
 )
 
 // The JSON API and docs/openapi.yaml must agree. These tests send a set
@@ -350,7 +351,7 @@ func tokenNode(t *testing.T) *node.Node {
 	t.Helper()
 	cfg := node.DefaultLocalConfig("api-spec")
 	cfg.Logger = quiet
-	serveAPI(&cfg)
+	nodeclient.ServeAPI(&cfg)
 	cfg.APITimeout = 2 * time.Second // a loaded test machine
 	cfg.Security.Tokens = map[string]security.Role{specToken: security.RoleAdServer, specPeer: security.RolePeer}
 	cfg.Security.PeerToken = specPeer

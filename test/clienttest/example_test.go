@@ -1,4 +1,4 @@
-package client_test
+package clienttest
 
 import (
 	"context"
@@ -9,6 +9,10 @@ import (
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
 )
+
+// These are the client's runnable examples (they were client's
+// ExampleNew, ExampleClient_Check and so on): they start a node, so they
+// live in the test module, named as package examples.
 
 // exampleCluster starts a one-node fcap cluster in this process, the
 // examples' stand-in for a real one, and returns its data-plane address
@@ -58,7 +62,7 @@ var (
 // A client needs only the seeds: every other field of Config has a
 // working default (a 5 ms deadline, soft caps failing open and strict
 // caps failing closed, a 65,536-impression record queue).
-func ExampleNew() {
+func Example_new() {
 	seed, stop := exampleCluster()
 	defer stop()
 
@@ -79,7 +83,7 @@ func ExampleNew() {
 }
 
 // Check asks once for every candidate of an ad request.
-func ExampleClient_Check() {
+func Example_clientCheck() {
 	seed, stop := exampleCluster()
 	defer stop()
 	c := exampleClient(seed)
@@ -110,7 +114,7 @@ func ExampleClient_Check() {
 // loads it, and checks the ones an ad request's targeting picked without
 // encoding their caps again: the hot path's CPU in the client about
 // halves. The verdicts are those of Check.
-func ExampleClient_CheckPreparedInto() {
+func Example_clientCheckPreparedInto() {
 	seed, stop := exampleCluster()
 	defer stop()
 	c := exampleClient(seed)
@@ -146,7 +150,7 @@ func ExampleClient_CheckPreparedInto() {
 
 // Record reports an impression that played; it is queued and sent in
 // batches, and an invalid one is refused at once.
-func ExampleClient_Record() {
+func Example_clientRecord() {
 	seed, stop := exampleCluster()
 	defer stop()
 	c := exampleClient(seed)
@@ -178,7 +182,7 @@ func ExampleClient_Record() {
 // A strict cap is reserved when the ad is chosen and the reservation is
 // confirmed by the impression's Record (or released if the ad does not
 // play): in-flight impressions cannot overshoot it.
-func ExampleClient_Reserve() {
+func Example_clientReserve() {
 	seed, stop := exampleCluster()
 	defer stop()
 	c := exampleClient(seed)
@@ -210,7 +214,7 @@ func ExampleClient_Reserve() {
 
 // A Pod places several ads from one Check without another round trip,
 // sharing the caps the candidates have in common.
-func ExamplePod() {
+func Example_pod() {
 	seed, stop := exampleCluster()
 	defer stop()
 	c := exampleClient(seed)

@@ -1,4 +1,8 @@
-package httpapi_test
+// Package api tests client/httpapi's JSON API served by running nodes
+// (node/nodetest), against docs/openapi.yaml. It lives in the test module:
+// a test beside client/httpapi that starts a node would make the library
+// module require the node module.
+package api
 
 import (
 	"bytes"
@@ -6,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,14 +18,10 @@ import (
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/node/security"
+	"github.com/fcap-io/fcap/test/nodeclient"
 )
 
 var quiet = nodetest.Quiet
-
-// serveAPI makes a test node serve the JSON API, as cmd/fcapd's do.
-func serveAPI(cfg *node.Config) {
-	cfg.API = func(env node.APIEnv) (node.API, error) { return httpapi.Start(httpapi.Config(env)) }
-}
 
 // twoNodes starts a two-node cluster with R=1, so each node owns about
 // half of the viewers and the other half must be forwarded.
@@ -32,7 +30,7 @@ func twoNodes(t *testing.T) []*node.Node {
 	nodes := nodetest.Cluster(t, "api", 2, func(cfg *node.Config) {
 		cfg.Membership.Ring.Replicas = 1
 		cfg.APITimeout = 2 * time.Second // a loaded test machine
-		serveAPI(cfg)
+		nodeclient.ServeAPI(cfg)
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -260,28 +258,6 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
-// TestOpenAPIListsEveryRoute keeps docs/openapi.yaml in step with the
-// routes the API serves.
-func TestOpenAPIListsEveryRoute(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/openapi.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := httpapi.New(nil, httpapi.Options{})
-	for _, path := range []string{"/v1/check", "/v1/allow", "/v1/record", "/v1/reserve", "/v1/release", "/v1/link", "/v1/unlink", "/v1/resolve"} {
-		if !strings.Contains(string(doc), "\n  "+path+":\n    post:") {
-			t.Errorf("docs/openapi.yaml does not describe POST %s", path)
-		}
-		// and the API serves it: a GET is refused as a wrong method, not unknown.
-		req := httptest.NewRequest(http.MethodGet, path, nil)
-		w := httptest.NewRecorder()
-		api.ServeHTTP(w, req)
-		if w.Code != http.StatusMethodNotAllowed {
-			t.Errorf("GET %s: %d, want 405 (the route exists for POST)", path, w.Code)
-		}
-	}
-}
-
 // TestTokens: with tokens configured, the JSON API wants an ad server's
 // or operator's bearer token, refuses anything else with 401 and changes
 // nothing, and its own client authenticates to the data plane.
@@ -289,7 +265,7 @@ func TestTokens(t *testing.T) {
 	const ad, peer = "adserver-token-0123456789", "peer-token-0123456789"
 	cfg := node.DefaultLocalConfig("api-tokens")
 	cfg.Logger = quiet
-	serveAPI(&cfg)
+	nodeclient.ServeAPI(&cfg)
 	cfg.APITimeout = 2 * time.Second
 	cfg.Security.Tokens = map[string]security.Role{ad: security.RoleAdServer, peer: security.RolePeer}
 	cfg.Security.PeerToken = peer
