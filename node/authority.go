@@ -61,7 +61,11 @@ func (n *Node) onForget(string) {
 const absentMemory = time.Minute
 
 // absence remembers which members this node's rings dropped, and when.
+// A node that started less than absentMemory ago does not know what its
+// earlier self dropped, so it says every member may have been absent.
 type absence struct {
+	started time.Time
+
 	mu sync.Mutex
 	// dropped is guarded by mu: when each member was last dropped.
 	dropped map[string]time.Time
@@ -92,6 +96,9 @@ func (a *absence) ringChanged(old, cur *ring.Ring, now time.Time) {
 // was reports whether a ring of this node dropped name within
 // absentMemory.
 func (a *absence) was(name string, now time.Time) bool {
+	if now.Sub(a.started) <= absentMemory {
+		return true
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	at, ok := a.dropped[name]

@@ -126,6 +126,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.tokens = security.NewTokens(cfg.Security.Tokens, cfg.Security.PeerToken)
 	n.promises = quorum.NewPromises(cfg.Quorum.Lease)
+	n.absent.started = time.Now()
 	n.peers = peers.New(cfg.Security.PeerTLS, cfg.MaxFrame, n.tokens)
 	n.page = statuspage.New(pageSource{n}, rpc.NodeStatus, n.log)
 	n.gossipKeys = security.NewGossipKeys(cfg.Membership.Memberlist, cfg.Name, n.log)

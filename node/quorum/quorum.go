@@ -109,7 +109,8 @@ type Tracker struct {
 	closed    bool
 	wasHeld   bool   // for logging transitions only
 	epoch     uint64 // the epoch the confirmations are of
-	everHeld  bool   // it held the quorum once
+	everHeld  bool   // it held a quorum since it started or last reacquired
+	heldUntil int64  // until when it held a quorum last, whatever the epoch (ns since base)
 	lapsed    bool   // it held the quorum and lost it since the last Reacquire
 }
 
@@ -327,7 +328,10 @@ func (t *Tracker) absent(peer string) {
 	t.mu.Lock()
 	t.noteLapseLocked()
 	reacquire := t.lapsed && !t.closed
-	t.lapsed = false
+	if reacquire {
+		// A lapse again only once a quorum was held again after this.
+		t.lapsed, t.everHeld = false, false
+	}
 	t.mu.Unlock()
 	if !reacquire {
 		return
@@ -340,8 +344,11 @@ func (t *Tracker) absent(peer string) {
 
 // noteLapseLocked notes that the quorum held before ran out. t.mu must
 // be held.
+//
+// A lapse is time without any quorum: a ring change whose new epoch a
+// majority confirms before the old quorum would have run out is none.
 func (t *Tracker) noteLapseLocked() {
-	if t.everHeld && t.now() >= t.held.Load().until {
+	if t.everHeld && t.now() >= t.heldUntil {
 		t.lapsed = true
 	}
 }
@@ -364,6 +371,7 @@ func (t *Tracker) storeLocked() {
 	holds := t.now() < h.until
 	if holds {
 		t.everHeld = true
+		t.heldUntil = max(t.heldUntil, h.until)
 	}
 	if holds != t.wasHeld {
 		t.wasHeld = holds

@@ -62,12 +62,13 @@ type network struct {
 	mu     sync.Mutex
 	epoch  map[string]uint64 // by address
 	cut    map[string]bool
-	pings  map[string]int // answered Pings, by address
+	absent map[string]bool // addresses whose Pongs say Absent
+	pings  map[string]int  // answered Pings, by address
 	dialed atomic.Int64
 }
 
 func newNetwork() *network {
-	return &network{epoch: map[string]uint64{}, cut: map[string]bool{}, pings: map[string]int{}}
+	return &network{epoch: map[string]uint64{}, cut: map[string]bool{}, absent: map[string]bool{}, pings: map[string]int{}}
 }
 
 func (n *network) set(addr string, epoch uint64, cut bool) {
@@ -108,6 +109,7 @@ func (c *conn) Call(ctx context.Context, req, resp proto.Message) error {
 	}
 	c.n.pings[c.addr]++
 	resp.(*proto.Pong).Epoch = c.n.epoch[c.addr]
+	resp.(*proto.Pong).Absent = c.n.absent[c.addr]
 	return nil
 }
 
@@ -284,5 +286,56 @@ func TestPromisesFenceTheLeaseTheyBack(t *testing.T) {
 	}
 	if got := p.Answer("d", e2, e2, t0.Add(time.Millisecond)); got != e2 {
 		t.Fatalf("a promise was made to c for an epoch it was not confirmed: %d", got)
+	}
+}
+
+// A node whose quorum lapsed, told by a peer that it routed without it
+// meanwhile, reacquires its partitions once, before that peer's
+// confirmation restores the quorum. Without a lapse, the same word
+// changes nothing.
+func TestReacquireAfterALapseOthersRoutedWithout(t *testing.T) {
+	r := buildRing(t, "a", "b", "c")
+	n := newNetwork()
+	c := newClock()
+	n.set(addrOf(r, 1), r.Epoch(), false)
+	n.set(addrOf(r, 2), r.Epoch(), false)
+	n.mu.Lock()
+	n.absent[addrOf(r, 1)] = true // b routed without a a moment ago
+	n.mu.Unlock()
+	var reacquired atomic.Int64
+	var tr *Tracker
+	heldDuring := atomic.Bool{}
+	tr = New(Config{Self: "a", Interval: time.Millisecond, Lease: time.Second, Logger: quiet(), Now: c.Now,
+		Reacquire: func() {
+			reacquired.Add(1)
+			if tr.Holds(r.Epoch()) {
+				heldDuring.Store(true)
+			}
+		}}, &fakeMembers{r: r}, n)
+	t.Cleanup(tr.Close)
+	tr.Update()
+	waitFor(t, "the quorum", func() bool { return tr.Holds(r.Epoch()) })
+	waitFor(t, "several answers from b", func() bool { return n.answered(addrOf(r, 1)) >= 5 })
+	if got := reacquired.Load(); got != 0 {
+		t.Fatalf("reacquired %d times without a lapse", got)
+	}
+
+	n.set(addrOf(r, 1), r.Epoch(), true)
+	n.set(addrOf(r, 2), r.Epoch(), true)
+	c.Add(2 * time.Second) // the lease ran out: a lapse
+	if tr.Holds(r.Epoch()) {
+		t.Fatal("holds past the lease")
+	}
+	n.set(addrOf(r, 1), r.Epoch(), false) // b is back, and says it routed without a
+	waitFor(t, "the quorum back", func() bool { return tr.Holds(r.Epoch()) })
+	if got := reacquired.Load(); got != 1 {
+		t.Fatalf("reacquired %d times after one lapse, want 1", got)
+	}
+	if heldDuring.Load() {
+		t.Fatal("the quorum was back before the partitions were reacquired")
+	}
+	waitFor(t, "more answers from b", func() bool { return n.answered(addrOf(r, 1)) >= 20 })
+	if got := reacquired.Load(); got != 1 {
+		t.Fatalf("reacquired %d times, want once per lapse", got)
 	}
 }
