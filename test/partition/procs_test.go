@@ -172,3 +172,22 @@ func verify(bins binaries, nt *Net, nodes []*Node) (int, error) {
 	}
 	return rep.DriftTotal, nil
 }
+
+// owners returns each partition's owners, primary first, as the cluster
+// routes before the fault (fcapctl ring from the bridge namespace).
+func owners(bins binaries, nt *Net, nodes []*Node) ([][]string, error) {
+	cmd := Exec(nt.Bridge, bins.fcapctl, "ring", "--addr", addrs(nodes, false), "--json", "--partitions")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("fcapctl ring: %v: %s", err, stderr.String())
+	}
+	var r struct {
+		Owners [][]string `json:"owners"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil || len(r.Owners) == 0 {
+		return nil, fmt.Errorf("fcapctl ring printed %q: %v", out, err)
+	}
+	return r.Owners, nil
+}

@@ -4,6 +4,8 @@ package partition
 
 import (
 	"fmt"
+	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/ring"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -49,6 +51,10 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 	}
 
 	nodes := startCluster(t, bins, nt, nm.nodes, s.replicas, outDir, keep != "")
+	table, err := owners(bins, nt, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := &env{t: t, net: nt, nodes: nodes, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), cutD: s.cut}
 	timeout := nm.timeout
 	if timeout == 0 {
@@ -122,7 +128,7 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 		}
 	}
 
-	tally(&res, nm, ops, checks, counts, e.T0, healAt)
+	tally(&res, nm, ops, checks, counts, table, e.T0, healAt)
 	return res
 }
 
@@ -150,11 +156,26 @@ const servedWithin = 2 * time.Second
 
 // tally adds up what the histories, the checker and the read-back found.
 // The fault lasted from faultAt to healAt.
-func tally(r *result, nm nemesis, ops []Op, checks []ViewerCheck, counts map[string]int64, faultAt, healAt time.Time) {
+//
+// table holds each partition's owners before the fault: the majority
+// side's recovery is judged on the viewers with an owner on its side
+// (those whose every copy is on the minority stay failed closed for
+// strict caps, by design).
+func tally(r *result, nm nemesis, ops []Op, checks []ViewerCheck, counts map[string]int64, table [][]string, faultAt, healAt time.Time) {
 	r.ops, r.viewers = len(ops), len(checks)
 	minority := map[string]bool{}
 	for _, i := range nm.minority {
 		minority[fmt.Sprintf("n%d", i)] = true
+	}
+	// reachable reports whether the majority side holds a copy of the
+	// viewer's partition.
+	reachable := func(viewer string) bool {
+		for _, o := range table[ring.PartitionOf(fcap.ViewerKey(viewer), len(table))] {
+			if !minority[o] {
+				return true
+			}
+		}
+		return false
 	}
 	t0, t1 := faultAt.UnixNano(), healAt.UnixNano()
 	for _, op := range ops {
@@ -169,11 +190,11 @@ func tally(r *result, nm nemesis, ops []Op, checks []ViewerCheck, counts map[str
 			}
 		case op.Result == Unknown:
 			r.unknown++
-			if inFault && !minority[op.Side] {
+			if inFault && !minority[op.Side] && reachable(op.Viewer) {
 				r.majorityFailTo = max(r.majorityFailTo, time.Duration(op.Call-t0))
 			}
 		}
-		if inFault && !minority[op.Side] && op.Call >= t0+int64(servedWithin) {
+		if inFault && !minority[op.Side] && reachable(op.Viewer) && op.Call >= t0+int64(servedWithin) {
 			r.majorityLate++
 			if op.Result == Unknown {
 				r.majorityLateUnknown++
