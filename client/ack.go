@@ -69,7 +69,17 @@ const (
 // time of 0 means now, stamped once as for Record. An acknowledged strict impression
 // is on every owner; a soft one is on its owner and replicated
 // asynchronously (DESIGN.md).
-func (c *Client) RecordSync(ctx context.Context, items []RecordItem) []RecordAck {
+//
+// With Replicated, each impression is acknowledged only once every owner
+// of its viewer applied it, whatever its caps' mode: one node's death
+// then cannot take back what was acknowledged. It costs the time of the
+// replication batch that carries it (not a round trip of its own), and no
+// backup stands in for an unreachable owner.
+func (c *Client) RecordSync(ctx context.Context, items []RecordItem, opts ...SyncOption) []RecordAck {
+	var so syncOptions
+	for _, o := range opts {
+		o(&so)
+	}
 	acks := make([]RecordAck, len(items))
 	pending := make([]syncItem, 0, len(items))
 	for i := range items {
@@ -107,10 +117,23 @@ func (c *Client) RecordSync(ctx context.Context, items []RecordItem) []RecordAck
 			}
 			return acks
 		}
-		pending = c.syncRound(ctx, pending, acks)
+		pending = c.syncRound(ctx, pending, acks, so)
 	}
 	return acks
 }
+
+// SyncOption changes how RecordSync acknowledges.
+type SyncOption func(*syncOptions)
+
+type syncOptions struct {
+	replicated bool
+}
+
+// Replicated makes RecordSync acknowledge an impression only once every
+// owner of its viewer applied it (see RecordSync). fcapingest uses it so
+// an offset is committed only past impressions a node's death cannot take
+// back.
+func Replicated() SyncOption { return func(o *syncOptions) { o.replicated = true } }
 
 // syncStopped returns why RecordSync must stop trying, or nil.
 func (c *Client) syncStopped(ctx context.Context) error {
@@ -133,7 +156,7 @@ type syncItem struct {
 
 // syncRound sends every pending item once, concurrently per destination,
 // fills the acks of the items answered, and returns those to try again.
-func (c *Client) syncRound(ctx context.Context, pending []syncItem, acks []RecordAck) []syncItem {
+func (c *Client) syncRound(ctx context.Context, pending []syncItem, acks []RecordAck, so syncOptions) []syncItem {
 	t := c.topo.Load()
 	var (
 		mu    sync.Mutex // guards again
@@ -151,7 +174,7 @@ func (c *Client) syncRound(ctx context.Context, pending []syncItem, acks []Recor
 			continue
 		}
 		d := dest{p: t.peers[owners[0]]}
-		if p.rec.standInOK() && (p.rec.ownerFailed || !reachable(d.p)) {
+		if !so.replicated && p.rec.standInOK() && (p.rec.ownerFailed || !reachable(d.p)) {
 			if b := reachableBackup(t, owners); b != nil {
 				d = dest{p: b, backup: true}
 			}
@@ -164,7 +187,7 @@ func (c *Client) syncRound(ctx context.Context, pending []syncItem, acks []Recor
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				retry := c.syncSend(ctx, d, chunk, acks)
+				retry := c.syncSend(ctx, d, chunk, acks, so)
 				mu.Lock()
 				again = append(again, retry...)
 				mu.Unlock()
@@ -204,8 +227,8 @@ func syncItemSize(it *recItem) int {
 
 // syncSend sends one request and fills the acks it answers; it returns
 // the items to try again.
-func (c *Client) syncSend(ctx context.Context, d dest, items []syncItem, acks []RecordAck) []syncItem {
-	req := proto.Record{Items: make([]proto.RecordItem, len(items)), Backup: d.backup}
+func (c *Client) syncSend(ctx context.Context, d dest, items []syncItem, acks []RecordAck, so syncOptions) []syncItem {
+	req := proto.Record{Items: make([]proto.RecordItem, len(items)), Backup: d.backup, Replicated: so.replicated}
 	for i := range items {
 		req.Items[i] = proto.RecordItem{Viewer: items[i].rec.viewer, Impression: items[i].rec.imp, HasTime: true}
 	}

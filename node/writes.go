@@ -9,6 +9,7 @@ import (
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/metrics"
+	"github.com/fcap-io/fcap/node/replication"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -147,12 +148,22 @@ func (h *handler) record(out []byte, v *view, hdr proto.Header, body []byte) ([]
 	wv := h.enter()
 	var seq uint64
 	var syncs []strictItem // items to wait for their backups
+	// A replicated acknowledgement waits for every owner, so no backup
+	// stands in for the owner (it has no one to wait for).
+	backup := m.Backup && !m.Replicated
 	for i := range m.Items {
-		r, wr := h.recordItem(wv, &m.Items[i], m.Backup)
+		r, wr := h.recordItem(wv, &m.Items[i], backup)
 		res.Results = append(res.Results, r)
 		seq = max(seq, wr.eng.Seq)
-		if r.Code == 0 && r.Status == fcap.Recorded && strict(m.Items[i].Impression.Caps) {
-			syncs = append(syncs, strictItem{i, wr.eng.Key, wr.partition()})
+		if r.Code != 0 {
+			continue
+		}
+		// Strict impressions wait for the backups once recorded; with
+		// a replicated acknowledgement, a duplicate too (its first
+		// attempt may not have reached them).
+		if r.Status == fcap.Recorded && strict(m.Items[i].Impression.Caps) ||
+			m.Replicated && (r.Status == fcap.Recorded || r.Status == fcap.Duplicate) {
+			syncs = append(syncs, strictItem{i, fcap.ViewerKey(m.Items[i].Viewer), partitionOf(wv, m.Items[i].Viewer)})
 		}
 	}
 	h.leave(wv)
@@ -164,11 +175,13 @@ func (h *handler) record(out []byte, v *view, hdr proto.Header, body []byte) ([]
 	res = &proto.RecordResult{Epoch: epoch, Results: slices.Clone(res.Results)}
 	return h.later(out, h.start, func(out []byte) ([]byte, metrics.Op, metrics.Outcome) {
 		h.n.waitLogged(seq)
-		for _, it := range syncs {
-			if err := h.syncKey(wv, it.key, it.part, time.Time{}); err != nil {
+		// All of the batch's items wait for the same replication
+		// batches, not one after another.
+		for i, err := range h.syncKeys(wv, syncs) {
+			if err != nil {
 				// Counted here, not yet on the backups: the client
 				// retries, and the id memory makes the retry a no-op.
-				res.Results[it.i] = proto.ItemResult{Code: proto.CodeOverloaded}
+				res.Results[syncs[i].i] = proto.ItemResult{Code: proto.CodeOverloaded}
 			}
 		}
 		return h.reply(out, hdr.ID, res, metrics.OpRecord)
@@ -315,6 +328,26 @@ func (h *handler) syncKey(v *view, key uint64, p int, deadline time.Time) error 
 		return fmt.Errorf("%w: %v", proto.ErrOverloaded, err)
 	}
 	return nil
+}
+
+// syncKeys waits, within StrictTimeout, for the backups of every item of
+// a batch to apply it: one wait for all of them.
+func (h *handler) syncKeys(v *view, items []strictItem) []error {
+	if len(items) == 0 {
+		return nil
+	}
+	ws := make([]replication.Synced, len(items))
+	for i, it := range items {
+		ws[i] = replication.Synced{Key: it.key, Partition: it.part}
+	}
+	timeout, _ := h.strictTimeout(time.Time{})
+	errs := v.plan.WaitSyncedAll(ws, timeout)
+	for _, err := range errs {
+		if err != nil {
+			h.n.metrics.StrictFailures.Inc()
+		}
+	}
+	return errs
 }
 
 // cloneCaps copies caps and their strings, which alias the reader's

@@ -34,13 +34,24 @@ type Record struct {
 	// owners (the impression id keeps a copy that reaches the owner
 	// twice from counting twice); other items get CodeNotOwner.
 	Backup bool
+	// Replicated asks for each item to be acknowledged only once every
+	// owner of its viewer applied it, whatever its caps' mode (a
+	// consumer of a durable stream commits past it only then). The items
+	// ride the replication batches that flow anyway: the owner answers
+	// when the batch carrying them was applied. No backup stands in for
+	// such items (Backup is ignored).
+	Replicated bool
 }
 
 // Type returns TypeRecord.
 func (*Record) Type() Type { return TypeRecord }
 
 func (m *Record) encode(e *encoder) {
-	e.array(2)
+	if m.Replicated {
+		e.array(3)
+	} else {
+		e.array(2)
+	}
 	e.list("items", len(m.Items), MaxRecordItems)
 	for i := range m.Items {
 		it := &m.Items[i]
@@ -52,6 +63,9 @@ func (m *Record) encode(e *encoder) {
 		e.uint(it.Impression.Reservation)
 	}
 	e.bool(m.Backup)
+	if m.Replicated {
+		e.bool(true)
+	}
 }
 
 func (m *Record) decode(d *decoder) {
@@ -67,9 +81,13 @@ func (m *Record) decode(d *decoder) {
 		it.Impression.Reservation = d.uint()
 		d.end(fields)
 	}
-	m.Backup = false
+	m.Backup, m.Replicated = false, false
 	if extra > 0 { // optional: added after the first field
 		m.Backup = d.bool()
+		extra--
+	}
+	if extra > 0 { // optional: added after Backup
+		m.Replicated = d.bool()
 		extra--
 	}
 	d.end(extra)

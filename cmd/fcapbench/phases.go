@@ -105,12 +105,28 @@ type PhaseFigure struct {
 	TailMean float64 `json:"tail_mean_us"`
 }
 
+// heldFrom reports whether any call fell in bin b or above.
+func (p *phaseHists) heldFrom(b int) bool {
+	for ; b < tailBins; b++ {
+		if p.bins[b].n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // figures returns the phases' figures, the tail being the calls of
 // callP99 microseconds or more.
 func (p *phaseHists) figures(callP99 float64) []PhaseFigure {
 	var n int64
 	var sum [nPhases]int64
-	for b := tailBin(int64(callP99)); b < tailBins; b++ {
+	from := tailBin(int64(callP99))
+	// The histogram's p99 is the top of its bucket: with few calls it can
+	// lie above every call's bin. The tail is then the slowest bin held.
+	for from > 0 && !p.heldFrom(from) {
+		from--
+	}
+	for b := from; b < tailBins; b++ {
 		n += p.bins[b].n
 		for i := range sum {
 			sum[i] += p.bins[b].sum[i]

@@ -86,6 +86,82 @@ func (pl *Plan) idle() bool {
 	return sum == 0
 }
 
+// Synced is a changed viewer a write waits for: its key and partition.
+type Synced struct {
+	Key       uint64
+	Partition int
+}
+
+// WaitSyncedAll waits until every target of each write's partition under
+// the plan has applied the viewer's current state, or the timeout
+// passes: the writes of one request wait for the same batches, not one
+// after another. It returns, per write, nil or why it was not
+// acknowledged.
+func (pl *Plan) WaitSyncedAll(ws []Synced, timeout time.Duration) []error {
+	errs := make([]error, len(ws))
+	if pl == nil {
+		return errs
+	}
+	// Mark every viewer first, then one waiter per target: the next batch
+	// to each target carries them all.
+	waits := map[*replica]chan error{}
+	for _, w := range ws {
+		for _, rep := range pl.targets[w.Partition] {
+			rep.markDirty(w.Key, w.Partition)
+			if waits[rep] == nil {
+				waits[rep] = make(chan error, 1)
+			}
+		}
+	}
+	for rep, ch := range waits {
+		rep.addWaiter(ch)
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	failed := map[*replica]error{}
+	late := false
+	for rep, ch := range waits {
+		var err error
+		if late { // past the timeout: only answers already there count
+			select {
+			case err = <-ch:
+			default:
+				err = fmt.Errorf("replication to %s not acknowledged within %v", rep.name, timeout)
+			}
+		} else {
+			select {
+			case err = <-ch:
+			case <-t.C:
+				late = true
+				err = fmt.Errorf("replication to %s not acknowledged within %v", rep.name, timeout)
+			}
+		}
+		if err != nil {
+			failed[rep] = err
+		}
+	}
+	var moved error
+	if len(waits) > 0 {
+		for rep := range waits {
+			if cur := rep.r.plan.Load(); cur != nil && cur.ring.Epoch() != pl.ring.Epoch() {
+				moved = fmt.Errorf("%w: the ring changed while the backups applied the writes", ErrOtherRing)
+			}
+			break
+		}
+	}
+	for i, w := range ws {
+		for _, rep := range pl.targets[w.Partition] {
+			if err := failed[rep]; err != nil {
+				errs[i] = err
+			}
+		}
+		if errs[i] == nil && moved != nil && len(pl.targets[w.Partition]) > 0 {
+			errs[i] = moved
+		}
+	}
+	return errs
+}
+
 // WaitSynced waits until every target of partition p under the plan has
 // applied the viewer's current state (strict writes), or the timeout
 // passes.
