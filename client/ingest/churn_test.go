@@ -19,7 +19,7 @@ type slowCluster struct {
 	max time.Duration
 }
 
-func (s slowCluster) RecordSync(ctx context.Context, items []client.RecordItem) []client.RecordAck {
+func (s slowCluster) RecordSync(ctx context.Context, items []client.RecordItem, _ ...client.SyncOption) []client.RecordAck {
 	t := time.NewTimer(rand.N(s.max))
 	defer t.Stop()
 	select {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,34 @@ type Config struct {
 	// impression before it was acknowledged by the cluster. Default
 	// "fcapingest".
 	Group string
+
+	// Ack says when an impression counts as acknowledged, and so when its
+	// offset may be committed. AckReplicated (the default): once every
+	// owner of its viewer applied it, so a node's death cannot take back
+	// what was committed; it rides the replication batches that flow
+	// anyway. AckOwner: once its owner applied it (strict caps wait for
+	// their backups anyway); a soft impression acknowledged by an owner
+	// that dies within the replication lag is lost for good, since its
+	// offset was committed.
+	Ack AckMode
+
+	// InstanceID, when not empty, makes the ingester a static member of
+	// the group (Kafka's group.instance.id): a restart, or a kill -9,
+	// with the same id gets its partitions back at once instead of
+	// leaving them unread for the session timeout. Give each ingester its
+	// own stable id (fcapingest takes the pod name or host name): two
+	// live ingesters with one id fence each other out. The trade-off: an
+	// ingester that dies for good keeps its partitions until the session
+	// timeout ends, where a dynamic member's would move at once on a
+	// clean leave. Default "": a dynamic member.
+	InstanceID string
+
+	// BadLogInterval and BadLogExamples sample the log of bad records:
+	// per reason, at most BadLogExamples records are logged each
+	// BadLogInterval, then one line with how many more there were (all
+	// are counted, and dead-lettered when configured). Defaults 10s, 5.
+	BadLogInterval time.Duration
+	BadLogExamples int
 
 	// Decoder turns a record into impressions. Default JSON{}.
 	Decoder Decoder
@@ -121,13 +150,53 @@ func DefaultConfig(brokers []string, topics ...string) Config {
 		MaxClockSkew:    time.Minute,
 		RevokeTimeout:   20 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
+		BadLogInterval:  10 * time.Second,
+		BadLogExamples:  5,
 		Clock:           time.Now,
 	}
+}
+
+// AckMode says when an impression counts as acknowledged (Config.Ack).
+type AckMode uint8
+
+const (
+	// AckReplicated: every owner of its viewer applied it.
+	AckReplicated AckMode = iota
+	// AckOwner: its owner applied it.
+	AckOwner
+)
+
+// String returns "replicated" or "owner".
+func (a AckMode) String() string {
+	switch a {
+	case AckReplicated:
+		return "replicated"
+	case AckOwner:
+		return "owner"
+	}
+	return "ack(" + strconv.Itoa(int(a)) + ")"
+}
+
+// ParseAckMode reads "replicated" or "owner".
+func ParseAckMode(s string) (AckMode, error) {
+	switch s {
+	case "replicated":
+		return AckReplicated, nil
+	case "owner":
+		return AckOwner, nil
+	}
+	return 0, fmt.Errorf("ingest config: ack %q: want replicated or owner", s)
 }
 
 // Validate checks every field.
 func (c *Config) Validate() error {
 	var errs []error
+	if c.BadLogInterval < 0 || c.BadLogExamples < 0 {
+		errs = append(errs, fmt.Errorf("ingest config: BadLogInterval %v and BadLogExamples %d must not be negative", c.BadLogInterval, c.BadLogExamples))
+	}
+	if c.Ack != AckReplicated && c.Ack != AckOwner {
+		errs = append(errs, fmt.Errorf("ingest config: unknown %v", c.Ack))
+	}
 	if len(c.Brokers) == 0 {
 		errs = append(errs, errors.New("ingest config: no Brokers"))
 	}

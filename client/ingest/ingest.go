@@ -31,7 +31,7 @@ import (
 // RecordSync, which answers once every impression is acknowledged or
 // refused, or ctx ends.
 type Recorder interface {
-	RecordSync(ctx context.Context, items []client.RecordItem) []client.RecordAck
+	RecordSync(ctx context.Context, items []client.RecordItem, opts ...client.SyncOption) []client.RecordAck
 }
 
 // Ingester consumes Kafka into an fcap cluster. Create it with New, run
@@ -43,6 +43,7 @@ type Ingester struct {
 	m     *metrics
 	track *tracker
 	kafka *kgo.Client
+	bad   *badLog // samples the log of bad records
 
 	// work hands batches to the workers.
 	work chan *batch
@@ -77,6 +78,18 @@ func New(cfg Config, rec Recorder) (*Ingester, error) {
 		track: newTracker(),
 		work:  make(chan *batch),
 	}
+	clock := cfg.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	interval, examples := cfg.BadLogInterval, cfg.BadLogExamples
+	if interval == 0 {
+		interval = DefaultConfig(nil).BadLogInterval
+	}
+	if examples == 0 {
+		examples = DefaultConfig(nil).BadLogExamples
+	}
+	in.bad = newBadLog(in.log, interval, examples, clock)
 	return in, nil
 }
 
@@ -110,6 +123,11 @@ func (in *Ingester) Run(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(in.revoked),
 		kgo.OnPartitionsLost(in.lost),
 		kgo.WithLogger(kgoLogger{in.log}),
+	}
+	if in.cfg.InstanceID != "" {
+		// Static membership: a restart (or kill -9) with the same id gets
+		// its partitions back at once instead of after the session timeout.
+		opts = append(opts, kgo.InstanceID(in.cfg.InstanceID))
 	}
 	if in.cfg.DeadLetterTopic != "" {
 		opts = append(opts, kgo.DefaultProduceTopic(in.cfg.DeadLetterTopic), kgo.RequiredAcks(kgo.AllISRAcks()))

@@ -32,7 +32,7 @@ func newFakeCluster() *fakeCluster {
 	return &fakeCluster{counts: map[string]int{}, hold: map[string]chan struct{}{}}
 }
 
-func (f *fakeCluster) RecordSync(ctx context.Context, items []client.RecordItem) []client.RecordAck {
+func (f *fakeCluster) RecordSync(ctx context.Context, items []client.RecordItem, _ ...client.SyncOption) []client.RecordAck {
 	acks := make([]client.RecordAck, len(items))
 	var held []int
 	for i, it := range items {
@@ -427,7 +427,7 @@ type gatedCluster struct {
 	gate chan struct{}
 }
 
-func (g gatedCluster) RecordSync(ctx context.Context, items []client.RecordItem) []client.RecordAck {
+func (g gatedCluster) RecordSync(ctx context.Context, items []client.RecordItem, _ ...client.SyncOption) []client.RecordAck {
 	select {
 	case <-g.gate:
 	case <-ctx.Done():

@@ -63,7 +63,7 @@ type mortalCluster struct {
 	m     *mortal
 }
 
-func (mc mortalCluster) RecordSync(ctx context.Context, items []client.RecordItem) []client.RecordAck {
+func (mc mortalCluster) RecordSync(ctx context.Context, items []client.RecordItem, _ ...client.SyncOption) []client.RecordAck {
 	t := time.NewTimer(rand.N(mc.delay))
 	defer t.Stop()
 	select {

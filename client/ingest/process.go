@@ -68,7 +68,11 @@ func (in *Ingester) process(ctx context.Context, b *batch) bool {
 	}
 
 	if len(items) > 0 {
-		acks := in.rec.RecordSync(ctx, items)
+		var opts []client.SyncOption
+		if in.cfg.Ack == AckReplicated {
+			opts = append(opts, client.Replicated())
+		}
+		acks := in.rec.RecordSync(ctx, items, opts...)
 		var byStatus [3]int // Recorded, Duplicate, Stale
 		defer func() {
 			for s, n := range byStatus {
@@ -137,7 +141,7 @@ func (in *Ingester) deadLetter(ctx context.Context, states []recordState) bool {
 			continue
 		}
 		in.m.bad.WithLabelValues(st.reason).Inc()
-		in.log.Warn("bad record", "reason", st.reason, "topic", st.r.Topic, "partition", st.r.Partition, "offset", st.r.Offset, "err", st.err)
+		in.bad.record(st.reason, "topic", st.r.Topic, "partition", st.r.Partition, "offset", st.r.Offset, "err", st.err)
 		if in.cfg.DeadLetterTopic == "" {
 			continue
 		}

@@ -47,6 +47,7 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*opti
 		return def
 	}
 	var (
+		ack                                      string
 		brokers, topics, seeds, fromTime, scopes string
 		tlsCA, tlsCert, tlsKey                   string
 		kafkaTLS                                 bool
@@ -58,6 +59,8 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*opti
 	fs.StringVar(&seeds, "seeds", env("FCAP_INGEST_SEEDS", ""), "data-plane addresses of fcap nodes, comma-separated (FCAP_INGEST_SEEDS); required")
 	fs.StringVar(&o.ingest.Group, "group", env("FCAP_INGEST_GROUP", o.ingest.Group), "Kafka consumer group (FCAP_INGEST_GROUP)")
 	fs.StringVar(&o.ingest.DeadLetterTopic, "dead-letter-topic", env("FCAP_INGEST_DEAD_LETTER_TOPIC", ""), "topic receiving bad records with the reason in the fcap-dead-letter-reason header (FCAP_INGEST_DEAD_LETTER_TOPIC); empty: count and log them only")
+	fs.StringVar(&ack, "ack", env("FCAP_INGEST_ACK", "replicated"), "when an impression counts as acknowledged and its offset may be committed: replicated (every owner of its viewer applied it: a node's death loses nothing committed) or owner (its owner applied it; a soft impression can be lost with its owner) (FCAP_INGEST_ACK)")
+	fs.StringVar(&o.ingest.InstanceID, "instance-id", env("FCAP_INGEST_INSTANCE_ID", getenv("POD_NAME")), "static group membership: a stable id of this ingester (its pod name), so a restart or kill -9 gets its partitions back at once instead of after --session-timeout; each ingester its own; empty: a dynamic member (FCAP_INGEST_INSTANCE_ID, default $POD_NAME)")
 	fs.StringVar(&fromTime, "from-time", env("FCAP_INGEST_FROM_TIME", ""), "rebuild: before joining, rewind the group on every partition to the first record at or after this time (RFC 3339 or Unix milliseconds); the group must have no active member (FCAP_INGEST_FROM_TIME)")
 	intFlag := func(p *int, name, envName, usage string) {
 		fs.Func(name, fmt.Sprintf("%s (%s) (default %d)", usage, envName, *p), func(s string) error {
@@ -115,6 +118,11 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*opti
 		errs = append(errs, fmt.Errorf("unexpected arguments: %q", fs.Args()))
 	}
 	o.ingest.Brokers, o.ingest.Topics, o.client.Seeds = split(brokers), split(topics), split(seeds)
+	if a, err := ingest.ParseAckMode(ack); err != nil {
+		errs = append(errs, fmt.Errorf("--ack: %w", err))
+	} else {
+		o.ingest.Ack = a
+	}
 	if fromTime != "" {
 		t, err := parseTime(fromTime)
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fcap-io/fcap/client/ingest"
 )
 
 func env(m map[string]string) func(string) string {
@@ -38,6 +40,7 @@ func TestParseFlagsRefuses(t *testing.T) {
 		"no seeds":         {"--brokers", "k", "--topics", "t"},
 		"bad from-time":    {"--brokers", "k", "--topics", "t", "--seeds", "s", "--from-time", "yesterday"},
 		"zero workers":     {"--brokers", "k", "--topics", "t", "--seeds", "s", "--workers", "0"},
+		"unknown ack":      {"--brokers", "k", "--topics", "t", "--seeds", "s", "--ack", "leader"},
 		"dead letter loop": {"--brokers", "k", "--topics", "t", "--seeds", "s", "--dead-letter-topic", "t"},
 		"extra argument":   {"--brokers", "k", "--topics", "t", "--seeds", "s", "now"},
 		"missing tls ca":   {"--brokers", "k", "--topics", "t", "--seeds", "s", "--tls-ca", "/nonexistent/ca.pem"},
@@ -46,5 +49,23 @@ func TestParseFlagsRefuses(t *testing.T) {
 		if _, err := parseFlags(args, env(nil), io.Discard); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// Acknowledgements are replicated unless asked otherwise; the instance id
+// of static membership comes from the flag, its variable or the pod name.
+func TestParseFlagsAckAndInstance(t *testing.T) {
+	base := []string{"--brokers", "k", "--topics", "t", "--seeds", "s"}
+	o, err := parseFlags(base, env(nil), io.Discard)
+	if err != nil || o.ingest.Ack != ingest.AckReplicated || o.ingest.InstanceID != "" {
+		t.Fatalf("defaults: ack %v, instance %q, %v", o.ingest.Ack, o.ingest.InstanceID, err)
+	}
+	o, err = parseFlags(append(base, "--ack", "owner"), env(map[string]string{"POD_NAME": "fcapingest-2"}), io.Discard)
+	if err != nil || o.ingest.Ack != ingest.AckOwner || o.ingest.InstanceID != "fcapingest-2" {
+		t.Fatalf("--ack owner, POD_NAME: ack %v, instance %q, %v", o.ingest.Ack, o.ingest.InstanceID, err)
+	}
+	o, err = parseFlags(append(base, "--instance-id", "i1"), env(map[string]string{"POD_NAME": "p", "FCAP_INGEST_INSTANCE_ID": "e"}), io.Discard)
+	if err != nil || o.ingest.InstanceID != "i1" {
+		t.Fatalf("--instance-id wins: %q, %v", o.ingest.InstanceID, err)
 	}
 }

@@ -84,7 +84,7 @@ func benchIngester(b *testing.B, k *kafka, seeds []string, acked func(*kgo.Recor
 // instant acknowledges every impression at once.
 type instant struct{}
 
-func (instant) RecordSync(_ context.Context, items []client.RecordItem) []client.RecordAck {
+func (instant) RecordSync(_ context.Context, items []client.RecordItem, _ ...client.SyncOption) []client.RecordAck {
 	return make([]client.RecordAck, len(items))
 }
 
