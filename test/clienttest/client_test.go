@@ -44,6 +44,19 @@ func readySolo(t *testing.T) (*node.Node, *client.Client, context.Context) {
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// WaitReady may return before the connection to the node is up, and a
+	// call then fails open at once (issue 34): these tests are about what
+	// a served call does, so they start once one is served.
+	for deadline := time.Now().Add(generous); ; time.Sleep(10 * time.Millisecond) {
+		var res client.CheckResult
+		err := c.CheckInto(ctx, "warm-up", []fcap.Candidate{{Caps: []fcap.Cap{{Scope: "campaign", ID: "warm-up", Limit: 1, Window: 1000}}}}, &res)
+		if err == nil && !res.Verdicts[0].Failed() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no check served within %v of WaitReady: %v %+v", generous, err, res)
+		}
+	}
 	return nd, c, ctx
 }
 
