@@ -49,7 +49,7 @@ func readySolo(t *testing.T) (*node.Node, *client.Client, context.Context) {
 	// a served call does, so they start once one is served.
 	for deadline := time.Now().Add(generous); ; time.Sleep(10 * time.Millisecond) {
 		var res client.CheckResult
-		err := c.CheckInto(ctx, "warm-up", []fcap.Candidate{{Caps: []fcap.Cap{{Scope: "campaign", ID: "warm-up", Limit: 1, Window: 1000}}}}, &res)
+		err := c.CheckInto(ctx, "warm-up", []fcap.Candidate{{Caps: []fcap.Cap{{Scope: "campaign", ID: "warm-up", Limit: 1, Window: 1000}}}}, &res, client.At(0))
 		if err == nil && !res.Verdicts[0].Failed() {
 			break
 		}
