@@ -206,6 +206,11 @@ func (t *Tracker) Update() {
 		// epoch and release the promise.
 		t.epoch = r.Epoch()
 		clear(t.confirmed)
+		if t.heldUntil == math.MaxInt64 {
+			// A member set of one held its quorum without end; it ends
+			// with that ring.
+			t.heldUntil = t.now()
+		}
 	}
 	want := map[string]string{}
 	for _, m := range r.Members() {

@@ -339,3 +339,39 @@ func TestReacquireAfterALapseOthersRoutedWithout(t *testing.T) {
 		t.Fatalf("reacquired %d times, want once per lapse", got)
 	}
 }
+
+// A node that formed the cluster alone (a member set of one holds its
+// quorum without end) and later lost the majority of the larger set has
+// lapsed all the same.
+func TestReacquireAfterStartingAlone(t *testing.T) {
+	alone := buildRing(t, "a")
+	r := buildRing(t, "a", "b", "c")
+	m := &fakeMembers{r: alone}
+	n := newNetwork()
+	c := newClock()
+	var reacquired atomic.Int64
+	tr := New(Config{Self: "a", Interval: time.Millisecond, Lease: time.Second, Logger: quiet(), Now: c.Now,
+		Reacquire: func() { reacquired.Add(1) }}, m, n)
+	t.Cleanup(tr.Close)
+	tr.Update()
+	if !tr.Holds(alone.Epoch()) {
+		t.Fatal("alone: no quorum")
+	}
+	n.set(addrOf(r, 1), r.Epoch(), false)
+	n.set(addrOf(r, 2), r.Epoch(), true)
+	m.mu.Lock()
+	m.r = r
+	m.mu.Unlock()
+	tr.Update()
+	waitFor(t, "the quorum of three", func() bool { return tr.Holds(r.Epoch()) })
+	n.set(addrOf(r, 1), r.Epoch(), true)
+	c.Add(2 * time.Second)
+	n.mu.Lock()
+	n.absent[addrOf(r, 1)] = true
+	n.mu.Unlock()
+	n.set(addrOf(r, 1), r.Epoch(), false)
+	waitFor(t, "the quorum back", func() bool { return tr.Holds(r.Epoch()) })
+	if got := reacquired.Load(); got != 1 {
+		t.Fatalf("reacquired %d times, want 1", got)
+	}
+}
