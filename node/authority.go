@@ -189,3 +189,44 @@ func (n *Node) authorityNotes() string {
 	}
 	return b.String()
 }
+
+// inflight counts, per viewer, the strict grants applied and not yet
+// acknowledged by the backups (or taken back). A strict Allow refused
+// while one is in flight answers CodeOverloaded rather than a refusal:
+// the count that refused it may hold a grant that is then taken back, and
+// a refusal must only read what stays (the partition suite checks strict
+// histories for linearizability).
+type inflight struct {
+	mu sync.Mutex
+	// n is guarded by mu: grants in flight by viewer key.
+	n map[uint64]int
+}
+
+func (f *inflight) add(key uint64) {
+	f.mu.Lock()
+	if f.n == nil {
+		f.n = map[uint64]int{}
+	}
+	f.n[key]++
+	f.mu.Unlock()
+}
+
+func (f *inflight) done(key uint64) {
+	f.mu.Lock()
+	if f.n[key] <= 1 {
+		delete(f.n, key)
+	} else {
+		f.n[key]--
+	}
+	f.mu.Unlock()
+}
+
+func (f *inflight) has(key uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n[key] > 0
+}
+
+// errStrictInFlight answers a strict Allow refused while another grant of
+// its viewer waits for its backups: the client asks again.
+var errStrictInFlight = fmt.Errorf("%w: refused while another strict grant of this viewer waits for its backups; ask again", proto.ErrOverloaded)

@@ -66,6 +66,9 @@ type Node struct {
 	promises *quorum.Promises
 	// absent remembers the members its rings dropped (Pong.Absent).
 	absent absence
+	// inflight counts strict grants waiting for their backups
+	// (authority.go).
+	inflight inflight
 
 	draining atomic.Bool // no new connections, requests end the connection once answered
 	left     atomic.Bool // handed over and left the gossip pool: answer NotOwner

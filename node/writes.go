@@ -98,12 +98,29 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 		return h.refuse(out, hdr, code, epoch, metrics.OpAllow)
 	}
 	now := h.now(m.Now, m.HasNow)
+	isStrict := strict(m.Caps)
+	var vkey uint64
+	if isStrict {
+		// Marked before the engine applies it: an Allow refused by a
+		// count that holds it finds the mark (strictInFlight).
+		vkey = fcap.ViewerKey(m.Viewer)
+		h.n.inflight.add(vkey)
+	}
 	vd, err := h.n.engine.AllowWrite(&wr.eng, m.Viewer, now, m.Caps)
 	seq := h.commit(wr)
+	sync := err == nil && vd.Allowed && isStrict
+	if isStrict && !sync {
+		h.n.inflight.done(vkey)
+	}
 	if err != nil {
 		return h.failErr(out, hdr, err, epoch, metrics.OpAllow)
 	}
-	sync := vd.Allowed && strict(m.Caps)
+	if isStrict && !vd.Allowed && h.n.inflight.has(vkey) {
+		// Refused by a count that may hold another caller's grant still
+		// waiting for its backups, which may yet be taken back: the
+		// refusal would be a read of what may never have been. Ask again.
+		return h.failErr(out, hdr, errStrictInFlight, epoch, metrics.OpAllow)
+	}
 	if seq == 0 && !sync {
 		h.allowRes = proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd}
 		return h.reply(out, hdr.ID, &h.allowRes, metrics.OpAllow)
@@ -121,10 +138,13 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 			// A strict grant stands only if the backups hold it and the
 			// client will see it: otherwise it is taken back, and the
 			// client fails closed on a slot that stays free.
-			if err := h.syncKey(wv, key, p, deadline); err != nil || late(deadline) {
+			err := h.syncKey(wv, key, p, deadline)
+			if err != nil || late(deadline) {
 				h.revoke(viewer, now, caps)
+				h.n.inflight.done(vkey)
 				return h.failErr(out, hdr, lateErr(err, deadline), epoch, metrics.OpAllow)
 			}
+			h.n.inflight.done(vkey)
 		}
 		var grant uint64
 		if sync {

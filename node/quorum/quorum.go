@@ -208,8 +208,10 @@ func (t *Tracker) Update() {
 		clear(t.confirmed)
 		if t.heldUntil == math.MaxInt64 {
 			// A member set of one held its quorum without end; it ends
-			// with that ring.
-			t.heldUntil = t.now()
+			// with that ring, as a lease confirmed now would: a node
+			// that joins others and is confirmed by them within it has
+			// not lapsed.
+			t.heldUntil = t.now() + int64(t.cfg.Lease)
 		}
 	}
 	want := map[string]string{}
