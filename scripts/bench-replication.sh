@@ -28,7 +28,13 @@ cleanup() {
 	done
 	PIDS=()
 }
-trap 'cleanup; rm -rf "$WORK"' EXIT
+# FCAP_KEEP=1 keeps the nodes' logs; FCAPD_ARGS adds fcapd flags
+# (FCAPD_ARGS="--anti-entropy 0", say).
+if [ "${FCAP_KEEP:-}" = 1 ]; then
+	trap 'cleanup; echo "logs in $WORK" >&2' EXIT
+else
+	trap 'cleanup; rm -rf "$WORK"' EXIT
+fi
 trap 'exit 130' INT TERM
 
 go build -o "$WORK/fcapd" ./cmd/fcapd
@@ -46,7 +52,7 @@ cluster() { # cluster R: three nodes, data on BASE+0..2
 	local r=$1 i
 	for i in 0 1 2; do
 		local args=(--name "n$i" --replicas "$r" --data "127.0.0.1:$((BASE + i))" --gossip "127.0.0.1:$((BASE + 40 + i))"
-			--http "127.0.0.1:$((BASE + 80 + i))" --gossip-profile local --log-level warn)
+			--http "127.0.0.1:$((BASE + 80 + i))" --gossip-profile local --log-level warn ${FCAPD_ARGS:-})
 		[ "$i" -gt 0 ] && args+=(--join "127.0.0.1:$((BASE + 40))")
 		"${SRV[@]}" "$WORK/fcapd" "${args[@]}" >"$WORK/n$i.log" 2>&1 &
 		PIDS+=($!)
