@@ -149,6 +149,18 @@ func (r *Replicator) antiEntropyRound(ctx context.Context) {
 			delete(r.ae.peers, name) // no longer a backup this node compares with
 		}
 	}
+	// Anti-entropy yields to live replication: a backup with changes
+	// still queued for it is compared in a later round, when its sender
+	// is idle. Under load every copy differs by the batches in flight, and
+	// comparing then costs the hot path per-viewer digests and pulls for
+	// differences that the next batch removes anyway.
+	idle := reps[:0]
+	for _, rep := range reps {
+		if !rep.busy() {
+			idle = append(idle, rep)
+		}
+	}
+	reps = idle
 	before := r.ae.repaired.Load()
 	defer func() { r.ae.lastRound.Store(r.ae.repaired.Load() - before) }()
 	now := r.now().UnixMilli()
