@@ -9,6 +9,7 @@ import (
 
 	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/node/quorum"
+	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
@@ -230,3 +231,14 @@ func (f *inflight) has(key uint64) bool {
 // errStrictInFlight answers a strict Allow refused while another grant of
 // its viewer waits for its backups: the client asks again.
 var errStrictInFlight = fmt.Errorf("%w: refused while another strict grant of this viewer waits for its backups; ask again", proto.ErrOverloaded)
+
+// peerPing reports whether a Ping naming from may ask for the quorum: from
+// is a member of the ring, and the connection is a peer's (or an
+// operator's, or the node takes no tokens). A client cannot make the node
+// promise an epoch (quorum.Promises) or grow what it remembers.
+func (h *handler) peerPing(v *view, from string) bool {
+	if _, in := v.ring.Find(from); !in {
+		return false
+	}
+	return !h.n.tokens.Required() || h.role == security.RolePeer || h.role == security.RoleOperator
+}

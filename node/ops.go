@@ -21,6 +21,9 @@ func (h *handler) ping(out []byte, v *view, hdr proto.Header, body []byte) ([]by
 		// client's (no promise is made or read).
 		m = proto.Ping{}
 	}
+	if m.From != "" && !h.peerPing(v, m.From) {
+		m.From = "" // only a member, on a peer's connection, asks for the quorum
+	}
 	// A peer asking for the quorum gets the epoch only while this node
 	// stands by no other (quorum.Promises); a client always gets it.
 	now := time.Now()
