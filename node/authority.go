@@ -242,3 +242,21 @@ func (h *handler) peerPing(v *view, from string) bool {
 	}
 	return !h.n.tokens.Required() || h.role == security.RolePeer || h.role == security.RoleOperator
 }
+
+// releaseLeft drops the quorum promises to members of old that cur lacks
+// and that are not failed: they left by a drain (quorum.Promises.Release).
+func (n *Node) releaseLeft(old, cur *ring.Ring) {
+	m := n.membership()
+	if old == nil || cur == nil || m == nil {
+		return
+	}
+	failed := map[string]bool{}
+	for _, f := range m.Failed() {
+		failed[f.Name] = true
+	}
+	for _, mem := range old.Members() {
+		if _, in := cur.Find(mem.Name); !in && !failed[mem.Name] {
+			n.promises.Release(mem.Name)
+		}
+	}
+}

@@ -397,6 +397,7 @@ func (n *Node) onRingChange(old, cur *ring.Ring) {
 		return
 	}
 	n.absent.ringChanged(old, cur, time.Now())
+	n.releaseLeft(old, cur)
 	n.updateQuorum()
 	n.metrics.RingChanges.Inc()
 	n.log.Info("ring changed", "epoch", fmt.Sprintf("%016x", cur.Epoch()), "members", len(cur.Members()), "owners", cur.ActiveMembers())

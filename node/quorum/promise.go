@@ -78,3 +78,14 @@ func (p *Promises) Answer(from string, fromEpoch, mine uint64, now time.Time) ui
 	}
 	return mine
 }
+
+// Release drops the promise to a member that left the cluster (a drain):
+// it grants nothing any more (a node that left answers NotOwner), so its
+// lease needs no standing by, and the others may confirm their next ring
+// at once. Not for a failed member: it may be alive on the other side of
+// a partition.
+func (p *Promises) Release(name string) {
+	p.mu.Lock()
+	delete(p.given, name)
+	p.mu.Unlock()
+}

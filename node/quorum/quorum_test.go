@@ -375,3 +375,17 @@ func TestReacquireAfterStartingAlone(t *testing.T) {
 		t.Fatalf("reacquired %d times, want 1", got)
 	}
 }
+
+// A promise to a member that left is released at once.
+func TestPromiseReleasedWhenTheMemberLeft(t *testing.T) {
+	p := NewPromises(time.Second)
+	t0 := time.Unix(1000, 0)
+	p.Answer("gone", 11, 11, t0)
+	if got := p.Answer("b", 22, 22, t0.Add(time.Millisecond)); got != 0 {
+		t.Fatalf("confirmed 22 while the promise to gone stands: %d", got)
+	}
+	p.Release("gone")
+	if got := p.Answer("b", 22, 22, t0.Add(2*time.Millisecond)); got != 22 {
+		t.Fatalf("after gone left: %d, want 22", got)
+	}
+}
