@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -139,6 +140,9 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 			// client will see it: otherwise it is taken back, and the
 			// client fails closed on a slot that stays free.
 			err := h.syncKey(wv, key, p, deadline)
+			if errors.Is(err, replication.ErrOtherRing) && !late(deadline) {
+				err = h.resync(viewer, key, deadline, err)
+			}
 			if err != nil || late(deadline) {
 				h.revoke(viewer, now, caps)
 				h.n.inflight.done(vkey)

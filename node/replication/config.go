@@ -42,7 +42,7 @@ type Config struct {
 	// viewers and one over each backup's; raise it on nodes holding
 	// tens of millions of viewers. A backup with changes still queued
 	// for it is skipped until its sender is idle. 0 turns anti-entropy
-	// off. Default 10s.
+	// off. Default 3s.
 	AntiEntropyInterval time.Duration
 
 	// Name is this node's member name. Set by the node.
@@ -66,7 +66,7 @@ type Config struct {
 
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
-	return Config{Timeout: 10 * time.Second, TransferRate: 64 << 20, DropGrace: 60 * time.Second, SyncTimeout: 10 * time.Second, AntiEntropyInterval: 10 * time.Second}
+	return Config{Timeout: 10 * time.Second, TransferRate: 64 << 20, DropGrace: 60 * time.Second, SyncTimeout: 10 * time.Second, AntiEntropyInterval: 3 * time.Second}
 }
 
 // Validate checks the fields a caller sets.
