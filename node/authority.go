@@ -267,17 +267,11 @@ func (n *Node) releaseLeft(old, cur *ring.Ring) {
 // grant is in this node's copy; if this node is still the viewer's
 // primary and holds the quorum for the new ring, the new ring's backups
 // applying it make it as good as a grant made under that ring. Otherwise
-// the first error stands (the grant is taken back).
+// the first error stands: the grant is taken back (revoke), on this copy
+// and, by its tag's void mark, on every copy that applied it.
 func (h *handler) resync(viewer string, key uint64, deadline time.Time, first error) error {
 	cur := h.n.view.Load()
 	q := h.n.quorum.Load()
-	if q != nil && q.Continuous() && cur != nil && cur.in {
-		// A planned move (a drain, a join): this node held its quorum
-		// throughout, the backups applied the grant, and a hand-over
-		// carries every write made under the plan it leaves to the next
-		// primary before that one serves. The acknowledgement stands.
-		return nil
-	}
 	if cur == nil || q == nil || !cur.owns(viewer) || !q.Holds(cur.ring.Epoch()) {
 		return first
 	}

@@ -67,15 +67,16 @@ func (h *handler) strictTimeout(deadline time.Time) (time.Duration, bool) {
 	return t, false
 }
 
-// revoke takes back a strict Allow this node granted at now but could
-// not acknowledge: the client never saw the grant, so it must not use up
-// a slot. The change reaches the backups like any other, but they merge
-// what they receive: a backup that already applied the grant keeps
-// counting it until it ages out there (it can deny, never over-grant; it
-// matters only once that backup serves the viewer).
-func (h *handler) revoke(viewer string, now int64, caps []fcap.Cap) {
+// revoke takes back a strict Allow this node granted at now under the
+// engine tag tag but could not acknowledge: the client never saw the
+// grant (it fails closed, or asks again, maybe another owner), so it must
+// not use up a slot. The change reaches the backups like any other; they
+// merge what they receive, and the tag's void mark takes the grant out of
+// a backup that already applied it (engine.RevokeGrantWrite), where a
+// union alone would keep it.
+func (h *handler) revoke(viewer string, tag uint64, now int64, caps []fcap.Cap) {
 	wr := &write{v: h.enter(), eng: engine.Write{Journal: h.n.journal}}
-	_, err := h.n.engine.RevokeWrite(&wr.eng, viewer, now, caps)
+	_, err := h.n.engine.RevokeGrantWrite(&wr.eng, viewer, tag, now, caps)
 	h.commit(wr)
 	if err != nil {
 		// The same viewer, time and caps were just granted: a bug.

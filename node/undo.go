@@ -11,8 +11,9 @@ import (
 // node remembers each strict Allow grant it answers, under a random id
 // it returns in AllowResult.Grant, for grants.TTL; the client sends
 // the id back in an Undo, and the node takes the grant back exactly as
-// it takes back one it could not answer in time (revoke: engine.Revoke,
-// logged and replicated). The id names the grant, so an Undo never takes
+// it takes back one it could not answer in time (revoke: engine.RevokeGrantWrite,
+// logged and replicated, and taken out of the backups that applied it).
+// The id names the grant, so an Undo never takes
 // back another caller's impression: each grant is taken back at most
 // once, and an Undo for an id the node does not hold (soft, unknown,
 // already undone, forgotten, another viewer's) changes nothing.
@@ -38,7 +39,7 @@ func (h *handler) undo(out []byte, v *view, hdr proto.Header, body []byte) ([]by
 	}
 	g, ok := h.n.grants.Take(m.Viewer, m.Grant)
 	if ok {
-		if _, err := h.n.engine.RevokeWrite(&wr.eng, g.Viewer, g.Now, g.Caps); err != nil {
+		if _, err := h.n.engine.RevokeGrantWrite(&wr.eng, g.Viewer, g.Tag, g.Now, g.Caps); err != nil {
 			h.n.log.Error("undo a strict grant", "err", err) // it was granted with these: a bug
 		}
 	}

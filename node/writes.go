@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -106,6 +107,9 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 		// count that holds it finds the mark (strictInFlight).
 		vkey = fcap.ViewerKey(m.Viewer)
 		h.n.inflight.add(vkey)
+		// Tagged, so that taking it back (revoke, Undo) reaches the
+		// backups that applied it, not only this copy.
+		wr.eng.Grant = rand.Uint64() | 1
 	}
 	vd, err := h.n.engine.AllowWrite(&wr.eng, m.Viewer, now, m.Caps)
 	seq := h.commit(wr)
@@ -128,7 +132,7 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 	}
 	// It waits (its log record, its backups): apart from the reader,
 	// with its own copies of what the reader's buffer holds.
-	wv, key, p := wr.v, wr.eng.Key, wr.partition()
+	wv, key, p, tag := wr.v, wr.eng.Key, wr.partition(), wr.eng.Grant
 	viewer, caps := m.Viewer, m.Caps
 	if sync {
 		viewer, caps = strings.Clone(viewer), cloneCaps(caps)
@@ -144,7 +148,7 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 				err = h.resync(viewer, key, deadline, err)
 			}
 			if err != nil || late(deadline) {
-				h.revoke(viewer, now, caps)
+				h.revoke(viewer, tag, now, caps)
 				h.n.inflight.done(vkey)
 				return h.failErr(out, hdr, lateErr(err, deadline), epoch, metrics.OpAllow)
 			}
@@ -154,7 +158,7 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 		if sync {
 			// Its answer may still reach the client after it gave up: it
 			// can give the slot back with an Undo (undo.go).
-			grant = h.n.grants.Put(viewer, now, caps)
+			grant = h.n.grants.Put(viewer, tag, now, caps)
 		}
 		return h.reply(out, hdr.ID, &proto.AllowResult{Epoch: epoch, Now: now, Verdict: vd, Grant: grant}, metrics.OpAllow)
 	})
@@ -349,7 +353,7 @@ func (h *handler) syncKey(v *view, key uint64, p int, deadline time.Time) error 
 			return fmt.Errorf("%w: %v", proto.ErrDeadlineExceeded, err)
 		}
 		h.n.metrics.StrictFailures.Inc()
-		return fmt.Errorf("%w: %v", proto.ErrOverloaded, err)
+		return fmt.Errorf("%w: %w", proto.ErrOverloaded, err)
 	}
 	return nil
 }

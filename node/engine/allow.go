@@ -55,9 +55,21 @@ func (e *Engine) AllowWrite(w *Write, viewer string, now int64, caps []fcap.Cap)
 	}
 	before, keys := v.bytes(), v.nkeys()
 	e.record(v, caps, khs, now)
+	if w != nil && w.Grant != 0 {
+		e.remember(v, w.Grant, now+longestWindow(caps))
+	}
 	e.settle(s, v, before, keys)
 	vd.Remaining--
 	return vd, nil
+}
+
+// longestWindow is the longest window of caps.
+func longestWindow(caps []fcap.Cap) int64 {
+	var longest int64
+	for i := range caps {
+		longest = max(longest, caps[i].Window)
+	}
+	return longest
 }
 
 // Reserve atomically checks the candidate's caps at now and, if every one

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/node/engine"
 )
 
 // TestRevoke: a revoked Allow gives its slot back on every counter it
@@ -83,5 +84,63 @@ func TestRevokeRefusesBadInput(t *testing.T) {
 	}
 	if got := checkOne(t, e, "v", 10, c).Remaining; got != 1 {
 		t.Fatalf("%d left after refused revokes, want 1", got)
+	}
+}
+
+// TestRevokeGrantReachesEveryCopy: a strict grant a backup applied before
+// its owner took it back (the owner's wait for the backup ran out) is
+// taken back on the backup too when the owner's copy reaches it, and
+// merging the backup's older copy into the owner does not bring it back.
+// A plain Revoke is undone by the merge (copies merge by union): the
+// backup's count stays one over what any caller was told, whatever the
+// algorithm.
+func TestRevokeGrantReachesEveryCopy(t *testing.T) {
+	for _, algo := range []fcap.Algorithm{fcap.Sliding, fcap.Fixed, fcap.Buckets} {
+		t.Run(algo.String(), func(t *testing.T) {
+			c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 5, Window: 1000, Algorithm: algo, Mode: fcap.Strict}
+			adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: 10, Window: 5000, Algorithm: algo, Mode: fcap.Strict}
+			caps := []fcap.Cap{c, adv}
+			key := fcap.ViewerKey("v")
+			owner, backup := newEngine(t), newEngine(t)
+			merge := func(dst, src *engine.Engine) {
+				t.Helper()
+				if _, _, err := dst.MergeAll(src.Export(key, nil), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mustAllow(t, owner, "v", 100, true, caps...) // acknowledged
+			w := engine.Write{Grant: 0x9e3779b97f4a7c15}
+			if vd, err := owner.AllowWrite(&w, "v", 200, caps); err != nil || !vd.Allowed {
+				t.Fatalf("tagged Allow = %+v, %v", vd, err)
+			}
+			merge(backup, owner) // the backup applied both
+			stale := backup.Export(key, nil)
+
+			removed, err := owner.RevokeGrantWrite(nil, "v", w.Grant, 200, caps)
+			if err != nil || !removed {
+				t.Fatalf("RevokeGrantWrite = %v, %v; want true, nil", removed, err)
+			}
+			if again, err := owner.RevokeGrantWrite(nil, "v", w.Grant, 200, caps); err != nil || again {
+				t.Fatalf("a second take-back = %v, %v; want false, nil", again, err)
+			}
+			left(t, "owner", owner, "v", 300, caps, 1)
+			merge(backup, owner)
+			left(t, "backup after the owner's copy", backup, "v", 300, caps, 1)
+			if _, _, err := owner.MergeAll(stale, nil); err != nil {
+				t.Fatal(err)
+			}
+			left(t, "owner after the backup's older copy", owner, "v", 300, caps, 1)
+
+			// The take-back of an untagged grant stays on its copy.
+			plain, other := newEngine(t), newEngine(t)
+			mustAllow(t, plain, "v", 100, true, caps...)
+			mustAllow(t, plain, "v", 200, true, caps...)
+			merge(other, plain)
+			if _, err := plain.Revoke("v", 200, caps...); err != nil {
+				t.Fatal(err)
+			}
+			merge(other, plain)
+			left(t, "a plain revoke, merged", other, "v", 300, caps, 2)
+		})
 	}
 }

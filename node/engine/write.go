@@ -39,6 +39,12 @@ type Write struct {
 	// Journal, if not nil, receives the changed viewer's state.
 	Journal Journal
 
+	// Grant, if not 0, tags an Allow's impression: the viewer remembers
+	// it as an impression id (until the impression ages out of the
+	// longest cap), so RevokeGrantWrite can take the impression back
+	// out of every copy, not only this one (revoke.go).
+	Grant uint64
+
 	// Changed says the write changed a viewer; Key is that viewer's key
 	// (fcap.ViewerKey of its id), Seq the journal's sequence number of its
 	// new state (0 without a journal, or when the journal kept none).

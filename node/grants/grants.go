@@ -26,6 +26,7 @@ const (
 // Grant is one strict grant that can be undone.
 type Grant struct {
 	Viewer string
+	Tag    uint64     // the engine's tag of its impression (engine.Write.Grant)
 	Now    int64      // the grant's time
 	Caps   []fcap.Cap // the caps it counted on
 	at     time.Time  // when it was answered
@@ -40,8 +41,10 @@ type Memory struct {
 }
 
 // Put remembers a strict grant (the caller's own copies of viewer and
-// caps) and returns its id, never 0.
-func (g *Memory) Put(viewer string, now int64, caps []fcap.Cap) uint64 {
+// caps, the engine's tag of its impression) and returns its id, never 0.
+// The id is the client's to send back, apart from the tag, which never
+// leaves the node.
+func (g *Memory) Put(viewer string, tag uint64, now int64, caps []fcap.Cap) uint64 {
 	at := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -53,7 +56,7 @@ func (g *Memory) Put(viewer string, now int64, caps []fcap.Cap) uint64 {
 	for id == 0 || g.has(id) {
 		id = rand.Uint64()
 	}
-	g.byID[id] = Grant{Viewer: viewer, Now: now, Caps: caps, at: at}
+	g.byID[id] = Grant{Viewer: viewer, Tag: tag, Now: now, Caps: caps, at: at}
 	g.order = append(g.order, id)
 	return id
 }

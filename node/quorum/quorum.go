@@ -183,15 +183,6 @@ func (t *Tracker) Holds(epoch uint64) bool {
 	return h.epoch == epoch && epoch != 0 && t.now() < h.until
 }
 
-// Continuous reports whether this node has held a quorum without a
-// lapse up to now: a ring change that a majority confirms before the old
-// quorum runs out keeps it continuous (a drain, a join), a cut does not.
-func (t *Tracker) Continuous() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.everHeld && t.now() < t.heldUntil
-}
-
 // State returns the quorum as of now.
 func (t *Tracker) State() State {
 	t.mu.Lock()
