@@ -137,3 +137,19 @@ func TestSystemdAnalyzeSecurity(t *testing.T) {
 	}
 	t.Logf("systemd-analyze security: %.1f", score)
 }
+
+// TestReadmeStatesTheSystemdScore: deploy/README.md gives the command and
+// a score below 3 (TestSystemdAnalyzeSecurity checks the unit has one).
+func TestReadmeStatesTheSystemdScore(t *testing.T) {
+	readme := readFile(t, "README.md")
+	if !strings.Contains(readme, "systemd-analyze security --offline=yes deploy/systemd/fcapd.service") {
+		t.Error("deploy/README.md does not give the systemd-analyze command")
+	}
+	m := regexp.MustCompile(`scores the unit (\d+\.\d+)`).FindStringSubmatch(readme)
+	if m == nil {
+		t.Fatal(`deploy/README.md states no score ("scores the unit N.N")`)
+	}
+	if score, _ := strconv.ParseFloat(m[1], 64); score >= maxExposure {
+		t.Errorf("deploy/README.md states a score of %s, want < %.0f", m[1], maxExposure)
+	}
+}
