@@ -151,6 +151,13 @@ type Config struct {
 	// Logger receives the client's logs. Default slog.Default().
 	Logger *slog.Logger
 
+	// OnGiveBack, if set, is told of every late strict grant the client
+	// tried to give back (see Undo in the package doc): the viewer, how
+	// it went and when. It runs on the client's one give-back goroutine
+	// and must not block. For an audit trail, or a test's history: a
+	// returned grant is a slot freed after a call that failed closed.
+	OnGiveBack func(GiveBack)
+
 	// Limits are the cluster's request limits (fcapd --scopes,
 	// --max-id-length): Record refuses at once, with an error naming the
 	// field and the values accepted, an impression that breaks them,

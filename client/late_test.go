@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/proto"
 )
 
@@ -57,5 +58,59 @@ func TestLateGrantIsCounted(t *testing.T) {
 			t.Fatalf("late grants %d, want 1", c.Stats().LateGrants)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestLateGrantIsGivenBackAndReported: a strict grant that arrives after
+// its call gave up is given back with an Undo naming its id, and
+// Config.OnGiveBack hears of it: the viewer, "returned", and a time span
+// that holds the Undo's answer.
+func TestLateGrantIsGivenBackAndReported(t *testing.T) {
+	answer := make(chan struct{})
+	var undone atomic.Uint64
+	f := startFake(t, func(hdr proto.Header, body []byte) proto.Message {
+		switch hdr.Type {
+		case proto.TypeAllow:
+			<-answer // until the caller has given up
+			return &proto.AllowResult{Epoch: 42, Verdict: fcap.Verdict{Allowed: true, Blocking: -1}, Grant: 77}
+		case proto.TypeUndo:
+			var m proto.Undo
+			if err := proto.Decode(body, &m); err != nil {
+				t.Errorf("decode: %v", err)
+				return nil
+			}
+			undone.Store(m.Grant)
+			return &proto.UndoResult{Epoch: 42, Undone: m.Grant == 77 && m.Viewer == "v"}
+		}
+		return nil
+	})
+	reports := make(chan client.GiveBack, 4)
+	c := newClient(t, func(cfg *client.Config) {
+		cfg.OnGiveBack = func(g client.GiveBack) { reports <- g }
+	}, f.addr())
+	ready, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ready); err != nil {
+		t.Fatal(err)
+	}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 3, Window: 1000, Mode: fcap.Strict}
+	ctx, cancelCall := context.WithTimeout(context.Background(), time.Second)
+	before := time.Now()
+	vd, err := c.Allow(ctx, "v", []fcap.Cap{strictCap})
+	cancelCall()
+	close(answer)
+	if err != nil || !vd.FailClosed {
+		t.Fatalf("Allow = %+v, %v; want failed closed", vd, err)
+	}
+	select {
+	case g := <-reports:
+		if g.Viewer != "v" || g.Result != "returned" || g.Start.Before(before) || g.End.Before(g.Start) {
+			t.Fatalf("OnGiveBack got %+v; want viewer v, returned, a span after the call", g)
+		}
+		if undone.Load() != 77 {
+			t.Fatalf("the node was asked to undo grant %d, want 77", undone.Load())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("OnGiveBack never heard of the late grant")
 	}
 }

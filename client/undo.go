@@ -34,6 +34,19 @@ const (
 // undoResults are the values of fcap_client_undos_total's result label.
 var undoResults = []string{"returned", "gone", "failed", "dropped"}
 
+// GiveBack is one late strict grant the client tried to give back to
+// its owner (Config.OnGiveBack).
+type GiveBack struct {
+	Viewer string
+	// Result is "returned" (the slot is free again), "gone" (the owner
+	// held nothing to take back) or "failed" (no answer within the
+	// attempts: the grant stands).
+	Result string
+	// Start and End bound the attempts: a returned grant was taken back
+	// at some moment between them.
+	Start, End time.Time
+}
+
 // giveBack is one late strict grant to give back to the viewer's owner:
 // an Allow's grant id, or a Reserve's reservation id.
 type giveBack struct {
@@ -74,7 +87,12 @@ func (c *Client) undoLoop() {
 	for {
 		select {
 		case g := <-c.undos:
-			c.m.undos.WithLabelValues(c.undo(g)).Inc()
+			start := time.Now()
+			res := c.undo(g)
+			c.m.undos.WithLabelValues(res).Inc()
+			if f := c.cfg.OnGiveBack; f != nil {
+				f(GiveBack{Viewer: g.viewer, Result: res, Start: start, End: time.Now()})
+			}
 		case <-c.stop:
 			return
 		}

@@ -9,10 +9,14 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
+// capState is one viewer's strict cap in the model: the grants in
+// effect, and how many of them came from Allows whose caller never
+// heard the answer (Unknown): only those can be given back.
+type capState struct{ granted, late int }
+
 // capModel is the sequential specification of one viewer's strict cap
-// whose window outlasts the test: the state is how many Allows were
-// granted; an Allow is granted iff fewer than Limit were, and refused
-// iff Limit were.
+// whose window outlasts the test: an Allow is granted iff fewer than
+// Limit grants are in effect, and refused iff Limit are.
 //
 // An Allow with no answer (Unknown) may or may not have taken effect.
 // It enters the history with a return time of +infinity, so the checker
@@ -21,32 +25,45 @@ import (
 // whenever there is room loses nothing: a history where the call had no
 // effect linearizes it after every other operation instead, where its
 // outcome changes nothing that was observed.
+//
+// A grant whose answer reached the client after its call gave up is
+// given back by the client (an Undo, client/undo.go): GivenBack takes
+// one such grant out of effect, and is only possible while one is in
+// effect.
 var capModel = porcupine.Model{
-	Init: func() any { return 0 },
+	Init: func() any { return capState{} },
 	Step: func(state, _, output any) (bool, any) {
-		n := state.(int)
+		s := state.(capState)
 		switch output.(string) {
 		case Granted:
-			return n < Limit, n + 1
+			return s.granted < Limit, capState{s.granted + 1, s.late}
 		case Refused:
-			return n >= Limit, n
+			return s.granted >= Limit, s
+		case GivenBack:
+			return s.late > 0, capState{s.granted - 1, s.late - 1}
 		default: // Unknown
-			if n < Limit {
-				return true, n + 1
+			if s.granted < Limit {
+				return true, capState{s.granted + 1, s.late + 1}
 			}
-			return true, n
+			return true, s
 		}
 	},
-	DescribeOperation: func(_, output any) string { return "allow -> " + output.(string) },
+	DescribeOperation: func(_, output any) string {
+		if output.(string) == GivenBack {
+			return "undo -> given back"
+		}
+		return "allow -> " + output.(string)
+	},
 	DescribeState: func(state any) string {
-		return "granted " + strconv.Itoa(state.(int))
+		s := state.(capState)
+		return "granted " + strconv.Itoa(s.granted) + " (" + strconv.Itoa(s.late) + " unanswered)"
 	},
 }
 
 // ViewerCheck is what the checker found in one viewer's history.
 type ViewerCheck struct {
-	Viewer                    string
-	Granted, Refused, Unknown int
+	Viewer                               string
+	Granted, Refused, Unknown, GivenBack int
 	// Linearizable is porcupine's verdict: Ok, Illegal, or Unknown
 	// (the search timed out).
 	Linearizable  porcupine.CheckResult
@@ -67,6 +84,8 @@ func CheckViewer(viewer string, ops []Op, timeout time.Duration) ViewerCheck {
 			vc.GrantedBySide[op.Side]++
 		case Refused:
 			vc.Refused++
+		case GivenBack:
+			vc.GivenBack++
 		default:
 			vc.Unknown++
 		}
@@ -96,14 +115,15 @@ func Visualize(ops []Op, path string, timeout time.Duration) error {
 //
 // An unknown outcome only ever adds a grant where there is room, and
 // unknowns differ only in their call times (their returns are all
-// infinite). At most Limit-g of them can take effect, g being the
-// answered grants, and an earlier call can stand wherever a later one
-// could: so only the Limit-g earliest unknowns are kept. Of those, one
+// infinite). At most Limit-g+u of them can take effect, g being the
+// answered grants and u the grants given back (each frees a slot), and
+// an earlier call can stand wherever a later one could: so only the
+// Limit-g+u earliest unknowns are kept. Of those, one
 // called after every answered call returned goes too: it can always be
 // placed last, where it changes nothing that was observed.
 func history(ops []Op) []porcupine.Operation {
 	lastKnown := int64(math.MinInt64) // the last return of an answered call
-	grants := 0
+	grants, givenBack := 0, 0
 	var unknown []Op
 	hist := make([]porcupine.Operation, 0, len(ops))
 	for _, op := range ops {
@@ -113,12 +133,14 @@ func history(ops []Op) []porcupine.Operation {
 			continue
 		case Granted:
 			grants++
+		case GivenBack:
+			givenBack++
 		}
 		lastKnown = max(lastKnown, op.Return)
 		hist = append(hist, porcupine.Operation{ClientId: op.Client, Call: op.Call, Output: op.Result, Return: op.Return})
 	}
 	sort.Slice(unknown, func(i, j int) bool { return unknown[i].Call < unknown[j].Call })
-	for _, op := range unknown[:min(len(unknown), max(0, Limit-grants))] {
+	for _, op := range unknown[:min(len(unknown), max(0, Limit-grants+givenBack))] {
 		if op.Call <= lastKnown {
 			hist = append(hist, porcupine.Operation{ClientId: op.Client, Call: op.Call, Output: op.Result, Return: math.MaxInt64})
 		}

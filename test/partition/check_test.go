@@ -87,6 +87,53 @@ func TestCheckerOnSyntheticHistories(t *testing.T) {
 			op(0, 10, 11, Granted),
 		},
 		want: porcupine.Illegal, granted: 6,
+	}, {
+		// The starve nemesis: a grant answered too late (unknown), a
+		// refusal that counted it, then the client's Undo of it, then
+		// a fifth acknowledged grant in the slot it freed.
+		name: "a late grant given back explains a refusal and a fifth grant after it",
+		ops: []Op{
+			op(0, 0, 1, Granted), op(0, 2, 3, Granted), op(0, 4, 5, Granted),
+			op(0, 6, 7, Granted), op(2, 8, 9, Unknown), op(1, 10, 11, Refused),
+			op(-1, 12, 13, GivenBack), op(0, 14, 15, Granted),
+		},
+		want: porcupine.Ok, granted: 5,
+	}, {
+		name: "without its give-back the same history is not linearizable",
+		ops: []Op{
+			op(0, 0, 1, Granted), op(0, 2, 3, Granted), op(0, 4, 5, Granted),
+			op(0, 6, 7, Granted), op(2, 8, 9, Unknown), op(1, 10, 11, Refused),
+			op(0, 14, 15, Granted),
+		},
+		want: porcupine.Illegal, granted: 5,
+	}, {
+		name: "a give-back with no grant in effect",
+		ops: []Op{
+			op(-1, 0, 1, GivenBack), op(0, 2, 3, Granted),
+		},
+		want: porcupine.Illegal, granted: 1,
+	}, {
+		name: "a give-back frees one slot, not two",
+		ops: []Op{
+			op(0, 0, 1, Granted), op(0, 2, 3, Granted), op(0, 4, 5, Granted),
+			op(2, 6, 7, Unknown), op(3, 6, 7, Unknown), op(1, 10, 11, Refused),
+			op(-1, 12, 13, GivenBack), op(0, 14, 15, Granted), op(0, 16, 17, Granted),
+		},
+		want: porcupine.Illegal, granted: 5,
+	}, {
+		name: "only a grant nobody was told of is given back",
+		ops: []Op{
+			op(0, 0, 1, Granted), op(-1, 2, 3, GivenBack),
+		},
+		want: porcupine.Illegal, granted: 1,
+	}, {
+		name: "two give-backs free two slots",
+		ops: []Op{
+			op(0, 0, 1, Granted), op(0, 2, 3, Granted), op(0, 4, 5, Granted),
+			op(2, 6, 7, Unknown), op(3, 6, 7, Unknown), op(1, 10, 11, Refused),
+			op(-1, 12, 13, GivenBack), op(-1, 12, 13, GivenBack), op(0, 14, 15, Granted), op(0, 16, 17, Granted),
+		},
+		want: porcupine.Ok, granted: 5,
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

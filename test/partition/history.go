@@ -31,6 +31,10 @@ const (
 	// Unknown: no answer (an error, a timeout, a fail-closed verdict):
 	// the Allow may or may not have taken effect.
 	Unknown = "unknown"
+	// GivenBack is not an Allow but the client's Undo of a grant that
+	// reached it after its call gave up (an Unknown Allow that took
+	// effect): the owner took it back, the slot is free again.
+	GivenBack = "given-back"
 )
 
 // Op is one strict Allow as the driver saw it. Times are Unix
@@ -42,7 +46,7 @@ type Op struct {
 	Client int    `json:"client"` // the worker within the driver
 	Call   int64  `json:"call"`   // invocation
 	Return int64  `json:"return"` // response
-	Result string `json:"result"` // Granted, Refused or Unknown
+	Result string `json:"result"` // Granted, Refused, Unknown or GivenBack
 	Err    string `json:"err,omitempty"`
 }
 
@@ -60,7 +64,7 @@ func ReadOps(r io.Reader) ([]Op, error) {
 			return nil, fmt.Errorf("history line %d: %w", line, err)
 		}
 		switch op.Result {
-		case Granted, Refused, Unknown:
+		case Granted, Refused, Unknown, GivenBack:
 		default:
 			return nil, fmt.Errorf("history line %d: result %q", line, op.Result)
 		}

@@ -16,6 +16,7 @@ type result struct {
 	nemesis        string
 	ops, grants    int
 	unknown        int
+	givenBack      int // late grants the drivers' clients gave back (not among ops)
 	viewers        int
 	overGranted    int // viewers granted more than Limit
 	maxGranted     int
@@ -40,8 +41,8 @@ func (r result) linearizable() bool { return r.illegal == 0 && r.undecided == 0 
 
 // assert fails the test for each invariant the run broke.
 func (r result) assert(t *testing.T) {
-	t.Logf("%s: %d Allows (%d granted, %d unknown) over %d viewers; most granted to one viewer %d; %d viewers counted exactly their acknowledged grants",
-		r.nemesis, r.ops, r.grants, r.unknown, r.viewers, r.maxGranted, r.exact)
+	t.Logf("%s: %d Allows (%d granted, %d unknown; %d late grants given back) over %d viewers; most granted to one viewer %d; %d viewers counted exactly their acknowledged grants",
+		r.nemesis, r.ops, r.grants, r.unknown, r.givenBack, r.viewers, r.maxGranted, r.exact)
 	if r.ops == 0 || r.grants == 0 {
 		t.Errorf("the drivers made %d Allows and %d grants: the run tested nothing", r.ops, r.grants)
 	}

@@ -162,7 +162,7 @@ const servedWithin = 2 * time.Second
 // (those whose every copy is on the minority stay failed closed for
 // strict caps, by design).
 func tally(r *result, nm nemesis, ops []Op, checks []ViewerCheck, counts map[string]int64, table [][]string, faultAt, healAt time.Time) {
-	r.ops, r.viewers = len(ops), len(checks)
+	r.viewers = len(checks)
 	minority := map[string]bool{}
 	for _, i := range nm.minority {
 		minority[fmt.Sprintf("n%d", i)] = true
@@ -179,6 +179,11 @@ func tally(r *result, nm nemesis, ops []Op, checks []ViewerCheck, counts map[str
 	}
 	t0, t1 := faultAt.UnixNano(), healAt.UnixNano()
 	for _, op := range ops {
+		if op.Result == GivenBack {
+			r.givenBack++ // not a call of the ad server's: its client's Undo
+			continue
+		}
+		r.ops++
 		inFault := op.Call >= t0 && op.Call < t1
 		switch {
 		case op.Result == Granted:

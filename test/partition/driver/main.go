@@ -61,8 +61,9 @@ func main() {
 	}
 }
 
-func newClient(seeds string, timeout time.Duration) (*client.Client, error) {
+func newClient(seeds string, timeout time.Duration, onGiveBack func(client.GiveBack)) (*client.Client, error) {
 	cfg := client.DefaultConfig(strings.Split(seeds, ",")...)
+	cfg.OnGiveBack = onGiveBack
 	cfg.Timeout = timeout
 	cfg.DialTimeout = timeout
 	cfg.RecordTimeout = timeout
@@ -117,7 +118,27 @@ func race(args []string) error {
 		return err
 	}
 	defer f.Close()
-	c, err := newClient(*seeds, *timeout)
+	w := bufio.NewWriterSize(f, 1<<16)
+	var (
+		mu   sync.Mutex // guards enc (over w) and werr
+		enc  = json.NewEncoder(w)
+		werr error
+		wg   sync.WaitGroup
+	)
+	emit := func(op partition.Op) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err := enc.Encode(op); err != nil && werr == nil {
+			werr = err
+		}
+	}
+	// A late grant the client gave back is an operation of the history
+	// too: it frees the slot a call that failed closed had taken.
+	c, err := newClient(*seeds, *timeout, func(g client.GiveBack) {
+		if g.Result == "returned" {
+			emit(partition.Op{Viewer: g.Viewer, Side: *side, Client: -1, Call: g.Start.UnixNano(), Return: g.End.UnixNano(), Result: partition.GivenBack})
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -135,13 +156,6 @@ func race(args []string) error {
 	}
 	end := start + duration.Nanoseconds()
 
-	w := bufio.NewWriterSize(f, 1<<16)
-	var (
-		mu   sync.Mutex // guards enc (over w) and werr
-		enc  = json.NewEncoder(w)
-		werr error
-		wg   sync.WaitGroup
-	)
 	for id := range *workers {
 		wg.Add(1)
 		go func() {
@@ -159,11 +173,7 @@ func race(args []string) error {
 				wv := int((now - start) / wave.Nanoseconds())
 				v := viewer(*prefix, wv, rng.IntN(*perWave))
 				op := allow(c, v, *side, id, *timeout)
-				mu.Lock()
-				if err := enc.Encode(op); err != nil && werr == nil {
-					werr = err
-				}
-				mu.Unlock()
+				emit(op)
 				if d := time.Duration(op.Call + pace.Nanoseconds() - time.Now().UnixNano()); d > 0 {
 					time.Sleep(d)
 				}
@@ -171,6 +181,10 @@ func race(args []string) error {
 		}()
 	}
 	wg.Wait()
+	// The client's give-backs still under way end with it.
+	closeClient(c)
+	mu.Lock()
+	defer mu.Unlock()
 	if werr != nil {
 		return werr
 	}
@@ -223,7 +237,7 @@ func counts(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c, err := newClient(*seeds, *timeout)
+	c, err := newClient(*seeds, *timeout, nil)
 	if err != nil {
 		return err
 	}
