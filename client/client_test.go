@@ -372,22 +372,6 @@ func TestCloseIsIdempotentAndDropsLateRecords(t *testing.T) {
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
-	for name, m := range map[string]func(*client.Config){
-		"no seeds":         func(c *client.Config) { c.Seeds = nil },
-		"negative timeout": func(c *client.Config) { c.Timeout = -1 },
-		"negative conns":   func(c *client.Config) { c.ConnsPerNode = -1 },
-		"retry max < min":  func(c *client.Config) { c.RecordRetryMin = time.Minute },
-		"batch":            func(c *client.Config) { c.RecordBatch = proto.MaxRecordItems + 1 },
-	} {
-		cfg := client.DefaultConfig("127.0.0.1:1")
-		m(&cfg)
-		if _, err := client.New(cfg); err == nil {
-			t.Errorf("%s: New accepted it", name)
-		}
-	}
-}
-
 func TestCallAndNodeStatus(t *testing.T) {
 	f := startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
 		switch hdr.Type {

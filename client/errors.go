@@ -45,6 +45,11 @@ var (
 	// half made, which its node finishes in the background; a Release
 	// done whose answer was lost); all are idempotent, so call again.
 	ErrUnavailable = errors.New("fcap client: cluster unavailable")
+	// ErrBadConfig: New (or Config.Validate) refused the configuration:
+	// a configuration that can never work, such as no seeds, a seed that
+	// is not host:port or a negative timeout. The message names the
+	// field and the value at fault.
+	ErrBadConfig = errors.New("fcap client: invalid config")
 	// ErrProtocol: a node answered with something this client does not
 	// understand.
 	ErrProtocol = errors.New("fcap client: protocol error")

@@ -153,7 +153,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 				for _, d := range done {
 					reg.Unregister(d)
 				}
-				return nil, fmt.Errorf("fcap client metrics: %w (another client on this Registerer? give each its own Config.MetricsLabels or MetricsNamespace)", err)
+				return nil, fmt.Errorf("%w: metrics: %w (another client on this Registerer? give each its own Config.MetricsLabels or MetricsNamespace)", ErrBadConfig, err)
 			}
 			done = append(done, c)
 		}
