@@ -24,7 +24,7 @@ func TestZeroConfigIsTheDefaults(t *testing.T) {
 	}
 	defer c.Close(context.Background())
 	res, err := c.Check(context.Background(), "v", []fcap.Candidate{{Caps: []fcap.Cap{soft}}, {Caps: []fcap.Cap{strict}}})
-	if err != nil {
+	if !errors.Is(err, client.ErrUnavailable) { // a cluster never reached says so
 		t.Fatal(err)
 	}
 	if v := res.Verdicts[0]; !v.Allowed || !v.FailOpen {
@@ -44,7 +44,7 @@ func TestZeroConfigIsTheDefaults(t *testing.T) {
 	}
 	defer flipped.Close(context.Background())
 	res, err = flipped.Check(context.Background(), "v", []fcap.Candidate{{Caps: []fcap.Cap{soft}}, {Caps: []fcap.Cap{strict}}})
-	if err != nil {
+	if !errors.Is(err, client.ErrUnavailable) {
 		t.Fatal(err)
 	}
 	if v := res.Verdicts[0]; v.Allowed || !v.FailClosed {

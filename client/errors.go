@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fcap-io/fcap/proto"
 )
@@ -84,6 +85,20 @@ func cancelled(ctx context.Context, op string) error {
 	return nil
 }
 
+// unavailable is the package's unavailable, with the report of what each
+// seed answered while the client has never reached the cluster.
+func (c *Client) unavailable(ctx context.Context, err error) error {
+	out := unavailable(ctx, err)
+	if !errors.Is(out, ErrUnavailable) {
+		return out
+	}
+	nr := c.neverReached()
+	if nr == nil {
+		return out
+	}
+	return &causedError{msg: nr.Error() + "; this call: " + strings.TrimPrefix(out.Error(), ErrUnavailable.Error()+": "), causes: []error{nr, out}}
+}
+
 // unavailable turns a failure of an operation without a failure policy
 // into the error its caller sees: an answer about the request itself
 // (bad request, unknown reservation, permission) and ErrClosed as they
@@ -107,3 +122,14 @@ func unavailable(ctx context.Context, err error) error {
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
+
+// causedError is an error with a message of its own that wraps several
+// causes (ErrUnavailable, a context's error, each address's DialError),
+// so errors.Is and errors.As find each.
+type causedError struct {
+	msg    string
+	causes []error
+}
+
+func (e *causedError) Error() string   { return e.msg }
+func (e *causedError) Unwrap() []error { return e.causes }

@@ -41,7 +41,10 @@ func (c *Client) Record(viewer string, imp fcap.Impression) error {
 		return err
 	}
 	stampNow(&imp)
-	return c.rec.add(viewer, imp)
+	if err := c.rec.add(viewer, imp); err != nil {
+		return err
+	}
+	return c.neverReached()
 }
 
 // stampNow gives an impression without a time (0) the current time.
@@ -61,7 +64,10 @@ func (c *Client) RecordDevice(device string, imp fcap.Impression) error {
 	stampNow(&imp)
 	o := callOptions{device: true}
 	ctx := context.Background()
-	return c.rec.add(c.canonical(ctx, device, &o, c.deadline(ctx, time.Now())), imp)
+	if err := c.rec.add(c.canonical(ctx, device, &o, c.deadline(ctx, time.Now())), imp); err != nil {
+		return err
+	}
+	return c.neverReached()
 }
 
 // validateRecord applies the checks the owner would, so an invalid
