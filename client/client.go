@@ -8,7 +8,27 @@
 // asynchronously through a bounded queue with retries.
 //
 // Config{Seeds: seeds} is a complete configuration: every zero field
-// means its documented default. Errors are described beside ErrClosed
+// means its documented default. New refuses, with ErrBadConfig, a
+// configuration that can never work (no seeds, a seed that is not
+// host:port); it does not wait for the cluster, as grpc-go's NewClient
+// does not. WaitReady does: it returns once every member that owns
+// partitions is connected, or an error naming each seed and what
+// answered there (nothing, an HTTP server, a TLS server, another
+// protocol), so a typo or a node's HTTP port shows at startup:
+//
+//	c, err := client.New(client.Config{Seeds: seeds})
+//	if err != nil { ... }          // ErrBadConfig
+//	if err := c.WaitReady(ctx); err != nil { ... } // ErrUnavailable, naming each seed
+//
+// A client that has never reached its cluster is misconfigured or
+// started before it, not slow: every Check, Allow and Reserve then
+// returns the failure policy's verdicts together with an error wrapping
+// ErrUnavailable that names the seeds, and Record queues the impression
+// and returns the same error; fcap_client_cluster_reached is 0. Once a
+// node has answered, a cluster that is late or down is the failure
+// policy's business alone: verdicts marked FailOpen or FailClosed and
+// err == nil. A caller that serves ads whatever happens keeps the
+// verdicts and logs the error. Errors are described beside ErrClosed
 // (errors.go): a cancelled context is an error, not a verdict; an
 // operation without a failure policy that the cluster cannot answer
 // returns ErrUnavailable.
@@ -77,10 +97,12 @@ func newTopology(r *ring.Ring, peers []*peer) *topology {
 
 // New starts a client. It asks the seeds for the topology (waiting at
 // most about twice DialTimeout) and returns even if none answered: the
-// client then fails open and keeps trying in the background, because an
-// unreachable cluster must not stop an ad server from starting. Use
-// WaitReady to block until the cluster is reachable. New returns an error
-// only for an invalid configuration.
+// client then keeps trying in the background, and until a node answers
+// every call gives the failure policy's verdicts with an error wrapping
+// ErrUnavailable. Use WaitReady to block until the cluster is reachable
+// and learn what answered at each seed if it is not. New returns an
+// error only for an invalid configuration (ErrBadConfig, naming the
+// field and the value) or metrics that clash on Config.Registerer.
 func New(cfg Config) (*Client, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {

@@ -14,7 +14,12 @@ import (
 // A Check, Allow or Reserve the cluster cannot answer by its deadline
 // (Config.Timeout, or the context's deadline if sooner) returns no error
 // but verdicts decided by the failure policy and marked FailOpen or
-// FailClosed: the policy is for a cluster that is late or down. A call
+// FailClosed: the policy is for a cluster that is late or down. Until the
+// client has reached the cluster once (a node answered it), the same
+// verdicts come with an error wrapping ErrUnavailable that names each
+// seed and what answered there (a *DialError each): a cluster never
+// reached is a configuration to fix, not a cluster that is slow, and a
+// caller that ignores err == nil would not see it. A call
 // whose context is cancelled before it is answered returns an error
 // wrapping context.Canceled and no verdict: the caller gave up, and
 // nothing should be decided in its name. Operations without a failure
@@ -39,7 +44,10 @@ var (
 	// ErrQueueFull: Record found Config.RecordQueue impressions already
 	// waiting; the impression was not queued.
 	ErrQueueFull = errors.New("fcap client: record queue full")
-	// ErrUnavailable: the cluster could not answer an operation that has
+	// ErrUnavailable: WaitReady's error when the client is not ready by
+	// the context's end; the error beside the policy's verdicts (and
+	// from Record) while the client has never reached the cluster; and
+	// the cluster not answering an operation that has
 	// no failure policy (Release, Link, Unlink, Resolve): its owners
 	// were unreachable, overloaded or leaving, or did not answer by the
 	// deadline. The operation may or may not have been applied (a Link

@@ -202,9 +202,12 @@ func failVerdict(cfg *Config, strict bool) Verdict {
 }
 
 // Check asks, in one request to the viewer's owner, which candidates may
-// be shown. It returns an error only for an invalid request; when the
-// cluster cannot answer in time every verdict is decided by the failure
-// policy and marked.
+// be shown. When the cluster cannot answer in time every verdict is
+// decided by the failure policy and marked, and the error is nil, unless
+// the client has never reached the cluster: then the marked verdicts come
+// with an error wrapping ErrUnavailable that names the seeds. Otherwise
+// it returns an error only for an invalid request (ErrBadRequest), a
+// cancelled context (no verdicts) or a closed client.
 func (c *Client) Check(ctx context.Context, viewer string, cands []fcap.Candidate, opts ...CallOption) (*CheckResult, error) {
 	res := &CheckResult{}
 	return res, c.CheckInto(ctx, viewer, cands, res, opts...)

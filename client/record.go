@@ -26,7 +26,10 @@ import (
 // message names the field and the values accepted, judged by
 // Config.Limits (fcap.Impression.Validate). It returns ErrQueueFull when
 // Config.RecordQueue impressions are already waiting, and ErrClosed after
-// Close. nil means queued.
+// Close. nil means queued. While the client has never reached the
+// cluster it queues the impression all the same (it is sent if a node
+// answers before its attempts run out) and returns an error wrapping
+// ErrUnavailable that names the seeds: the cluster may never see it.
 //
 // imp.Time is when the ad played, in Unix milliseconds. 0 means now: this
 // machine's clock when Record is called, stamped before the impression
