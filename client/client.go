@@ -138,7 +138,7 @@ func New(cfg Config) (*Client, error) {
 	c.rec = newRecorder(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.DialTimeout)
 	if err := c.refresh(ctx, ""); err != nil {
-		c.log.Warn("no fcap node answered yet; calls fail open until one does", "seeds", cfg.Seeds, "err", err)
+		c.log.Warn("no fcap node answered yet; until one does, calls give the failure policy's verdicts and ErrUnavailable", "seeds", cfg.Seeds, "err", err)
 	}
 	cancel()
 	c.goFunc(c.refreshLoop)
