@@ -91,7 +91,8 @@ func reportCPU(b *testing.B, start int64) {
 type cannedNode struct {
 	ln     net.Listener
 	answer []byte // a CheckResult frame; its id is patched per request
-	topo   []byte // the Topology body
+	topo   []byte // the Topology frame
+	hello  []byte // the HelloResult frame
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  []net.Conn // guarded by mu
@@ -115,6 +116,9 @@ func startCanned(t testing.TB, verdicts int) *cannedNode {
 	topo := &proto.Topology{Epoch: 42, Partitions: 7, Replicas: 1, Owners: make([]uint16, 7),
 		Members: []proto.Member{{Name: "canned", Addr: ln.Addr().String(), State: 2, Incarnation: 1}}}
 	if n.topo, err = proto.AppendFrame(nil, 0, topo); err != nil {
+		t.Fatal(err)
+	}
+	if n.hello, err = proto.AppendFrame(nil, 0, &proto.HelloResult{}); err != nil {
 		t.Fatal(err)
 	}
 	n.wg.Add(1)
@@ -155,8 +159,11 @@ func (n *cannedNode) serve(c net.Conn) {
 			return
 		}
 		frame := n.answer
-		if hdr.Type == proto.TypeTopologyRequest {
+		switch hdr.Type {
+		case proto.TypeTopologyRequest:
 			frame = n.topo
+		case proto.TypeHello:
+			frame = n.hello
 		}
 		start := len(out)
 		out = append(out, frame...)

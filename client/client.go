@@ -8,7 +8,27 @@
 // asynchronously through a bounded queue with retries.
 //
 // Config{Seeds: seeds} is a complete configuration: every zero field
-// means its documented default. Errors are described beside ErrClosed
+// means its documented default. New refuses, with ErrBadConfig, a
+// configuration that can never work (no seeds, a seed that is not
+// host:port); it does not wait for the cluster, as grpc-go's NewClient
+// does not. WaitReady does: it returns once every member that owns
+// partitions is connected, or an error naming each seed and what
+// answered there (nothing, an HTTP server, a TLS server, another
+// protocol), so a typo or a node's HTTP port shows at startup:
+//
+//	c, err := client.New(client.Config{Seeds: seeds})
+//	if err != nil { ... }          // ErrBadConfig
+//	if err := c.WaitReady(ctx); err != nil { ... } // ErrUnavailable, naming each seed
+//
+// A client that has never reached its cluster is misconfigured or
+// started before it, not slow: every Check, Allow and Reserve then
+// returns the failure policy's verdicts together with an error wrapping
+// ErrUnavailable that names the seeds, and Record queues the impression
+// and returns the same error; fcap_client_cluster_reached is 0. Once a
+// node has answered, a cluster that is late or down is the failure
+// policy's business alone: verdicts marked FailOpen or FailClosed and
+// err == nil. A caller that serves ads whatever happens keeps the
+// verdicts and logs the error. Errors are described beside ErrClosed
 // (errors.go): a cancelled context is an error, not a verdict; an
 // operation without a failure policy that the cluster cannot answer
 // returns ErrUnavailable.
@@ -20,7 +40,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,12 +69,14 @@ type Client struct {
 	// peers holds a peer per data-plane address in use; guarded by peersMu.
 	peers map[string]*peer
 
-	refreshMu   sync.Mutex    // one topology fetch at a time
-	refreshHint chan string   // addresses whose responses carried another epoch
-	rec         *recorder     // the asynchronous Record path
-	undos       chan giveBack // late strict grants to give back (undo.go)
-	resolved    *resolveCache // device resolutions (identity.go)
-	stop        chan struct{} // closed by Close
+	refreshMu   sync.Mutex                      // one topology fetch at a time
+	refreshErr  atomic.Pointer[error]           // why the last topology fetch failed; nil after one succeeds
+	unreached   atomic.Pointer[unreachedReport] // neverReached's last report
+	refreshHint chan string                     // addresses whose responses carried another epoch
+	rec         *recorder                       // the asynchronous Record path
+	undos       chan giveBack                   // late strict grants to give back (undo.go)
+	resolved    *resolveCache                   // device resolutions (identity.go)
+	stop        chan struct{}                   // closed by Close
 	wg          sync.WaitGroup
 
 	closeOnce sync.Once
@@ -76,10 +97,12 @@ func newTopology(r *ring.Ring, peers []*peer) *topology {
 
 // New starts a client. It asks the seeds for the topology (waiting at
 // most about twice DialTimeout) and returns even if none answered: the
-// client then fails open and keeps trying in the background, because an
-// unreachable cluster must not stop an ad server from starting. Use
-// WaitReady to block until the cluster is reachable. New returns an error
-// only for an invalid configuration.
+// client then keeps trying in the background, and until a node answers
+// every call gives the failure policy's verdicts with an error wrapping
+// ErrUnavailable. Use WaitReady to block until the cluster is reachable
+// and learn what answered at each seed if it is not. New returns an
+// error only for an invalid configuration (ErrBadConfig, naming the
+// field and the value) or metrics that clash on Config.Registerer.
 func New(cfg Config) (*Client, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -97,7 +120,17 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.hedgeTokens.Store(min(c.hedgeShare, 1) * hedgeBurst) // a client starts with the budget saved up
 	var err error
-	if c.m, err = newMetrics(metricsRegisterer(cfg)); err != nil {
+	gauges := nodeGauges{
+		reached: func() float64 {
+			if c.reached() {
+				return 1
+			}
+			return 0
+		},
+		active:    func() float64 { a, _ := c.nodeCounts(); return float64(a) },
+		connected: func() float64 { _, n := c.nodeCounts(); return float64(n) },
+	}
+	if c.m, err = newMetrics(metricsRegisterer(cfg), gauges); err != nil {
 		return nil, err
 	}
 	c.topo.Store(newTopology(nil, nil))
@@ -105,7 +138,7 @@ func New(cfg Config) (*Client, error) {
 	c.rec = newRecorder(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.DialTimeout)
 	if err := c.refresh(ctx, ""); err != nil {
-		c.log.Warn("no fcap node answered yet; calls fail open until one does", "seeds", cfg.Seeds, "err", err)
+		c.log.Warn("no fcap node answered yet; until one does, calls give the failure policy's verdicts and ErrUnavailable", "seeds", cfg.Seeds, "err", err)
 	}
 	cancel()
 	c.goFunc(c.refreshLoop)
@@ -122,33 +155,189 @@ func (c *Client) goFunc(f func()) {
 	}()
 }
 
-// WaitReady blocks until the client knows a topology and holds a live
-// connection to every active member, or ctx ends.
+// WaitReady blocks until the client is as ready as it will get: it knows
+// the topology, at least one member owns partitions, and every member
+// that does has all its Config.ConnsPerNode connections up, each
+// answered by an fcap node (see DialError). The first call after it is
+// then served like any later one: no connection is still opening, no
+// member still joining. Like grpc-go's lazy connect and
+// WaitForStateChange, New never waits for the cluster and WaitReady is
+// how a program waits (go-redis users: it is the Ping).
+//
+// It returns nil, ErrClosed after Close, or an error wrapping
+// ErrUnavailable (and ctx's error, when ctx ended) that names each seed
+// (or, once the topology is known, each member not connected) and what
+// answered there: nothing (refused, timed out), an HTTP server, a TLS
+// server, another protocol, or an fcap node that refused the client;
+// errors.As finds each *DialError. It returns before ctx ends when no
+// node was ever reached and every seed answered with something that
+// waiting will not change (another protocol, a refused token or
+// certificate); for nothing at all (a refused connection, a node still
+// starting) it keeps trying until ctx ends.
 func (c *Client) WaitReady(ctx context.Context) error {
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
 	for {
-		if t := c.topo.Load(); t.ring != nil && c.connected(t) {
+		t := c.topo.Load()
+		switch {
+		case t.ring == nil:
+			if c.seedsSettled() {
+				return c.notReady(t, nil)
+			}
+			c.unroutable() // ask the seeds again now, not at the refresh loop's backoff
+		case t.ring.ActiveMembers() == 0:
+			c.unroutable() // every member still joining: ask again until one owns partitions
+		case c.ready(t):
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("fcap client not ready: %w%s", ctx.Err(), c.dialErrors())
+			return c.notReady(c.topo.Load(), ctx.Err())
 		case <-c.stop:
 			return ErrClosed
-		case <-time.After(2 * time.Millisecond):
+		case <-tick.C:
 		}
 	}
 }
 
-func (c *Client) connected(t *topology) bool {
+// ready reports whether every member of t that owns partitions has all
+// its connections up (and starts dials for those that have not).
+func (c *Client) ready(t *topology) bool {
 	for i, m := range t.ring.Members() {
 		if m.State != ring.Active {
 			continue
 		}
-		if p := t.peers[i]; p == nil || p.pick() == nil {
+		if p := t.peers[i]; p == nil || !p.full() {
 			return false
 		}
 	}
 	return true
+}
+
+// reached reports whether a node has ever answered the client with the
+// topology. It stays true from then on.
+func (c *Client) reached() bool { return c.topo.Load().ring != nil }
+
+// nodeCounts returns the members of the topology that own partitions,
+// and how many of them have a connection up.
+func (c *Client) nodeCounts() (active, connected int64) {
+	t := c.topo.Load()
+	if t.ring == nil {
+		return 0, 0
+	}
+	for i, m := range t.ring.Members() {
+		if m.State != ring.Active {
+			continue
+		}
+		active++
+		if p := t.peers[i]; p != nil && p.live() {
+			connected++
+		}
+	}
+	return active, connected
+}
+
+// seedsSettled reports whether every seed's last dial failed in a way
+// that waiting will not change (see DialError).
+func (c *Client) seedsSettled() bool {
+	c.peersMu.Lock()
+	defer c.peersMu.Unlock()
+	for _, s := range c.cfg.Seeds {
+		p := c.peers[s]
+		if p == nil || !settledErr(p.dialError()) {
+			return false
+		}
+	}
+	return true
+}
+
+// notReady is WaitReady's error for topology t: ErrUnavailable, cause
+// (ctx's error) when not nil, and what each seed (no topology yet) or
+// each member that owns partitions and is not connected answered.
+func (c *Client) notReady(t *topology, cause error) error {
+	causes := []error{ErrUnavailable}
+	msg := ErrUnavailable.Error() + ": not ready"
+	if cause != nil {
+		causes = append(causes, cause)
+		msg += " (" + cause.Error() + ")"
+	}
+	var lines []string
+	switch {
+	case t.ring == nil:
+		lines, causes = c.seedReport(causes)
+	case t.ring.ActiveMembers() == 0:
+		lines = append(lines, fmt.Sprintf("the topology (%d members) has none that owns partitions yet: every node still joining?", len(t.ring.Members())))
+	default:
+		for i, m := range t.ring.Members() {
+			p := t.peers[i]
+			if m.State != ring.Active || p == nil || p.full() {
+				continue
+			}
+			err := p.dialError()
+			if err == nil {
+				lines = append(lines, "member "+m.Name+" "+m.Addr+": connecting")
+				continue
+			}
+			causes = append(causes, err)
+			lines = append(lines, describeAddr("member "+m.Name, m.Addr, err))
+		}
+	}
+	return &causedError{msg: msg + ": " + strings.Join(lines, "; "), causes: causes}
+}
+
+// seedReport says, for each seed, what answered there; it appends the
+// seeds' errors to causes.
+func (c *Client) seedReport(causes []error) ([]string, []error) {
+	lines := []string{"no node has answered with the topology"}
+	c.peersMu.Lock()
+	defer c.peersMu.Unlock()
+	for _, s := range c.cfg.Seeds {
+		var err error
+		if p := c.peers[s]; p == nil {
+			err = errors.New("not tried yet")
+		} else if err = p.dialError(); err == nil {
+			if p.live() {
+				if rerr := c.refreshErr.Load(); rerr != nil {
+					err = fmt.Errorf("connected, but the topology request failed: %w", *rerr)
+				}
+			} else {
+				err = errors.New("connecting")
+			}
+		}
+		if err != nil {
+			causes = append(causes, err)
+		}
+		lines = append(lines, describeAddr("seed", s, err))
+	}
+	return lines, causes
+}
+
+// neverReached is the error every call returns beside its policy verdict
+// while no node has ever answered the client: ErrUnavailable, naming each
+// seed and what answered there. It is nil once a node has answered. The
+// report is rebuilt at most every unreachedEvery, so a busy ad server
+// with a misconfigured client does not lock and format on every call.
+func (c *Client) neverReached() error {
+	if c.reached() {
+		return nil
+	}
+	if r := c.unreached.Load(); r != nil && time.Since(r.at) < unreachedEvery {
+		return r.err
+	}
+	lines, causes := c.seedReport([]error{ErrUnavailable})
+	err := &causedError{
+		msg:    ErrUnavailable.Error() + ": the client has never reached the cluster (verdicts by the failure policy): " + strings.Join(lines, "; "),
+		causes: causes,
+	}
+	c.unreached.Store(&unreachedReport{at: time.Now(), err: err})
+	return err
+}
+
+const unreachedEvery = 100 * time.Millisecond
+
+type unreachedReport struct {
+	at  time.Time
+	err error
 }
 
 // Close flushes queued impressions (until ctx ends), then closes every
@@ -172,24 +361,6 @@ func (c *Client) Close(ctx context.Context) error {
 // Ring returns the topology the client routes by, nil before any node
 // answered.
 func (c *Client) Ring() *ring.Ring { return c.topo.Load().ring }
-
-// dialErrors describes why connections failed, for WaitReady's error
-// (a refused token or certificate says more than a deadline).
-func (c *Client) dialErrors() string {
-	c.peersMu.Lock()
-	defer c.peersMu.Unlock()
-	var s []string
-	for addr, p := range c.peers {
-		if err := p.dialError(); err != nil {
-			s = append(s, addr+": "+err.Error())
-		}
-	}
-	if len(s) == 0 {
-		return ""
-	}
-	sort.Strings(s)
-	return "; connecting: " + strings.Join(s, "; ")
-}
 
 // peerFor returns the peer for an address, creating it.
 func (c *Client) peerFor(addr string) *peer {
@@ -350,6 +521,7 @@ func (c *Client) refreshLocked(ctx context.Context, hint string) error {
 		case a := <-answers:
 			if a.err == nil {
 				c.install(a.r)
+				c.refreshErr.Store(nil)
 				return nil
 			}
 			errs = append(errs, a.err)
@@ -359,12 +531,17 @@ func (c *Client) refreshLocked(ctx context.Context, hint string) error {
 			}
 		case <-ctx.Done():
 			errs = append(errs, fmt.Errorf("topology: %w", ctx.Err()))
-			c.m.refreshErrors.Inc()
-			return errors.Join(errs...)
+			return c.refreshFailed(errors.Join(errs...))
 		}
 	}
+	return c.refreshFailed(errors.Join(errs...))
+}
+
+// refreshFailed counts and keeps a failed topology fetch's error.
+func (c *Client) refreshFailed(err error) error {
 	c.m.refreshErrors.Inc()
-	return errors.Join(errs...)
+	c.refreshErr.Store(&err)
+	return err
 }
 
 type topologyAnswer struct {

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -239,7 +241,11 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate checks every field, a zero field standing for its default.
+// Validate checks every field, a zero field standing for its default,
+// and returns every fault it finds (errors.Join), each an error wrapping
+// ErrBadConfig that names the field and the value at fault: no Seeds, a
+// seed that is not host:port with a port in 1-65535, a seed given twice,
+// a negative duration or count. New calls it.
 func (c *Config) Validate() error {
 	r := c.withDefaults()
 	return r.validate()
@@ -247,36 +253,91 @@ func (c *Config) Validate() error {
 
 func (c *Config) validate() error {
 	var errs []error
-	if len(c.Seeds) == 0 {
-		errs = append(errs, errors.New("client config: no Seeds"))
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrBadConfig}, args...)...))
 	}
-	for name, d := range map[string]time.Duration{
-		"Timeout": c.Timeout, "DialTimeout": c.DialTimeout, "RefreshInterval": c.RefreshInterval,
-		"RecordLinger": c.RecordLinger, "RecordTimeout": c.RecordTimeout,
-		"RecordRetryMin": c.RecordRetryMin, "RecordRetryMax": c.RecordRetryMax, "ResolveTTL": c.ResolveTTL,
+	if len(c.Seeds) == 0 {
+		bad("no Seeds: give the data-plane address (host:port, fcapd --data) of one node or more")
+	}
+	seen := make(map[string]int, len(c.Seeds))
+	for i, s := range c.Seeds {
+		key, err := seedKey(s)
+		if err != nil {
+			bad("Seeds[%d] %q: %v", i, s, err)
+			continue
+		}
+		if j, dup := seen[key]; dup {
+			bad("Seeds[%d] %q repeats Seeds[%d] %q", i, s, j, c.Seeds[j])
+			continue
+		}
+		seen[key] = i
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"Timeout", c.Timeout}, {"DialTimeout", c.DialTimeout}, {"RefreshInterval", c.RefreshInterval},
+		{"RecordLinger", c.RecordLinger}, {"RecordTimeout", c.RecordTimeout},
+		{"RecordRetryMin", c.RecordRetryMin}, {"RecordRetryMax", c.RecordRetryMax}, {"ResolveTTL", c.ResolveTTL},
 	} {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("client config: %s must be positive, got %v", name, d))
+		if f.d <= 0 {
+			bad("%s must be positive (0 means the default), got %v", f.name, f.d)
 		}
 	}
 	if c.RecordRetryMax < c.RecordRetryMin {
-		errs = append(errs, fmt.Errorf("client config: RecordRetryMax (%v) is below RecordRetryMin (%v)", c.RecordRetryMax, c.RecordRetryMin))
+		bad("RecordRetryMax (%v) is below RecordRetryMin (%v)", c.RecordRetryMax, c.RecordRetryMin)
 	}
 	if c.ConnsPerNode < 1 || c.ConnsPerNode > 64 {
-		errs = append(errs, fmt.Errorf("client config: ConnsPerNode must be in [1, 64], got %d", c.ConnsPerNode))
+		bad("ConnsPerNode must be in [1, 64], got %d", c.ConnsPerNode)
 	}
-	if c.RecordQueue < 1 || c.RecordBatch < 1 || c.RecordBatch > proto.MaxRecordItems || c.RecordAttempts < 1 || c.RecordSenders < 1 {
-		errs = append(errs, fmt.Errorf("client config: RecordQueue (%d), RecordAttempts (%d) and RecordSenders (%d) must be positive and RecordBatch (%d) in [1, %d]",
-			c.RecordQueue, c.RecordAttempts, c.RecordSenders, c.RecordBatch, proto.MaxRecordItems))
+	for _, f := range []struct {
+		name string
+		n    int
+	}{
+		{"RecordQueue", c.RecordQueue}, {"RecordAttempts", c.RecordAttempts}, {"RecordSenders", c.RecordSenders},
+	} {
+		if f.n < 1 {
+			bad("%s must be positive (0 means the default), got %d", f.name, f.n)
+		}
+	}
+	if c.RecordBatch < 1 || c.RecordBatch > proto.MaxRecordItems {
+		bad("RecordBatch must be in [1, %d], got %d", proto.MaxRecordItems, c.RecordBatch)
 	}
 	if math.IsNaN(c.HedgeBudget) || c.HedgeBudget > 1 {
-		errs = append(errs, fmt.Errorf("client config: HedgeBudget must be at most 1, got %v", c.HedgeBudget))
+		bad("HedgeBudget must be at most 1, got %v", c.HedgeBudget)
 	}
 	if c.MaxFrame < 1024 {
-		errs = append(errs, fmt.Errorf("client config: MaxFrame must be at least 1024, got %d", c.MaxFrame))
+		bad("MaxFrame must be at least 1024, got %d", c.MaxFrame)
 	}
 	if c.ResolveCacheSize < 1 {
-		errs = append(errs, fmt.Errorf("client config: ResolveCacheSize must be positive, got %d", c.ResolveCacheSize))
+		bad("ResolveCacheSize must be positive, got %d", c.ResolveCacheSize)
 	}
 	return errors.Join(errs...)
+}
+
+// seedKey checks that a seed is a data-plane address a dial can use,
+// host:port with a numeric port, and returns it in the form duplicates
+// compare by (the host in lower case).
+func seedKey(s string) (string, error) {
+	if strings.Contains(s, "://") {
+		return "", errors.New("a URL, not an address: give host:port")
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", fmt.Errorf("not host:port (%v)", err)
+	}
+	if host == "" {
+		return "", errors.New("no host before the port")
+	}
+	if strings.ContainsAny(host, " \t\r\n/?#@") {
+		return "", fmt.Errorf("host %q is not a host name or IP address", host)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || strings.HasPrefix(port, "+") {
+		return "", fmt.Errorf("port %q is not a number", port)
+	}
+	if n < 1 || n > 65535 {
+		return "", fmt.Errorf("port %d is out of range (1-65535)", n)
+	}
+	return net.JoinHostPort(strings.ToLower(host), strconv.Itoa(n)), nil
 }

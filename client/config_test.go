@@ -24,7 +24,7 @@ func TestZeroConfigIsTheDefaults(t *testing.T) {
 	}
 	defer c.Close(context.Background())
 	res, err := c.Check(context.Background(), "v", []fcap.Candidate{{Caps: []fcap.Cap{soft}}, {Caps: []fcap.Cap{strict}}})
-	if err != nil {
+	if !errors.Is(err, client.ErrUnavailable) { // a cluster never reached says so
 		t.Fatal(err)
 	}
 	if v := res.Verdicts[0]; !v.Allowed || !v.FailOpen {
@@ -44,7 +44,7 @@ func TestZeroConfigIsTheDefaults(t *testing.T) {
 	}
 	defer flipped.Close(context.Background())
 	res, err = flipped.Check(context.Background(), "v", []fcap.Candidate{{Caps: []fcap.Cap{soft}}, {Caps: []fcap.Cap{strict}}})
-	if err != nil {
+	if !errors.Is(err, client.ErrUnavailable) {
 		t.Fatal(err)
 	}
 	if v := res.Verdicts[0]; v.Allowed || !v.FailClosed {
@@ -190,5 +190,66 @@ func TestCancelledIsNotAVerdict(t *testing.T) {
 	res, err := c.Check(late, "v", cands)
 	if err != nil || !res.Verdicts[0].FailOpen {
 		t.Errorf("Check past its deadline: %+v, %v; want a fail-open verdict and no error", res, err)
+	}
+}
+
+// TestNewRefusesConfigsThatCannotWork: New fails at once, with an error
+// wrapping ErrBadConfig that names the field and the value at fault, on
+// a configuration no cluster could make work. (New used to accept a seed
+// like "10.0.0.1" or "10.0.0.1:77000" and fail open on every call.)
+func TestNewRefusesConfigsThatCannotWork(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*client.Config)
+		says   string
+	}{
+		{"no seeds", func(c *client.Config) { c.Seeds = nil }, "no Seeds"},
+		{"empty seed", func(c *client.Config) { c.Seeds = []string{""} }, `Seeds[0] "": not host:port`},
+		{"no port", func(c *client.Config) { c.Seeds = []string{"10.0.0.1"} }, `Seeds[0] "10.0.0.1": not host:port`},
+		{"no host", func(c *client.Config) { c.Seeds = []string{":7700"} }, `Seeds[0] ":7700": no host`},
+		{"a URL", func(c *client.Config) { c.Seeds = []string{"http://10.0.0.1:7700"} }, `"http://10.0.0.1:7700": a URL`},
+		{"port 0", func(c *client.Config) { c.Seeds = []string{"10.0.0.1:0"} }, "port 0 is out of range"},
+		{"port too large", func(c *client.Config) { c.Seeds = []string{"10.0.0.1:77000"} }, "port 77000 is out of range"},
+		{"negative port", func(c *client.Config) { c.Seeds = []string{"10.0.0.1:-1"} }, "port -1 is out of range"},
+		{"named port", func(c *client.Config) { c.Seeds = []string{"10.0.0.1:fcap"} }, `port "fcap" is not a number`},
+		{"space in host", func(c *client.Config) { c.Seeds = []string{"10.0.0.1 :7700"} }, `host "10.0.0.1 " is not`},
+		{"duplicate seed", func(c *client.Config) { c.Seeds = []string{"a:7700", "b:7700", "A:7700"} }, `Seeds[2] "A:7700" repeats Seeds[0] "a:7700"`},
+		{"second seed bad", func(c *client.Config) { c.Seeds = []string{"a:7700", "b"} }, `Seeds[1] "b"`},
+		{"negative timeout", func(c *client.Config) { c.Timeout = -time.Millisecond }, "Timeout must be positive (0 means the default), got -1ms"},
+		{"negative dial timeout", func(c *client.Config) { c.DialTimeout = -1 }, "DialTimeout must be positive"},
+		{"negative record timeout", func(c *client.Config) { c.RecordTimeout = -time.Second }, "RecordTimeout must be positive (0 means the default), got -1s"},
+		{"negative resolve ttl", func(c *client.Config) { c.ResolveTTL = -time.Second }, "ResolveTTL must be positive"},
+		{"negative conns", func(c *client.Config) { c.ConnsPerNode = -1 }, "ConnsPerNode must be in [1, 64], got -1"},
+		{"negative queue", func(c *client.Config) { c.RecordQueue = -5 }, "RecordQueue must be positive (0 means the default), got -5"},
+		{"retry max < min", func(c *client.Config) { c.RecordRetryMin = time.Minute }, "RecordRetryMax (5s) is below RecordRetryMin (1m0s)"},
+		{"batch", func(c *client.Config) { c.RecordBatch = proto.MaxRecordItems + 1 }, "RecordBatch must be in [1, 4096], got 4097"},
+		{"hedge budget", func(c *client.Config) { c.HedgeBudget = 2 }, "HedgeBudget must be at most 1, got 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := client.DefaultConfig("127.0.0.1:7700")
+			cfg.Logger = quiet
+			tc.mutate(&cfg)
+			c, err := client.New(cfg)
+			if err == nil {
+				c.Close(context.Background())
+				t.Fatal("New accepted it")
+			}
+			if !errors.Is(err, client.ErrBadConfig) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("New = %v, want an error wrapping ErrBadConfig that says %q", err, tc.says)
+			}
+			if verr := cfg.Validate(); verr == nil || verr.Error() != err.Error() {
+				t.Errorf("Validate = %v, want New's error %v", verr, err)
+			}
+		})
+	}
+	// Addresses a dial can use pass: names, IPv4, IPv6 in brackets.
+	ok := client.Config{Seeds: []string{"fcap-0.fcap.default.svc:7700", "10.0.0.1:7700", "[::1]:7700", "localhost:1"}}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("Validate of good seeds: %v", err)
+	}
+	// Every fault is reported, not only the first.
+	both := client.Config{Seeds: []string{"x"}, Timeout: -1}
+	if err := both.Validate(); err == nil || !strings.Contains(err.Error(), `Seeds[0] "x"`) || !strings.Contains(err.Error(), "Timeout") {
+		t.Errorf("Validate of two faults: %v, want both named", err)
 	}
 }

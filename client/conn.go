@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/proto"
-	"github.com/fcap-io/fcap/proto/rpc"
 )
 
 // A peer is one node's data-plane address and the connections the client
@@ -151,7 +150,7 @@ func (p *peer) waitConn(ctx context.Context) (*conn, error) {
 			return c, nil
 		}
 		if err := p.dialError(); err != nil {
-			return nil, fmt.Errorf("connect to %s: %w", p.addr, err)
+			return nil, err // a *DialError, naming the address
 		}
 		// The deadline is checked here too, not only through Done: Done
 		// is closed by another goroutine, which a busy machine may run
@@ -252,11 +251,7 @@ func (c *conn) noAnswer(sent int64) {
 }
 
 func (cl *Client) dialConn(p *peer) (*conn, error) {
-	token := cl.cfg.Token
-	if cl.cfg.TokenFunc != nil {
-		token = cl.cfg.TokenFunc()
-	}
-	nc, err := rpc.Dial(context.Background(), p.addr, cl.cfg.DialTimeout, cl.cfg.TLS, token, cl.cfg.Dial)
+	nc, err := cl.dialFcap(p.addr)
 	if err != nil {
 		return nil, err
 	}
@@ -559,6 +554,36 @@ func (c *conn) close(err error) {
 		cl.failWith(err)
 	}
 	c.kickWriter() // let the writer see the close
+}
+
+// full reports whether every connection place of the peer holds a live
+// connection; if not, it starts a dial that fills them.
+func (p *peer) full() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	for _, c := range p.conns {
+		if c == nil || c.isClosed() {
+			p.dialLocked()
+			return false
+		}
+	}
+	return true
+}
+
+// live reports whether the peer has a live connection. Unlike pick, it
+// starts no dial.
+func (p *peer) live() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		if c != nil && !c.isClosed() {
+			return !p.closed
+		}
+	}
+	return false
 }
 
 // dialError is why the peer's last dial failed, nil if it succeeded.

@@ -33,7 +33,7 @@ func (c *Client) Erase(ctx context.Context, viewer string) error {
 	}
 	defer c.resolved.drop(viewer)
 	cl, err := c.owned(ctx, viewer, &proto.Erase{Viewer: viewer}, proto.TypeEraseResult, identityDeadline(ctx))
-	err = unavailable(ctx, err)
+	err = c.unavailable(ctx, err)
 	c.m.observe(opErase, outcomeOf(err), start)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fcap-io/fcap/proto"
 )
@@ -13,7 +14,12 @@ import (
 // A Check, Allow or Reserve the cluster cannot answer by its deadline
 // (Config.Timeout, or the context's deadline if sooner) returns no error
 // but verdicts decided by the failure policy and marked FailOpen or
-// FailClosed: the policy is for a cluster that is late or down. A call
+// FailClosed: the policy is for a cluster that is late or down. Until the
+// client has reached the cluster once (a node answered it), the same
+// verdicts come with an error wrapping ErrUnavailable that names each
+// seed and what answered there (a *DialError each): a cluster never
+// reached is a configuration to fix, not a cluster that is slow, and a
+// caller that ignores err == nil would not see it. A call
 // whose context is cancelled before it is answered returns an error
 // wrapping context.Canceled and no verdict: the caller gave up, and
 // nothing should be decided in its name. Operations without a failure
@@ -38,13 +44,21 @@ var (
 	// ErrQueueFull: Record found Config.RecordQueue impressions already
 	// waiting; the impression was not queued.
 	ErrQueueFull = errors.New("fcap client: record queue full")
-	// ErrUnavailable: the cluster could not answer an operation that has
+	// ErrUnavailable: WaitReady's error when the client is not ready by
+	// the context's end; the error beside the policy's verdicts (and
+	// from Record) while the client has never reached the cluster; and
+	// the cluster not answering an operation that has
 	// no failure policy (Release, Link, Unlink, Resolve): its owners
 	// were unreachable, overloaded or leaving, or did not answer by the
 	// deadline. The operation may or may not have been applied (a Link
 	// half made, which its node finishes in the background; a Release
 	// done whose answer was lost); all are idempotent, so call again.
 	ErrUnavailable = errors.New("fcap client: cluster unavailable")
+	// ErrBadConfig: New (or Config.Validate) refused the configuration:
+	// a configuration that can never work, such as no seeds, a seed that
+	// is not host:port or a negative timeout. The message names the
+	// field and the value at fault.
+	ErrBadConfig = errors.New("fcap client: invalid config")
 	// ErrProtocol: a node answered with something this client does not
 	// understand.
 	ErrProtocol = errors.New("fcap client: protocol error")
@@ -79,6 +93,20 @@ func cancelled(ctx context.Context, op string) error {
 	return nil
 }
 
+// unavailable is the package's unavailable, with the report of what each
+// seed answered while the client has never reached the cluster.
+func (c *Client) unavailable(ctx context.Context, err error) error {
+	out := unavailable(ctx, err)
+	if !errors.Is(out, ErrUnavailable) {
+		return out
+	}
+	nr := c.neverReached()
+	if nr == nil {
+		return out
+	}
+	return &causedError{msg: nr.Error() + "; this call: " + strings.TrimPrefix(out.Error(), ErrUnavailable.Error()+": "), causes: []error{nr, out}}
+}
+
 // unavailable turns a failure of an operation without a failure policy
 // into the error its caller sees: an answer about the request itself
 // (bad request, unknown reservation, permission) and ErrClosed as they
@@ -102,3 +130,14 @@ func unavailable(ctx context.Context, err error) error {
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
+
+// causedError is an error with a message of its own that wraps several
+// causes (ErrUnavailable, a context's error, each address's DialError),
+// so errors.Is and errors.As find each.
+type causedError struct {
+	msg    string
+	causes []error
+}
+
+func (e *causedError) Error() string   { return e.msg }
+func (e *causedError) Unwrap() []error { return e.causes }

@@ -55,7 +55,7 @@ func (c *Client) Link(ctx context.Context, device, viewer string) (merged int64,
 	deadline := identityDeadline(ctx)
 	defer c.resolved.drop(device)
 	cl, err := c.owned(ctx, viewer, &proto.Link{Device: device, Viewer: viewer}, proto.TypeLinkResult, deadline)
-	err = unavailable(ctx, err)
+	err = c.unavailable(ctx, err)
 	c.m.observe(opLink, outcomeOf(err), start)
 	if err != nil {
 		return 0, err
@@ -75,7 +75,7 @@ func (c *Client) Unlink(ctx context.Context, device string) (string, error) {
 	deadline := identityDeadline(ctx)
 	defer c.resolved.drop(device)
 	cl, err := c.owned(ctx, device, &proto.Unlink{Device: device}, proto.TypeUnlinkResult, deadline)
-	err = unavailable(ctx, err)
+	err = c.unavailable(ctx, err)
 	c.m.observe(opUnlink, outcomeOf(err), start)
 	if err != nil {
 		return "", err
@@ -92,7 +92,7 @@ func (c *Client) Resolve(ctx context.Context, device string) (string, error) {
 		return "", ErrClosed
 	}
 	viewer, err := c.resolve(ctx, device, c.deadline(ctx, start))
-	err = unavailable(ctx, err)
+	err = c.unavailable(ctx, err)
 	c.m.observe(opResolve, outcomeOf(err), start)
 	if err != nil {
 		return "", err

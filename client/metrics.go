@@ -93,7 +93,14 @@ type metrics struct {
 	undos             *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// nodeGauges read the client's connection state when metrics are
+// gathered: whether a node ever answered, the members that own
+// partitions, and those of them with a connection up.
+type nodeGauges struct {
+	reached, active, connected func() float64
+}
+
+func newMetrics(reg prometheus.Registerer, g nodeGauges) (*metrics, error) {
 	m := &metrics{}
 	calls := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fcap_client_calls_total",
@@ -143,9 +150,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, reason := range []string{"queue_full", "attempts", "invalid", "closed"} {
 		m.recordDropped.WithLabelValues(reason)
 	}
+	reached := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fcap_client_cluster_reached", Help: "1 once a node has answered the client with the topology, 0 until then: while 0 every call is decided by the failure policy and returns ErrUnavailable (a wrong seed, the node's HTTP port, TLS not set, ...). Alert on it staying 0."}, g.reached)
+	active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fcap_client_active_nodes", Help: "Members of the client's topology that own partitions."}, g.active)
+	connected := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fcap_client_connected_nodes", Help: "Members owning partitions to which the client has a connection up (an fcap node answered on it); below fcap_client_active_nodes, calls for those members' viewers go to backups or fail over."}, g.connected)
 	if reg != nil {
 		var done []prometheus.Collector
-		for _, c := range []prometheus.Collector{calls, latency, verdicts, m.notOwnerRefreshes, m.backupReads, m.backupWrites, m.hedgesSent, m.hedgesWon, m.hedgesCancelled, m.hedgeDelay, m.topologyChanges, m.refreshErrors, m.dialErrors,
+		for _, c := range []prometheus.Collector{reached, active, connected, calls, latency, verdicts, m.notOwnerRefreshes, m.backupReads, m.backupWrites, m.hedgesSent, m.hedgesWon, m.hedgesCancelled, m.hedgeDelay, m.topologyChanges, m.refreshErrors, m.dialErrors,
 			m.recordQueued, m.recordSent, m.recordRetries, m.recordDropped, m.recordQueue, m.resolveMisses, m.resolveFailures, m.lateGrants, m.undos} {
 			if err := reg.Register(c); err != nil {
 				// Leave the registry as it was, so a corrected config can
@@ -153,7 +163,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 				for _, d := range done {
 					reg.Unregister(d)
 				}
-				return nil, fmt.Errorf("fcap client metrics: %w (another client on this Registerer? give each its own Config.MetricsLabels or MetricsNamespace)", err)
+				return nil, fmt.Errorf("%w: metrics: %w (another client on this Registerer? give each its own Config.MetricsLabels or MetricsNamespace)", ErrBadConfig, err)
 			}
 			done = append(done, c)
 		}

@@ -202,9 +202,12 @@ func failVerdict(cfg *Config, strict bool) Verdict {
 }
 
 // Check asks, in one request to the viewer's owner, which candidates may
-// be shown. It returns an error only for an invalid request; when the
-// cluster cannot answer in time every verdict is decided by the failure
-// policy and marked.
+// be shown. When the cluster cannot answer in time every verdict is
+// decided by the failure policy and marked, and the error is nil, unless
+// the client has never reached the cluster: then the marked verdicts come
+// with an error wrapping ErrUnavailable that names the seeds. Otherwise
+// it returns an error only for an invalid request (ErrBadRequest), a
+// cancelled context (no verdicts) or a closed client.
 func (c *Client) Check(ctx context.Context, viewer string, cands []fcap.Candidate, opts ...CallOption) (*CheckResult, error) {
 	res := &CheckResult{}
 	return res, c.CheckInto(ctx, viewer, cands, res, opts...)
@@ -288,7 +291,7 @@ func (c *Client) check(ctx context.Context, viewer string, res *CheckResult, sta
 	c.m.failVerdicts(res.Verdicts)
 	c.m.observe(opCheck, outcomeFailed, start)
 	c.log.Debug("check failed over to policy", "err", err)
-	return nil
+	return c.neverReached()
 }
 
 // fill copies a node's answer into the result; false if it does not fit
@@ -512,7 +515,7 @@ func (c *Client) Allow(ctx context.Context, viewer string, caps []fcap.Cap, opts
 	v := failVerdict(&c.cfg, anyStrict(caps))
 	c.m.failVerdicts([]Verdict{v})
 	c.m.observe(opAllow, outcomeFailed, start)
-	return v, nil
+	return v, c.neverReached()
 }
 
 // unreachable reports whether a call failed because its node could not
@@ -588,7 +591,7 @@ func (c *Client) Reserve(ctx context.Context, viewer string, cand fcap.Candidate
 	v := failVerdict(&c.cfg, anyStrict(cand.Caps))
 	c.m.failVerdicts([]Verdict{v})
 	c.m.observe(opReserve, outcomeFailed, start)
-	return v, Reservation{}, nil
+	return v, Reservation{}, c.neverReached()
 }
 
 // Release drops a reservation before its ttl. It returns
@@ -603,7 +606,7 @@ func (c *Client) Release(ctx context.Context, r Reservation) error {
 	}
 	req := proto.Release{Viewer: r.Viewer, ID: r.ID}
 	cl, err := c.owned(ctx, r.Viewer, &req, proto.TypeReleaseResult, c.deadline(ctx, start))
-	if err = unavailable(ctx, err); err != nil {
+	if err = c.unavailable(ctx, err); err != nil {
 		c.m.observe(opRelease, outcomeOf(err), start)
 		return err
 	}

@@ -19,8 +19,8 @@ func TestPreparedCandidatesFollowTheFailurePolicy(t *testing.T) {
 	c := newClient(t, shortDial, deadCluster(t))
 	prepared := prepareAll(t, []fcap.Candidate{{Caps: []fcap.Cap{soft}}, {Caps: []fcap.Cap{soft, strict}}})
 	var res client.CheckResult
-	if err := c.CheckPreparedInto(context.Background(), "v", prepared, &res); err != nil {
-		t.Fatal(err)
+	if err := c.CheckPreparedInto(context.Background(), "v", prepared, &res); !errors.Is(err, client.ErrUnavailable) {
+		t.Fatalf("CheckPreparedInto, no cluster ever reached: %v, want ErrUnavailable beside the verdicts", err)
 	}
 	if v := res.Verdicts[0]; !v.Allowed || !v.FailOpen {
 		t.Errorf("soft candidate: %+v, want allowed and marked fail-open", v)

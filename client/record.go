@@ -26,7 +26,10 @@ import (
 // message names the field and the values accepted, judged by
 // Config.Limits (fcap.Impression.Validate). It returns ErrQueueFull when
 // Config.RecordQueue impressions are already waiting, and ErrClosed after
-// Close. nil means queued.
+// Close. nil means queued. While the client has never reached the
+// cluster it queues the impression all the same (it is sent if a node
+// answers before its attempts run out) and returns an error wrapping
+// ErrUnavailable that names the seeds: the cluster may never see it.
 //
 // imp.Time is when the ad played, in Unix milliseconds. 0 means now: this
 // machine's clock when Record is called, stamped before the impression
@@ -41,7 +44,10 @@ func (c *Client) Record(viewer string, imp fcap.Impression) error {
 		return err
 	}
 	stampNow(&imp)
-	return c.rec.add(viewer, imp)
+	if err := c.rec.add(viewer, imp); err != nil {
+		return err
+	}
+	return c.neverReached()
 }
 
 // stampNow gives an impression without a time (0) the current time.
@@ -61,7 +67,10 @@ func (c *Client) RecordDevice(device string, imp fcap.Impression) error {
 	stampNow(&imp)
 	o := callOptions{device: true}
 	ctx := context.Background()
-	return c.rec.add(c.canonical(ctx, device, &o, c.deadline(ctx, time.Now())), imp)
+	if err := c.rec.add(c.canonical(ctx, device, &o, c.deadline(ctx, time.Now())), imp); err != nil {
+		return err
+	}
+	return c.neverReached()
 }
 
 // validateRecord applies the checks the owner would, so an invalid

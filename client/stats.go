@@ -28,6 +28,9 @@ type Stats struct {
 	ResolveFailures   int64 // devices that could not be resolved (counted as themselves)
 	LateGrants        int64 // Allow and Reserve grants that arrived after their call gave up
 	ReturnedGrants    int64 // late strict grants given back to their owner (the slot is free again)
+	Reached           bool  // a node has answered with the topology (see ErrUnavailable)
+	ActiveNodes       int64 // members that own partitions
+	ConnectedNodes    int64 // of those, the ones with a connection up
 }
 
 // Stats returns the totals since the client started.
@@ -58,6 +61,8 @@ func (c *Client) Stats() Stats {
 	s.ResolveFailures = value(m.resolveFailures)
 	s.LateGrants = value(m.lateGrants)
 	s.ReturnedGrants = value(m.undos.WithLabelValues("returned"))
+	s.Reached = c.reached()
+	s.ActiveNodes, s.ConnectedNodes = c.nodeCounts()
 	return s
 }
 

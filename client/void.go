@@ -40,7 +40,7 @@ func (c *Client) Void(ctx context.Context, viewer string, imp fcap.Impression) (
 	}
 	imp.Reservation = 0
 	cl, err := c.owned(ctx, viewer, &proto.Void{Viewer: viewer, Impression: imp}, proto.TypeVoidResult, identityDeadline(ctx))
-	err = unavailable(ctx, err)
+	err = c.unavailable(ctx, err)
 	c.m.observe(opVoid, outcomeOf(err), start)
 	if err != nil {
 		return false, err

@@ -59,6 +59,15 @@ func (m *HelloResult) decode(d *decoder) {
 	d.end(extra)
 }
 
+// HelloID is the request id SayHello's Hello carries: 10, '\n' in its
+// frame's last header byte. A server of a line-based text protocol (an
+// HTTP server: a node's --http address given as a data-plane address)
+// then reads a complete, malformed line and answers at once ("HTTP/1.1
+// 400 ..."), where a frame without a newline would leave it waiting for
+// the rest of its request line; the client names what it found from that
+// answer. Any id is valid to a node, which echoes it.
+const HelloID = 0x0a
+
 // SayHello authenticates a fresh connection: it sends a Hello with token
 // and reads the answer, the only frame the node sends before the next
 // request, and returns the role. A node's refusal is returned as its
@@ -66,7 +75,7 @@ func (m *HelloResult) decode(d *decoder) {
 // know Hello as an error wrapping ErrUnsupported that says so. The
 // caller sets the connection's deadline.
 func SayHello(c io.ReadWriter, token string) (role string, err error) {
-	b, err := AppendFrame(nil, 0, &Hello{Token: token})
+	b, err := AppendFrame(nil, HelloID, &Hello{Token: token})
 	if err != nil {
 		return "", err
 	}

@@ -380,7 +380,7 @@ func (a *API) check(w http.ResponseWriter, r *http.Request) {
 		}
 		return func(ctx context.Context) (any, error) {
 			res, err := a.c.Check(ctx, id, cands, opts...)
-			if err != nil {
+			if err != nil && !policyAnswered(err, len(res.Verdicts) > 0) {
 				return nil, err
 			}
 			out := CheckResponse{Verdicts: make([]Verdict, len(res.Verdicts)), Now: res.Now}
@@ -406,6 +406,9 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 		}
 		return func(ctx context.Context) (any, error) {
 			v, err := a.c.Allow(ctx, id, caps, opts...)
+			if policyAnswered(err, v.Failed()) {
+				err = nil
+			}
 			return toVerdict(v), err
 		}, nil
 	})
@@ -427,10 +430,16 @@ func (a *API) record(w http.ResponseWriter, r *http.Request) {
 		// here, not a drop counted later. A time of 0 (or none) is now,
 		// by this node's clock (client.Record stamps it).
 		return func(context.Context) (any, error) {
+			var err error
 			if req.Device != "" {
-				return RecordResponse{Queued: true}, a.c.RecordDevice(id, imp)
+				err = a.c.RecordDevice(id, imp)
+			} else {
+				err = a.c.Record(id, imp)
 			}
-			return RecordResponse{Queued: true}, a.c.Record(id, imp)
+			if policyAnswered(err, true) { // queued all the same
+				err = nil
+			}
+			return RecordResponse{Queued: true}, err
 		}, nil
 	})
 }
@@ -490,6 +499,9 @@ func (a *API) reserve(w http.ResponseWriter, r *http.Request) {
 		}
 		return func(ctx context.Context) (any, error) {
 			v, res, err := a.c.Reserve(ctx, id, fcap.Candidate{Caps: caps}, time.Duration(req.TTLMillis)*time.Millisecond, opts...)
+			if policyAnswered(err, v.Failed()) {
+				err = nil
+			}
 			out := ReserveResponse{Verdict: toVerdict(v)}
 			if res.ID != 0 {
 				out.Reservation = strconv.FormatUint(res.ID, 10)
@@ -666,6 +678,16 @@ func toCaps(in []Cap) ([]fcap.Cap, error) {
 		out[i] = fcap.Cap{Scope: c.Scope, ID: c.ID, Limit: c.Limit, Window: c.Window, Algorithm: alg, Mode: mode}
 	}
 	return out, nil
+}
+
+// policyAnswered reports whether err only says that the API's client
+// has never reached the cluster, beside an answer the failure policy
+// gave (answered: marked verdicts, or a queued impression). The JSON API
+// answers with those, as for a cluster that is down: its callers get the
+// policy's verdicts either way, and the node's fcap_client_cluster_reached
+// says the rest.
+func policyAnswered(err error, answered bool) bool {
+	return answered && errors.Is(err, client.ErrUnavailable)
 }
 
 func toVerdict(v client.Verdict) Verdict {

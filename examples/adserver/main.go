@@ -39,6 +39,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -88,6 +89,23 @@ type server struct {
 	ads         []ad
 	cands       []fcap.Candidate
 	impressions atomic.Int64
+	warned      atomic.Int64 // when unreached last logged, Unix nanoseconds
+}
+
+// unreached reports whether err says that fcap was never reached (a
+// wrong seed, the node's HTTP port, TLS not set: the error names each
+// seed and what answered there). The call's verdicts are then the
+// failure policy's, and this server serves by them; it logs why at most
+// every 10 seconds.
+func (s *server) unreached(err error) bool {
+	if !errors.Is(err, client.ErrUnavailable) {
+		return false
+	}
+	now, last := time.Now().UnixNano(), s.warned.Load()
+	if now-last > int64(10*time.Second) && s.warned.CompareAndSwap(last, now) {
+		log.Printf("fcap never reached, serving by the failure policy: %v", err)
+	}
+	return true
 }
 
 func newServer(fc *client.Client) *server {
@@ -112,9 +130,10 @@ func (s *server) serveAd(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// One call for every candidate. An error is an invalid request or a
-	// request that went away (a cancelled context): no verdict either way.
+	// request that went away (a cancelled context): no verdict either
+	// way; or fcap never reached, with the failure policy's verdicts.
 	res, err := s.fc.Check(r.Context(), viewer, s.cands)
-	if err != nil {
+	if err != nil && !s.unreached(err) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -126,7 +145,7 @@ func (s *server) serveAd(w http.ResponseWriter, r *http.Request) {
 		// viewer may have taken the last one since the Check: then this
 		// one is denied, and the next candidate is tried.
 		v, rsv, err := s.fc.Reserve(r.Context(), viewer, s.cands[i], reservationTTL)
-		if err != nil {
+		if err != nil && !s.unreached(err) {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -143,7 +162,8 @@ func (s *server) serveAd(w http.ResponseWriter, r *http.Request) {
 		// is queued, batched and retried, and idempotent on the id.
 		id := viewer + "-" + strconv.FormatInt(s.impressions.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		imp := fcap.Impression{ID: id, Caps: s.ads[i].Caps, Reservation: rsv.ID} // Time 0: now
-		if err := s.fc.Record(viewer, imp); err != nil {
+		// Unreached: queued all the same.
+		if err := s.fc.Record(viewer, imp); err != nil && !s.unreached(err) {
 			log.Printf("impression %s not recorded: %v", id, err)
 		}
 		return
@@ -167,16 +187,23 @@ func run(seeds, listen string, timeout time.Duration) error {
 
 	reg := prometheus.NewRegistry()
 	fc, err := client.New(client.Config{
-		Seeds:      []string{seeds},
+		Seeds:      strings.Split(seeds, ","),
 		Timeout:    timeout, // every other field: its default
 		Registerer: reg,     // fcap_client_* on this server's /metrics
 	})
 	if err != nil {
 		return err
 	}
+	// Wait for every fcap node that owns partitions to be connected, so
+	// the first ad request is served like the thousandth. If they are
+	// not by then, the error names each seed and what answered there
+	// (nothing, an HTTP server, TLS, another protocol). This server
+	// serves anyway (soft caps fail open, strict caps fail closed, and
+	// each call says fcap was never reached until it is); one that must
+	// not would return the error.
 	ready, cancel := context.WithTimeout(ctx, 5*time.Second)
 	if err := fc.WaitReady(ready); err != nil {
-		log.Printf("fcap not reachable yet (%v): serving anyway; soft caps fail open, strict caps fail closed until it is", err)
+		log.Printf("fcap not ready, serving by the failure policy until it is: %v", err)
 	}
 	cancel()
 

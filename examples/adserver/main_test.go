@@ -52,6 +52,40 @@ type adServer struct {
 // Its fcap deadline is generous: the test is about caps, not speed.
 func startAdServer(t *testing.T, seed string) *adServer {
 	t.Helper()
+	s := launchAdServer(t, seed)
+	// Serving is not enough: an ad chosen by the failure policy is served
+	// too, and the node turns active a moment after it listens, so the
+	// example's client may have fetched a topology with no owner yet.
+	// Wait for an ad the cluster chose (for a new viewer each time: the
+	// impressions of ads served meanwhile count, and could cap one).
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		if i > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if ad, ok := s.get(fmt.Sprint("probe-", i)); ok && !ad.FailOpen {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the ad server never served an ad the cluster chose")
+		}
+	}
+}
+
+// get asks the ad server for an ad; ok is false unless one was served.
+func (s *adServer) get(viewer string) (ad served, ok bool) {
+	resp, err := http.Get(fmt.Sprintf("http://%s/ad?viewer=%s", s.addr, viewer))
+	if err != nil {
+		return ad, false
+	}
+	defer resp.Body.Close()
+	return ad, resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&ad) == nil
+}
+
+// launchAdServer runs the example against seed and waits until it
+// listens.
+func launchAdServer(t *testing.T, seed string) *adServer {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-fcap", seed, "-listen", "127.0.0.1:0", "-timeout", "2s")
 	cmd.Env = append(os.Environ(), "FCAP_EXAMPLE_ADSERVER=1")
 	cmd.Stderr = os.Stderr
@@ -88,28 +122,7 @@ func startAdServer(t *testing.T, seed string) *adServer {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the ad server never said where it listens")
 	}
-	// Serving is not enough: an ad chosen by the failure policy is served
-	// too, and the node turns active a moment after it listens, so the
-	// example's client may have fetched a topology with no owner yet.
-	// Wait for an ad the cluster chose (for a new viewer each time: the
-	// impressions of ads served meanwhile count, and could cap one).
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; ; i++ {
-		if i > 0 {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if resp, err := http.Get(fmt.Sprintf("http://%s/ad?viewer=probe-%d", s.addr, i)); err == nil {
-			var ad served
-			ok := resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&ad) == nil && !ad.FailOpen
-			resp.Body.Close()
-			if ok {
-				return s
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the ad server never served an ad the cluster chose")
-		}
-	}
+	return s
 }
 
 // stop sends sig and waits for a clean exit.
@@ -230,4 +243,17 @@ func TestSIGINTExitsCleanly(t *testing.T) {
 	nd := startNode(t)
 	s := startAdServer(t, nd.DataAddr())
 	s.stop(t, os.Interrupt)
+}
+
+// TestServesByPolicyWhenFcapIsNeverReached: given the node's HTTP address
+// for its data plane, the example starts (WaitReady names what answered
+// and it serves on) and serves ads by the failure policy, marked
+// fail-open, though every client call now says fcap was never reached.
+func TestServesByPolicyWhenFcapIsNeverReached(t *testing.T) {
+	nd := startNode(t)
+	s := launchAdServer(t, nd.HTTPAddr())
+	ad, ok := s.get("viewer-1")
+	if !ok || !ad.FailOpen || ad.Creative == "" {
+		t.Fatalf("an ad with fcap never reached: %+v (served %v), want one served fail-open", ad, ok)
+	}
 }
