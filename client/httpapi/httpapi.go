@@ -240,7 +240,18 @@ type RecordRequest struct {
 	Viewer     string     `json:"viewer,omitempty"`
 	Device     string     `json:"device,omitempty"`
 	Impression Impression `json:"impression"`
+	// Ack is when the answer comes: AckQueued (the default) once the
+	// impression is queued for sending, or AckReplicated once every
+	// owner of the viewer applied it (client.RecordSync with
+	// client.Replicated), so no single node's death can take it back.
+	Ack string `json:"ack,omitempty"`
 }
+
+// The acknowledgements a record can ask for (RecordRequest.Ack).
+const (
+	AckQueued     = "queued"
+	AckReplicated = "replicated"
+)
 
 // VoidRequest takes back a recorded impression, named as it was
 // recorded: its id, time (required) and caps; a reservation is ignored.
@@ -255,9 +266,15 @@ type VoidResponse struct {
 	Voided bool `json:"voided"`
 }
 
-// RecordResponse says whether the impression was queued for sending.
+// RecordResponse says whether the impression was queued for sending
+// (202) or, for a replicated acknowledgement, that every owner applied
+// it and what the owner did with it: recorded, duplicate (its id was
+// counted before, maybe by an attempt of this request that was not
+// acknowledged in time) or stale (older than its longest window) (200).
 type RecordResponse struct {
-	Queued bool `json:"queued"`
+	Queued     bool   `json:"queued"`
+	Replicated bool   `json:"replicated,omitempty"`
+	Status     string `json:"status,omitempty"`
 }
 
 // ReserveRequest holds one impression's worth of a candidate's caps.
@@ -357,6 +374,9 @@ func (a *API) handle(w http.ResponseWriter, r *http.Request, req any, status int
 		w.WriteHeader(status)
 		return
 	}
+	if sr, ok := out.(statusReply); ok {
+		status, out = sr.status, sr.body
+	}
 	reply(w, status, out)
 }
 
@@ -421,6 +441,16 @@ func (a *API) record(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
+		switch req.Ack {
+		case "", AckQueued:
+		case AckReplicated:
+			if req.Device != "" {
+				return nil, fmt.Errorf("%w: ack: %q takes a viewer, not a device", errInvalid, AckReplicated)
+			}
+			return a.recordReplicated(r, req.Viewer, imp)
+		default:
+			return nil, fmt.Errorf("%w: ack: %q is neither %q nor %q", errInvalid, req.Ack, AckQueued, AckReplicated)
+		}
 		id, _, err := a.target("record", req.Viewer, req.Device, nil)
 		if err != nil {
 			return nil, err
@@ -442,6 +472,34 @@ func (a *API) record(w http.ResponseWriter, r *http.Request) {
 			return RecordResponse{Queued: true}, err
 		}, nil
 	})
+}
+
+// recordReplicated is a record that answers once every owner of the
+// viewer applied the impression (200), bounded by the X-Fcap-Timeout-Ms
+// header or identityTimeout; past it, 502 with the impression's fate
+// unknown: send it again (its id makes that safe).
+func (a *API) recordReplicated(r *http.Request, viewer string, imp fcap.Impression) (call, error) {
+	if viewer == "" {
+		return nil, fmt.Errorf("%w: viewer: required", errInvalid)
+	}
+	ctx, cancel, err := a.context(r, identityTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return func(context.Context) (any, error) {
+		defer cancel()
+		ack := a.c.RecordSync(ctx, []client.RecordItem{{Viewer: viewer, Impression: imp}}, client.Replicated())[0]
+		if ack.Err != nil {
+			return nil, ack.Err
+		}
+		return statusReply{http.StatusOK, RecordResponse{Replicated: true, Status: ack.Status.String()}}, nil
+	}, nil
+}
+
+// statusReply is a call's answer with a status other than the route's.
+type statusReply struct {
+	status int
+	body   any
 }
 
 // void answers POST /v1/void: the impression stops counting everywhere

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client/httpapi"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/nodetest"
@@ -354,5 +355,54 @@ func TestIdentityOverHTTP(t *testing.T) {
 	}
 	if st := post(t, nodes[0], "/v1/resolve", map[string]any{"device": "http-phone"}, &who); st != 200 || who.Viewer != "http-phone" {
 		t.Fatalf("resolve after unlink: %d %+v", st, who)
+	}
+}
+
+// TestRecordReplicatedAck: a record with "ack": "replicated" is answered
+// 200 only once every owner of the viewer applied it, so both nodes of a
+// cluster with two replicas hold it the moment the answer comes (read
+// from each node's own engine, no waiting); a second one is a duplicate;
+// an unknown ack, or a device with a replicated ack, is a 400.
+func TestRecordReplicatedAck(t *testing.T) {
+	nodes := nodetest.Cluster(t, "apirep", 2, func(cfg *node.Config) {
+		cfg.Membership.Ring.Replicas = 2
+		cfg.APITimeout = 2 * time.Second
+		nodeclient.ServeAPI(cfg)
+	})
+	entry := nodes[1]
+	waitReady(t, entry)
+	c := httpapi.Cap{Scope: "campaign", ID: "rep", Limit: 10, Window: 3_600_000}
+	now := time.Now().UnixMilli()
+	rec := httpapi.RecordRequest{Viewer: "rep-viewer", Ack: httpapi.AckReplicated,
+		Impression: httpapi.Impression{ID: "imp-rep-1", Time: now, Caps: []httpapi.Cap{c}}}
+	var rr httpapi.RecordResponse
+	// Recorded, or duplicate when an attempt of the client's that was
+	// not acknowledged in time (the cluster has just formed) counted it.
+	if st := post(t, entry, "/v1/record", rec, &rr); st != http.StatusOK || !rr.Replicated || rr.Queued || rr.Status != "recorded" && rr.Status != "duplicate" {
+		t.Fatalf("replicated record: status %d %+v; want 200, replicated, recorded", st, rr)
+	}
+	capc := fcap.Cap{Scope: c.Scope, ID: c.ID, Limit: c.Limit, Window: c.Window}
+	for _, nd := range nodes {
+		vds, err := nd.Engine().Check("rep-viewer", []fcap.Candidate{{Caps: []fcap.Cap{capc}}}, now, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vds[0].Remaining != c.Limit-1 {
+			t.Errorf("%s holds %d of the viewer's impressions when the record was answered, want 1", nd.Name(), c.Limit-vds[0].Remaining)
+		}
+	}
+	rr = httpapi.RecordResponse{}
+	if st := post(t, entry, "/v1/record", rec, &rr); st != http.StatusOK || rr.Status != "duplicate" {
+		t.Fatalf("the same record again: status %d %+v; want 200, duplicate", st, rr)
+	}
+	bad := rec
+	bad.Ack = "sometime"
+	if st := post(t, entry, "/v1/record", bad, nil); st != http.StatusBadRequest {
+		t.Fatalf(`"ack": "sometime": status %d, want 400`, st)
+	}
+	bad = rec
+	bad.Viewer, bad.Device = "", "dev-1"
+	if st := post(t, entry, "/v1/record", bad, nil); st != http.StatusBadRequest {
+		t.Fatalf("a device with a replicated ack: status %d, want 400", st)
 	}
 }

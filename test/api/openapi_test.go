@@ -231,6 +231,8 @@ func TestOpenAPIAgreesWithALiveNode(t *testing.T) {
 		// record
 		{name: "record", path: "/v1/record", body: fmt.Sprintf(`{"viewer":"v","impression":{"id":"i1","time":%d,"caps":[%s]}}`, now, capJSON("rec", 3)), status: 202},
 		{name: "record without a time", path: "/v1/record", body: `{"viewer":"v","impression":{"id":"i2","caps":[` + capJSON("rec", 3) + `]}}`, status: 202},
+		{name: "record acknowledged once replicated", path: "/v1/record", body: fmt.Sprintf(`{"viewer":"v","ack":"replicated","impression":{"id":"i7","time":%d,"caps":[%s]}}`, now, capJSON("rec", 3)), status: 200},
+		{name: "record with an unknown ack", path: "/v1/record", body: fmt.Sprintf(`{"viewer":"v","ack":"later","impression":{"id":"i8","time":%d,"caps":[%s]}}`, now, capJSON("rec", 3)), status: 400, specRefuses: true},
 		{name: "record without an impression", path: "/v1/record", body: `{"viewer":"v"}`, status: 400, specRefuses: true},
 		{name: "record without an id", path: "/v1/record", body: `{"viewer":"v","impression":{"caps":[` + capJSON("rec", 3) + `]}}`, status: 400, specRefuses: true},
 		{name: "record of a non-numeric reservation", path: "/v1/record", body: `{"viewer":"v","impression":{"id":"i3","reservation":"abc","caps":[` + capJSON("rec", 3) + `]}}`, status: 400, specRefuses: true},
