@@ -100,7 +100,7 @@ func TestFailOpenAlertCountsCalls(t *testing.T) {
 	_, after, _ = strings.Cut(after, "expr:")
 	expr, _, _ := strings.Cut(after, "\n")
 	num, den, ok := strings.Cut(expr, "/")
-	if !ok || !strings.Contains(num, `fcap_client_calls_total{outcome="failed_over"}`) || !strings.Contains(den, "fcap_client_calls_total") || strings.Contains(expr, "policy_verdicts") {
+	if !ok || !strings.Contains(num, `fcap_client_calls_total{outcome="failed_over"`) || !strings.Contains(den, "fcap_client_calls_total") || strings.Contains(expr, "policy_verdicts") {
 		t.Errorf("FcapFailOpenRate: %s; want calls failed over / calls", expr)
 	}
 }
