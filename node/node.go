@@ -84,7 +84,9 @@ type Node struct {
 	gossipKeys *security.GossipKeys // GossipKey requests
 
 	drainOnce sync.Once
+	drainSent int
 	drainErr  error
+	drained   chan struct{} // closed when Drain has returned
 
 	conns *conns.Places // the data-plane connections
 
@@ -126,6 +128,7 @@ func Start(cfg Config) (*Node, error) {
 		clock:    cfg.Clock,
 		activate: make(chan struct{}, 1),
 		replans:  make(chan struct{}, 1),
+		drained:  make(chan struct{}),
 	}
 	n.tokens = security.NewTokens(cfg.Security.Tokens, cfg.Security.PeerToken)
 	n.promises = quorum.NewPromises(cfg.Quorum.Lease)
@@ -483,10 +486,19 @@ func (n *Node) activator(ctx context.Context) {
 // node leaves all the same). Calling it again returns the first call's
 // result.
 func (n *Node) Drain(ctx context.Context) (int, error) {
-	var sent int
-	n.drainOnce.Do(func() { sent, n.drainErr = n.drain(ctx) })
-	return sent, n.drainErr
+	n.drainOnce.Do(func() {
+		n.drainSent, n.drainErr = n.drain(ctx)
+		close(n.drained)
+	})
+	return n.drainSent, n.drainErr
 }
+
+// Drained is closed once a drain has finished (Drain returned, whoever
+// called it: fcapctl drain, or Shutdown): the node has left the cluster
+// and serves nothing more, so its process may exit (cmd/fcapd does, as
+// consul leave does). A node that left comes back only as a new process:
+// started again with the same --name and --data-dir, it rejoins.
+func (n *Node) Drained() <-chan struct{} { return n.drained }
 
 func (n *Node) drain(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.DrainTimeout)
