@@ -1,6 +1,9 @@
 package api
 
 import (
+	"io"
+	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -41,5 +44,38 @@ func TestBadJSONIsToldInJSONTerms(t *testing.T) {
 		if strings.Contains(e.Error, "Go ") || strings.Contains(e.Error, "int64") || strings.Contains(e.Error, "httpapi.") {
 			t.Errorf("%s %s: %q names Go internals", c.path, c.body, e.Error)
 		}
+	}
+}
+
+// TestNodeServesItsOpenAPISpec: GET /openapi.yaml on a node's HTTP
+// address answers docs/openapi.yaml, byte for byte, as YAML; a node with
+// the JSON API off serves neither.
+func TestNodeServesItsOpenAPISpec(t *testing.T) {
+	want, err := os.ReadFile("../../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(nd *node.Node) (int, string, string) {
+		resp, err := http.Get("http://" + nd.HTTPAddr() + "/openapi.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+	}
+	cfg := node.DefaultLocalConfig("spec")
+	cfg.Logger = quiet
+	nodeclient.ServeAPI(&cfg)
+	st, ct, body := get(nodetest.Start(t, cfg))
+	if st != http.StatusOK || ct != "application/yaml" || body != string(want) {
+		t.Errorf("GET /openapi.yaml: %d %q, %d bytes; want 200 application/yaml and docs/openapi.yaml's %d bytes", st, ct, len(body), len(want))
+	}
+	off := node.DefaultLocalConfig("spec-off")
+	off.Logger = quiet
+	nodeclient.ServeAPI(&off)
+	off.HTTPAPI = false
+	if st, _, _ := get(nodetest.Start(t, off)); st != http.StatusNotFound {
+		t.Errorf("GET /openapi.yaml with the JSON API off: %d, want 404", st)
 	}
 }
