@@ -34,6 +34,9 @@ func (n *Node) httpHandler() http.Handler {
 			return
 		}
 		notes := n.authorityNotes()
+		if note := copiesNote(n.Ring()); note != "" {
+			notes += "warning: " + note + "\n"
+		}
 		if r.URL.Query().Has("strict") && !n.Authority() {
 			http.Error(w, "not ready for strict caps\n"+notes, http.StatusServiceUnavailable)
 			return

@@ -404,7 +404,27 @@ func (n *Node) onRingChange(old, cur *ring.Ring) {
 	n.updateQuorum()
 	n.metrics.RingChanges.Inc()
 	n.log.Info("ring changed", "epoch", fmt.Sprintf("%016x", cur.Epoch()), "members", len(cur.Members()), "owners", cur.ActiveMembers())
+	if note := copiesNote(cur); note != "" {
+		n.log.Warn(note, "replicas", cur.Replicas(), "owners", cur.ActiveMembers())
+	}
 	n.maybeActivate()
+}
+
+// copiesNote says, when r has fewer active members than its replica
+// count, that every partition has fewer copies than --replicas asks for:
+// with one member, no backup at all. A node that serves that way is
+// ready all the same (soft caps are served, nothing is refused); its log
+// (at every ring change), /readyz's body and fcapctl status say so.
+// "" when r has no active member yet or enough of them.
+func copiesNote(r *ring.Ring) string {
+	active, want := r.ActiveMembers(), r.Replicas()
+	switch {
+	case active == 0 || active >= want:
+		return ""
+	case active == 1:
+		return fmt.Sprintf("no backup: --replicas %d, but one active member holds every partition alone, so a crash of it loses what it counted; add members (or run --replicas 1 if one copy is meant)", want)
+	}
+	return fmt.Sprintf("under-replicated: --replicas %d, but %d active members, so every partition has %d copies; add members", want, active, active)
 }
 
 // NameTaken receives, once, the conflict found while this node was still

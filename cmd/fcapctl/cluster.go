@@ -216,6 +216,17 @@ func (out *statusOut) judge() {
 			out.Problems = append(out.Problems, fmt.Sprintf("%s serves %d partitions claimed without any holder's copy: strict caps fail closed on them until a holder returns or is forgotten", m.Name, m.Claimed))
 		}
 	}
+	// Fewer ring members than replicas: every partition has fewer copies
+	// than asked for, whatever each primary says of its backups (it has
+	// none to send to). One node started with --replicas 2 used to look
+	// healthy. (A member still joining counts: it receives its copies.)
+	switch n := len(out.Members); {
+	case n == 0 || n >= out.Replicas:
+	case n == 1:
+		out.Problems = append(out.Problems, fmt.Sprintf("no backup: %d replicas, but one member holds every partition alone; a crash of it loses what it counted (add members, or run --replicas 1 if one copy is meant)", out.Replicas))
+	default:
+		out.Problems = append(out.Problems, fmt.Sprintf("%d members for %d replicas: every partition has %d copies; add members", n, out.Replicas, n))
+	}
 	for _, f := range out.Failed {
 		out.Problems = append(out.Problems, fmt.Sprintf("%s (%s) failed at %s (reported by %s): it counts toward the majority until it returns; `fcapctl forget %s` if it will not",
 			f.Name, f.Addr, f.Since.Format(time.RFC3339), strings.Join(f.ReportedBy, ", "), f.Name))
