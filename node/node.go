@@ -164,10 +164,13 @@ func Start(cfg Config) (*Node, error) {
 		n.closeDurable()
 		return nil, fmt.Errorf("start gossip: %w", err)
 	}
-	n.run()
-	n.log.Info("fcapd ready",
+	// Listening, not ready: the node serves once it is an active member
+	// holding its partitions, and says "fcapd ready" then (activator,
+	// which run starts: this line comes first).
+	n.log.Info("fcapd listening",
 		"data", n.dataAddr, "gossip", n.membership().GossipAddr(), "http", n.httpAddr(),
 		"partitions", cfg.Membership.Ring.Partitions, "replicas", cfg.Membership.Ring.Replicas)
+	n.run()
 	return n, nil
 }
 
@@ -492,6 +495,7 @@ func (n *Node) activator(ctx context.Context) {
 			continue
 		}
 		n.log.Info("active: holding every partition it owns")
+		n.log.Info("fcapd ready", "data", n.dataAddr, "http", n.httpAddr())
 	}
 }
 
