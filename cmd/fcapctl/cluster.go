@@ -470,7 +470,15 @@ func runDrain(args []string, stdout, stderr io.Writer) int {
 		}
 		if target == nil {
 			msg, code := notAMember(ctx, admin, topo, name)
-			fmt.Fprintf(stderr, "fcapctl drain: %s\n", msg)
+			switch {
+			case code != exitOK:
+				fmt.Fprintf(stderr, "fcapctl drain: %s\n", msg)
+			case *asJSON:
+				b, _ := json.Marshal(map[string]any{"node": name, "partitions_sent": 0, "seconds": 0, "already_gone": true})
+				fmt.Fprintln(stdout, string(b))
+			default:
+				fmt.Fprintln(stdout, msg)
+			}
 			return code
 		}
 	}
