@@ -100,7 +100,7 @@ func TestFailOpenAlertCountsCalls(t *testing.T) {
 	_, after, _ = strings.Cut(after, "expr:")
 	expr, _, _ := strings.Cut(after, "\n")
 	num, den, ok := strings.Cut(expr, "/")
-	if !ok || !strings.Contains(num, `fcap_client_calls_total{outcome="failed_over"}`) || !strings.Contains(den, "fcap_client_calls_total") || strings.Contains(expr, "policy_verdicts") {
+	if !ok || !strings.Contains(num, `fcap_client_calls_total{outcome="failed_over"`) || !strings.Contains(den, "fcap_client_calls_total") || strings.Contains(expr, "policy_verdicts") {
 		t.Errorf("FcapFailOpenRate: %s; want calls failed over / calls", expr)
 	}
 }
@@ -152,5 +152,36 @@ func TestPromtool(t *testing.T) {
 		if out, err := exec.Command("promtool", args...).CombinedOutput(); err != nil {
 			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
+	}
+}
+
+// TestClientQueriesSayWhoseClient: a node's /metrics carries the client
+// metrics of its JSON API (role="node-internal") under the names the ad
+// servers' clients export; a query that sums fcap_client_* without a
+// role matcher mixes the two. Every client selector of the dashboard and
+// the alerts picks one side.
+func TestClientQueriesSayWhoseClient(t *testing.T) {
+	var exprs []string
+	for _, p := range loadDashboard(t).Panels {
+		for _, tg := range p.Targets {
+			exprs = append(exprs, p.Title+": "+tg.Expr)
+		}
+	}
+	for _, r := range alertRules(t) {
+		exprs = append(exprs, r.name+": "+r.expr)
+	}
+	sel := regexp.MustCompile(`\bfcap_client_[a-z_]+(\{[^}]*\})?`)
+	role := regexp.MustCompile(`\brole(!=|=)"node-internal"`)
+	n := 0
+	for _, e := range exprs {
+		for _, m := range sel.FindAllStringSubmatch(e, -1) {
+			n++
+			if !role.MatchString(m[1]) {
+				t.Errorf("%s: %s mixes the ad servers' clients with the nodes' own (no role=\"node-internal\" or role!=\"node-internal\")", e, m[0])
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no client metric in the dashboard or the alerts")
 	}
 }

@@ -19,6 +19,12 @@ import (
 // under /v1/ on its HTTP address. cmd/fcapd wires it in; the node never
 // imports the client.
 
+// internalClientRole is the role label on the metrics of the client the
+// node's JSON API goes through (fcap_client_*, the names an ad server's
+// client exports), so that no panel or alert mixes them with the ad
+// servers' (deploy/grafana, deploy/prometheus).
+const internalClientRole = "node-internal"
+
 // API is the JSON API a node serves (client/httpapi's Gateway).
 type API interface {
 	http.Handler
@@ -42,7 +48,10 @@ type APIEnv struct {
 	MaxBody int64
 	// Logger is the node's, for the API.
 	Logger *slog.Logger
-	// Registerer is the node's.
+	// Registerer is the node's, wrapped so that every metric the API's
+	// client registers carries the constant label role="node-internal":
+	// dashboards and alerts that sum the ad
+	// servers' fcap_client_* tell them from the node's own.
 	Registerer prometheus.Registerer
 	// TLS is how the node dials its peers (Security.PeerTLS): the API
 	// reaches the nodes as any client does, over TLS when they serve it.
@@ -76,7 +85,7 @@ func (n *Node) startAPI() error {
 		Timeout:      n.cfg.APITimeout,
 		MaxBody:      n.cfg.APIMaxBody,
 		Logger:       n.log.With("component", "httpapi"),
-		Registerer:   n.cfg.Registerer,
+		Registerer:   prometheus.WrapRegistererWith(prometheus.Labels{"role": internalClientRole}, n.cfg.Registerer),
 		TLS:          n.cfg.Security.PeerTLS,
 		Limits:       n.cfg.Engine.Limits(),
 		Clock:        n.clock,

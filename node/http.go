@@ -1,11 +1,13 @@
 package node
 
 import (
+	"io"
 	"net/http"
 	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fcap-io/fcap/docs"
 	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/node/statuspage"
 	"github.com/fcap-io/fcap/proto"
@@ -32,6 +34,9 @@ func (n *Node) httpHandler() http.Handler {
 			return
 		}
 		notes := n.authorityNotes()
+		if note := copiesNote(n.Ring()); note != "" {
+			notes += "warning: " + note + "\n"
+		}
 		if r.URL.Query().Has("strict") && !n.Authority() {
 			http.Error(w, "not ready for strict caps\n"+notes, http.StatusServiceUnavailable)
 			return
@@ -41,6 +46,12 @@ func (n *Node) httpHandler() http.Handler {
 	mux.Handle("GET /{$}", n.page)
 	if n.cfg.HTTPAPI && n.cfg.API != nil {
 		mux.HandleFunc("/v1/", n.serveAPI)
+		// The API's contract, docs/openapi.yaml, as built in: a client
+		// generator can point at a live node.
+		mux.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/yaml")
+			io.WriteString(w, docs.OpenAPI())
+		})
 	}
 	if n.cfg.Pprof {
 		// Off by default: profiles expose internals and cost CPU.

@@ -84,7 +84,9 @@ type Node struct {
 	gossipKeys *security.GossipKeys // GossipKey requests
 
 	drainOnce sync.Once
+	drainSent int
 	drainErr  error
+	drained   chan struct{} // closed when Drain has returned
 
 	conns *conns.Places // the data-plane connections
 
@@ -126,6 +128,7 @@ func Start(cfg Config) (*Node, error) {
 		clock:    cfg.Clock,
 		activate: make(chan struct{}, 1),
 		replans:  make(chan struct{}, 1),
+		drained:  make(chan struct{}),
 	}
 	n.tokens = security.NewTokens(cfg.Security.Tokens, cfg.Security.PeerToken)
 	n.promises = quorum.NewPromises(cfg.Quorum.Lease)
@@ -161,10 +164,13 @@ func Start(cfg Config) (*Node, error) {
 		n.closeDurable()
 		return nil, fmt.Errorf("start gossip: %w", err)
 	}
-	n.run()
-	n.log.Info("fcapd ready",
+	// Listening, not ready: the node serves once it is an active member
+	// holding its partitions, and says "fcapd ready" then (activator,
+	// which run starts: this line comes first).
+	n.log.Info("fcapd listening",
 		"data", n.dataAddr, "gossip", n.membership().GossipAddr(), "http", n.httpAddr(),
 		"partitions", cfg.Membership.Ring.Partitions, "replicas", cfg.Membership.Ring.Replicas)
+	n.run()
 	return n, nil
 }
 
@@ -401,7 +407,27 @@ func (n *Node) onRingChange(old, cur *ring.Ring) {
 	n.updateQuorum()
 	n.metrics.RingChanges.Inc()
 	n.log.Info("ring changed", "epoch", fmt.Sprintf("%016x", cur.Epoch()), "members", len(cur.Members()), "owners", cur.ActiveMembers())
+	if note := copiesNote(cur); note != "" {
+		n.log.Warn(note, "replicas", cur.Replicas(), "owners", cur.ActiveMembers())
+	}
 	n.maybeActivate()
+}
+
+// copiesNote says, when r has fewer active members than its replica
+// count, that every partition has fewer copies than --replicas asks for:
+// with one member, no backup at all. A node that serves that way is
+// ready all the same (soft caps are served, nothing is refused); its log
+// (at every ring change), /readyz's body and fcapctl status say so.
+// "" when r has no active member yet or enough of them.
+func copiesNote(r *ring.Ring) string {
+	active, want := r.ActiveMembers(), r.Replicas()
+	switch {
+	case active == 0 || active >= want:
+		return ""
+	case active == 1:
+		return fmt.Sprintf("no backup: --replicas %d, but one active member holds every partition alone, so a crash of it loses what it counted; add members (or run --replicas 1 if one copy is meant)", want)
+	}
+	return fmt.Sprintf("under-replicated: --replicas %d, but %d active members, so every partition has %d copies; add members", want, active, active)
 }
 
 // NameTaken receives, once, the conflict found while this node was still
@@ -469,6 +495,7 @@ func (n *Node) activator(ctx context.Context) {
 			continue
 		}
 		n.log.Info("active: holding every partition it owns")
+		n.log.Info("fcapd ready", "data", n.dataAddr, "http", n.httpAddr())
 	}
 }
 
@@ -483,10 +510,19 @@ func (n *Node) activator(ctx context.Context) {
 // node leaves all the same). Calling it again returns the first call's
 // result.
 func (n *Node) Drain(ctx context.Context) (int, error) {
-	var sent int
-	n.drainOnce.Do(func() { sent, n.drainErr = n.drain(ctx) })
-	return sent, n.drainErr
+	n.drainOnce.Do(func() {
+		n.drainSent, n.drainErr = n.drain(ctx)
+		close(n.drained)
+	})
+	return n.drainSent, n.drainErr
 }
+
+// Drained is closed once a drain has finished (Drain returned, whoever
+// called it: fcapctl drain, or Shutdown): the node has left the cluster
+// and serves nothing more, so its process may exit (cmd/fcapd does, as
+// consul leave does). A node that left comes back only as a new process:
+// started again with the same --name and --data-dir, it rejoins.
+func (n *Node) Drained() <-chan struct{} { return n.drained }
 
 func (n *Node) drain(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.DrainTimeout)

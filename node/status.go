@@ -32,6 +32,9 @@ func (n *Node) status() *proto.Status {
 	for _, f := range n.membership().Failed() {
 		s.Failed = append(s.Failed, proto.FailedMember{Name: f.Name, Addr: f.Addr, SinceMillis: f.Since.UnixMilli()})
 	}
+	for _, d := range n.membership().Departed(proto.MaxMembers) {
+		s.Departed = append(s.Departed, proto.DepartedMember{Name: d.Name, AtMillis: d.At.UnixMilli(), Forgotten: d.Forgotten})
+	}
 	if v.in {
 		for p := range v.ring.Partitions() {
 			rank := v.ring.Rank(p, n.cfg.Name)

@@ -184,7 +184,8 @@ func testCases() []testCase {
 		{name: "replicate-result", msg: &ReplicateResult{Epoch: 7, Applied: 31, Refused: 2}},
 		{name: "status-request", msg: &StatusRequest{}},
 		{name: "status", msg: &Status{Name: "n1", Epoch: 9, State: 2, Viewers: 1, Keys: 2, Bytes: 3, Primaries: 4, Backups: 5, Syncing: 6, Handing: 7, ReplicationQueue: 8, UnderReplicated: 9, Members: 10, Requests: 11, LagMillis: 12, JoinError: "not joined: 10.0.0.9:7946: connection refused",
-			Authority: true, QuorumMembers: 3, QuorumConfirmed: 2, Claimed: 4, Failed: []FailedMember{{Name: "n3", Addr: "10.0.0.3:7700", SinceMillis: 1_700_000_000_000}}, Replicas: 2, Drifting: 3}},
+			Authority: true, QuorumMembers: 3, QuorumConfirmed: 2, Claimed: 4, Failed: []FailedMember{{Name: "n3", Addr: "10.0.0.3:7700", SinceMillis: 1_700_000_000_000}}, Replicas: 2, Drifting: 3,
+			Departed: []DepartedMember{{Name: "n4", AtMillis: 1_700_000_001_000}, {Name: "n5", AtMillis: 1_700_000_000_500, Forgotten: true}}}},
 		{name: "forget", msg: &Forget{Node: "n3"}},
 		{name: "forget-result", msg: &ForgetResult{Failed: 1}},
 		{name: "drain", msg: &Drain{TimeoutMillis: 30000}},
@@ -286,6 +287,14 @@ func failedWire(fs []FailedMember) []any {
 	out := []any{}
 	for _, f := range fs {
 		out = append(out, []any{f.Name, f.Addr, f.SinceMillis})
+	}
+	return out
+}
+
+func departedWire(ds []DepartedMember) []any {
+	out := []any{}
+	for _, d := range ds {
+		out = append(out, []any{d.Name, d.AtMillis, d.Forgotten})
 	}
 	return out
 }
@@ -441,7 +450,7 @@ func wireForm(m Message) []any {
 		return []any{m.Found, m.Primary, u(m.Reservations), u(m.RememberedIDs), keys, m.LinkedTo, devs}
 	case *Status:
 		return []any{m.Name, u(m.Epoch), int64(m.State), u(m.Viewers), u(m.Keys), u(m.Bytes), u(m.Primaries), u(m.Backups), u(m.Syncing), u(m.Handing), u(m.ReplicationQueue), u(m.UnderReplicated), u(m.Members), u(m.Requests), u(m.LagMillis), m.JoinError,
-			m.Authority, u(m.QuorumMembers), u(m.QuorumConfirmed), u(m.Claimed), failedWire(m.Failed), u(m.Replicas), u(m.Drifting)}
+			m.Authority, u(m.QuorumMembers), u(m.QuorumConfirmed), u(m.Claimed), failedWire(m.Failed), u(m.Replicas), u(m.Drifting), departedWire(m.Departed)}
 	case *Forget:
 		return []any{m.Node}
 	case *ForgetResult:

@@ -175,8 +175,9 @@ type Error struct {
 // Type returns TypeError.
 func (*Error) Type() Type { return TypeError }
 
-// Error formats the error as "fcap: not owner (epoch 1234): message";
-// the epoch appears when it is not 0, the message when it is not empty.
+// Error formats the error as "fcap: not owner (epoch 00000000000004d2):
+// message"; the epoch appears when it is not 0, in the 16 hex digits
+// fcapctl prints epochs in, the message when it is not empty.
 func (e *Error) Error() string {
 	s := "fcap: "
 	if sentinel := e.Code.Sentinel(); sentinel != nil {
@@ -185,7 +186,7 @@ func (e *Error) Error() string {
 		s += "error " + e.Code.String()
 	}
 	if e.Epoch != 0 {
-		s += " (epoch " + strconv.FormatUint(e.Epoch, 10) + ")"
+		s += fmt.Sprintf(" (epoch %016x)", e.Epoch)
 	}
 	if e.Message != "" {
 		s += ": " + e.Message

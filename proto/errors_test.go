@@ -68,8 +68,8 @@ func TestErrorString(t *testing.T) {
 		err  *Error
 		want string
 	}{
-		{&Error{Code: CodeNotOwner, Epoch: 1234, Message: "viewer v moved"}, "fcap: not owner (epoch 1234): viewer v moved"},
-		{&Error{Code: CodeNotOwner, Epoch: 1234}, "fcap: not owner (epoch 1234)"},
+		{&Error{Code: CodeNotOwner, Epoch: 1234, Message: "viewer v moved"}, "fcap: not owner (epoch 00000000000004d2): viewer v moved"},
+		{&Error{Code: CodeNotOwner, Epoch: 1234}, "fcap: not owner (epoch 00000000000004d2)"},
 		{&Error{Code: CodeOverloaded}, "fcap: overloaded"},
 		{&Error{Code: CodeBadRequest, Message: "cap 2: invalid request: empty cap id"}, "fcap: bad request: cap 2: invalid request: empty cap id"},
 		{&Error{Code: 77, Message: "?"}, "fcap: error code(77): ?"},
@@ -128,7 +128,7 @@ func TestNewError(t *testing.T) {
 	if e := NewError(err, 5); e.Code != CodeBadRequest || e.Epoch != 5 || e.Message != err.Error() {
 		t.Fatalf("NewError(%v) = %+v", err, e)
 	}
-	if e := NewError(ErrNotOwner, 8); e.Code != CodeNotOwner || e.Message != "" || e.Error() != "fcap: not owner (epoch 8)" {
+	if e := NewError(ErrNotOwner, 8); e.Code != CodeNotOwner || e.Message != "" || e.Error() != "fcap: not owner (epoch 0000000000000008)" {
 		t.Fatalf("NewError(ErrNotOwner) = %+v, %q", e, e.Error())
 	}
 	peer := &Error{Code: CodeOverloaded, Message: "queue full", Epoch: 3}

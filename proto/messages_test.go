@@ -554,6 +554,9 @@ func stripEmpty(s Status) Status {
 	if len(s.Failed) == 0 {
 		s.Failed = nil
 	}
+	if len(s.Departed) == 0 {
+		s.Departed = nil
+	}
 	return s
 }
 
@@ -561,7 +564,8 @@ func stripEmpty(s Status) Status {
 // round-trips.
 func TestStatusAuthorityRoundTrip(t *testing.T) {
 	in := &Status{Name: "n1", Epoch: 7, State: 2, Members: 2, Authority: true, QuorumMembers: 3, QuorumConfirmed: 2, Claimed: 4, Replicas: 2,
-		Failed: []FailedMember{{Name: "n3", Addr: "10.0.0.3:7700", SinceMillis: 1700000000000}}, JoinError: "j", Drifting: 9}
+		Failed: []FailedMember{{Name: "n3", Addr: "10.0.0.3:7700", SinceMillis: 1700000000000}}, JoinError: "j", Drifting: 9,
+		Departed: []DepartedMember{{Name: "n4", AtMillis: 1700000001000}}}
 	b, err := AppendFrame(nil, 1, in)
 	if err != nil {
 		t.Fatal(err)

@@ -116,8 +116,11 @@ func (*StatusRequest) decode(d *decoder) { d.end(d.array(0)) }
 // Wire: [name str, epoch uint, state uint, viewers uint, keys uint,
 // bytes uint, primaries uint, backups uint, syncing uint, handing uint,
 // replication_queue uint, under_replicated uint, members uint,
-// requests uint?, lag_ms uint?, join_error str?] (the last three
-// optional: older nodes omit them).
+// requests uint?, lag_ms uint?, join_error str?, authority bool?,
+// quorum_members uint?, quorum_confirmed uint?, claimed uint?,
+// failed [FailedMember]?, replicas uint?, drifting uint?,
+// departed [DepartedMember]?] (the fields after members optional: older
+// nodes omit them).
 type Status struct {
 	Name  string
 	Epoch uint64
@@ -169,7 +172,28 @@ type Status struct {
 	// backup's after settling (two anti-entropy comparisons in a row),
 	// repaired in the last round: 0 once every copy agrees.
 	Drifting uint64
+	// Departed lists the members that left the cluster (a drain) or were
+	// forgotten, newest first, as far as the node remembers: fcapctl
+	// drain tells a node already gone from a name no member had. At most
+	// MaxMembers; empty from a node that does not say.
+	Departed []DepartedMember
 }
+
+// DepartedMember is a member gone from the member set.
+//
+// Wire: [name str, at_ms int, forgotten bool].
+type DepartedMember struct {
+	// Name is its node name.
+	Name string
+	// AtMillis is when the node learnt of it (Unix ms).
+	AtMillis int64
+	// Forgotten says an operator forgot it (it had failed); otherwise
+	// it left.
+	Forgotten bool
+}
+
+// minDepartedMemberSize is the smallest encoding of a DepartedMember.
+const minDepartedMemberSize = 4
 
 // FailedMember is a member a node counts as failed.
 //
@@ -189,7 +213,7 @@ const minFailedMemberSize = 4
 func (*Status) Type() Type { return TypeStatus }
 
 func (m *Status) encode(e *encoder) {
-	e.array(23)
+	e.array(24)
 	e.str(m.Name)
 	e.uint(m.Epoch)
 	e.uint(uint64(m.State))
@@ -210,6 +234,13 @@ func (m *Status) encode(e *encoder) {
 	}
 	e.uint(m.Replicas)
 	e.uint(m.Drifting)
+	e.list("departed members", len(m.Departed), MaxMembers)
+	for _, dm := range m.Departed {
+		e.array(3)
+		e.str(dm.Name)
+		e.int(dm.AtMillis)
+		e.bool(dm.Forgotten)
+	}
 }
 
 func (m *Status) decode(d *decoder) {
@@ -248,6 +279,17 @@ func (m *Status) decode(d *decoder) {
 	}
 	if extra >= 1 {
 		m.Drifting = d.uint()
+		extra--
+	}
+	m.Departed = m.Departed[:0]
+	if extra >= 1 {
+		m.Departed = resize(m.Departed, d.list("departed members", MaxMembers, minDepartedMemberSize))
+		for i := range m.Departed {
+			dm := &m.Departed[i]
+			x := d.array(3)
+			dm.Name, dm.AtMillis, dm.Forgotten = d.str(), d.int(), d.bool()
+			d.end(x)
+		}
 		extra--
 	}
 	d.end(extra)

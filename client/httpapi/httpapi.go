@@ -55,6 +55,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -681,7 +682,7 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 			replyError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body over %d bytes", a.opts.MaxBody))
 			return false
 		}
-		replyError(w, http.StatusBadRequest, CodeBadRequest, "bad JSON: "+err.Error())
+		replyError(w, http.StatusBadRequest, CodeBadRequest, "bad JSON: "+jsonProblem(err))
 		return false
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -689,6 +690,56 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
+}
+
+// jsonProblem says what is wrong with a body in the request's terms:
+// the JSON field and the type it takes, not encoding/json's Go struct
+// fields and Go types ("Go struct field Cap.candidates.caps.window of
+// type int64").
+func jsonProblem(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			return fmt.Sprintf("the body is %s, want %s", typeErr.Value, jsonType(typeErr.Type))
+		}
+		return fmt.Sprintf("field %q is %s, want %s", field, typeErr.Value, jsonType(typeErr.Type))
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("%s (at byte %d)", strings.TrimPrefix(syntaxErr.Error(), "json: "), syntaxErr.Offset)
+	case errors.Is(err, io.EOF):
+		return "empty body"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the body ends in the middle of a value"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonType names the JSON a Go type decodes from.
+func jsonType(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return jsonType(t.Elem())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "another type"
 }
 
 // context bounds the call: by the X-Fcap-Timeout-Ms header, else by def

@@ -216,6 +216,17 @@ func (out *statusOut) judge() {
 			out.Problems = append(out.Problems, fmt.Sprintf("%s serves %d partitions claimed without any holder's copy: strict caps fail closed on them until a holder returns or is forgotten", m.Name, m.Claimed))
 		}
 	}
+	// Fewer ring members than replicas: every partition has fewer copies
+	// than asked for, whatever each primary says of its backups (it has
+	// none to send to). One node started with --replicas 2 used to look
+	// healthy. (A member still joining counts: it receives its copies.)
+	switch n := len(out.Members); {
+	case n == 0 || n >= out.Replicas:
+	case n == 1:
+		out.Problems = append(out.Problems, fmt.Sprintf("no backup: %d replicas, but one member holds every partition alone; a crash of it loses what it counted (add members, or run --replicas 1 if one copy is meant)", out.Replicas))
+	default:
+		out.Problems = append(out.Problems, fmt.Sprintf("%d members for %d replicas: every partition has %d copies; add members", n, out.Replicas, n))
+	}
 	for _, f := range out.Failed {
 		out.Problems = append(out.Problems, fmt.Sprintf("%s (%s) failed at %s (reported by %s): it counts toward the majority until it returns; `fcapctl forget %s` if it will not",
 			f.Name, f.Addr, f.Since.Format(time.RFC3339), strings.Join(f.ReportedBy, ", "), f.Name))
@@ -360,6 +371,49 @@ func memberNamed(topo *proto.Topology, name string) *proto.Member {
 	return nil
 }
 
+// adminCaller sends one admin request (rpc.Admin).
+type adminCaller interface {
+	Call(ctx context.Context, addr string, req, resp proto.Message) error
+}
+
+// notAMember says why name, which a drain was asked for, is no ring
+// member, from the first member that answers a status request: it
+// already left (a drain done before: exitOK, nothing to do) or was
+// forgotten (exitOK: it is gone too), it failed (exitError: a member that
+// vanished cannot hand anything over), or no member knows it
+// (exitError).
+func notAMember(ctx context.Context, admin adminCaller, topo *proto.Topology, name string) (string, int) {
+	var names []string
+	for _, m := range topo.Members {
+		names = append(names, m.Name)
+	}
+	unknown := fmt.Sprintf("no member named %q in the cluster (members: %s)", name, strings.Join(names, ", "))
+	for _, m := range topo.Members {
+		var st proto.Status
+		if err := admin.Call(ctx, m.Addr, &proto.StatusRequest{}, &st); err != nil {
+			continue
+		}
+		for _, d := range st.Departed {
+			if d.Name != name {
+				continue
+			}
+			at := time.UnixMilli(d.AtMillis).UTC().Format(time.RFC3339)
+			if d.Forgotten {
+				return fmt.Sprintf("%s is already gone: it failed and was forgotten at %s (fcapctl forget); nothing to drain", name, at), exitOK
+			}
+			return fmt.Sprintf("%s has already left the cluster (at %s, by %s's account): nothing to drain; start it again to rejoin", name, at, st.Name), exitOK
+		}
+		for _, f := range st.Failed {
+			if f.Name == name {
+				return fmt.Sprintf("%s (%s) failed at %s (it vanished without a drain): it cannot hand anything over; start it again, or `fcapctl forget %s` if it will not return",
+					name, f.Addr, time.UnixMilli(f.SinceMillis).UTC().Format(time.RFC3339), name), exitError
+			}
+		}
+		return unknown, exitError
+	}
+	return unknown, exitError
+}
+
 // runDrain asks a node to hand its partitions over and leave.
 func runDrain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("drain", stderr,
@@ -367,8 +421,11 @@ func runDrain(args []string, stdout, stderr io.Writer) int {
 		"       fcapctl drain --self [--addr ADDR]",
 		"\nHands NODE's partitions to their next owners (it keeps serving meanwhile),",
 		"then makes it leave the cluster. It returns once every other member serves",
-		"them; otherwise it exits 1 saying which member waits for what. The process",
-		"stays up; stop it afterwards.",
+		"them; otherwise it exits 1 saying which member waits for what. fcapd then",
+		"exits by itself (status 0; 1 if the hand-over did not complete); start it",
+		"again, with the same --name and --data-dir, to rejoin. NODE already gone",
+		"(drained before, or forgotten) is said so and exits 0; a failed NODE, or a",
+		"name no member knows, exits 1.",
 	)
 	addr := fs.String("addr", "127.0.0.1:7700", "data-plane address of any node")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long the hand-over may take")
@@ -412,8 +469,17 @@ func runDrain(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		if target == nil {
-			fmt.Fprintf(stderr, "fcapctl drain: no member named %q in the cluster\n", name)
-			return 1
+			msg, code := notAMember(ctx, admin, topo, name)
+			switch {
+			case code != exitOK:
+				fmt.Fprintf(stderr, "fcapctl drain: %s\n", msg)
+			case *asJSON:
+				b, _ := json.Marshal(map[string]any{"node": name, "partitions_sent": 0, "seconds": 0, "already_gone": true})
+				fmt.Fprintln(stdout, string(b))
+			default:
+				fmt.Fprintln(stdout, msg)
+			}
+			return code
 		}
 	}
 	start := time.Now()

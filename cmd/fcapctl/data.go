@@ -189,6 +189,16 @@ func (d *dataFlags) start(name string, fs *flag.FlagSet, args []string, n int, s
 	if !parsePositional(fs, args, n+1, -1) {
 		return nil, cand, 2
 	}
+	// VIEWER (and record's and void's IMPRESSION-ID) come before the
+	// CAPs: one shaped like a CAP is a CAP put where it does not go
+	// ("record u7 CAP CAP" once recorded the impression "CAP" on the
+	// second cap only).
+	for i, what := range []string{"VIEWER", "IMPRESSION-ID"}[:n] {
+		if _, err := parseCap(fs.Arg(i)); err == nil {
+			fmt.Fprintf(stderr, "fcapctl %s: %s %q is a CAP; usage: %s\n", name, what, fs.Arg(i), usageLine(name, n))
+			return nil, cand, 2
+		}
+	}
 	cand, err := parseCandidate(strings.Join(fs.Args()[n:], "+"))
 	if err != nil {
 		fmt.Fprintf(stderr, "fcapctl %s: %v\n", name, err)
@@ -199,6 +209,14 @@ func (d *dataFlags) start(name string, fs *flag.FlagSet, args []string, n int, s
 		return nil, cand, 1
 	}
 	return c, cand, 0
+}
+
+// usageLine is a data command's positional arguments, for a refusal.
+func usageLine(name string, n int) string {
+	if n == 2 {
+		return "fcapctl " + name + " [flags] VIEWER IMPRESSION-ID CAP..."
+	}
+	return "fcapctl " + name + " [flags] VIEWER CAP..."
 }
 
 func newDataFlagSet(name, usage string, stderr io.Writer, d *dataFlags) *flag.FlagSet {

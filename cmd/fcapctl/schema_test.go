@@ -255,6 +255,11 @@ func TestEveryJSONOutputMatchesTheSchema(t *testing.T) {
 	check("verify_live", exitOK, "verify", "--addr", addr, "--json", "--settle", "50ms", "--no-log")
 	check("verify_offline", exitOK, "verify", "--json", t.TempDir())
 	check("drain", exitOK, "drain", "--addr", addr, "--json", nodes[1].Name())
+	// Drained already: the same object, saying so.
+	check("drain", exitOK, "drain", "--addr", addr, "--json", nodes[1].Name())
+	if _, out, _ := runCLI("drain", "--addr", addr, "--json", nodes[1].Name()); !strings.Contains(out, `"already_gone":true`) {
+		t.Errorf("a second drain --json printed %q; want already_gone true", out)
+	}
 }
 
 // startNodes starts n nodes in this process, the later ones joining the

@@ -52,6 +52,23 @@ func TestStatusJudgesEveryProblem(t *testing.T) {
 	if !out.Healthy || len(out.Problems) != 0 {
 		t.Errorf("a healthy cluster: %+v", out)
 	}
+	// One member for two replicas: no partition has a backup. Two
+	// members for three: every partition has two copies of three.
+	lone := statusOut{Replicas: 2, Members: []statusMember{healthy}}
+	lone.judge()
+	if lone.Healthy || len(lone.Problems) != 1 || !strings.Contains(lone.Problems[0], "no backup: 2 replicas, but one member holds every partition alone") {
+		t.Errorf("1 member, 2 replicas: healthy %v, problems %q; want one saying there is no backup", lone.Healthy, lone.Problems)
+	}
+	short := statusOut{Replicas: 3, Members: []statusMember{healthy, healthy}}
+	short.judge()
+	if short.Healthy || len(short.Problems) != 1 || !strings.Contains(short.Problems[0], "2 members for 3 replicas: every partition has 2 copies") {
+		t.Errorf("2 members, 3 replicas: healthy %v, problems %q", short.Healthy, short.Problems)
+	}
+	alone := statusOut{Replicas: 1, Members: []statusMember{healthy}}
+	alone.judge()
+	if !alone.Healthy {
+		t.Errorf("1 member, 1 replica (one copy meant): problems %q", alone.Problems)
+	}
 	// Five members with two replicas: a minority of two can hold both
 	// copies of a partition. A warning, not a problem.
 	five := statusOut{Replicas: 2, Members: []statusMember{healthy, healthy, healthy, healthy, healthy}}

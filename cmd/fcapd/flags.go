@@ -32,6 +32,7 @@ type options struct {
 	memoryLimit, goMemLimit, transferRate                    int64
 	gossipProfile                                            string
 	scopes                                                   string
+	maxIDLength                                              int
 	logLevel, logFormat                                      string
 	shutdownTimeout                                          time.Duration
 	pprof                                                    bool
@@ -79,6 +80,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	f.duration(&o.antiEntropy, "anti-entropy", "FCAP_ANTI_ENTROPY", def.Replication.AntiEntropyInterval, "how often a partition's primary compares its copy with each backup's and merges the viewers that differ both ways; 0 turns it off")
 	f.str(&o.gossipProfile, "gossip-profile", "FCAP_GOSSIP_PROFILE", "lan", "gossip timings: lan, wan or local (loopback tests)")
 	f.str(&o.scopes, "scopes", "FCAP_SCOPES", strings.Join(def.Engine.Scopes, ","), `comma-separated cap scopes accepted, or "*" for any`)
+	f.int(&o.maxIDLength, "max-id-length", "FCAP_MAX_ID_LENGTH", def.Engine.MaxIDLength, "longest viewer id, cap scope and id, and impression id accepted, in bytes (tell clients and fcapingest the same: their Limits, --max-id-length)")
 	f.str(&o.gossipKey, "gossip-key", "FCAP_GOSSIP_KEY", "", "base64 16, 24 or 32-byte AES key that encrypts and authenticates gossip; every node needs it (prefer --gossip-key-file: flags show in ps)")
 	f.str(&o.gossipKeyFile, "gossip-key-file", "FCAP_GOSSIP_KEY_FILE", "", "file holding the base64 gossip key (see --gossip-key)")
 	f.str(&o.tlsCert, "tls-cert", "FCAP_TLS_CERT", "", "PEM certificate (chain) of the data plane: with --tls-key, serve it over TLS only, and present it to peers as client certificate")
@@ -156,6 +158,7 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.APITimeout = o.apiTimeout
 	cfg.MaxClockSkew = o.maxClockSkew
 	cfg.Engine.MemoryLimit = o.memoryLimit
+	cfg.Engine.MaxIDLength = o.maxIDLength
 	cfg.Replication.TransferRate = o.transferRate
 	cfg.Replication.AntiEntropyInterval = o.antiEntropy
 	cfg.MaxConns, cfg.MaxFrame = o.maxConns, o.maxFrame

@@ -83,6 +83,13 @@ wait:
 			}
 			logger.Info("stopping", "signal", s.String(), "timeout", opts.shutdownTimeout)
 			break wait
+		case <-n.Drained():
+			// fcapctl drain: the node handed its partitions over and left
+			// the cluster. Nothing is left for the process to do; the
+			// shutdown below returns the drain's result (an incomplete
+			// hand-over exits 1, as it does after SIGTERM).
+			logger.Info("drained: left the cluster, exiting; start fcapd again to rejoin")
+			break wait
 		case taken := <-n.NameTaken():
 			// One line that says what to do; the node owns nothing yet.
 			logger.Error("fcapd: refusing to start: " + taken.Error())
@@ -99,7 +106,9 @@ wait:
 	return code
 }
 
-// fcapd's exit statuses: 0 stopped by a signal, 1 a failure to start or
-// stop, 2 bad flags or configuration, exitNameTaken another live member
-// of the cluster already has this node's --name.
+// fcapd's exit statuses: 0 stopped by a signal or drained (fcapctl drain:
+// it exits once its drain is done), 1 a failure to start or stop (a
+// hand-over that did not complete included), 2 bad flags or
+// configuration, exitNameTaken another live member of the cluster
+// already has this node's --name.
 const exitNameTaken = 3

@@ -141,6 +141,43 @@ func (m *Membership) Failed() []FailedMember {
 	return out
 }
 
+// Departure is a member that is gone from the member set: it left (a
+// drain, or a graceful stop) or, failed, was forgotten by an operator.
+type Departure struct {
+	// Name is the member's node name.
+	Name string
+	// At is when this node learnt of it.
+	At time.Time
+	// Forgotten says an operator forgot it (fcapctl forget); otherwise
+	// it left.
+	Forgotten bool
+}
+
+// Departed returns the members that left or were forgotten and have not
+// come back since, newest first, at most max (0: all this node keeps,
+// up to maxTombstones).
+func (m *Membership) Departed(max int) []Departure {
+	m.viewMu.Lock()
+	out := make([]Departure, 0, len(m.tombs))
+	for name, t := range m.tombs {
+		if _, alive := m.view[name]; alive {
+			continue // back, as a new incarnation
+		}
+		out = append(out, Departure{Name: name, At: t.At, Forgotten: t.Forgotten})
+	}
+	m.viewMu.Unlock()
+	slices.SortFunc(out, func(a, b Departure) int {
+		if c := b.At.Compare(a.At); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	if max > 0 && len(out) > max {
+		out = out[:max]
+	}
+	return out
+}
+
 // NumFailed returns how many members are failed.
 func (m *Membership) NumFailed() int {
 	m.viewMu.Lock()

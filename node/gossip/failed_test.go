@@ -79,6 +79,15 @@ func TestFailedMembersStayUntilForgotten(t *testing.T) {
 		t.Errorf("after Forget, failed = %v", got)
 	}
 	waitFor(t, "the forget to reach node-1", func() bool { return len(failedNames(ms[1])) == 0 })
+	// Departed: node-2 forgotten (the newest), node-3 left; the live
+	// members are not among them.
+	d := ms[0].Departed(0)
+	if len(d) != 2 || d[0].Name != "node-2" || !d[0].Forgotten || d[1].Name != "node-3" || d[1].Forgotten || d[1].At.IsZero() {
+		t.Errorf("Departed = %+v; want node-2 forgotten, then node-3 left", d)
+	}
+	if d := ms[0].Departed(1); len(d) != 1 || d[0].Name != "node-2" {
+		t.Errorf("Departed(1) = %+v; want the newest only", d)
+	}
 }
 
 // A node that joins after a member failed learns of it from the others:

@@ -139,6 +139,7 @@ var Endpoints = []Endpoint{
 	{"POST", "/v1/unlink", "JSON API"},
 	{"POST", "/v1/resolve", "JSON API"},
 	{"POST", "/v1/void", "JSON API"},
+	{"GET", "/openapi.yaml", "the JSON API's OpenAPI spec"},
 	{"GET", "/debug/pprof/", "Go profiles, with --pprof"},
 }
 

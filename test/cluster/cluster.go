@@ -177,8 +177,8 @@ func freePort() (int, bool) {
 type Node struct {
 	Name   string
 	Gossip string // gossip address, chosen before start
-	Data   string // data-plane address, read from the ready line
-	HTTP   string // HTTP address, read from the ready line
+	Data   string // data-plane address, read from the "fcapd listening" line
+	HTTP   string // HTTP address, read from the "fcapd listening" line
 
 	t    testing.TB
 	bin  string
@@ -335,7 +335,7 @@ func (n *Node) scan(r io.Reader, ready chan<- readyLine) {
 			continue
 		}
 		var l readyLine
-		if json.Unmarshal(line, &l) == nil && l.Msg == "fcapd ready" {
+		if json.Unmarshal(line, &l) == nil && l.Msg == "fcapd listening" {
 			ready <- l
 			sent = true
 		}

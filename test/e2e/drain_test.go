@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -85,8 +86,9 @@ func TestDrainHandsEverythingOver(t *testing.T) {
 	stop()
 	ws.Wait()
 	wst.Wait()
-	if !drained.Stop(30 * time.Second) {
-		t.Errorf("%s did not stop after its drain", drained.Name)
+	// fcapd exits by itself once drained.
+	if code, ok := drained.Exited(60 * time.Second); !ok || code != 0 {
+		t.Errorf("%s after its drain: exited %v, status %d; want it to exit 0 by itself", drained.Name, ok, code)
 	}
 
 	for _, n := range survivors {
@@ -133,6 +135,41 @@ func lapsed(t *testing.T, n *cluster.Node) bool {
 		}
 	}
 	return false
+}
+
+// TestDrainedNodeExitsAndStaysGone: once "fcapctl drain" returns, the
+// drained fcapd exits 0 by itself (it used to stay up forever, /readyz
+// 503 "left the cluster"), and a second drain of it says it already left
+// and exits 0 (it used to say "no member named n1" and exit 1). A name
+// no member ever had still exits 1, naming the members.
+func TestDrainedNodeExitsAndStaysGone(t *testing.T) {
+	ctl := fcapctl(t)
+	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
+	drained := nodes[1]
+	out, err := exec.Command(ctl, "drain", "--addr", nodes[0].Data, drained.Name).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "drained") {
+		t.Fatalf("fcapctl drain %s: %v\n%s\n%s:\n%s", drained.Name, err, out, drained.Name, drained.Logs())
+	}
+	code, ok := drained.Exited(60 * time.Second)
+	if !ok {
+		t.Fatalf("%s still runs 60 s after its drain returned:\n%s", drained.Name, drained.Logs())
+	}
+	if code != 0 {
+		t.Errorf("%s exited with status %d after its drain, want 0:\n%s", drained.Name, code, drained.Logs())
+	}
+	if !strings.Contains(drained.Logs(), "drained: left the cluster, exiting") {
+		t.Errorf("%s did not log why it exits:\n%s", drained.Name, drained.Logs())
+	}
+
+	out, err = exec.Command(ctl, "drain", "--addr", nodes[0].Data, drained.Name).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), drained.Name+" has already left the cluster") {
+		t.Errorf("a second fcapctl drain %s: %v, %q; want exit 0 saying it already left", drained.Name, err, out)
+	}
+	out, err = exec.Command(ctl, "drain", "--addr", nodes[0].Data, "no-such-node").CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), `no member named "no-such-node"`) || !strings.Contains(string(out), nodes[2].Name) {
+		t.Errorf("fcapctl drain no-such-node: %v, %q; want exit 1 naming the members", err, out)
+	}
 }
 
 // beganAt is when what a node's JSON log line reports began: its time,

@@ -59,6 +59,9 @@ func TestTypoInJoinFormsNoCluster(t *testing.T) {
 	if code, body := readyz(t, n); code != http.StatusServiceUnavailable || !strings.Contains(body, typo) {
 		t.Errorf("/readyz: %d %q; want 503 naming the seed %s", code, body, typo)
 	}
+	if strings.Contains(n.Logs(), `"msg":"fcapd ready"`) {
+		t.Errorf("a node that joined nothing logged fcapd ready:\n%s", n.Logs())
+	}
 	code, _, stderr := runFcapctlCode(t, "status", "--addr", n.Data)
 	if code != 4 || !strings.Contains(stderr, "has joined no cluster") || !strings.Contains(stderr, typo) {
 		t.Errorf("fcapctl status: exit %d, stderr %q; want 4 naming the seed %s", code, stderr, typo)

@@ -30,8 +30,8 @@ type Node struct {
 	Name  string // n<Index>, its stable ring name
 	NS    string
 	IP    string
-	Data  string // data-plane address, from the ready line
-	HTTP  string // HTTP address, from the ready line
+	Data  string // data-plane address, from the "fcapd listening" line
+	HTTP  string // HTTP address, from the "fcapd listening" line
 
 	bin  string
 	args []string
@@ -120,7 +120,7 @@ func scanReady(r io.Reader, logs io.Writer, ready chan<- readyLine) {
 			continue
 		}
 		var l readyLine
-		if json.Unmarshal(line, &l) == nil && l.Msg == "fcapd ready" {
+		if json.Unmarshal(line, &l) == nil && l.Msg == "fcapd listening" {
 			ready <- l
 			sent = true
 		}
