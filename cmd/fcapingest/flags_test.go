@@ -28,23 +28,23 @@ func TestParseFlags(t *testing.T) {
 	if want := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC); !o.ingest.FromTime.Equal(want) {
 		t.Errorf("from-time %v, want %v", o.ingest.FromTime, want)
 	}
-	if o, err := parseFlags([]string{"--brokers", "k", "--topics", "t", "--seeds", "s", "--from-time", "1767225600000"}, env(nil), io.Discard); err != nil || o.ingest.FromTime.UnixMilli() != 1767225600000 {
+	if o, err := parseFlags([]string{"--brokers", "k", "--topics", "t", "--seeds", "s:7780", "--from-time", "1767225600000"}, env(nil), io.Discard); err != nil || o.ingest.FromTime.UnixMilli() != 1767225600000 {
 		t.Errorf("from-time in Unix ms: %v, %v", o, err)
 	}
 }
 
 func TestParseFlagsRefuses(t *testing.T) {
 	for name, args := range map[string][]string{
-		"no brokers":       {"--topics", "t", "--seeds", "s"},
-		"no topics":        {"--brokers", "k", "--seeds", "s"},
+		"no brokers":       {"--topics", "t", "--seeds", "s:7780"},
+		"no topics":        {"--brokers", "k", "--seeds", "s:7780"},
 		"no seeds":         {"--brokers", "k", "--topics", "t"},
-		"bad from-time":    {"--brokers", "k", "--topics", "t", "--seeds", "s", "--from-time", "yesterday"},
-		"zero workers":     {"--brokers", "k", "--topics", "t", "--seeds", "s", "--workers", "0"},
-		"unknown ack":      {"--brokers", "k", "--topics", "t", "--seeds", "s", "--ack", "leader"},
-		"dead letter loop": {"--brokers", "k", "--topics", "t", "--seeds", "s", "--dead-letter-topic", "t"},
-		"extra argument":   {"--brokers", "k", "--topics", "t", "--seeds", "s", "now"},
-		"missing tls ca":   {"--brokers", "k", "--topics", "t", "--seeds", "s", "--tls-ca", "/nonexistent/ca.pem"},
-		"cert without key": {"--brokers", "k", "--topics", "t", "--seeds", "s", "--kafka-tls-cert", "c.pem"},
+		"bad from-time":    {"--brokers", "k", "--topics", "t", "--seeds", "s:7780", "--from-time", "yesterday"},
+		"zero workers":     {"--brokers", "k", "--topics", "t", "--seeds", "s:7780", "--workers", "0"},
+		"unknown ack":      {"--brokers", "k", "--topics", "t", "--seeds", "s:7780", "--ack", "leader"},
+		"dead letter loop": {"--brokers", "k", "--topics", "t", "--seeds", "s:7780", "--dead-letter-topic", "t"},
+		"extra argument":   {"--brokers", "k", "--topics", "t", "--seeds", "s:7780", "now"},
+		"missing tls ca":   {"--brokers", "k", "--topics", "t", "--seeds", "s:7780", "--tls-ca", "/nonexistent/ca.pem"},
+		"cert without key": {"--brokers", "k", "--topics", "t", "--seeds", "s:7780", "--kafka-tls-cert", "c.pem"},
 	} {
 		if _, err := parseFlags(args, env(nil), io.Discard); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -55,7 +55,7 @@ func TestParseFlagsRefuses(t *testing.T) {
 // Acknowledgements are replicated unless asked otherwise; the instance id
 // of static membership comes from the flag, its variable or the pod name.
 func TestParseFlagsAckAndInstance(t *testing.T) {
-	base := []string{"--brokers", "k", "--topics", "t", "--seeds", "s"}
+	base := []string{"--brokers", "k", "--topics", "t", "--seeds", "s:7780"}
 	o, err := parseFlags(base, env(nil), io.Discard)
 	if err != nil || o.ingest.Ack != ingest.AckReplicated || o.ingest.InstanceID != "" {
 		t.Fatalf("defaults: ack %v, instance %q, %v", o.ingest.Ack, o.ingest.InstanceID, err)
