@@ -34,9 +34,12 @@ func benchImpressions() int {
 // fcapingest runs it) against seeds, or against a Recorder that
 // acknowledges at once when seeds is empty (the floor: Kafka and the
 // ingester alone).
-func benchIngester(b *testing.B, k *kafka, seeds []string, acked func(*kgo.Record, time.Time)) (stop func()) {
+func benchIngester(b *testing.B, k *kafka, seeds []string, acked func(*kgo.Record, time.Time), mutate ...func(*ingest.Config)) (stop func()) {
 	b.Helper()
 	cfg := ingest.DefaultConfig(k.brokers, topic)
+	for _, m := range mutate {
+		m(&cfg)
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.Acked = acked
 	cfg.KafkaOptions = []kgo.Opt{kgo.FetchMaxWait(10 * time.Millisecond)}
@@ -92,9 +95,15 @@ func (instant) RecordSync(_ context.Context, items []client.RecordItem, _ ...cli
 // and 10,000 viewers, played now, in chunks.
 func produceMany(b *testing.B, k *kafka, n int, prefix string) {
 	b.Helper()
+	produceManyMode(b, k, n, prefix, "")
+}
+
+// produceManyMode is produceMany with caps of the given mode ("" soft).
+func produceManyMode(b *testing.B, k *kafka, n int, prefix, mode string) {
+	b.Helper()
 	jcaps := []jsonCap{
-		{Scope: "creative", ID: "cr1", Limit: 3, Window: "1h"},
-		{Scope: "campaign", ID: "c1", Limit: 10, Window: "24h"},
+		{Scope: "creative", ID: "cr1", Limit: 3, Window: "1h", Mode: mode},
+		{Scope: "campaign", ID: "c1", Limit: 10, Window: "24h", Mode: mode},
 	}
 	const chunk = 10_000
 	for start := 0; start < n; start += chunk {
@@ -158,6 +167,55 @@ func BenchmarkIngestThroughput(b *testing.B) {
 				// node; what a busy shared machine does not change much.
 				b.ReportMetric(cpu.Seconds()/float64(n)*1e6, "ingest-cpu-s/M")
 				b.ReportMetric(ncpu/float64(n)*1e6, "node-cpu-s/M")
+				b.ReportMetric(0, "ns/op")
+			}
+		})
+	}
+}
+
+// BenchmarkIngestModes: issue 37's rates, on 3 nodes with 2 owners per
+// partition, back to back in one run: soft impressions acknowledged by
+// their owner (--ack owner, the only mode before issue 37), soft ones
+// acknowledged once every owner applied them (--ack replicated, the
+// default), and strict ones (acknowledged once every owner applied
+// them, whatever the mode). Impressions are in Kafka before the
+// ingester starts; the clock starts at the first acknowledgement.
+//
+//	FCAP_TEST_NORACE=1 go test -run '^$' -bench IngestModes -benchtime 1x ./test/ingest
+func BenchmarkIngestModes(b *testing.B) {
+	n := benchImpressions()
+	for _, m := range []struct {
+		name, mode string
+		ack        ingest.AckMode
+	}{
+		{"soft-owner", "", ingest.AckOwner},
+		{"soft-replicated", "", ingest.AckReplicated},
+		{"strict", "strict", ingest.AckReplicated},
+	} {
+		b.Run(m.name, func(b *testing.B) {
+			for range b.N {
+				k := startKafkaB(b, 8, topic)
+				produceManyMode(b, k, n, "imp", m.mode)
+				nodes := cluster.StartCluster(b, 3, cluster.Options{Replicas: 2})
+				var (
+					seen  atomic.Int64
+					first atomic.Int64 // UnixNano of the first acknowledgement
+				)
+				all := make(chan struct{})
+				stop := benchIngester(b, k, cluster.Seeds(nodes...), func(_ *kgo.Record, at time.Time) {
+					first.CompareAndSwap(0, at.UnixNano())
+					if seen.Add(1) == int64(n) {
+						close(all)
+					}
+				}, func(c *ingest.Config) { c.Ack = m.ack })
+				select {
+				case <-all:
+				case <-time.After(10 * time.Minute):
+					b.Fatalf("only %d of %d impressions acknowledged", seen.Load(), n)
+				}
+				el := time.Since(time.Unix(0, first.Load()))
+				stop()
+				b.ReportMetric(float64(n)/el.Seconds(), "impressions/s")
 				b.ReportMetric(0, "ns/op")
 			}
 		})
