@@ -31,6 +31,12 @@ const (
 	// production); the bound leaves room to add a window to a time
 	// without overflow.
 	MaxTime = int64(1)<<62 - 1
+
+	// MaxWindow is the longest cap window: 400 days of milliseconds,
+	// past any campaign's flight. Windows are milliseconds, and a
+	// time.Duration passed as one (int64(time.Hour), 3.6e12: 114 years)
+	// lands far beyond it, so the mistake is refused, not silently kept.
+	MaxWindow = 400 * 24 * 3_600_000
 )
 
 // Algorithm chooses how a cap counts.
@@ -138,7 +144,7 @@ type Cap struct {
 	Scope     string    // "creative", "campaign", "advertiser", ...
 	ID        string    // the creative, campaign or advertiser id
 	Limit     int64     // 1..MaxLimit
-	Window    int64     // ticks, 1..MaxTime
+	Window    int64     // milliseconds (engine ticks), 1..MaxWindow: time.Hour.Milliseconds(), not int64(time.Hour)
 	Algorithm Algorithm // Sliding unless said
 	Mode      Mode      // Soft unless said
 }

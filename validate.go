@@ -3,6 +3,7 @@ package fcap
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Validation is shared by every layer: the client refuses an invalid
@@ -163,7 +164,9 @@ func (l *Limits) checkCap(c *Cap, scopeKnown bool) error {
 		return fmt.Errorf("%w: id is %d bytes, at most %d", ErrIDTooLong, len(c.ID), maxID)
 	case c.Limit < 1 || c.Limit > MaxLimit:
 		return fmt.Errorf("%w, got %d", ErrBadLimit, c.Limit)
-	case c.Window < 1 || c.Window > MaxTime:
+	case c.Window > MaxWindow && c.Window%1_000_000 == 0:
+		return fmt.Errorf("%w, got %d: a time.Duration? Window is in milliseconds (%v is %d)", ErrBadWindow, c.Window, time.Duration(c.Window), time.Duration(c.Window).Milliseconds())
+	case c.Window < 1 || c.Window > MaxWindow:
 		return fmt.Errorf("%w, got %d", ErrBadWindow, c.Window)
 	case c.Algorithm >= NumAlgorithms:
 		return fmt.Errorf("%w %d (sliding, buckets or fixed)", ErrUnknownAlgorithm, c.Algorithm)

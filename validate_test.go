@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 )
@@ -42,6 +43,9 @@ func TestValidate(t *testing.T) {
 		{"limit 0", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Limit = 0 })}, fcap.ErrBadLimit, "between 1 and 65535, got 0"},
 		{"limit too large", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Limit = fcap.MaxLimit + 1 })}, fcap.ErrBadLimit, "got 65536"},
 		{"window 0", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = 0 })}, fcap.ErrBadWindow, "got 0"},
+		{"window of 400 days", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = fcap.MaxWindow })}, nil, ""},
+		{"window past 400 days", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = fcap.MaxWindow + 1 })}, fcap.ErrBadWindow, "(400 days), got 34560000001"},
+		{"a time.Duration as the window", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = int64(time.Hour) })}, fcap.ErrBadWindow, "a time.Duration? Window is in milliseconds (1h0m0s is 3600000)"},
 		{"unknown algorithm", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Algorithm = fcap.NumAlgorithms })}, fcap.ErrUnknownAlgorithm, "sliding, buckets or fixed"},
 		{"unknown mode", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Mode = fcap.NumModes })}, fcap.ErrUnknownMode, "soft or strict"},
 	} {

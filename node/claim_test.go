@@ -23,7 +23,7 @@ func TestClaimedPartitionGetsSurvivorsCopies(t *testing.T) {
 
 	a, b := nodes[0], nodes[1]
 	const viewer = "claimed-viewer"
-	capc := fcap.Cap{Scope: "campaign", ID: "c", Limit: 10, Window: 1 << 40}
+	capc := fcap.Cap{Scope: "campaign", ID: "c", Limit: 10, Window: fcap.MaxWindow}
 	// A count only a holds: written to its engine directly, as if its
 	// replication to b had not run yet.
 	if _, err := a.engine.Allow(viewer, time.Now().UnixMilli(), capc); err != nil {

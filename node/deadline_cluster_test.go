@@ -53,7 +53,7 @@ func TestLateStrictGrantIsTakenBack(t *testing.T) {
 	// strict Allow on a busy machine, far shorter than StrictTimeout.
 	c := newClient(t, nodes, func(cfg *client.Config) { cfg.Timeout = 2 * time.Second })
 
-	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 5, Window: 1 << 40, Mode: fcap.Strict}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 5, Window: fcap.MaxWindow, Mode: fcap.Strict}
 	viewers := nodetest.OwnedBy(t, nodes[0].Ring(), "node-0", "viewer", 2)
 	left := func(viewer string) int64 {
 		t.Helper()

@@ -32,8 +32,8 @@ func TestNoWriteAfterDeadline(t *testing.T) {
 		}
 	}
 
-	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 1 << 40}
-	strictCap := fcap.Cap{Scope: "campaign", ID: "strict", Limit: 5, Window: 1 << 40, Mode: fcap.Strict}
+	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: fcap.MaxWindow}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "strict", Limit: 5, Window: fcap.MaxWindow, Mode: fcap.Strict}
 	table := fcap.CheckTable{Caps: []fcap.Cap{soft}, Refs: []uint16{0}, Ends: []uint32{1}}
 	requests := func(budget time.Duration) []proto.Message {
 		return []proto.Message{

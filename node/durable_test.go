@@ -63,7 +63,7 @@ func TestDataDirRestoresWrites(t *testing.T) {
 	dir := t.TempDir()
 	n := startDurable(t, dir)
 	c := newClient(t, []*node.Node{n})
-	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: 1 << 40}
+	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: fcap.MaxWindow}
 	ctx := context.Background()
 	const viewers = 50
 	for i := range viewers {
@@ -103,7 +103,7 @@ func TestSnapshotPlusLogTail(t *testing.T) {
 	dir := t.TempDir()
 	n := startDurable(t, dir)
 	c := newClient(t, []*node.Node{n})
-	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: 1 << 40}
+	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: fcap.MaxWindow}
 	ctx := context.Background()
 	const viewers = 40
 	write := func(round int) {
@@ -144,7 +144,7 @@ func TestSnapshotDuringWrites(t *testing.T) {
 	dir := t.TempDir()
 	n := startDurable(t, dir, func(c *node.Config) { c.Storage.Fsync = wal.Interval })
 	c := newClient(t, []*node.Node{n})
-	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 1000, Window: 1 << 40}
+	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 1000, Window: fcap.MaxWindow}
 	const viewers, writers = 30, 4
 	done := make(chan struct{})
 	errs := make(chan error, writers)
@@ -197,7 +197,7 @@ func TestDiskFullKeepsServing(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	n := startDurable(t, dir, func(c *node.Config) { c.Registerer, c.Gatherer = reg, reg })
 	c := newClient(t, []*node.Node{n})
-	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: 1 << 40}
+	capA := fcap.Cap{Scope: "campaign", ID: "a", Limit: 100, Window: fcap.MaxWindow}
 	metric := func(name string) float64 {
 		mfs, _ := reg.Gather()
 		for _, mf := range mfs {

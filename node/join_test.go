@@ -27,7 +27,7 @@ func TestJoinUnderTrafficLosesNothing(t *testing.T) {
 	debug := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	nodes := settledCluster(t, "node", 3, func(c *node.Config) { c.Logger = debug })
 	c := newClient(t, nodes)
-	capc := fcap.Cap{Scope: "campaign", ID: "join", Limit: fcap.MaxLimit, Window: 1 << 40}
+	capc := fcap.Cap{Scope: "campaign", ID: "join", Limit: fcap.MaxLimit, Window: fcap.MaxWindow}
 	viewers := make([]string, 200)
 	for i := range viewers {
 		viewers[i] = fmt.Sprint("jv-", i)
@@ -147,7 +147,7 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 	slow := func(c *node.Config) { c.Replication.TransferRate, c.StrictTimeout = rate, strictTimeout }
 	nodes := settledCluster(t, "node", 2, slow)
 	// Load state straight into the engines of the viewers' owners.
-	load := fcap.Cap{Scope: "campaign", ID: "load", Limit: 8, Window: 1 << 40}
+	load := fcap.Cap{Scope: "campaign", ID: "load", Limit: 8, Window: fcap.MaxWindow}
 	for i := range 20000 {
 		v := fmt.Sprint("tv-", i)
 		for _, nd := range nodes {
@@ -161,7 +161,7 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 		}
 	}
 	c := newClient(t, nodes)
-	strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: fcap.MaxLimit, Window: 1 << 40, Mode: fcap.Strict}
+	strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: fcap.MaxLimit, Window: fcap.MaxWindow, Mode: fcap.Strict}
 
 	cfg := node.DefaultLocalConfig("node-new")
 	cfg.Logger = nodetest.Quiet

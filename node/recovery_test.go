@@ -42,7 +42,7 @@ func TestRestartOffersWhatABackupRecovered(t *testing.T) {
 			viewer = v
 		}
 	}
-	capc := fcap.Cap{Scope: "campaign", ID: "c", Limit: 10, Window: 1 << 40}
+	capc := fcap.Cap{Scope: "campaign", ID: "c", Limit: 10, Window: fcap.MaxWindow}
 	if _, err := b.engine.Allow(viewer, time.Now().UnixMilli(), capc); err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
 	if p < 0 {
 		t.Fatal("a is primary of nothing")
 	}
-	capc := fcap.Cap{Scope: "campaign", ID: "resend", Limit: 200, Window: 1 << 40}
+	capc := fcap.Cap{Scope: "campaign", ID: "resend", Limit: 200, Window: fcap.MaxWindow}
 	loaded := 0
 	for i := 0; loaded < 1000; i++ {
 		v := fmt.Sprint("resend-viewer-", i)

@@ -36,7 +36,7 @@ func TestLateStrictGrantIsGivenBack(t *testing.T) {
 	testwait.Eventually(t, 20*time.Second, nd.Ready, "the node is not ready")
 	c := newClient(t, []*node.Node{nd}, func(cfg *client.Config) { cfg.Timeout = 10 * time.Second })
 
-	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 2, Window: 1 << 40, Mode: fcap.Strict}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 2, Window: fcap.MaxWindow, Mode: fcap.Strict}
 	caps := []fcap.Cap{strictCap}
 
 	px.stall()
@@ -78,8 +78,8 @@ func TestLateStrictGrantIsGivenBack(t *testing.T) {
 func TestUndo(t *testing.T) {
 	nd := settledCluster(t, "node", 1)[0]
 	rc := dialRaw(t, nd.DataAddr())
-	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 2, Window: 1 << 40, Mode: fcap.Strict}
-	softCap := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 2, Window: 1 << 40}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 2, Window: fcap.MaxWindow, Mode: fcap.Strict}
+	softCap := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 2, Window: fcap.MaxWindow}
 
 	allow := func(viewer string, c fcap.Cap) proto.AllowResult {
 		t.Helper()

@@ -49,6 +49,20 @@ func (part *partition) got() {
 	part.from.Store(nil)
 }
 
+// current reports whether this node's copy of the partition may end a
+// peer's wait for it (a whole transfer's Done marker): it holds it whole
+// and not claimed, or held it so when it stopped owning it. A claimed
+// copy, or one still awaited, may miss acknowledged writes.
+func (part *partition) current() bool {
+	if part.claimed.Load() {
+		return false
+	}
+	if lost := part.lostAt.Load(); lost != 0 {
+		return lost > 0 && part.wholeAtLoss.Load() // -1: dropped
+	}
+	return part.have.Load() && part.waitSince.Load() == 0
+}
+
 // early is a hand-over received before it was awaited.
 type early struct {
 	from string

@@ -453,7 +453,15 @@ func (s *sender) sendPartitions(ps []int, forgot map[int]uint32) (sent int, err 
 		if err := s.sendDirty(); err != nil {
 			return i, err
 		}
-		if _, err := s.sendMarkers([]uint32{uint32(p)}, nil); err != nil {
+		// A copy this node claimed (or waits for again) is no current
+		// copy: its states merge (they only add), but no Done marker
+		// ends the peer's wait with it, or the peer could serve strict
+		// caps from what a minority kept while the majority granted
+		// (a 3/2 split's heal did: two minority nodes handed each other
+		// their claimed copies). The peer asks a holder in turn.
+		if part := &rep.r.parts[p]; !part.current() {
+			rep.r.log.Debug("partition sent without its Done marker: this node's copy is claimed or awaited", "peer", rep.name, "partition", p)
+		} else if _, err := s.sendMarkers([]uint32{uint32(p)}, nil); err != nil {
 			return i, err
 		}
 		owner := rep.owns(p)

@@ -77,7 +77,9 @@ func (r *Replicator) ServeSync(from string, ps, handoffs, relayed []uint32) []ui
 			continue
 		}
 		part := &r.parts[p]
-		if !part.have.Load() || part.waitSince.Load() != 0 {
+		if !part.have.Load() || part.waitSince.Load() != 0 || part.claimed.Load() {
+			// Not held, or not a current copy: a claimed one may miss
+			// what the members that served p meanwhile granted (rule 5).
 			continue
 		}
 		rep := r.replicaLocked(pl.ring, pl.future, from)

@@ -33,8 +33,8 @@ func TestRestartTime(t *testing.T) {
 	const perViewer = 10
 	viewers := total / perViewer
 	caps := []fcap.Cap{
-		{Scope: "campaign", ID: "cmp-1", Limit: 20, Window: 1 << 40},
-		{Scope: "advertiser", ID: "adv-1", Limit: 50, Window: 1 << 40},
+		{Scope: "campaign", ID: "cmp-1", Limit: 20, Window: fcap.MaxWindow},
+		{Scope: "advertiser", ID: "adv-1", Limit: 50, Window: fcap.MaxWindow},
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, variant := range []struct {

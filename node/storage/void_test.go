@@ -16,7 +16,7 @@ import (
 // word) and a void a snapshot holds both come back on a restart: the
 // impression counts no more, and a late Record of its id counts nothing.
 func TestReplayKeepsAVoid(t *testing.T) {
-	caps := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 10, Window: 1 << 40}}
+	caps := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 10, Window: fcap.MaxWindow}}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, snapFirst := range []bool{true, false} {
 		cfg := DefaultConfig()

@@ -42,7 +42,7 @@ func TestSecuredCluster(t *testing.T) {
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	strictCap := fcap.Cap{Scope: "campaign", ID: "secured", Limit: 1, Window: 1 << 40, Mode: fcap.Strict}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "secured", Limit: 1, Window: fcap.MaxWindow, Mode: fcap.Strict}
 	for i, want := range []bool{true, false} {
 		v, err := c.Allow(ctx, "viewer", []fcap.Cap{strictCap})
 		if err != nil || v.Allowed != want || v.FailClosed || v.FailOpen {

@@ -109,7 +109,7 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 	nodes[1].Restart()
 	cluster.Eventually(t, 60*time.Second, nodes[1].Ready, "%s not ready after its restart:\n%s", nodes[1].Name, logTail{nodes[1]})
 	c := cluster.NewClient(t, cluster.Seeds(nodes[0], nodes[1]), func(c *client.Config) { c.TLS = newClient })
-	strictCap := fcap.Cap{Scope: "campaign", ID: "reload", Limit: 1, Window: 1 << 40, Mode: fcap.Strict}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "reload", Limit: 1, Window: fcap.MaxWindow, Mode: fcap.Strict}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// The restarted node is back once a strict write is answered (the

@@ -51,7 +51,7 @@ func TestTLSDataPlane(t *testing.T) {
 	ca := newPKI(t, "cluster")
 	nodes := cluster.StartCluster(t, 2, cluster.Options{Replicas: 2, Args: tlsArgs(t, ca)})
 
-	strictCap := fcap.Cap{Scope: "campaign", ID: "tls", Limit: 1, Window: 1 << 40, Mode: fcap.Strict}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "tls", Limit: 1, Window: fcap.MaxWindow, Mode: fcap.Strict}
 	refused := "viewer-refused"
 	try := func(a *client.Admin) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

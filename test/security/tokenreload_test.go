@@ -129,7 +129,7 @@ func TestTokensReloadOnSIGHUP(t *testing.T) {
 	// Strict writes wait for the backup: the nodes reach each other with
 	// P2 once their P1 connections are refused.
 	c := cluster.NewClient(t, cluster.Seeds(nodes...), func(c *client.Config) { c.Token = tokB })
-	strictCap := fcap.Cap{Scope: "campaign", ID: "reload-strict", Limit: 1000, Window: 1 << 40, Mode: fcap.Strict}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "reload-strict", Limit: 1000, Window: fcap.MaxWindow, Mode: fcap.Strict}
 	for i := range 20 {
 		cluster.Eventually(t, 30*time.Second, func() bool {
 			v, err := c.Allow(ctx, "viewer-strict-"+string(rune('a'+i)), []fcap.Cap{strictCap})

@@ -33,7 +33,7 @@ func TestTokens(t *testing.T) {
 	writeFile(t, tokens, "# role token\nadserver "+adToken+"\noperator "+opToken+"\npeer "+peerToken)
 	nodes := cluster.StartCluster(t, 2, cluster.Options{Replicas: 2, Args: []string{"--tokens-file", tokens}})
 
-	strictCap := fcap.Cap{Scope: "campaign", ID: "tokens", Limit: 1, Window: 1 << 40, Mode: fcap.Strict}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "tokens", Limit: 1, Window: fcap.MaxWindow, Mode: fcap.Strict}
 	viewer := "viewer-refused"
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
