@@ -148,3 +148,41 @@ func TestClaimedCopyEndsNoWait(t *testing.T) {
 		t.Fatalf("b does not offer its current copy of partition %d: %v", p, got)
 	}
 }
+
+// A hand-over ends the wait for it, but not a claim: the previous
+// primary may have been cut off with this node (a minority handing its
+// partitions around at a heal). Only a current copy's Done marker makes
+// a claimed copy whole, whichever comes first.
+func TestHandoverDoesNotEndAClaim(t *testing.T) {
+	c := newCluster(t, nil, "a", "b")
+	c.form("a", "b")
+	r := c.nodes["a"].r
+	for _, doneFirst := range []bool{false, true} {
+		p := 3
+		part := &r.parts[p]
+		part.awaitHandoff(c.clock.Now().UnixNano(), "b")
+		part.claimed.Store(true)
+		if doneFirst {
+			r.received("c", []uint32{uint32(p)}, nil)
+			if part.claimed.Load() {
+				t.Fatal("a current copy's Done marker left the claim")
+			}
+			if part.have.Load() {
+				t.Fatal("a Done marker ended the wait for a hand-over")
+			}
+		}
+		r.received("b", nil, []uint32{uint32(p)})
+		if !part.have.Load() {
+			t.Fatal("the hand-over did not end its wait")
+		}
+		if !doneFirst {
+			if !part.claimed.Load() || r.Claimed(p) != true {
+				t.Fatal("a hand-over made a claimed copy whole")
+			}
+			r.received("c", []uint32{uint32(p)}, nil)
+		}
+		if r.Claimed(p) || !r.Holds(p) {
+			t.Fatalf("after the hand-over and a current copy (Done first: %v): claimed %v, holds %v", doneFirst, r.Claimed(p), r.Holds(p))
+		}
+	}
+}

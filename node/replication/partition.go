@@ -49,6 +49,18 @@ func (part *partition) got() {
 	part.from.Store(nil)
 }
 
+// handedOver ends the wait for a hand-over: the previous primary stopped
+// writing and sent its last changes. It does not make a copy this node
+// claimed (or took back to waiting after a lapse of its quorum) whole:
+// the sender's copy may be as old as this one (two nodes of a minority
+// handing partitions to each other at a heal). That takes a current
+// copy's Done marker (got).
+func (part *partition) handedOver() {
+	part.have.Store(true)
+	part.waitSince.Store(0)
+	part.from.Store(nil)
+}
+
 // current reports whether this node's copy of the partition may end a
 // peer's wait for it (a whole transfer's Done marker): it holds it whole
 // and not claimed, or held it so when it stopped owning it. A claimed
@@ -118,8 +130,15 @@ func (r *Replicator) SyncingCount(cur *ring.Ring) int {
 // hand-over; a hand-over counts only from the node it is awaited from.
 func (r *Replicator) received(from string, done, handoff []uint32) {
 	for _, p := range done {
-		if int(p) < len(r.parts) && r.parts[p].handoffFrom() == "" {
-			r.parts[p].got()
+		if int(p) >= len(r.parts) {
+			continue
+		}
+		part := &r.parts[p]
+		// Only a current copy carries a Done marker (sendPartitions): its
+		// states, merged, make a claimed copy whole.
+		part.claimed.Store(false)
+		if part.handoffFrom() == "" {
+			part.got()
 			r.log.Debug("partition: received", "partition", p, "from", from)
 		}
 	}
@@ -129,7 +148,7 @@ func (r *Replicator) received(from string, done, handoff []uint32) {
 		}
 		part := &r.parts[p]
 		if exp := part.handoffFrom(); exp != "" {
-			part.got()
+			part.handedOver()
 			r.log.Debug("partition: handed over", "partition", p, "from", from, "expected", exp)
 		} else {
 			// Early: this node's ring does not show the move yet (or
@@ -224,6 +243,9 @@ func (r *Replicator) Reacquire() int {
 		part := &r.parts[p]
 		if part.have.Load() && part.lostAt.Load() == 0 {
 			part.wait(now)
+			// Until a current copy's Done marker: a hand-over from a
+			// node as cut off as this one does not make it whole.
+			part.claimed.Store(true)
 			n++
 		}
 	}

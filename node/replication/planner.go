@@ -264,7 +264,7 @@ func (pn *planner) holding(p int, curOwners, futOwners []string) {
 		if !survived(pn.prev, pn.cur, from) {
 			// The previous primary died (or restarted) in the middle of
 			// its hand-over: nothing more will come.
-			part.got()
+			part.handedOver()
 			pn.r.log.Warn("partition: previous primary gone before its hand-over; serving what arrived", "partition", p, "from", from)
 		} else if len(curOwners) == 0 || curOwners[0] != pn.self {
 			part.from.Store(nil) // no longer its primary: no hand-over due

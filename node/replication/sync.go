@@ -77,9 +77,13 @@ func (r *Replicator) ServeSync(from string, ps, handoffs, relayed []uint32) []ui
 			continue
 		}
 		part := &r.parts[p]
-		if !part.have.Load() || part.waitSince.Load() != 0 || part.claimed.Load() {
-			// Not held, or not a current copy: a claimed one may miss
-			// what the members that served p meanwhile granted (rule 5).
+		if !part.current() {
+			// Not a current copy: none, one still awaited, or a claimed
+			// one, which may miss what the members that served p
+			// meanwhile granted (rule 5). A copy held whole until the
+			// ring moved p away (not dropped yet) is current: after a
+			// split heals it may be the only one holding the majority's
+			// grants, and the new owners ask for it.
 			continue
 		}
 		rep := r.replicaLocked(pl.ring, pl.future, from)
