@@ -134,14 +134,14 @@ func TestClaimedCopyEndsNoWait(t *testing.T) {
 	if got := b.r.ServeSync("a", []uint32{uint32(p)}, nil, nil); len(got) != 0 {
 		t.Fatalf("b offers its claimed copy of partition %d: %v", p, got)
 	}
-	if b.r.parts[p].current() {
+	if b.r.current(p) {
 		t.Fatal("a claimed copy counts as current: its transfer would end with a Done marker")
 	}
 	// a's copy arrives (the cut heals): b's claim is over, its copy is
 	// current again and b serves a's request for it.
 	c.net.heal("a", "b")
 	eventually(t, "a's copies unmark b's claims", func() bool { return !b.r.Claimed(p) })
-	if !b.r.parts[p].current() {
+	if !b.r.current(p) {
 		t.Fatal("b's copy, refreshed by a's, is not current")
 	}
 	if got := b.r.ServeSync("a", []uint32{uint32(p)}, nil, nil); len(got) != 1 {

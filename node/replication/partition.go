@@ -61,16 +61,20 @@ func (part *partition) handedOver() {
 	part.from.Store(nil)
 }
 
-// current reports whether this node's copy of the partition may end a
-// peer's wait for it (a whole transfer's Done marker): it holds it whole
-// and not claimed, or held it so when it stopped owning it. A claimed
-// copy, or one still awaited, may miss acknowledged writes.
-func (part *partition) current() bool {
+// current reports whether this node's copy of partition p may end a
+// peer's wait for it (a whole transfer's Done marker, an answer to a
+// pull): it holds p whole and not claimed, or held it so when the ring
+// moved p away less than SyncTimeout ago. A claimed copy, or one still
+// awaited, may miss acknowledged writes; so may one moved away longer
+// ago (its new owners wrote since). A copy moved away just now may be
+// the only one with the majority's grants after a split heals.
+func (r *Replicator) current(p int) bool {
+	part := &r.parts[p]
 	if part.claimed.Load() {
 		return false
 	}
 	if lost := part.lostAt.Load(); lost != 0 {
-		return lost > 0 && part.wholeAtLoss.Load() // -1: dropped
+		return lost > 0 && part.wholeAtLoss.Load() && r.now().UnixNano()-lost < int64(r.cfg.SyncTimeout)
 	}
 	return part.have.Load() && part.waitSince.Load() == 0
 }

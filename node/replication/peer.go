@@ -459,7 +459,7 @@ func (s *sender) sendPartitions(ps []int, forgot map[int]uint32) (sent int, err 
 		// caps from what a minority kept while the majority granted
 		// (a 3/2 split's heal did: two minority nodes handed each other
 		// their claimed copies). The peer asks a holder in turn.
-		if part := &rep.r.parts[p]; !part.current() {
+		if !rep.r.current(p) {
 			rep.r.log.Debug("partition sent without its Done marker: this node's copy is claimed or awaited", "peer", rep.name, "partition", p)
 		} else if _, err := s.sendMarkers([]uint32{uint32(p)}, nil); err != nil {
 			return i, err

@@ -76,13 +76,12 @@ func (r *Replicator) ServeSync(from string, ps, handoffs, relayed []uint32) []ui
 		if int(p) >= len(r.parts) {
 			continue
 		}
-		part := &r.parts[p]
-		if !part.current() {
+		if !r.current(int(p)) {
 			// Not a current copy: none, one still awaited, or a claimed
 			// one, which may miss what the members that served p
 			// meanwhile granted (rule 5). A copy held whole until the
-			// ring moved p away (not dropped yet) is current: after a
-			// split heals it may be the only one holding the majority's
+			// ring moved p away just now is current: after a split
+			// heals it may be the only one holding the majority's
 			// grants, and the new owners ask for it.
 			continue
 		}
