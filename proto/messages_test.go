@@ -566,7 +566,7 @@ func TestStatusAuthorityRoundTrip(t *testing.T) {
 	in := &Status{Name: "n1", Epoch: 7, State: 2, Members: 2, Authority: true, QuorumMembers: 3, QuorumConfirmed: 2, Claimed: 4, Replicas: 2,
 		Failed: []FailedMember{{Name: "n3", Addr: "10.0.0.3:7700", SinceMillis: 1700000000000}}, JoinError: "j", Drifting: 9,
 		Departed: []DepartedMember{{Name: "n4", AtMillis: 1700000001000}},
-		Version: "v1.2.0", UptimeMillis: 90_000, MemoryLimit: 1 << 30, RecentMillis: 60_000, RecentRequests: 500, RecentErrors: 2, P99Nanos: 50_000}
+		Version:  "v1.2.0", UptimeMillis: 90_000, MemoryLimit: 1 << 30, RecentMillis: 60_000, RecentRequests: 500, RecentErrors: 2, P99Nanos: 50_000}
 	b, err := AppendFrame(nil, 1, in)
 	if err != nil {
 		t.Fatal(err)

@@ -179,7 +179,7 @@ func New(reg prometheus.Registerer, eng Engine, src Source, routes []string) (*S
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "fcap_node_request_duration_seconds",
 		Help:    "Time to handle one data-plane request on the node (decode, engine, encode), by operation.",
-		Buckets: slices.Clone(latencyBounds),
+		Buckets: slices.Clone(latencyBounds[:]),
 	}, []string{"op"})
 	for op := range NumOps {
 		m.Latency[op] = latency.WithLabelValues(opNames[op])

@@ -41,7 +41,7 @@ var errorOutcomes = [...]Outcome{OutcomeBadRequest, OutcomeCapacity, OutcomeErro
 
 // latencyBounds are the upper bounds of fcap_node_request_duration_seconds'
 // buckets, in seconds.
-var latencyBounds = []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3}
+var latencyBounds = [...]float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3}
 
 // Recent is the node's recent serving figures.
 type Recent struct {

@@ -99,13 +99,6 @@ type pageArc struct {
 type pageData struct {
 	Self, Epoch          string
 	Partitions, Replicas int
-	RingMembers          int // members of this node's ring
-	// Verdict is the line at the top: "healthy" or "degraded: ..."
-	// (verdict.go).
-	Verdict string
-	Healthy bool
-	// The verdict's thresholds, for the note under the table.
-	ErrorLimit, P99Limit, MemoryWarn string
 	Members              []pageMember
 	Arcs                 []pageArc
 	Unowned              int // partitions the ring picture shows grey
@@ -122,6 +115,15 @@ type pageData struct {
 	RecentSpan          string
 	RecentAPI, RecentSR int64
 	RecentBR, RecentSF  int64
+
+	// RingMembers is how many members this node's ring has.
+	RingMembers int
+	// Verdict is the line at the top: "healthy" or "degraded: ..."
+	// (verdict.go).
+	Verdict string
+	Healthy bool
+	// The verdict's thresholds, for the note under the table.
+	ErrorLimit, P99Limit, MemoryWarn string
 }
 
 type pageTick struct {
@@ -198,12 +200,8 @@ func (p *Page) data(ctx context.Context) *pageData {
 		Self:       self,
 		Epoch:      fmt.Sprintf("%016x", rg.Epoch()),
 		Partitions: rg.Partitions(),
-		Replicas:    rg.Replicas(),
-		RingMembers: len(members),
-		ErrorLimit:  percent(errorShare),
-		P99Limit:    p99Limit.String(),
-		MemoryWarn:  fmt.Sprintf("%.0f%%", 100*memoryWarn),
-		Generated:   time.Now().UTC().Format(time.RFC3339),
+		Replicas:   rg.Replicas(),
+		Generated:  time.Now().UTC().Format(time.RFC3339),
 		Endpoints:  Endpoints,
 	}
 	// Every member's status, asked concurrently (this node's directly).
@@ -296,6 +294,7 @@ func (p *Page) data(ctx context.Context) *pageData {
 	d.BackupReads, d.Syncing = uint64(c.BackupReads), uint64(c.SyncRefusals)
 	d.APIFailOpen, d.APICalls = c.APIFailOpen, c.APICalls
 	d.recent(p.history())
+	d.RingMembers = len(members)
 	d.judge()
 	return d
 }
@@ -412,7 +411,7 @@ JSON API: {{.APICalls}} calls, <span {{if .APIFailOpen}}class="bad"{{end}}>{{.AP
 </tr>{{end}}
 </table>
 <div class="sub" id="rules">p99 and errors: of ad servers' requests (check, allow, record, reserve, release, identity, undo, erase, void) over the last minute, on the node (the network not included); p99 is the bound of the latency bucket that holds it.
-The verdict is degraded by an unreachable, failed or unjoined member, fewer members than replicas, partitions syncing, under-replicated or claimed, a member without a strict majority,
+The verdict is degraded by a member that does not answer, failed or joined no cluster, fewer members than replicas, partitions syncing, under-replicated or claimed, a member without a strict majority,
 errors over {{.ErrorLimit}} of a member's requests, a p99 over {{.P99Limit}}, or memory at {{.MemoryWarn}} of a member's limit.</div>
 <div class="sub" id="endpoints">Served here: {{range $i, $e := .Endpoints}}{{if $i}} · {{end}}{{if eq $e.Method "GET"}}<a href="{{$e.Path}}">{{$e.Path}}</a>{{else}}{{$e.Method}} {{$e.Path}}{{end}} ({{$e.What}}){{end}}</div>
 </body></html>

@@ -45,8 +45,10 @@ const (
 	memoryWarn = 0.9
 )
 
-// judge sets the page's verdict from its members.
+// judge sets the page's verdict from its members, and the thresholds
+// the note under the table states.
 func (d *pageData) judge() {
+	d.ErrorLimit, d.P99Limit, d.MemoryWarn = percent(errorShare), p99Limit.String(), fmt.Sprintf("%.0f%%", 100*memoryWarn)
 	var (
 		problems                      []string
 		unreachable, failed, joinless []string

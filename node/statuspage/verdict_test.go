@@ -20,9 +20,9 @@ type fakeCluster struct {
 	statuses map[string]*proto.Status // by address; none: unreachable
 }
 
-func (c *fakeCluster) Name() string        { return "n1" }
-func (c *fakeCluster) Ring() *ring.Ring    { return c.ring }
-func (c *fakeCluster) Counters() Counters  { return Counters{} }
+func (c *fakeCluster) Name() string          { return "n1" }
+func (c *fakeCluster) Ring() *ring.Ring      { return c.ring }
+func (c *fakeCluster) Counters() Counters    { return Counters{} }
 func (c *fakeCluster) Status() *proto.Status { return c.statuses["10.0.0.1:7700"] }
 
 func (c *fakeCluster) statusOf(_ context.Context, addr string) (*proto.Status, error) {
