@@ -364,8 +364,8 @@ var pageTemplate = template.Must(template.New("status").Parse(`<!doctype html>
 <style>
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}
 h1{font-size:20px;margin:0 0 4px} .sub{color:#666;margin-bottom:16px}
-table{border-collapse:collapse;margin:12px 0} th,td{padding:4px 10px;border-bottom:1px solid #eee;text-align:right}
-th{background:#f6f6f6} td.l,th.l{text-align:left} .dot{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:6px}
+table{border-collapse:collapse;margin:12px 0;font-size:13px} th,td{padding:4px 8px;border-bottom:1px solid #eee;text-align:right}
+th{background:#f6f6f6} td{white-space:nowrap} td.l,th.l{text-align:left} .dot{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:6px}
 .bad{color:#c00;font-weight:600} .row{display:flex;gap:32px;align-items:flex-start;flex-wrap:wrap}
 .card{border:1px solid #ddd;border-radius:6px;padding:12px 16px}
 .verdict{font-size:16px;font-weight:600;padding:8px 12px;border-radius:6px;margin:8px 0}
@@ -398,7 +398,7 @@ JSON API: {{.APICalls}} calls, <span {{if .APIFailOpen}}class="bad"{{end}}>{{.AP
 <small>Go clients count their own fail-opens (fcap_client_policy_verdicts_total).</small>
 </div></div>
 <table id="members">
-<tr><th class="l">member</th><th class="l">address</th><th class="l">state</th><th class="l">version</th><th>uptime</th><th>primaries</th><th>backups</th><th>viewers</th><th>counters</th><th title="counter state against --memory-limit">memory of limit</th><th>requests</th><th title="99th percentile of the handling time on the node of ad servers' requests over the last minute: the bound of the latency bucket holding it">p99 (1 min)</th><th title="ad servers' requests answered with an error over the last minute">errors (1 min)</th><th>syncing</th><th>under-replicated</th><th>repl. queue</th><th>repl. lag</th><th>strict</th></tr>
+<tr><th class="l">member</th><th class="l">address</th><th class="l">state</th><th class="l">version</th><th>uptime</th><th>primaries</th><th>backups</th><th>viewers</th><th>counters</th><th title="counter state against --memory-limit">memory of limit</th><th>requests</th><th title="99th percentile of the handling time on the node of ad servers' requests over the last minute: the bound of the latency bucket holding it">p99, 1 min</th><th title="ad servers' requests answered with an error over the last minute">errors, 1 min</th><th>syncing</th><th>under-replicated</th><th>repl. queue</th><th>repl. lag</th><th>strict</th></tr>
 {{range .Members}}<tr>
 <td class="l"><span class="dot" style="background:{{.Color}}"></span>{{.Name}}{{if .Self}} (this node){{end}}</td>
 <td class="l">{{.Addr}}</td><td class="l">{{.State}}</td>
