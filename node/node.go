@@ -301,7 +301,8 @@ func (n *Node) joinGossip() error {
 }
 
 // run starts the node's loops (the engine's sweeper, activation, replans,
-// replication's, storage's, the status page's) and its servers.
+// replication's, storage's, the recent serving figures', the status
+// page's) and its servers.
 func (n *Node) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stopLoops = cancel
@@ -310,6 +311,7 @@ func (n *Node) run() {
 	n.wg.Go(func() { n.replanner(ctx) })
 	n.wg.Go(func() { n.repl.Run(ctx) })
 	n.wg.Go(func() { n.finisher.Run(ctx) })
+	n.wg.Go(func() { n.metrics.RunRecent(ctx) })
 	if n.durable != nil {
 		n.wg.Go(func() { n.durable.Run(ctx) })
 	}

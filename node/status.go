@@ -1,6 +1,9 @@
 package node
 
 import (
+	"time"
+
+	"github.com/fcap-io/fcap/node/buildinfo"
 	"github.com/fcap-io/fcap/node/storage"
 	"github.com/fcap-io/fcap/proto"
 )
@@ -27,6 +30,12 @@ func (n *Node) status() *proto.Status {
 		Replicas:         uint64(v.ring.Replicas()),
 		Drifting:         uint64(n.repl.AntiEntropy().LastRepaired),
 	}
+	s.Version = buildinfo.Get().Version
+	s.UptimeMillis = uint64(max(n.metrics.Uptime().Milliseconds(), 0))
+	s.MemoryLimit = uint64(max(st.MemoryLimit, 0))
+	rc := n.metrics.Recent(time.Now())
+	s.RecentMillis, s.RecentRequests, s.RecentErrors = uint64(rc.Span.Milliseconds()), rc.Requests, rc.Errors
+	s.P99Nanos, s.P99Over = uint64(rc.P99.Nanoseconds()), rc.P99Over
 	au := n.authorityState()
 	s.Authority, s.QuorumMembers, s.QuorumConfirmed, s.Claimed = au.Holds, uint64(au.Members), uint64(au.Confirmed), uint64(au.Claimed)
 	for _, f := range n.membership().Failed() {

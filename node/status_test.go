@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -9,10 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/node/buildinfo"
+	"github.com/fcap-io/fcap/proto/rpc"
 )
 
 // TestStatusPage renders / on one node of two and checks it shows both
@@ -198,4 +202,53 @@ func httpGet(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %d", url, resp.StatusCode)
 	}
 	return string(b)
+}
+
+// TestStatusReportsServingFigures: each node's Status carries its build,
+// uptime, memory limit and the ad servers' requests it answered
+// recently, with their p99; the status page shows each member's build
+// under a verdict.
+func TestStatusReportsServingFigures(t *testing.T) {
+	nodes := settledCluster(t, "node", 2)
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	c := newClient(t, nodes)
+	ctx := context.Background()
+	const calls = 20
+	for i := range calls {
+		if _, err := c.Resolve(ctx, fmt.Sprintf("device-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version := buildinfo.Get().Version
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var answered uint64
+		for _, nd := range nodes {
+			st, err := rpc.NodeStatus(ctx, nd.DataAddr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Version != version || st.UptimeMillis == 0 || st.MemoryLimit != uint64(nd.Engine().Stats().MemoryLimit) || st.MemoryLimit == 0 {
+				t.Fatalf("%s: version %q, uptime %dms, memory limit %d; want %q, some uptime, %d", nd.Name(), st.Version, st.UptimeMillis, st.MemoryLimit, version, nd.Engine().Stats().MemoryLimit)
+			}
+			if st.RecentRequests > 0 && (st.RecentMillis == 0 || st.P99Nanos == 0) {
+				t.Fatalf("%s: %d recent requests over %dms with p99 %dns", nd.Name(), st.RecentRequests, st.RecentMillis, st.P99Nanos)
+			}
+			answered += st.RecentRequests
+		}
+		if answered >= calls {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the nodes report %d recent requests, want at least %d", answered, calls)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	page := httpGet(t, "http://"+nodes[0].HTTPAddr()+"/")
+	if !strings.Contains(page, `<div id="verdict"`) {
+		t.Error("the page has no verdict")
+	}
+	if got := strings.Count(page, ">"+version+"<"); got != len(nodes) {
+		t.Errorf("the page shows version %s %d times, want once per member", version, got)
+	}
 }

@@ -565,7 +565,8 @@ func stripEmpty(s Status) Status {
 func TestStatusAuthorityRoundTrip(t *testing.T) {
 	in := &Status{Name: "n1", Epoch: 7, State: 2, Members: 2, Authority: true, QuorumMembers: 3, QuorumConfirmed: 2, Claimed: 4, Replicas: 2,
 		Failed: []FailedMember{{Name: "n3", Addr: "10.0.0.3:7700", SinceMillis: 1700000000000}}, JoinError: "j", Drifting: 9,
-		Departed: []DepartedMember{{Name: "n4", AtMillis: 1700000001000}}}
+		Departed: []DepartedMember{{Name: "n4", AtMillis: 1700000001000}},
+		Version:  "v1.2.0", UptimeMillis: 90_000, MemoryLimit: 1 << 30, RecentMillis: 60_000, RecentRequests: 500, RecentErrors: 2, P99Nanos: 50_000}
 	b, err := AppendFrame(nil, 1, in)
 	if err != nil {
 		t.Fatal(err)
@@ -579,6 +580,39 @@ func TestStatusAuthorityRoundTrip(t *testing.T) {
 	}
 }
 
+// TestStatusWithoutServingFigures decodes the 24-field Status of nodes
+// that predate the version, uptime, memory limit and recent serving
+// figures: they read as empty, the rest as sent; a newer node's fields
+// past the known ones are skipped.
+func TestStatusWithoutServingFigures(t *testing.T) {
+	fields := []any{"n1", 9, 2, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, "", true, 3, 2, 0, []any{}, 2, 0, []any{}}
+	body, err := msgpack.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Status{Version: "stale", UptimeMillis: 1, MemoryLimit: 1, RecentMillis: 1, RecentRequests: 1, RecentErrors: 1, P99Nanos: 1, P99Over: true} // a reused message
+	if err := Decode(body, m); err != nil {
+		t.Fatal(err)
+	}
+	want := Status{Name: "n1", Epoch: 9, State: 2, Viewers: 1, Keys: 2, Bytes: 3, Primaries: 4, Backups: 5, Syncing: 6, Handing: 7, ReplicationQueue: 8, UnderReplicated: 9, Members: 10,
+		Requests: 11, LagMillis: 12, Authority: true, QuorumMembers: 3, QuorumConfirmed: 2, Replicas: 2}
+	if !reflect.DeepEqual(stripEmpty(*m), want) {
+		t.Fatalf("decoded %+v, want %+v", *m, want)
+	}
+
+	newer := append(fields, "v9.9.9", 5000, 1<<30, 60000, 100, 1, 250000, true, "a field from a later version")
+	if body, err = msgpack.Marshal(newer); err != nil {
+		t.Fatal(err)
+	}
+	if err := Decode(body, m); err != nil {
+		t.Fatal(err)
+	}
+	want.Version, want.UptimeMillis, want.MemoryLimit, want.RecentMillis, want.RecentRequests, want.RecentErrors, want.P99Nanos, want.P99Over = "v9.9.9", 5000, 1<<30, 60000, 100, 1, 250000, true
+	if !reflect.DeepEqual(stripEmpty(*m), want) {
+		t.Fatalf("decoded %+v, want %+v", *m, want)
+	}
+}
+
 // TestStatusFromAnOlderNode decodes the 13-field Status of nodes that
 // predate Requests and LagMillis: they read as 0, not an error.
 func TestStatusFromAnOlderNode(t *testing.T) {
@@ -586,7 +620,8 @@ func TestStatusFromAnOlderNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Status{Requests: 99, LagMillis: 99, JoinError: "stale", Authority: true, Claimed: 3, Failed: []FailedMember{{Name: "x"}}} // a reused message
+	m := &Status{Requests: 99, LagMillis: 99, JoinError: "stale", Authority: true, Claimed: 3, Failed: []FailedMember{{Name: "x"}}, // a reused message
+		Version: "stale", UptimeMillis: 1, MemoryLimit: 1, RecentMillis: 1, RecentRequests: 1, RecentErrors: 1, P99Nanos: 1, P99Over: true}
 	if err := Decode(body, m); err != nil {
 		t.Fatal(err)
 	}

@@ -119,8 +119,11 @@ func (*StatusRequest) decode(d *decoder) { d.end(d.array(0)) }
 // requests uint?, lag_ms uint?, join_error str?, authority bool?,
 // quorum_members uint?, quorum_confirmed uint?, claimed uint?,
 // failed [FailedMember]?, replicas uint?, drifting uint?,
-// departed [DepartedMember]?] (the fields after members optional: older
-// nodes omit them).
+// departed [DepartedMember]?, version str?, uptime_ms uint?,
+// memory_limit uint?, recent_ms uint?, recent_requests uint?,
+// recent_errors uint?, p99_ns uint?, p99_over bool?] (the fields after
+// members optional: older nodes omit them; the last eight come
+// together).
 type Status struct {
 	Name  string
 	Epoch uint64
@@ -177,6 +180,30 @@ type Status struct {
 	// drain tells a node already gone from a name no member had. At most
 	// MaxMembers; empty from a node that does not say.
 	Departed []DepartedMember
+	// Version is the node's build (node/buildinfo: "v1.2.0", "devel").
+	// Empty, and the fields below zero, from a node that does not say.
+	Version string
+	// UptimeMillis is how long the node has been running.
+	UptimeMillis uint64
+	// MemoryLimit is the engine's memory limit in bytes (--memory-limit;
+	// 0: none): at Bytes >= MemoryLimit it refuses new counters.
+	MemoryLimit uint64
+	// RecentMillis is the span the recent figures below cover: about the
+	// last minute (less just after a start); 0 when the node has none yet.
+	RecentMillis uint64
+	// RecentRequests and RecentErrors count the requests of ad servers
+	// (check, allow, record, reserve, release, identity, undo, erase,
+	// void) the node answered over RecentMillis, and how many of them it
+	// answered with an error (bad request, capacity, internal error,
+	// deadline exceeded; not "not owner", which the client retries).
+	RecentRequests, RecentErrors uint64
+	// P99Nanos bounds the 99th percentile of those requests' handling
+	// time on the node over RecentMillis: the upper bound of the latency
+	// histogram's bucket that holds it (the p99 is at most that). 0
+	// without requests. P99Over says it is past the largest bound (which
+	// P99Nanos then holds).
+	P99Nanos uint64
+	P99Over  bool
 }
 
 // DepartedMember is a member gone from the member set.
@@ -213,7 +240,7 @@ const minFailedMemberSize = 4
 func (*Status) Type() Type { return TypeStatus }
 
 func (m *Status) encode(e *encoder) {
-	e.array(24)
+	e.array(32)
 	e.str(m.Name)
 	e.uint(m.Epoch)
 	e.uint(uint64(m.State))
@@ -241,6 +268,11 @@ func (m *Status) encode(e *encoder) {
 		e.int(dm.AtMillis)
 		e.bool(dm.Forgotten)
 	}
+	e.str(m.Version)
+	for _, v := range []uint64{m.UptimeMillis, m.MemoryLimit, m.RecentMillis, m.RecentRequests, m.RecentErrors, m.P99Nanos} {
+		e.uint(v)
+	}
+	e.bool(m.P99Over)
 }
 
 func (m *Status) decode(d *decoder) {
@@ -291,6 +323,15 @@ func (m *Status) decode(d *decoder) {
 			d.end(x)
 		}
 		extra--
+	}
+	m.Version, m.UptimeMillis, m.MemoryLimit, m.RecentMillis, m.RecentRequests, m.RecentErrors, m.P99Nanos, m.P99Over = "", 0, 0, 0, 0, 0, 0, false
+	if extra >= 8 {
+		m.Version = d.str()
+		for _, p := range []*uint64{&m.UptimeMillis, &m.MemoryLimit, &m.RecentMillis, &m.RecentRequests, &m.RecentErrors, &m.P99Nanos} {
+			*p = d.uint()
+		}
+		m.P99Over = d.bool()
+		extra -= 8
 	}
 	d.end(extra)
 }

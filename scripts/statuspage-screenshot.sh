@@ -34,7 +34,7 @@ go build -o "$WORK/fcapd" ./cmd/fcapd
 go build -o "$WORK/fcapbench" ./cmd/fcapbench
 for i in 0 1 2; do
 	args=(--name "node-$i" --data "127.0.0.1:$((BASE + i))" --gossip "127.0.0.1:$((BASE + 40 + i))"
-		--http "127.0.0.1:$((BASE + 80 + i))" --gossip-profile local --log-level warn)
+		--http "127.0.0.1:$((BASE + 80 + i))" --gossip-profile local --log-level warn --memory-limit 64MiB)
 	[ "$i" -gt 0 ] && args+=(--join "127.0.0.1:$((BASE + 40))")
 	"$WORK/fcapd" "${args[@]}" >"$WORK/n$i.log" 2>&1 &
 	PIDS+=($!)
@@ -49,7 +49,7 @@ curl -sf "$URL" >/dev/null # a first load, so the next shows request rates
 "$WORK/fcapbench" --addr "127.0.0.1:$BASE" --workload check --duration 2s --warmup 0s --quiet >/dev/null
 
 mkdir -p "$(dirname "$OUT")"
-chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1000 \
+chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1700,1000 \
 	--screenshot="$OUT" "$URL" >/dev/null 2>&1
-go run ./scripts/pngcheck "$OUT" 1200 1000
+go run ./scripts/pngcheck "$OUT" 1700 1000
 echo "status page screenshot: $OUT"

@@ -48,6 +48,20 @@ type statusMember struct {
 	// Drifting counts viewers whose copies still differed from a backup's
 	// after settling, repaired by anti-entropy's last round.
 	Drifting uint64 `json:"drifting_viewers"`
+	// Version is its build, UptimeMillis how long it has run,
+	// MemoryLimit its --memory-limit in bytes (0: none); the Recent
+	// figures count its ad servers' requests over RecentMillis (about
+	// the last minute), those answered with an error, and bound their
+	// p99 handling time on the node (past the largest bucket with
+	// P99Over). All absent from a node that does not report them.
+	Version        string `json:"version,omitempty"`
+	UptimeMillis   uint64 `json:"uptime_ms,omitempty"`
+	MemoryLimit    uint64 `json:"memory_limit,omitempty"`
+	RecentMillis   uint64 `json:"recent_ms,omitempty"`
+	RecentRequests uint64 `json:"recent_requests,omitempty"`
+	RecentErrors   uint64 `json:"recent_errors,omitempty"`
+	P99Nanos       uint64 `json:"p99_ns,omitempty"`
+	P99Over        bool   `json:"p99_over,omitempty"`
 
 	refused bool                 // it answered with an error (a token without the operator role)
 	failed  []proto.FailedMember // the members it counts failed
@@ -132,6 +146,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 			row.Viewers, row.Keys, row.Bytes, row.Requests = st.Viewers, st.Keys, st.Bytes, st.Requests
 			row.JoinError = strings.Clone(st.JoinError)
 			row.Authority, row.QuorumMembers, row.QuorumConfirmed, row.Claimed, row.Drifting = st.Authority, st.QuorumMembers, st.QuorumConfirmed, st.Claimed, st.Drifting
+			row.Version, row.UptimeMillis, row.MemoryLimit = strings.Clone(st.Version), st.UptimeMillis, st.MemoryLimit
+			row.RecentMillis, row.RecentRequests, row.RecentErrors, row.P99Nanos, row.P99Over = st.RecentMillis, st.RecentRequests, st.RecentErrors, st.P99Nanos, st.P99Over
 			for _, f := range st.Failed {
 				row.failed = append(row.failed, proto.FailedMember{Name: strings.Clone(f.Name), Addr: strings.Clone(f.Addr), SinceMillis: f.SinceMillis})
 			}
@@ -244,14 +260,14 @@ func (out *statusOut) judge() {
 func printStatus(stdout io.Writer, out *statusOut) {
 	fmt.Fprintf(stdout, "cluster epoch %s, %d partitions, %d replicas\n\n", out.Epoch, out.Partitions, out.Replicas)
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tADDR\tSTATE\tEPOCH\tSTRICT\tPRIMARY\tBACKUP\tSYNCING\tHANDING\tREPL-QUEUE\tUNDER-REPL\tVIEWERS\tKEYS\tMEMORY")
+	fmt.Fprintln(w, "NAME\tADDR\tSTATE\tEPOCH\tSTRICT\tPRIMARY\tBACKUP\tSYNCING\tHANDING\tREPL-QUEUE\tUNDER-REPL\tVIEWERS\tKEYS\tMEMORY\tVERSION\tUPTIME")
 	for _, m := range out.Members {
 		if !m.Reachable {
 			state := "unreachable"
 			if m.refused {
 				state = "refused"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.Name, m.Addr, state, strings.Repeat("-\t", 10)+"-")
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.Name, m.Addr, state, strings.Repeat("-\t", 12)+"-")
 			continue
 		}
 		epoch := m.Epoch
@@ -262,11 +278,17 @@ func printStatus(stdout io.Writer, out *statusOut) {
 		if !m.Authority {
 			auth = fmt.Sprintf("NO(%d/%d)", m.QuorumConfirmed, m.QuorumMembers)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", m.Name, m.Addr, m.State, epoch, auth,
-			m.Primaries, m.Backups, m.Syncing, m.Handing, m.ReplicationQueue, m.UnderReplicated, m.Viewers, m.Keys, bytesString(m.Bytes))
+		version, uptime := m.Version, "-"
+		if version == "" { // a node that predates them
+			version = "-"
+		} else {
+			uptime = (time.Duration(m.UptimeMillis) * time.Millisecond).Round(time.Second).String()
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", m.Name, m.Addr, m.State, epoch, auth,
+			m.Primaries, m.Backups, m.Syncing, m.Handing, m.ReplicationQueue, m.UnderReplicated, m.Viewers, m.Keys, bytesString(m.Bytes), version, uptime)
 	}
 	for _, f := range out.Failed {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Name, f.Addr, "FAILED@"+f.Since.Format(time.RFC3339), strings.Repeat("-\t", 10)+"-")
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Name, f.Addr, "FAILED@"+f.Since.Format(time.RFC3339), strings.Repeat("-\t", 12)+"-")
 	}
 	w.Flush()
 	if len(out.Warnings) > 0 {

@@ -82,3 +82,26 @@ func TestStatusJudgesEveryProblem(t *testing.T) {
 		t.Errorf("5 members, 3 replicas: warnings %q", five.Warnings)
 	}
 }
+
+// TestStatusShowsVersionAndUptime: each member's build and uptime have
+// columns; a node that does not report them shows "-".
+func TestStatusShowsVersionAndUptime(t *testing.T) {
+	out := statusOut{Epoch: epochString(1), Partitions: 271, Replicas: 1, Members: []statusMember{
+		{Name: "a", Addr: "10.0.0.1:7700", State: "active", Reachable: true, Version: "v1.2.0", UptimeMillis: 3_723_400},
+		{Name: "b", Addr: "10.0.0.2:7700", State: "active", Reachable: true},
+	}}
+	var b bytes.Buffer
+	printStatus(&b, &out)
+	rows := map[string][]string{}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			rows[f[0]] = f
+		}
+	}
+	for name, want := range map[string][]string{"NAME": {"VERSION", "UPTIME"}, "a": {"v1.2.0", "1h2m3s"}, "b": {"-", "-"}} {
+		f := rows[name]
+		if len(f) < 2 || f[len(f)-2] != want[0] || f[len(f)-1] != want[1] {
+			t.Errorf("row %s ends %q, want %q", name, f, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -132,6 +133,9 @@ type Set struct {
 
 	Time *Time // times refused and clamped (time.go)
 	HTTP *HTTP // requests to the HTTP address (http.go)
+
+	started time.Time // when New made them: the node's start (Uptime)
+	recent  sampler   // the recent serving figures (recent.go)
 }
 
 // Count is a counter the node reads back: an atomic, exported to
@@ -168,14 +172,14 @@ type Engine interface {
 // read at scrape time. routes are the HTTP address's routes (any other
 // path counts as "other").
 func New(reg prometheus.Registerer, eng Engine, src Source, routes []string) (*Set, error) {
-	m := &Set{}
+	m := &Set{started: time.Now()}
 	if err := buildinfo.Register(reg); err != nil {
 		return nil, err
 	}
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "fcap_node_request_duration_seconds",
 		Help:    "Time to handle one data-plane request on the node (decode, engine, encode), by operation.",
-		Buckets: []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3},
+		Buckets: slices.Clone(latencyBounds[:]),
 	}, []string{"op"})
 	for op := range NumOps {
 		m.Latency[op] = latency.WithLabelValues(opNames[op])

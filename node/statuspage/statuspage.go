@@ -1,8 +1,10 @@
 // Package statuspage serves a node's status page: the cluster as the node
 // sees it, in one self-contained HTML page (no scripts, no external
-// assets) that reloads itself. Each member's figures come from its own
-// Status over the data plane; request rates are the change since the
-// previous page load.
+// assets) that reloads itself, under a one-line verdict (verdict.go).
+// Each member's figures come from its own Status over the data plane:
+// its version and uptime, memory against its limit, the p99 and errors of
+// its recent requests (serving.go); request rates are the change since
+// the previous page load.
 package statuspage
 
 import (
@@ -70,7 +72,6 @@ type pageMember struct {
 	Err                      string
 	Primaries, Backups       int
 	Keys, Viewers            uint64
-	Memory                   string
 	Rate                     string // requests/s since the previous page
 	Syncing, UnderRepl       uint64
 	Queue                    uint64
@@ -87,6 +88,8 @@ type pageMember struct {
 	Claimed   uint64
 	Failed    bool   // a failed member: vanished without a drain
 	FailedFor string // since when, for a failed member
+	JoinError string // why it joined none of its seeds
+	serving          // version, uptime, memory against its limit, recent p99 and errors
 }
 
 type pageArc struct {
@@ -112,6 +115,15 @@ type pageData struct {
 	RecentSpan          string
 	RecentAPI, RecentSR int64
 	RecentBR, RecentSF  int64
+
+	// RingMembers is how many members this node's ring has.
+	RingMembers int
+	// Verdict is the line at the top: "healthy" or "degraded: ..."
+	// (verdict.go).
+	Verdict string
+	Healthy bool
+	// The verdict's thresholds, for the note under the table.
+	ErrorLimit, P99Limit, MemoryWarn string
 }
 
 type pageTick struct {
@@ -213,13 +225,14 @@ func (p *Page) data(ctx context.Context) *pageData {
 	now := time.Now()
 	colors := map[string]string{}
 	for i, m := range members {
-		pm := pageMember{Name: m.Name, Addr: m.Addr, State: m.State.String(), Color: palette[i%len(palette)], Self: m.Name == self, Rate: "-", Lag: "-", Memory: "-"}
+		pm := pageMember{Name: m.Name, Addr: m.Addr, State: m.State.String(), Color: palette[i%len(palette)], Self: m.Name == self, Rate: "-", Lag: "-", serving: noServing}
 		colors[m.Name] = pm.Color
 		if st := statuses[i]; st != nil {
 			pm.Reachable = true
 			pm.Primaries, pm.Backups = int(st.Primaries), int(st.Backups)
 			pm.Keys, pm.Viewers = st.Keys, st.Viewers
-			pm.Memory = humanBytes(st.Bytes)
+			pm.JoinError = st.JoinError
+			pm.fill(pm.Name, st)
 			pm.Syncing, pm.UnderRepl, pm.Queue = st.Syncing, st.UnderReplicated, st.ReplicationQueue
 			pm.Lag = (time.Duration(st.LagMillis) * time.Millisecond).String()
 			pm.Strict, pm.NoStrict, pm.Claimed = fmt.Sprintf("yes %d/%d", st.QuorumConfirmed, st.QuorumMembers), !st.Authority, st.Claimed
@@ -281,6 +294,8 @@ func (p *Page) data(ctx context.Context) *pageData {
 	d.BackupReads, d.Syncing = uint64(c.BackupReads), uint64(c.SyncRefusals)
 	d.APIFailOpen, d.APICalls = c.APIFailOpen, c.APICalls
 	d.recent(p.history())
+	d.RingMembers = len(members)
+	d.judge()
 	return d
 }
 
@@ -349,12 +364,15 @@ var pageTemplate = template.Must(template.New("status").Parse(`<!doctype html>
 <style>
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}
 h1{font-size:20px;margin:0 0 4px} .sub{color:#666;margin-bottom:16px}
-table{border-collapse:collapse;margin:12px 0} th,td{padding:4px 10px;border-bottom:1px solid #eee;text-align:right}
-th{background:#f6f6f6} td.l,th.l{text-align:left} .dot{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:6px}
+table{border-collapse:collapse;margin:12px 0;font-size:13px} th,td{padding:4px 8px;border-bottom:1px solid #eee;text-align:right}
+th{background:#f6f6f6} td{white-space:nowrap} td.l,th.l{text-align:left} .dot{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:6px}
 .bad{color:#c00;font-weight:600} .row{display:flex;gap:32px;align-items:flex-start;flex-wrap:wrap}
 .card{border:1px solid #ddd;border-radius:6px;padding:12px 16px}
+.verdict{font-size:16px;font-weight:600;padding:8px 12px;border-radius:6px;margin:8px 0}
+.verdict.ok{background:#e7f5e9;color:#1b5e20} .verdict.degraded{background:#fdecea;color:#b71c1c}
 </style></head><body>
 <h1>fcap cluster, seen from {{.Self}}</h1>
+<div id="verdict" class="verdict {{if .Healthy}}ok{{else}}degraded{{end}}">{{.Verdict}}</div>
 <div class="sub">ring epoch {{.Epoch}} · {{.Partitions}} partitions · R={{.Replicas}} · {{len .Members}} members · {{.Generated}} · reloads every 5 s</div>
 <div class="row">
 <div class="card"><b>Ring ownership</b> (primary of each partition)<br>
@@ -380,17 +398,21 @@ JSON API: {{.APICalls}} calls, <span {{if .APIFailOpen}}class="bad"{{end}}>{{.AP
 <small>Go clients count their own fail-opens (fcap_client_policy_verdicts_total).</small>
 </div></div>
 <table id="members">
-<tr><th class="l">member</th><th class="l">address</th><th class="l">state</th><th>primaries</th><th>backups</th><th>viewers</th><th>counters</th><th>memory</th><th>requests</th><th>syncing</th><th>under-replicated</th><th>repl. queue</th><th>repl. lag</th><th>strict</th></tr>
+<tr><th class="l">member</th><th class="l">address</th><th class="l">state</th><th class="l">version</th><th>uptime</th><th>primaries</th><th>backups</th><th>viewers</th><th>counters</th><th title="counter state against --memory-limit">memory of limit</th><th>requests</th><th title="99th percentile of the handling time on the node of ad servers' requests over the last minute: the bound of the latency bucket holding it">p99, 1 min</th><th title="ad servers' requests answered with an error over the last minute">errors, 1 min</th><th>syncing</th><th>under-replicated</th><th>repl. queue</th><th>repl. lag</th><th>strict</th></tr>
 {{range .Members}}<tr>
 <td class="l"><span class="dot" style="background:{{.Color}}"></span>{{.Name}}{{if .Self}} (this node){{end}}</td>
 <td class="l">{{.Addr}}</td><td class="l">{{.State}}</td>
-{{if .Reachable}}<td>{{.Primaries}}</td><td>{{.Backups}}</td><td>{{.Viewers}}</td><td>{{.Keys}}</td><td>{{.Memory}}</td><td>{{.Rate}}</td>
+{{if .Reachable}}<td class="l">{{.Version}}</td><td>{{.Uptime}}</td><td>{{.Primaries}}</td><td>{{.Backups}}</td><td>{{.Viewers}}</td><td>{{.Keys}}</td><td {{if .MemoryBad}}class="bad"{{end}}>{{.Memory}}</td><td>{{.Rate}}</td>
+<td title="{{.Window}}" {{if .P99Bad}}class="bad"{{end}}>{{.P99}}</td><td title="{{.Window}}" {{if .ErrorsBad}}class="bad"{{end}}>{{.Errors}}</td>
 <td {{if .Syncing}}class="bad"{{end}}>{{.Syncing}}</td><td {{if .UnderRepl}}class="bad"{{end}}>{{.UnderRepl}}</td><td>{{.Queue}}</td><td>{{.Lag}}</td>
 <td {{if or .NoStrict .Claimed}}class="bad"{{end}}>{{.Strict}}{{if .Claimed}}, {{.Claimed}} claimed{{end}}</td>
-{{else if .Failed}}<td colspan="11" class="l bad">FAILED {{.FailedFor}} ago: {{.Err}}; counts toward the majority until it returns or <code>fcapctl forget {{.Name}}</code></td>
-{{else}}<td colspan="11" class="l bad">unreachable: {{.Err}}</td>{{end}}
+{{else if .Failed}}<td colspan="15" class="l bad">FAILED {{.FailedFor}} ago: {{.Err}}; counts toward the majority until it returns or <code>fcapctl forget {{.Name}}</code></td>
+{{else}}<td colspan="15" class="l bad">unreachable: {{.Err}}</td>{{end}}
 </tr>{{end}}
 </table>
+<div class="sub" id="rules">p99 and errors: of ad servers' requests (check, allow, record, reserve, release, identity, undo, erase, void) over the last minute, on the node (the network not included); p99 is the bound of the latency bucket that holds it.
+The verdict is degraded by a member that does not answer, failed or joined no cluster, fewer members than replicas, partitions syncing, under-replicated or claimed, a member without a strict majority,
+errors over {{.ErrorLimit}} of a member's requests, a p99 over {{.P99Limit}}, or memory at {{.MemoryWarn}} of a member's limit.</div>
 <div class="sub" id="endpoints">Served here: {{range $i, $e := .Endpoints}}{{if $i}} · {{end}}{{if eq $e.Method "GET"}}<a href="{{$e.Path}}">{{$e.Path}}</a>{{else}}{{$e.Method}} {{$e.Path}}{{end}} ({{$e.What}}){{end}}</div>
 </body></html>
 `))

@@ -1,5 +1,6 @@
 // Command pngcheck fails unless a screenshot is a real page: a PNG of the
-// expected size with enough distinct colors to hold the ring picture.
+// expected size, under 1 MiB, with enough distinct colors to hold the ring
+// picture.
 //
 //	go run ./scripts/pngcheck FILE.png WIDTH HEIGHT
 package main
@@ -24,12 +25,21 @@ func main() {
 	}
 }
 
+// maxBytes bounds the screenshot's file: the README embeds it, and the
+// repository keeps every version.
+const maxBytes = 1 << 20
+
 func check(path string, w, h int) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return err
+	} else if st.Size() > maxBytes {
+		return fmt.Errorf("%s is %d bytes, over %d: the README embeds it", path, st.Size(), maxBytes)
+	}
 	img, err := png.Decode(f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
