@@ -92,7 +92,7 @@ func TestConcurrentReserveNeverOvershoots(t *testing.T) {
 func TestConcurrentRecordLosesNothing(t *testing.T) {
 	e := newEngine(t, func(c *engine.Config) { c.Stripes = 2 })
 	const goroutines, per, viewers = 8, 300, 3
-	c := campaign("c", fcap.MaxLimit, 1<<40)
+	c := campaign("c", fcap.MaxLimit, fcap.MaxWindow)
 	adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: fcap.MaxLimit, Window: fcap.MaxWindow, Algorithm: fcap.Fixed}
 	var recorded atomic.Int64
 	var wg sync.WaitGroup

@@ -306,7 +306,7 @@ func TestBucketsErrorBound(t *testing.T) {
 func TestWideTimestamps(t *testing.T) {
 	e := newEngine(t)
 	// A window longer than 2^32 ticks forces two-word timestamps.
-	c := campaign("c", 4, 1<<40)
+	c := campaign("c", 4, fcap.MaxWindow)
 	times := []int64{5, 1 << 33, 1<<33 + 7, 3}
 	for i, at := range times {
 		mustRecord(t, e, "u", fcap.Impression{ID: fmt.Sprint(i), Time: at, Caps: []fcap.Cap{c}}, fcap.Recorded)

@@ -36,7 +36,7 @@ func populate(t testing.TB, e *engine.Engine) []string {
 			e.Allow(v, 140, campaign("other", 2, 100))
 		}
 	}
-	wide := campaign("w", 4, 1<<40)
+	wide := campaign("w", 4, fcap.MaxWindow)
 	e.Record("wide", fcap.Impression{ID: "x", Time: 1, Caps: []fcap.Cap{wide}})
 	e.Record("wide", fcap.Impression{ID: "y", Time: 1 << 34, Caps: []fcap.Cap{wide}})
 	return append(viewers, "wide")
