@@ -247,9 +247,6 @@ func (r *Replicator) Reacquire() int {
 		part := &r.parts[p]
 		if part.have.Load() && part.lostAt.Load() == 0 {
 			part.wait(now)
-			// Until a current copy's Done marker: a hand-over from a
-			// node as cut off as this one does not make it whole.
-			part.claimed.Store(true)
 			n++
 		}
 	}

@@ -20,7 +20,7 @@ import (
 
 // A fixed window of ten years: one integer per viewer, so logged states
 // stay small, and no calendar boundary inside a test.
-var bigCap = fcap.Cap{Scope: "campaign", ID: "durable", Limit: 60_000, Window: 10 * 365 * 24 * 3_600_000, Algorithm: fcap.Fixed}
+var bigCap = fcap.Cap{Scope: "campaign", ID: "durable", Limit: 60_000, Window: fcap.MaxWindow, Algorithm: fcap.Fixed}
 
 func durableArgs(dir string) []string {
 	return []string{"--data-dir", dir, "--fsync", "always", "--snapshot-interval", "0"}
