@@ -21,13 +21,7 @@ func (e *Engine) Revoke(viewer string, now int64, caps ...fcap.Cap) (bool, error
 // RevokeWrite is Revoke that reports the viewer it changed through w
 // (see Write).
 func (e *Engine) RevokeWrite(w *Write, viewer string, now int64, caps []fcap.Cap) (removed bool, err error) {
-	if err := e.validateViewer(viewer); err != nil {
-		return false, err
-	}
-	if !validTime(now) {
-		return false, fcap.ErrBadTime
-	}
-	if err := e.validateCaps(caps); err != nil {
+	if err := e.validateRevoke(viewer, now, caps); err != nil {
 		return false, err
 	}
 	var buf [16]uint64
@@ -69,13 +63,7 @@ func (e *Engine) RevokeGrantWrite(w *Write, viewer string, grant uint64, now int
 	if grant == 0 {
 		return e.RevokeWrite(w, viewer, now, caps)
 	}
-	if err := e.validateViewer(viewer); err != nil {
-		return false, err
-	}
-	if !validTime(now) {
-		return false, fcap.ErrBadTime
-	}
-	if err := e.validateCaps(caps); err != nil {
+	if err := e.validateRevoke(viewer, now, caps); err != nil {
 		return false, err
 	}
 	var buf [16]uint64
@@ -117,4 +105,15 @@ func (e *Engine) RevokeGrantWrite(w *Write, viewer string, grant uint64, now int
 	changed = true
 	e.settle(s, v, before, keys)
 	return removed, nil
+}
+
+// validateRevoke checks a take-back's viewer, time and caps.
+func (e *Engine) validateRevoke(viewer string, now int64, caps []fcap.Cap) error {
+	if err := e.validateViewer(viewer); err != nil {
+		return err
+	}
+	if !validTime(now) {
+		return fcap.ErrBadTime
+	}
+	return e.validateCaps(caps)
 }

@@ -56,15 +56,7 @@ func TestClaimWhileMembersFailedIsMarked(t *testing.T) {
 	c.form("a", "b")
 	x0 := c.nodes["a"].ring.Load()
 	c.settled(x0)
-	c.start("b", nil)
-	b := c.nodes["b"]
-	b.failed.Store(1)
-	c.net.cutLink("a", "b")
-	x := c.ring(nil, "a", "b")
-	c.onRing(x)
-	ctx := context.Background()
-	c.clock.Advance(b.r.cfg.SyncTimeout + time.Second)
-	b.r.ClaimStale(ctx, b.r.cfg.SyncTimeout)
+	b, x := restartCutAndClaim(c)
 	owned := 0
 	for p := range c.rcfg.Partitions {
 		if x.Rank(p, "b") >= 0 {
@@ -83,14 +75,7 @@ func TestClaimWhileMembersFailedIsMarked(t *testing.T) {
 	eventually(t, "a's copies (with their Done markers) unmark the claims", func() bool { return b.r.NumClaimed() == 0 })
 
 	// An operator's Unclaim takes marked claims as whole.
-	c.start("b", nil)
-	b = c.nodes["b"]
-	b.failed.Store(1)
-	c.net.cutLink("a", "b")
-	x = c.ring(nil, "a", "b")
-	c.onRing(x)
-	c.clock.Advance(b.r.cfg.SyncTimeout + time.Second)
-	b.r.ClaimStale(ctx, b.r.cfg.SyncTimeout)
+	b, _ = restartCutAndClaim(c)
 	if b.r.NumClaimed() == 0 {
 		t.Fatal("nothing marked claimed")
 	}
@@ -98,6 +83,21 @@ func TestClaimWhileMembersFailedIsMarked(t *testing.T) {
 	if n := b.r.NumClaimed(); n != 0 {
 		t.Fatalf("%d partitions still claimed after Unclaim", n)
 	}
+}
+
+// restartCutAndClaim restarts b of a formed cluster {a, b} empty, with a
+// member counted failed, cuts it from a, moves both to a new ring and lets
+// b claim what it waited for past SyncTimeout. It returns b and the ring.
+func restartCutAndClaim(c *cluster) (*memNode, *ring.Ring) {
+	c.start("b", nil)
+	b := c.nodes["b"]
+	b.failed.Store(1)
+	c.net.cutLink("a", "b")
+	x := c.ring(nil, "a", "b")
+	c.onRing(x)
+	c.clock.Advance(b.r.cfg.SyncTimeout + time.Second)
+	b.r.ClaimStale(context.Background(), b.r.cfg.SyncTimeout)
+	return b, x
 }
 
 // A claimed copy is not a current one: a node whose partitions were
@@ -111,16 +111,8 @@ func TestClaimWhileMembersFailedIsMarked(t *testing.T) {
 func TestClaimedCopyEndsNoWait(t *testing.T) {
 	c := newCluster(t, nil, "a", "b")
 	c.form("a", "b")
-	x0 := c.nodes["a"].ring.Load()
-	c.settled(x0)
-	c.start("b", nil)
-	b := c.nodes["b"]
-	b.failed.Store(1)
-	c.net.cutLink("a", "b")
-	x := c.ring(nil, "a", "b")
-	c.onRing(x)
-	c.clock.Advance(b.r.cfg.SyncTimeout + time.Second)
-	b.r.ClaimStale(context.Background(), b.r.cfg.SyncTimeout)
+	c.settled(c.nodes["a"].ring.Load())
+	b, _ := restartCutAndClaim(c)
 	p := -1
 	for q := range c.rcfg.Partitions {
 		if b.r.Claimed(q) {

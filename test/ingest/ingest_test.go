@@ -119,17 +119,25 @@ func TestNodeKill9(t *testing.T) {
 	}
 }
 
-func nodeKill9(t *testing.T, mode string) {
-	k := startKafka(t, 4, topic)
-	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
+// streaming starts a 3-node cluster with 2 owners per partition, a
+// stream of impressions on caps of mode and an ingester, and waits until
+// it recorded 1,000 of them.
+func streaming(t *testing.T, mode string) (k *kafka, nodes []*cluster.Node, s *stream, ing *ingester, caps []fcap.Cap) {
+	t.Helper()
+	k = startKafka(t, 4, topic)
+	nodes = cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
 	jcaps, caps := hourCap(mode)
-	s := newStream(k, topic, 4, 60, jcaps)
+	s = newStream(k, topic, 4, 60, jcaps)
 	s.start(30, 20*time.Millisecond)
-
-	ing := startIngester(t, ingestArgs(k, nodes)...)
+	ing = startIngester(t, ingestArgs(k, nodes)...)
 	cluster.Eventually(t, deadline, func() bool {
 		return ing.metric(`fcap_ingest_impressions_total{result="recorded"}`) >= 1000
 	}, "the ingester recorded nothing; logs:\n%s", ing.logs)
+	return k, nodes, s, ing, caps
+}
+
+func nodeKill9(t *testing.T, mode string) {
+	k, nodes, s, ing, caps := streaming(t, mode)
 	nodes[1].Kill()
 	time.Sleep(2 * time.Second) // the stream goes on through the failover
 	s.stop()
@@ -160,16 +168,7 @@ func TestNodePausedWhileIngesting(t *testing.T) {
 }
 
 func nodePaused(t *testing.T, mode string) {
-	k := startKafka(t, 4, topic)
-	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
-	jcaps, caps := hourCap(mode)
-	s := newStream(k, topic, 4, 60, jcaps)
-	s.start(30, 20*time.Millisecond)
-
-	ing := startIngester(t, ingestArgs(k, nodes)...)
-	cluster.Eventually(t, deadline, func() bool {
-		return ing.metric(`fcap_ingest_impressions_total{result="recorded"}`) >= 1000
-	}, "the ingester recorded nothing; logs:\n%s", ing.logs)
+	k, nodes, s, ing, caps := streaming(t, mode)
 	paused := nodes[1]
 	paused.Pause()
 	resumed := false
