@@ -149,3 +149,30 @@ func TestAuthAddsNoAllocation(t *testing.T) {
 		t.Errorf("an authenticated Allow allocates %v times, %v without tokens", got, base)
 	}
 }
+
+// TestClientPingMakesNoPromise: a Ping naming a member, sent on an ad
+// server's connection, is answered as a client's: the node promises no
+// epoch (a promise would keep it from confirming the next ring to its
+// peers, so a client could stall strict writes cluster-wide). The same
+// Ping on a peer's connection does make one.
+func TestClientPingMakesNoPromise(t *testing.T) {
+	n := authNode(t)
+	epoch := n.view.Load().ring.Epoch()
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{{"adserver-token-0001", 0}, {"peer-token-00000001", 1}} {
+		h := newHandler(n)
+		hh, hb := request(t, &proto.Hello{Token: tc.token})
+		if _, err := answer(t, h.handle(nil, hh, hb)); err != nil {
+			t.Fatalf("hello: %v", err)
+		}
+		ph, pb := request(t, &proto.Ping{From: "auth", FromEpoch: epoch})
+		if typ, err := answer(t, h.handle(nil, ph, pb)); err != nil || typ.Type != proto.TypePong {
+			t.Fatalf("ping: %v %v", typ.Type, err)
+		}
+		if got := n.promises.Len(); got != tc.want {
+			t.Fatalf("after a ping on a connection with %s: %d promises, want %d", tc.token, got, tc.want)
+		}
+	}
+}

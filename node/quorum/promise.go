@@ -89,3 +89,11 @@ func (p *Promises) Release(name string) {
 	delete(p.given, name)
 	p.mu.Unlock()
 }
+
+// Len returns how many peers this node stands by a promise to (expired
+// ones included until the next Answer drops them).
+func (p *Promises) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.given)
+}
