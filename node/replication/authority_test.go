@@ -178,3 +178,77 @@ func TestHandoverDoesNotEndAClaim(t *testing.T) {
 		}
 	}
 }
+
+// A claim lasts until a current copy arrives, and the claimer asks for one
+// again when its ring changes, not only when it claims. The partition
+// suite's 3/2 split found a minority node back in the ring at the heal
+// as the primary of partitions it had claimed during the cut: the node
+// that pushed them to it had no current copy (it had passed through
+// another ring on the way), the backup that had one pushed nothing, and
+// the claimer's one ask (at the claim) had gone nowhere, the link being
+// cut. Its strict caps stayed failed closed for good, and its checks read
+// the old copy. Here: c is cut off and claims; at the heal the pusher of
+// p (b) holds no current copy, and only c's asking its co-owner a ends
+// the claim.
+func TestClaimAsksAgainAfterTheHeal(t *testing.T) {
+	c := newCluster(t, nil, "a", "b", "c")
+	x0 := c.form("a", "b", "c")
+	xm := c.ring(nil, "a", "b")
+	p := -1
+	for q := range c.rcfg.Partitions {
+		if o, m := names(x0, q), names(xm, q); o[0] == "c" && o[1] == "b" && m[0] == "b" && m[1] == "a" {
+			p = q
+			break
+		}
+	}
+	if p < 0 {
+		t.Fatal("no partition with owners [c b], and [b a] without c: pick other names")
+	}
+	a, b, cn := c.nodes["a"], c.nodes["b"], c.nodes["c"]
+	c.net.partition("a", "c")
+	c.net.partition("b", "c")
+	a.failed.Store(1)
+	b.failed.Store(1)
+	cn.failed.Store(2)
+	c.onRing(xm, "a", "b")
+	c.settled(xm)
+	c.onRing(c.ring(nil, "c"), "c")
+	cn.r.Reacquire() // c's quorum lapsed while a and b routed without it
+	c.clock.Advance(cn.r.cfg.SyncTimeout + time.Second)
+	cn.r.ClaimStale(context.Background(), cn.r.cfg.SyncTimeout)
+	if !cn.r.Claimed(p) {
+		t.Fatalf("c did not claim partition %d", p)
+	}
+	b.r.Reacquire() // b's copy is no current one: what it pushes ends no claim
+	c.net.heal("a", "c")
+	c.net.heal("b", "c")
+	for _, n := range []*memNode{a, b, cn} {
+		n.failed.Store(0)
+	}
+	c.onRing(x0)
+	eventually(t, "c's claim of p ends with a's copy", func() bool {
+		cn.r.pull(context.Background())
+		return !cn.r.Claimed(p)
+	})
+}
+
+// A claimed partition the ring moves away is claimed no more (the node
+// owns nothing there to serve or to fail closed: status stops counting
+// it), and its copy, never whole, ends nobody's wait.
+func TestClaimEndsWhenThePartitionMovesAway(t *testing.T) {
+	c := newCluster(t, nil, "a", "b")
+	c.form("a", "b")
+	b, _ := restartCutAndClaim(c)
+	if b.r.NumClaimed() == 0 {
+		t.Fatal("nothing claimed")
+	}
+	c.onRing(c.ring(nil, "a"), "b")
+	if n := b.r.NumClaimed(); n != 0 {
+		t.Fatalf("%d partitions still claimed after they moved away", n)
+	}
+	for p := range c.rcfg.Partitions {
+		if b.r.current(p) {
+			t.Fatalf("partition %d: a claimed copy moved away counts as current", p)
+		}
+	}
+}

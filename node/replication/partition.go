@@ -33,6 +33,11 @@ type partition struct {
 	// serves soft caps only until a holder's transfer ends (got) or an
 	// operator forgets the members that held it (Unclaim).
 	claimed atomic.Bool
+	// claimAsk is when this node next asks the partition's holders for
+	// their copies while it is claimed (unix ns; 0: at the next pull), and
+	// claimAsks how often it asked since the last ring change (pull).
+	claimAsk  atomic.Int64
+	claimAsks atomic.Int32
 }
 
 // wait marks the partition as awaited.

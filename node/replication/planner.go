@@ -235,14 +235,21 @@ func (pn *planner) holding(p int, curOwners, futOwners []string) {
 		// on. It may still push what it had (partition), but must never
 		// serve it if ownership comes back without a transfer.
 		if part.lostAt.CompareAndSwap(0, pn.now) {
-			part.wholeAtLoss.Store(part.have.Load())
+			// A claimed copy was not whole: it ends nobody's wait
+			// (current), and its claim ends here (it owns p no more).
+			part.wholeAtLoss.Store(part.have.Load() && !part.claimed.Load())
 		}
+		part.claimed.Store(false)
 		part.have.Store(false)
 		part.waitSince.Store(0) // nor wait for it (a joining node's first ring holds only itself)
 		part.from.Store(nil)
 	default:
 		part.lostAt.Store(0)
 		part.wholeAtLoss.Store(false)
+		// A new ring may bring back a member that holds a current copy
+		// of a claimed partition (a heal): ask again at once.
+		part.claimAsk.Store(0)
+		part.claimAsks.Store(0)
 		if len(curOwners) > 0 && curOwners[0] == pn.self {
 			part.wasPrimary.Store(true)
 		}

@@ -16,11 +16,15 @@ func (r *Replicator) Run(ctx context.Context) {
 	if d := r.cfg.AntiEntropyInterval; d > 0 {
 		r.wg.Go(func() { every(ctx, d, func() { r.antiEntropyRound(ctx) }) })
 	}
-	every(ctx, max(r.cfg.DropGrace/4, time.Second), func() {
-		r.dropLost(r.cfg.DropGrace)
-		r.ClaimStale(ctx, r.cfg.SyncTimeout)
-	})
+	// Claims are looked for every second, not at DropGrace's pace (15 s
+	// by default): a partition is claimed SyncTimeout after its wait
+	// began, not up to DropGrace/4 later.
+	r.wg.Go(func() { every(ctx, claimEvery, func() { r.ClaimStale(ctx, r.cfg.SyncTimeout) }) })
+	every(ctx, max(r.cfg.DropGrace/4, time.Second), func() { r.dropLost(r.cfg.DropGrace) })
 }
+
+// claimEvery is how often Run looks for partitions to claim.
+const claimEvery = time.Second
 
 // every calls f every period, the first time one period from now, until
 // ctx is done.

@@ -149,6 +149,10 @@ func (r *Replicator) pull(ctx context.Context) {
 	}
 	for p := range r.parts {
 		part := &r.parts[p]
+		if part.claimed.Load() {
+			r.askForClaimed(p, pl.ring, prev, now, ask)
+			continue
+		}
 		since := part.waitSince.Load()
 		if since == 0 || now-since < int64(pullAfter) {
 			continue
@@ -176,6 +180,40 @@ func (r *Replicator) pull(ctx context.Context) {
 		if err := r.ask(ctx, addr, req); err != nil {
 			r.log.Debug("partition: pull", "from", addr, "partitions", len(req.Partitions), "handoffs", len(req.Handoffs), "relays", len(req.Relays), "err", err)
 		}
+	}
+}
+
+// askForClaimed asks for copies of partition p, which this node claimed
+// without any holder's copy, when that is due: its current co-owners
+// each time (once the link to them heals, a current one answers with its
+// Done marker, which ends the claim, and strict caps are served again),
+// and one other possible holder in turn. Claims are asked for at once
+// after a ring change and then after 1, 2, 4 ... up to 16 s, so a long
+// cut costs few transfers (an answer without Done still carries the
+// sender's states, which merge).
+func (r *Replicator) askForClaimed(p int, cur, prev *ring.Ring, now int64, ask func(string) *proto.SyncRequest) {
+	part := &r.parts[p]
+	if now < part.claimAsk.Load() || cur.Rank(p, r.cfg.Name) < 0 {
+		return
+	}
+	n := part.claimAsks.Add(1) - 1
+	part.claimAsk.Store(now + int64(pullAfter)<<min(n, 4))
+	asked := map[string]bool{r.cfg.Name: true}
+	for _, name := range names(cur, p) {
+		if i, ok := cur.Find(name); ok && !asked[name] {
+			asked[name] = true
+			ask(cur.Member(i).Addr).Partitions = append(ask(cur.Member(i).Addr).Partitions, uint32(p))
+		}
+	}
+	var others []ring.Member
+	for _, m := range holders(prev, cur, p, r.cfg.Name) {
+		if !asked[m.Name] {
+			others = append(others, m)
+		}
+	}
+	if len(others) > 0 {
+		m := others[int(n)%len(others)]
+		ask(m.Addr).Partitions = append(ask(m.Addr).Partitions, uint32(p))
 	}
 }
 

@@ -52,7 +52,6 @@ func NewNode(nt *Net, i int, bin, dataDir string, replicas int, join []string) *
 		"--http", fmt.Sprintf("%s:%d", n.IP, HTTPPort),
 		"--gossip", n.Gossip(),
 		"--join", strings.Join(join, ","),
-		"--gossip-profile", "local",
 		"--replicas", fmt.Sprint(replicas),
 		"--data-dir", dataDir,
 		"--log-format", "json",

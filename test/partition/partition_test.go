@@ -34,7 +34,23 @@ type result struct {
 	// heal, and those of them no node answered.
 	majorityLate, majorityLateUnknown int
 	minorityLast                      time.Duration // offset of the minority side's last grant during the fault; -1 none
-	problems                          []string
+	// minorityHealFailTo is the offset from the heal of the start of the
+	// minority side's last call no node answered; -1 none.
+	minorityHealFailTo time.Duration
+	// minorityHealLate and minorityHealLateUnknown count the minority
+	// side's calls started from servedWithin after the heal, and those of
+	// them no node answered.
+	minorityHealLate, minorityHealLateUnknown int
+	problems                                  []string
+
+	// The soft Allows (tallySoft).
+	softOps, softFailOpen, softUnknown int
+	softRefusedWithRoom                int // refused while the side's own clients had fewer than Limit
+	softBound                          int // Limit per side
+	softMaxNode                        int // most grants one side's nodes gave one viewer
+	softMaxCounted                     int // most grants nodes gave one viewer, both sides
+	softMaxTotal                       int // the same with the client's fail-open grants
+	softOverBound                      int // viewers nodes granted more than softBound
 }
 
 func (r result) linearizable() bool { return r.illegal == 0 && r.undecided == 0 }
@@ -63,6 +79,8 @@ func (r result) assert(t *testing.T) {
 	// not failed: a node may grant until it learns it lost the majority
 	// (a lease), and that is safe as long as the majority does not serve
 	// the same viewer meanwhile, which the checks above judge.
+	t.Logf("soft: %d Allows (%d fail-open, %d unknown); most granted to one viewer by nodes %d (bound %d), with the client's fail-open grants %d; %d viewers over the bound; %d refusals with room",
+		r.softOps, r.softFailOpen, r.softUnknown, r.softMaxCounted, r.softBound, r.softMaxTotal, r.softOverBound, r.softRefusedWithRoom)
 	if r.minority && r.minorityLast >= 0 {
 		t.Logf("the minority side granted strict Allows during the fault, the last answered %v after it began", r.minorityLast.Round(time.Millisecond))
 	}
@@ -128,6 +146,8 @@ func printSummary(w io.Writer, results []result) {
 		late, lateUnknown              int
 		diffUnknown                    bool
 		failTo, minLast                time.Duration
+		healFailTo                     time.Duration
+		healLate, healLateUnknown      int
 		minority                       bool
 	}
 	var order []string
@@ -135,7 +155,7 @@ func printSummary(w io.Writer, results []result) {
 	for _, r := range results {
 		x, ok := rows[r.nemesis]
 		if !ok {
-			x = &row{minLast: -1}
+			x = &row{minLast: -1, healFailTo: -1}
 			rows[r.nemesis] = x
 			order = append(order, r.nemesis)
 		}
@@ -154,10 +174,13 @@ func printSummary(w io.Writer, results []result) {
 		x.late += r.majorityLate
 		x.lateUnknown += r.majorityLateUnknown
 		x.minLast = max(x.minLast, r.minorityLast)
+		x.healFailTo = max(x.healFailTo, r.minorityHealFailTo)
+		x.healLate += r.minorityHealLate
+		x.healLateUnknown += r.minorityHealLateUnknown
 		x.minority = r.minority
 	}
 	fmt.Fprintln(w, "\npartition suite summary (times: offset from the fault's start; worst run)")
-	fmt.Fprintf(w, "%-22s %4s %12s %9s %13s %11s %21s %16s %19s\n", "nemesis", "runs", "over-granted", "lost-acks", "linearizable", "diff-copies", "majority-serves-again", "answered-after-2s", "minority-last-grant")
+	fmt.Fprintf(w, "%-22s %4s %12s %9s %13s %11s %21s %16s %19s %24s %21s\n", "nemesis", "runs", "over-granted", "lost-acks", "linearizable", "diff-copies", "majority-serves-again", "answered-after-2s", "minority-last-grant", "minority-serves-after-heal", "answered-heal+2s")
 	for _, name := range order {
 		x := rows[name]
 		lin := "yes"
@@ -182,7 +205,17 @@ func printSummary(w io.Writer, results []result) {
 				late = fmt.Sprintf("%.2f%%", 100*float64(x.late-x.lateUnknown)/float64(x.late))
 			}
 		}
-		fmt.Fprintf(w, "%-22s %4d %12d %9d %13s %11s %21s %16s %19s\n", name, x.runs, x.over, x.lost, lin, diff, failTo, late, minLast)
+		healFailTo, healLate := "n/a", "n/a"
+		if x.minority {
+			healFailTo = "at once"
+			if x.healFailTo >= 0 {
+				healFailTo = x.healFailTo.Round(time.Millisecond).String()
+			}
+			if x.healLate > 0 {
+				healLate = fmt.Sprintf("%.2f%%", 100*float64(x.healLate-x.healLateUnknown)/float64(x.healLate))
+			}
+		}
+		fmt.Fprintf(w, "%-22s %4d %12d %9d %13s %11s %21s %16s %19s %24s %21s\n", name, x.runs, x.over, x.lost, lin, diff, failTo, late, minLast, healFailTo, healLate)
 	}
 
 }

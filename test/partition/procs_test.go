@@ -23,13 +23,16 @@ type driverProc struct {
 	stdin  io.WriteCloser
 	stderr *cluster.LogBuffer
 	out    string
+	soft   string        // the soft Allows' history
 	ready  chan string   // the first line the driver printed
 	done   chan struct{} // closed once the process was waited for
 	err    error         // set before done is closed
 }
 
-func startDriver(bin string, n *Node, seeds []string, prefix string, d, timeout time.Duration, out string) (*driverProc, error) {
+func startDriver(bin string, n *Node, seeds []string, prefix string, d, timeout time.Duration, out, soft string) (*driverProc, error) {
 	cmd := Exec(n.NS, bin, "race",
+		"--soft-workers", "2",
+		"--soft-out", soft,
 		"--seeds", strings.Join(seeds, ","),
 		"--side", n.Name,
 		"--prefix", prefix,
@@ -37,7 +40,7 @@ func startDriver(bin string, n *Node, seeds []string, prefix string, d, timeout 
 		"--out", out,
 		"--timeout", timeout.String(),
 	)
-	p := &driverProc{side: n.Name, cmd: cmd, stderr: &cluster.LogBuffer{}, out: out,
+	p := &driverProc{side: n.Name, cmd: cmd, stderr: &cluster.LogBuffer{}, out: out, soft: soft,
 		ready: make(chan string, 1), done: make(chan struct{})}
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
@@ -77,18 +80,28 @@ func (p *driverProc) waitReady(timeout time.Duration) error {
 	}
 }
 
-// wait waits for the driver to finish and reads its history.
-func (p *driverProc) wait(timeout time.Duration) ([]Op, error) {
+// wait waits for the driver to finish and reads its histories: the
+// strict Allows, then the soft ones.
+func (p *driverProc) wait(timeout time.Duration) ([]Op, []Op, error) {
 	select {
 	case <-p.done:
 	case <-time.After(timeout):
 		p.kill()
-		return nil, fmt.Errorf("driver beside %s still racing after %v", p.side, timeout)
+		return nil, nil, fmt.Errorf("driver beside %s still racing after %v", p.side, timeout)
 	}
 	if p.err != nil {
-		return nil, fmt.Errorf("driver beside %s: %v: %s", p.side, p.err, p.stderr.String())
+		return nil, nil, fmt.Errorf("driver beside %s: %v: %s", p.side, p.err, p.stderr.String())
 	}
-	f, err := os.Open(p.out)
+	strict, err := readOpsFile(p.out)
+	if err != nil {
+		return nil, nil, err
+	}
+	soft, err := readOpsFile(p.soft)
+	return strict, soft, err
+}
+
+func readOpsFile(path string) ([]Op, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -4,8 +4,6 @@ package partition
 
 import (
 	"fmt"
-	"github.com/fcap-io/fcap"
-	"github.com/fcap-io/fcap/ring"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -16,6 +14,9 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/ring"
 )
 
 // runSeq numbers the runs of this process: their namespaces' tag.
@@ -31,7 +32,7 @@ type settings struct {
 // drivers race while the fault lasts and for s.tail after the heal, then
 // the cluster settles and is checked.
 func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
-	res := result{nemesis: fmt.Sprintf("%s/%dnodes", nm.name, nm.nodes), diff: -1, minority: len(nm.minority) > 0, minorityLast: -1}
+	res := result{nemesis: fmt.Sprintf("%s/%dnodes", nm.name, nm.nodes), diff: -1, minority: len(nm.minority) > 0, minorityLast: -1, minorityHealFailTo: -1}
 	tag := fmt.Sprint(runSeq.Add(1))
 	nt, err := NewNet(tag, nm.nodes)
 	if err != nil {
@@ -76,13 +77,14 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 	healAt := time.Now()
 	e.note("healed")
 
-	var ops []Op
+	var ops, softOps []Op
 	for _, d := range drivers {
-		got, err := d.wait(s.cut + s.tail + 60*time.Second)
+		got, soft, err := d.wait(s.cut + s.tail + 60*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
 		ops = append(ops, got...)
+		softOps = append(softOps, soft...)
 	}
 	t.Logf("events: %s", strings.Join(e.events, "; "))
 
@@ -129,6 +131,7 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 	}
 
 	tally(&res, nm, ops, checks, counts, table, e.T0, healAt)
+	tallySoft(&res, nm, softOps, e.T0, healAt)
 	return res
 }
 
@@ -199,6 +202,18 @@ func tally(r *result, nm nemesis, ops []Op, checks []ViewerCheck, counts map[str
 				r.majorityFailTo = max(r.majorityFailTo, time.Duration(op.Call-t0))
 			}
 		}
+		if minority[op.Side] && op.Call >= t1 {
+			// After the heal: the minority side serves strict caps again.
+			if op.Result == Unknown {
+				r.minorityHealFailTo = max(r.minorityHealFailTo, time.Duration(op.Call-t1))
+			}
+			if op.Call >= t1+int64(servedWithin) {
+				r.minorityHealLate++
+				if op.Result == Unknown {
+					r.minorityHealLateUnknown++
+				}
+			}
+		}
 		if inFault && !minority[op.Side] && reachable(op.Viewer) && op.Call >= t0+int64(servedWithin) {
 			r.majorityLate++
 			if op.Result == Unknown {
@@ -229,6 +244,82 @@ func tally(r *result, nm nemesis, ops []Op, checks []ViewerCheck, counts map[str
 		} else if r.counted {
 			r.problems = append(r.problems, fmt.Sprintf("%s: no count read back", vc.Viewer))
 		}
+	}
+}
+
+// tallySoft adds up the soft Allows: each viewer's grants (answered by
+// a node, and allowed by the client for want of an answer), and the
+// refusals the partition caused: a refusal answered while the fault
+// lasted, to a side whose clients had started fewer than Limit granted
+// calls before it returned (a refusal without room; calls still in
+// flight are given the benefit of the doubt). After the heal the sides
+// are one cluster again and a refusal is judged by nothing here.
+//
+// The bound (ARCHITECTURE.md, "Soft caps under a partition"): each side
+// counts only its own grants while the fault lasts, so at most Limit per
+// side are granted by nodes; grants the client made for want of an
+// answer are counted apart (its fail-open policy, not the cluster).
+func tallySoft(r *result, nm nemesis, ops []Op, faultAt, healAt time.Time) {
+	minority := map[string]bool{}
+	for _, i := range nm.minority {
+		minority[fmt.Sprintf("n%d", i)] = true
+	}
+	sides := 1
+	if len(nm.minority) > 0 {
+		sides = 2
+	}
+	r.softBound = sides * Limit
+	t0, t1 := faultAt.UnixNano(), healAt.UnixNano()
+	type key struct {
+		viewer   string
+		minority bool
+	}
+	calls := map[key][]int64{} // the call times of each side's granted calls
+	granted := map[key]int{}   // answered by a node, by side
+	total := map[string]int{}
+	for _, op := range ops {
+		r.softOps++
+		k := key{op.Viewer, minority[op.Side]}
+		switch {
+		case op.Result == Granted && op.Err == "fail-open":
+			r.softFailOpen++
+			total[op.Viewer]++
+		case op.Result == Granted:
+			granted[k]++
+			total[op.Viewer]++
+			calls[k] = append(calls[k], op.Call)
+		case op.Result == Refused:
+		default:
+			r.softUnknown++
+		}
+	}
+	for _, op := range ops {
+		if op.Result != Refused || op.Return < t0 || op.Return >= t1 {
+			continue
+		}
+		before := 0
+		for _, c := range calls[key{op.Viewer, minority[op.Side]}] {
+			if c < op.Return {
+				before++
+			}
+		}
+		if before < Limit {
+			r.softRefusedWithRoom++
+		}
+	}
+	byViewer := map[string]int{}
+	for k, n := range granted {
+		r.softMaxNode = max(r.softMaxNode, n)
+		byViewer[k.viewer] += n
+	}
+	for _, n := range byViewer {
+		r.softMaxCounted = max(r.softMaxCounted, n)
+		if n > r.softBound {
+			r.softOverBound++
+		}
+	}
+	for _, n := range total {
+		r.softMaxTotal = max(r.softMaxTotal, n)
 	}
 }
 
@@ -289,7 +380,7 @@ func startDrivers(t *testing.T, bins binaries, nodes []*Node, prefix string, d, 
 				seeds = append(seeds, o.Data)
 			}
 		}
-		p, err := startDriver(bins.driver, n, seeds, prefix, d, timeout, filepath.Join(dir, "history-"+n.Name+".jsonl"))
+		p, err := startDriver(bins.driver, n, seeds, prefix, d, timeout, filepath.Join(dir, "history-"+n.Name+".jsonl"), filepath.Join(dir, "soft-"+n.Name+".jsonl"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,6 +39,9 @@ import (
 // viewer in a day, strict.
 var strictCap = fcap.Cap{Scope: "campaign", ID: "partition", Limit: partition.Limit, Window: 24 * 3_600_000, Mode: fcap.Strict}
 
+// softCap is the cap the soft workers race for: the same limit, soft.
+var softCap = fcap.Cap{Scope: "campaign", ID: "partition-soft", Limit: partition.Limit, Window: 24 * 3_600_000}
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: driver race|counts|settled [flags]")
@@ -107,11 +110,33 @@ func race(args []string) error {
 	pace := fs.Duration("pace", 20*time.Millisecond, "least time between one worker's calls")
 	timeout := fs.Duration("timeout", time.Second, "deadline of one Allow")
 	out := fs.String("out", "", "file of JSON lines, one per Allow")
+	softWorkers := fs.Int("soft-workers", 0, "concurrent callers racing soft Allows on viewers of their own (prefix-s)")
+	softOut := fs.String("soft-out", "", "file of JSON lines, one per soft Allow (with --soft-workers)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *seeds == "" || *out == "" || *perWave < 1 || *workers < 1 || *wave <= 0 {
 		return errors.New("--seeds, --out, and positive --per-wave, --workers, --wave are required")
+	}
+	if *softWorkers < 0 || (*softWorkers > 0) != (*softOut != "") {
+		return errors.New("--soft-workers and --soft-out go together")
+	}
+	var softEmit func(partition.Op)
+	if *softWorkers > 0 {
+		sf, err := os.Create(*softOut)
+		if err != nil {
+			return err
+		}
+		defer sf.Close()
+		sw := bufio.NewWriterSize(sf, 1<<16)
+		defer sw.Flush()
+		var smu sync.Mutex
+		senc := json.NewEncoder(sw)
+		softEmit = func(op partition.Op) {
+			smu.Lock()
+			defer smu.Unlock()
+			senc.Encode(op)
+		}
 	}
 	f, err := os.Create(*out)
 	if err != nil {
@@ -156,7 +181,8 @@ func race(args []string) error {
 	}
 	end := start + duration.Nanoseconds()
 
-	for id := range *workers {
+	for id := range *workers + *softWorkers {
+		soft := id >= *workers
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -171,9 +197,14 @@ func race(args []string) error {
 					continue
 				}
 				wv := int((now - start) / wave.Nanoseconds())
-				v := viewer(*prefix, wv, rng.IntN(*perWave))
-				op := allow(c, v, *side, id, *timeout)
-				emit(op)
+				var op partition.Op
+				if soft {
+					op = allowSoft(c, viewer(*prefix+"-s", wv, rng.IntN(*perWave)), *side, id, *timeout)
+					softEmit(op)
+				} else {
+					op = allow(c, viewer(*prefix, wv, rng.IntN(*perWave)), *side, id, *timeout)
+					emit(op)
+				}
 				if d := time.Duration(op.Call + pace.Nanoseconds() - time.Now().UnixNano()); d > 0 {
 					time.Sleep(d)
 				}
@@ -217,6 +248,30 @@ func allow(c *client.Client, v, side string, id int, timeout time.Duration) part
 		// A strict cap never fails open with the default policy; if it
 		// did, the grant was not the cluster's.
 		op.Result, op.Err = partition.Unknown, "fail-open"
+	case vd.Allowed:
+		op.Result = partition.Granted
+	default:
+		op.Result = partition.Refused
+	}
+	return op
+}
+
+// allowSoft makes one soft Allow and says what came of it: granted
+// (Err "fail-open" when the client allowed it for want of an answer,
+// which no node counted), refused, or unknown (an error).
+func allowSoft(c *client.Client, v, side string, id int, timeout time.Duration) partition.Op {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout)
+	defer cancel()
+	op := partition.Op{Viewer: v, Side: side, Client: id, Call: time.Now().UnixNano()}
+	vd, err := c.Allow(ctx, v, []fcap.Cap{softCap})
+	op.Return = time.Now().UnixNano()
+	switch {
+	case err != nil:
+		op.Result, op.Err = partition.Unknown, err.Error()
+	case vd.FailClosed:
+		op.Result, op.Err = partition.Unknown, "fail-closed"
+	case vd.FailOpen:
+		op.Result, op.Err = partition.Granted, "fail-open"
 	case vd.Allowed:
 		op.Result = partition.Granted
 	default:
@@ -289,7 +344,7 @@ func count(c *client.Client, v string, cand []fcap.Candidate, timeout time.Durat
 }
 
 // settled: poll every node until each counts --want active members, is
-// active itself, has nothing syncing or under-replicated, and answers
+// active itself, has nothing syncing, under-replicated or claimed, and answers
 // /readyz with 200; fail after --timeout, saying which node was not.
 func settled(args []string) error {
 	fs := flag.NewFlagSet("settled", flag.ContinueOnError)
@@ -338,8 +393,8 @@ func notSettled(datas, https []string, want int) string {
 		if err != nil {
 			return fmt.Sprintf("%s: status: %v", addr, err)
 		}
-		if ring.State(st.State) != ring.Active || st.Syncing != 0 || st.UnderReplicated != 0 {
-			return fmt.Sprintf("%s: %v, syncing %d, under-replicated %d", addr, ring.State(st.State), st.Syncing, st.UnderReplicated)
+		if ring.State(st.State) != ring.Active || st.Syncing != 0 || st.UnderReplicated != 0 || st.Claimed != 0 {
+			return fmt.Sprintf("%s: %v, syncing %d, under-replicated %d, claimed without a holder's copy %d", addr, ring.State(st.State), st.Syncing, st.UnderReplicated, st.Claimed)
 		}
 		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+https[i]+"/readyz", nil)
 		resp, err := http.DefaultClient.Do(req)
