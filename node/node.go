@@ -236,6 +236,10 @@ func (n *Node) newReplicator() *replication.Replicator {
 				}
 				return 0
 			},
+			Quorum: func(epoch uint64) bool {
+				q := n.quorum.Load()
+				return q != nil && q.Holds(epoch)
+			},
 		},
 	})
 }

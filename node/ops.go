@@ -90,7 +90,7 @@ func (h *handler) syncRequest(out []byte, v *view, hdr proto.Header, body []byte
 	if err := proto.Decode(body, &m); err != nil {
 		return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpReplicate)
 	}
-	return h.reply(out, hdr.ID, &proto.SyncResult{Pushing: h.n.repl.ServeSync(m.From, m.Partitions, m.Handoffs, m.Relays)}, metrics.OpReplicate)
+	return h.reply(out, hdr.ID, &proto.SyncResult{Pushing: h.n.repl.ServeSync(m.From, m.Partitions, m.Handoffs, m.Relays, m.Copies)}, metrics.OpReplicate)
 }
 
 func (h *handler) pull(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {

@@ -181,6 +181,7 @@ func testCases() []testCase {
 		{name: "pull-result", msg: &PullResult{From: "node-2", HighWater: 1_700_000_000_000, States: []byte{1, 2, 3}, Left: 7}},
 		{name: "replicate", msg: &Replicate{From: "node-1", Epoch: 7, HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}, Done: []uint32{0, 270}, Handoff: []uint32{3}}},
 		{name: "replicate/empty", msg: &Replicate{}},
+		{name: "replicate/copied", msg: &Replicate{From: "node-1", Epoch: 7, Copied: []uint32{4, 270}}},
 		{name: "replicate-result", msg: &ReplicateResult{Epoch: 7, Applied: 31, Refused: 2}},
 		{name: "status-request", msg: &StatusRequest{}},
 		{name: "status", msg: &Status{Name: "n1", Epoch: 9, State: 2, Viewers: 1, Keys: 2, Bytes: 3, Primaries: 4, Backups: 5, Syncing: 6, Handing: 7, ReplicationQueue: 8, UnderReplicated: 9, Members: 10, Requests: 11, LagMillis: 12, JoinError: "not joined: 10.0.0.9:7946: connection refused",
@@ -194,6 +195,7 @@ func testCases() []testCase {
 		{name: "sync-request", msg: &SyncRequest{From: "n2", Partitions: []uint32{1, 2, 270}, Handoffs: []uint32{5}}},
 		{name: "sync-request/no-handoffs", msg: &SyncRequest{From: "n2", Partitions: []uint32{1}}},
 		{name: "sync-request/relays", msg: &SyncRequest{From: "n2", Handoffs: []uint32{5}, Relays: []uint32{5, 9}}},
+		{name: "sync-request/copies", msg: &SyncRequest{From: "n2", Copies: []uint32{3, 7}}},
 		{name: "sync-result", msg: &SyncResult{Pushing: []uint32{2}}},
 		{name: "inspect", msg: &Inspect{Viewer: "viewer-1"}},
 		{name: "viewer-state", msg: &ViewerState{Found: true, Primary: true, Reservations: 1, RememberedIDs: 3, Keys: []KeyInfo{
@@ -389,6 +391,9 @@ func wireForm(m Message) []any {
 		for _, p := range m.Handoff {
 			handoff = append(handoff, byte(p), byte(p>>8), byte(p>>16), byte(p>>24))
 		}
+		if len(m.Copied) > 0 {
+			return []any{m.From, u(m.Epoch), m.HighWater, st, done, handoff, le32(m.Copied)}
+		}
 		return []any{m.From, u(m.Epoch), m.HighWater, st, done, handoff}
 	case *ReplicateResult:
 		return []any{u(m.Epoch), u(m.Applied), u(m.Refused)}
@@ -462,6 +467,9 @@ func wireForm(m Message) []any {
 	case *DrainResult:
 		return []any{u(m.Partitions)}
 	case *SyncRequest:
+		if len(m.Copies) > 0 {
+			return []any{m.From, le32(m.Partitions), le32(m.Handoffs), le32(m.Relays), le32(m.Copies)}
+		}
 		if len(m.Relays) > 0 {
 			return []any{m.From, le32(m.Partitions), le32(m.Handoffs), le32(m.Relays)}
 		}

@@ -13,8 +13,10 @@ const MaxReplicateBytes = 512 << 10
 // Error (a state that does not decode changes nothing).
 //
 // Wire: [from str, epoch uint, high_water int, states bin, done bin,
-// handoff bin], where done and handoff hold little-endian uint32
-// partition numbers. handoff was added after the first five fields.
+// handoff bin] or [..., handoff bin, copied bin], where done, handoff and
+// copied hold little-endian uint32 partition numbers. handoff was added
+// after the first five fields, copied after the first six (sent only
+// when not empty).
 type Replicate struct {
 	// From is the sending node's name.
 	From string
@@ -33,13 +35,22 @@ type Replicate struct {
 	// hands to the receiver, their new primary: it has stopped writing
 	// them and every change it acknowledged has been sent.
 	Handoff []uint32
+	// Copied lists the partitions whose copy, asked for with
+	// SyncRequest.Copies, the sender has sent whole with this message,
+	// though it may not be current (a claimed or awaited copy): merged
+	// with every other member's, it ends a claim (node/replication).
+	Copied []uint32
 }
 
 // Type returns TypeReplicate.
 func (*Replicate) Type() Type { return TypeReplicate }
 
 func (m *Replicate) encode(e *encoder) {
-	e.array(6)
+	if len(m.Copied) == 0 {
+		e.array(6)
+	} else {
+		e.array(7)
+	}
 	e.str(m.From)
 	e.uint(m.Epoch)
 	e.int(m.HighWater)
@@ -50,6 +61,9 @@ func (m *Replicate) encode(e *encoder) {
 	e.buf = append(e.buf, m.States...)
 	e.uint32s(m.Done)
 	e.uint32s(m.Handoff)
+	if len(m.Copied) > 0 {
+		e.uint32s(m.Copied)
+	}
 }
 
 func (m *Replicate) decode(d *decoder) {
@@ -59,9 +73,13 @@ func (m *Replicate) decode(d *decoder) {
 	m.HighWater = d.int()
 	m.States = d.bytes(MaxReplicateBytes)
 	m.Done = d.uint32s(m.Done, 1<<16)
-	m.Handoff = m.Handoff[:0]
+	m.Handoff, m.Copied = m.Handoff[:0], m.Copied[:0]
 	if extra > 0 {
 		m.Handoff = d.uint32s(m.Handoff, 1<<16)
+		extra--
+	}
+	if extra > 0 {
+		m.Copied = d.uint32s(m.Copied, 1<<16)
 		extra--
 	}
 	d.end(extra)
@@ -443,11 +461,13 @@ func (m *DrainResult) decode(d *decoder) {
 // come either, the asker sends Relays to every other member: one that
 // received a partition's hand-over while its own ring passed over being
 // its primary, and never was, passes that hand-over on (replication's
-// relays).
+// relays). A node whose claimed partitions no failed member could hold
+// more of asks every member for its copy of them (Copies).
 //
-// Wire: [from str, partitions bin, handoffs bin, relays bin], each
-// partition list little-endian uint32; handoffs and relays were appended
-// later and are optional (relays is sent only when not empty).
+// Wire: [from str, partitions bin, handoffs bin, relays bin, copies bin],
+// each partition list little-endian uint32; handoffs, relays and copies
+// were appended later and are optional (relays is sent only when relays
+// or copies is not empty, copies only when not empty).
 type SyncRequest struct {
 	// From is the asking node's name: where to push.
 	From string
@@ -458,22 +478,32 @@ type SyncRequest struct {
 	// Relays are partitions whose hand-over it waits for from another
 	// member, and asks this one to pass on if it can.
 	Relays []uint32
+	// Copies are partitions it claimed and asks every member for:
+	// whatever copy the receiver holds (current or not, or nothing),
+	// sent whole and ended with a Copied marker.
+	Copies []uint32
 }
 
 // Type returns TypeSyncRequest.
 func (*SyncRequest) Type() Type { return TypeSyncRequest }
 
 func (m *SyncRequest) encode(e *encoder) {
-	if len(m.Relays) == 0 {
-		e.array(3)
-	} else {
+	switch {
+	case len(m.Copies) > 0:
+		e.array(5)
+	case len(m.Relays) > 0:
 		e.array(4)
+	default:
+		e.array(3)
 	}
 	e.str(m.From)
 	e.uint32s(m.Partitions)
 	e.uint32s(m.Handoffs)
-	if len(m.Relays) > 0 {
+	if len(m.Relays) > 0 || len(m.Copies) > 0 {
 		e.uint32s(m.Relays)
+	}
+	if len(m.Copies) > 0 {
+		e.uint32s(m.Copies)
 	}
 }
 
@@ -481,13 +511,17 @@ func (m *SyncRequest) decode(d *decoder) {
 	extra := d.array(2)
 	m.From = d.str()
 	m.Partitions = d.uint32s(m.Partitions, 1<<16)
-	m.Handoffs, m.Relays = m.Handoffs[:0], m.Relays[:0]
+	m.Handoffs, m.Relays, m.Copies = m.Handoffs[:0], m.Relays[:0], m.Copies[:0]
 	if extra > 0 {
 		m.Handoffs = d.uint32s(m.Handoffs, 1<<16)
 		extra--
 	}
 	if extra > 0 {
 		m.Relays = d.uint32s(m.Relays, 1<<16)
+		extra--
+	}
+	if extra > 0 {
+		m.Copies = d.uint32s(m.Copies, 1<<16)
 		extra--
 	}
 	d.end(extra)

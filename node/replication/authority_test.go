@@ -123,7 +123,7 @@ func TestClaimedCopyEndsNoWait(t *testing.T) {
 	if p < 0 {
 		t.Fatal("b claimed nothing")
 	}
-	if got := b.r.ServeSync("a", []uint32{uint32(p)}, nil, nil); len(got) != 0 {
+	if got := b.r.ServeSync("a", []uint32{uint32(p)}, nil, nil, nil); len(got) != 0 {
 		t.Fatalf("b offers its claimed copy of partition %d: %v", p, got)
 	}
 	if b.r.current(p) {
@@ -136,7 +136,7 @@ func TestClaimedCopyEndsNoWait(t *testing.T) {
 	if !b.r.current(p) {
 		t.Fatal("b's copy, refreshed by a's, is not current")
 	}
-	if got := b.r.ServeSync("a", []uint32{uint32(p)}, nil, nil); len(got) != 1 {
+	if got := b.r.ServeSync("a", []uint32{uint32(p)}, nil, nil, nil); len(got) != 1 {
 		t.Fatalf("b does not offer its current copy of partition %d: %v", p, got)
 	}
 }
@@ -250,5 +250,58 @@ func TestClaimEndsWhenThePartitionMovesAway(t *testing.T) {
 		if b.r.current(p) {
 			t.Fatalf("partition %d: a claimed copy moved away counts as current", p)
 		}
+	}
+}
+
+// A claim whose every copy is claimed ends once no member is failed and
+// every member's copy was merged (copies.go): the 3/2 split of the
+// partition suite left partitions whose two owners were both on the
+// minority claimed on every node after the heal, their strict caps failed
+// closed for good. Here b alone holds an impression of p (its batch to a
+// was lost), both copies are claimed after a lapse, and a's claim ends
+// with b's copy merged: the impression arrives with it.
+func TestClaimEndsWithEveryMembersCopy(t *testing.T) {
+	c := newCluster(t, nil, "a", "b")
+	x0 := c.form("a", "b")
+	a, b := c.nodes["a"], c.nodes["b"]
+	p := 0
+	c.net.partition("a", "b")
+	key := c.recordOnly("b", c.viewerIn(p, "only-on-b"), "i1")
+	for _, n := range []*memNode{a, b} {
+		n.r.Reacquire()
+	}
+	c.clock.Advance(a.r.cfg.SyncTimeout + time.Second)
+	for _, n := range []*memNode{a, b} {
+		n.r.ClaimStale(context.Background(), n.r.cfg.SyncTimeout)
+		if !n.r.Claimed(p) {
+			t.Fatalf("%s did not claim partition %d", n.name, p)
+		}
+	}
+	if c.digest("a", key) == c.digest("b", key) {
+		t.Fatal("a already holds b's impression: the test shows nothing")
+	}
+	c.net.heal("a", "b")
+	c.onRing(x0)
+	eventually(t, "a's claim ends with b's copy merged", func() bool {
+		a.r.pull(context.Background())
+		return !a.r.Claimed(p)
+	})
+	if c.digest("a", key) != c.digest("b", key) {
+		t.Fatal("a's claim ended without b's copy")
+	}
+	// With a member failed, nothing ends a claim but a current copy.
+	b.r.Reacquire()
+	c.clock.Advance(b.r.cfg.SyncTimeout + time.Second)
+	b.r.ClaimStale(context.Background(), b.r.cfg.SyncTimeout)
+	a.r.Reacquire()
+	a.failed.Store(1)
+	c.clock.Advance(a.r.cfg.SyncTimeout + time.Second)
+	a.r.ClaimStale(context.Background(), a.r.cfg.SyncTimeout)
+	for range 3 {
+		a.r.pull(context.Background())
+		c.clock.Advance(20 * time.Second)
+	}
+	if !a.r.Claimed(p) {
+		t.Fatal("a's claim ended while a member was failed and no copy was current")
 	}
 }

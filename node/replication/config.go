@@ -164,6 +164,11 @@ type Hooks struct {
 	// not forgotten: a partition claimed while any is counted may miss
 	// their acknowledged writes (Replicator.Claimed).
 	Failed func() int
+	// Quorum reports whether the node holds the quorum of strict writes
+	// for the ring of this epoch (node/quorum). A claimed partition is
+	// collected from every member's copy only while it does: then no
+	// other node grants strict writes on it. Nil: it always does (tests).
+	Quorum func(epoch uint64) bool
 }
 
 // ErrOtherRing: a peer acknowledged a batch from a ring other than the

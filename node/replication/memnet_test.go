@@ -309,7 +309,7 @@ func (m *memNode) serve(req proto.Message) (proto.Message, error) {
 		}
 		return &res, err
 	case *proto.SyncRequest:
-		return &proto.SyncResult{Pushing: m.r.ServeSync(req.From, req.Partitions, req.Handoffs, req.Relays)}, nil
+		return &proto.SyncResult{Pushing: m.r.ServeSync(req.From, req.Partitions, req.Handoffs, req.Relays, req.Copies)}, nil
 	case *proto.Pull:
 		return m.r.ServePull(req), nil
 	case *proto.TopologyRequest:

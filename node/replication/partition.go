@@ -209,22 +209,28 @@ func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
 		return
 	}
 	pl, prev := r.views()
-	// A failed member may hold what nobody pushed: strict caps wait for
-	// it. Live members that held the partition pushed it when asked
-	// (SyncRequest) within SyncTimeout; without a failed member nobody
-	// else can hold more (an operator forgot the rest).
-	failed := r.hooks.Failed != nil && r.hooks.Failed() > 0
+	// A failed member may hold what nobody pushed, and so may a live one
+	// whose copy is not current (it answers no pull): strict caps wait
+	// for a current copy's Done, or, once no member is failed, for every
+	// member's copy (copies.go). A ring of this node alone with nobody
+	// failed (an operator forgot the rest) has nothing more to collect.
 	for _, p := range claimed {
 		r.parts[p].got()
-		if failed {
-			r.parts[p].claimed.Store(true)
-		}
+		r.parts[p].claimed.Store(true)
 	}
 	r.metrics.Claimed.Add(float64(len(claimed)))
-	r.log.Warn("partitions claimed without a hand-over: their sender never finished; counts may miss its last writes until other holders' copies arrive; they serve soft caps only, strict caps fail closed until a holder's copy arrives or an operator forgets the missing members", "partitions", len(claimed), "waited", timeout)
+	r.log.Warn("partitions claimed without a hand-over: their sender never finished; counts may miss its last writes until other holders' copies arrive; they serve soft caps only, strict caps fail closed until a holder's current copy arrives, every member's copy was merged (no member failed), or an operator forgets the missing members", "partitions", len(claimed), "waited", timeout)
 	r.onHoldings()
 	if pl == nil {
 		return
+	}
+	if len(pl.ring.Members()) == 1 {
+		for _, p := range claimed {
+			if r.collectable(pl.ring) {
+				r.startCopies(p, pl.ring.Epoch())
+				r.endClaimIfCopied(p)
+			}
+		}
 	}
 	asks := map[string][]uint32{}
 	for _, p := range claimed {

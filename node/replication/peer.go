@@ -30,6 +30,7 @@ type replica struct {
 	offers      []int               // partitions whose recovered state to send, with no marker (recovery.go)
 	leaving     []*Plan             // plans the hand-overs leave: their writes must end first
 	queued      map[int]bool        // partitions in transfers or being sent
+	copyAsked   map[int]bool        // partitions the peer asked a copy of (SyncRequest.Copies): a Copied marker ends their transfer
 	sent        map[int]bool        // partitions the peer received whole
 	forgot      map[int]uint32      // per partition: how often forget ran (a transfer in flight then must not count as sent)
 	waiters     []chan error        // strict writes waiting for the next flush
@@ -46,8 +47,9 @@ func newReplica(r *Replicator, name, addr string) *replica {
 		kick:   make(chan struct{}, 1),
 		quit:   make(chan struct{}),
 		dirty:  map[uint64]struct{}{},
-		queued: map[int]bool{},
-		sent:   map[int]bool{},
+		queued:    map[int]bool{},
+		sent:      map[int]bool{},
+		copyAsked: map[int]bool{},
 	}
 }
 
@@ -459,10 +461,23 @@ func (s *sender) sendPartitions(ps []int, forgot map[int]uint32) (sent int, err 
 		// caps from what a minority kept while the majority granted
 		// (a 3/2 split's heal did: two minority nodes handed each other
 		// their claimed copies). The peer asks a holder in turn.
-		if !rep.r.current(p) {
+		rep.mu.Lock()
+		copied := rep.copyAsked[p]
+		delete(rep.copyAsked, p)
+		rep.mu.Unlock()
+		switch {
+		case rep.r.current(p):
+			if _, err := s.sendMarkers([]uint32{uint32(p)}, nil); err != nil {
+				return i, err
+			}
+		case copied:
+			// Asked for whatever this node holds: the marker says it
+			// was all of it, not that it is current.
+			if _, err := s.sendMsg(nil, nil, nil, []uint32{uint32(p)}); err != nil {
+				return i, err
+			}
+		default:
 			rep.r.log.Debug("partition sent without its Done marker: this node's copy is claimed or awaited", "peer", rep.name, "partition", p)
-		} else if _, err := s.sendMarkers([]uint32{uint32(p)}, nil); err != nil {
-			return i, err
 		}
 		owner := rep.owns(p)
 		rep.mu.Lock()
@@ -527,15 +542,15 @@ func (s *sender) sendKeys(keys []uint64, done []uint32, th *throttle) (refused i
 
 // sendMarkers sends Done and Handoff markers.
 func (s *sender) sendMarkers(done, handoff []uint32) (int, error) {
-	return s.sendMsg(nil, done, handoff)
+	return s.sendMsg(nil, done, handoff, nil)
 }
 
 // send writes one Replicate and waits for its answer.
 func (s *sender) send(states []byte, done []uint32) (refused int, err error) {
-	return s.sendMsg(states, done, nil)
+	return s.sendMsg(states, done, nil, nil)
 }
 
-func (s *sender) sendMsg(states []byte, done, handoff []uint32) (refused int, err error) {
+func (s *sender) sendMsg(states []byte, done, handoff, copied []uint32) (refused int, err error) {
 	r := s.rep.r
 	if err := s.connect(); err != nil {
 		return 0, err
@@ -544,7 +559,7 @@ func (s *sender) sendMsg(states []byte, done, handoff []uint32) (refused int, er
 	if pl := r.plan.Load(); pl != nil {
 		epoch = pl.ring.Epoch()
 	}
-	msg := &proto.Replicate{From: r.cfg.Name, Epoch: epoch, HighWater: r.eng.HighWater(), States: states, Done: done, Handoff: handoff}
+	msg := &proto.Replicate{From: r.cfg.Name, Epoch: epoch, HighWater: r.eng.HighWater(), States: states, Done: done, Handoff: handoff, Copied: copied}
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Timeout)
 	defer cancel()
 	if err := s.conn.Call(ctx, msg, &s.res); err != nil {

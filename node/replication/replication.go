@@ -56,6 +56,11 @@ type Replicator struct {
 	clock   func() time.Time
 
 	parts []partition
+
+	copyMu sync.Mutex
+	// copies is guarded by copyMu: per claimed partition, the members
+	// whose whole copy arrived since it was asked for in one epoch.
+	copies map[int]*copyAsk
 	plan  atomic.Pointer[Plan]
 
 	mu sync.Mutex

@@ -539,7 +539,7 @@ func TestRelays(t *testing.T) {
 	part.handed.Store(recent)
 	a := c.nodes["a"]
 	a.r.AwaitHandoff(p, "c", c.clock.Now())
-	if got := b.r.ServeSync("a", nil, nil, []uint32{uint32(p)}); !slices.Equal(got, []uint32{uint32(p)}) {
+	if got := b.r.ServeSync("a", nil, nil, []uint32{uint32(p)}, nil); !slices.Equal(got, []uint32{uint32(p)}) {
 		t.Fatalf("ServeSync of a relay: pushing %v, want [%d]", got, p)
 	}
 	eventually(t, "a holds the partition b relayed", func() bool { return a.r.Holds(p) })

@@ -81,5 +81,6 @@ func (r *Replicator) Apply(m *proto.Replicate) (proto.ReplicateResult, error) {
 		r.log.Debug("partition: refused stale states", "from", m.From, "states", refused)
 	}
 	r.received(m.From, m.Done, m.Handoff)
+	r.copiesReceived(m.From, m.Done, m.Copied)
 	return res, nil
 }

@@ -26,7 +26,7 @@ const pullAfter = time.Second
 // partition this node holds; the hand-over of every partition in
 // handoffs once this node has left (a drain); and, for those in handoffs
 // or relays, one it passes on (relays).
-func (r *Replicator) ServeSync(from string, ps, handoffs, relayed []uint32) []uint32 {
+func (r *Replicator) ServeSync(from string, ps, handoffs, relayed, copies []uint32) []uint32 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pl := r.plan.Load()
@@ -91,6 +91,23 @@ func (r *Replicator) ServeSync(from string, ps, handoffs, relayed []uint32) []ui
 		}
 		rep.forget(int(p))
 		rep.transfer(int(p))
+		pushing = append(pushing, p)
+	}
+	// Copies: whatever this node holds of each (all of it, current or
+	// not, or nothing), then a Copied marker (or Done, if current).
+	for _, p := range copies {
+		if int(p) >= len(r.parts) {
+			continue
+		}
+		rep := r.replicaLocked(pl.ring, pl.future, from)
+		if rep == nil {
+			continue
+		}
+		rep.mu.Lock()
+		rep.copyAsked[int(p)] = true
+		rep.transferLocked(int(p))
+		rep.mu.Unlock()
+		rep.poke()
 		pushing = append(pushing, p)
 	}
 	if len(pushing) > 0 {
@@ -198,6 +215,19 @@ func (r *Replicator) askForClaimed(p int, cur, prev *ring.Ring, now int64, ask f
 	}
 	n := part.claimAsks.Add(1) - 1
 	part.claimAsk.Store(now + int64(pullAfter)<<min(n, 4))
+	if r.collectable(cur) {
+		// Nobody else grants strict writes on p now, and every member
+		// that ever could is in the ring: the union of every member's
+		// copy holds every grant. Ask each for whatever it holds.
+		r.startCopies(p, cur.Epoch())
+		for _, m := range cur.Members() {
+			if m.Name != r.cfg.Name {
+				ask(m.Addr).Copies = append(ask(m.Addr).Copies, uint32(p))
+			}
+		}
+		r.endClaimIfCopied(p)
+		return
+	}
 	asked := map[string]bool{r.cfg.Name: true}
 	for _, name := range names(cur, p) {
 		if i, ok := cur.Find(name); ok && !asked[name] {
