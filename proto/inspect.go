@@ -33,7 +33,8 @@ const (
 // caps that read it), algorithm, window and limit, and its state.
 //
 // Wire: [hash uint, algorithm uint, window int, limit int, bucket int,
-// values [int...]].
+// values [int...]] or [..., values [int...], name str]: name, added
+// later, is sent only when known.
 type KeyInfo struct {
 	Hash      uint64
 	Algorithm uint8
@@ -44,6 +45,10 @@ type KeyInfo struct {
 	// Values are a sliding counter's timestamps (ascending), a fixed
 	// counter's count, or a bucketed counter's counts (oldest first).
 	Values []int64
+	// Name is "scope:id" of the cap the counter counts, when the
+	// answering node created the counter itself since it started;
+	// empty when it does not know (fcapctl keys then shows the hash).
+	Name string
 }
 
 // ViewerState answers Inspect: what the answering node holds for the
@@ -76,7 +81,11 @@ func (m *ViewerState) encode(e *encoder) {
 	e.list("keys", len(m.Keys), MaxInspectKeys)
 	for i := range m.Keys {
 		k := &m.Keys[i]
-		e.array(6)
+		if k.Name == "" {
+			e.array(6)
+		} else {
+			e.array(7)
+		}
 		e.uint(k.Hash)
 		e.uint(uint64(k.Algorithm))
 		e.int(k.Window)
@@ -85,6 +94,9 @@ func (m *ViewerState) encode(e *encoder) {
 		e.list("values", len(k.Values), MaxInspectValues)
 		for _, v := range k.Values {
 			e.int(v)
+		}
+		if k.Name != "" {
+			e.str(k.Name)
 		}
 	}
 	e.str(m.LinkedTo)
@@ -113,6 +125,10 @@ func (m *ViewerState) decode(d *decoder) {
 		vn := d.list("values", MaxInspectValues, 1)
 		for range vn {
 			k.Values = append(k.Values, d.int())
+		}
+		if kx > 0 {
+			k.Name = d.str()
+			kx--
 		}
 		d.end(kx)
 		if d.err != nil {

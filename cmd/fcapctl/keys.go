@@ -16,13 +16,15 @@ import (
 
 // runKeys prints every counter one viewer has on its owners, for support
 // tickets ("why was this ad not shown?"). Counters are known to a node by
-// a hash of their cap; the CAPs given on the command line name them.
+// a hash of their cap; a node names those it created (engine.MaxNames of
+// them) and the CAPs given on the command line name the rest.
 func runKeys(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("keys", stderr,
 		"usage: fcapctl keys [flags] VIEWER [CAP...]",
 		"\nEvery counter VIEWER has, with its timestamps or counts, as each of its",
 		"owners holds it (the primary first: backups may lag by the replication delay).",
-		"CAPs, given as for check, label the counters they read.",
+		"Each counter is named scope:id when its node created it (since it started);",
+		"CAPs, given as for check, name the others (shown as hashes otherwise).",
 	)
 	var nf nodeFlags
 	nf.register(fs, 5*time.Second)
@@ -164,7 +166,11 @@ func viewerStateOut(st *proto.ViewerState, labels map[uint64]string) *viewerStat
 		out.Devices = append(out.Devices, strings.Clone(d))
 	}
 	for _, k := range st.Keys {
-		out.Counters = append(out.Counters, counterJS{Hash: fmt.Sprintf("%016x", k.Hash), Label: labels[k.Hash],
+		label := labels[k.Hash]
+		if label == "" {
+			label = strings.Clone(k.Name) // the node's name for it, if it knows one
+		}
+		out.Counters = append(out.Counters, counterJS{Hash: fmt.Sprintf("%016x", k.Hash), Label: label,
 			Algorithm: fcap.Algorithm(k.Algorithm).String(), Limit: k.Limit, WindowMs: k.Window, Bucket: k.Bucket,
 			Values: append([]int64{}, k.Values...)})
 	}

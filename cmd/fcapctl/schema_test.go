@@ -270,3 +270,43 @@ func startNodes(t *testing.T, n int) []*node.Node {
 	nodetest.Settle(t, nodes, 60*time.Second)
 	return nodes
 }
+
+// TestKeysNamesCountersWithoutCaps: fcapctl keys names each counter the
+// node created (scope:id) without being given the caps (issue 34: it
+// showed hashes); caps given on the command line still win.
+func TestKeysNamesCountersWithoutCaps(t *testing.T) {
+	nodes := startNodes(t, 1)
+	addr := nodes[0].DataAddr()
+	if code, _, errOut := runCLI("record", "--addr", addr, "u9", "imp-1", "campaign:named-c1:3:1h", "creative:named-k1:2:1d"); code != exitOK {
+		t.Fatalf("record: exit %d: %s", code, errOut)
+	}
+	code, out, errOut := runCLI("keys", "--addr", addr, "--json", "u9")
+	if code != exitOK {
+		t.Fatalf("keys: exit %d: %s", code, errOut)
+	}
+	var got struct {
+		Owners []struct {
+			State struct {
+				Counters []struct {
+					Hash, Label string
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Owners) == 0 {
+		t.Fatalf("keys printed %q (%v)", out, err)
+	}
+	labels := map[string]bool{}
+	for _, c := range got.Owners[0].State.Counters {
+		labels[c.Label] = true
+	}
+	for _, want := range []string{"campaign:named-c1", "creative:named-k1"} {
+		if !labels[want] {
+			t.Errorf("keys without caps: no counter named %s in %s", want, out)
+		}
+	}
+	code, out, _ = runCLI("keys", "--addr", addr, "u9")
+	if code != exitOK || !strings.Contains(out, "campaign:named-c1") {
+		t.Errorf("keys (table) without caps names no counter:\n%s", out)
+	}
+}

@@ -91,6 +91,7 @@ func (e *Engine) record(v *viewer, caps []fcap.Cap, khs []uint64, t int64) {
 		if !ok {
 			words := newWords(c.Algorithm, window, e.cfg.Buckets)
 			h = v.insertKey(idx, header{hash: khs[i], limit: int(limit), window: window, algo: c.Algorithm}, words)
+			e.names.note(khs[i], c)
 		} else {
 			h = v.header(idx)
 			if KeepsTimes(h.algo) && (int(limit) > h.limit || window > h.window) {

@@ -44,9 +44,9 @@ const maxDirty = 1 << 20
 func newReplica(r *Replicator, name, addr string) *replica {
 	return &replica{
 		r: r, name: name, addr: addr,
-		kick:   make(chan struct{}, 1),
-		quit:   make(chan struct{}),
-		dirty:  map[uint64]struct{}{},
+		kick:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+		dirty:     map[uint64]struct{}{},
 		queued:    map[int]bool{},
 		sent:      map[int]bool{},
 		copyAsked: map[int]bool{},

@@ -142,6 +142,14 @@ func (r *Replicator) OnRing(cur *ring.Ring) (*Plan, func()) {
 		r.log.Info("offering the recovered state of the partitions it backs to their primaries", "partitions", len(offered))
 	}
 	return pn.pl, func() {
+		if r.NumClaimed() > 0 {
+			// A heal may have brought back a holder of a current copy:
+			// ask now, not at the next pull tick.
+			select {
+			case r.pullKick <- struct{}{}:
+			default:
+			}
+		}
 		for _, m := range offered {
 			m.rep.offer(m.p)
 		}

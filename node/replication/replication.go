@@ -57,11 +57,13 @@ type Replicator struct {
 
 	parts []partition
 
+	pullKick chan struct{} // size 1: pull now (claimed partitions after a ring change)
+
 	copyMu sync.Mutex
 	// copies is guarded by copyMu: per claimed partition, the members
 	// whose whole copy arrived since it was asked for in one epoch.
 	copies map[int]*copyAsk
-	plan  atomic.Pointer[Plan]
+	plan   atomic.Pointer[Plan]
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
@@ -97,6 +99,7 @@ func New(cfg Config, deps Deps) *Replicator {
 		peers:    deps.Peers,
 		metrics:  deps.Metrics,
 		hooks:    deps.Hooks,
+		pullKick: make(chan struct{}, 1),
 		clock:    deps.Clock,
 		parts:    make([]partition, cfg.Ring.Partitions),
 		replicas: map[string]*replica{},

@@ -12,7 +12,7 @@ import (
 // partitions this node no longer owns, claims those whose hand-over
 // never finished and runs anti-entropy, until ctx is done.
 func (r *Replicator) Run(ctx context.Context) {
-	r.wg.Go(func() { every(ctx, pullAfter, func() { r.pull(ctx) }) })
+	r.wg.Go(func() { everyOrKick(ctx, pullAfter, r.pullKick, func() { r.pull(ctx) }) })
 	if d := r.cfg.AntiEntropyInterval; d > 0 {
 		r.wg.Go(func() { every(ctx, d, func() { r.antiEntropyRound(ctx) }) })
 	}
@@ -21,6 +21,21 @@ func (r *Replicator) Run(ctx context.Context) {
 	// began, not up to DropGrace/4 later.
 	r.wg.Go(func() { every(ctx, claimEvery, func() { r.ClaimStale(ctx, r.cfg.SyncTimeout) }) })
 	every(ctx, max(r.cfg.DropGrace/4, time.Second), func() { r.dropLost(r.cfg.DropGrace) })
+}
+
+// everyOrKick is every, also calling f when kick fires.
+func everyOrKick(ctx context.Context, period time.Duration, kick <-chan struct{}, f func()) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-kick:
+		}
+		f()
+	}
 }
 
 // claimEvery is how often Run looks for partitions to claim.

@@ -27,6 +27,7 @@ func Inspect(eng *engine.Engine, viewer string, res *proto.ViewerState) {
 			break
 		}
 		ki := proto.KeyInfo{Hash: k.Hash, Algorithm: uint8(k.Algorithm), Window: k.Window, Limit: int64(k.Limit), Bucket: k.Bucket}
+		ki.Name, _ = eng.CounterName(k.Hash)
 		ki.Values = k.Values()
 		if len(ki.Values) > proto.MaxInspectValues {
 			ki.Values = ki.Values[len(ki.Values)-proto.MaxInspectValues:]
