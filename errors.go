@@ -21,7 +21,7 @@ var (
 	ErrIDTooLong          = fmt.Errorf("%w: id longer than the configured maximum", ErrInvalid)
 	ErrUnknownScope       = fmt.Errorf("%w: unknown cap scope", ErrInvalid)
 	ErrBadLimit           = fmt.Errorf("%w: cap limit must be between 1 and %d", ErrInvalid, MaxLimit)
-	ErrBadWindow          = fmt.Errorf("%w: cap window must be between 1 and %d milliseconds (400 days)", ErrInvalid, MaxWindow)
+	ErrBadWindow          = fmt.Errorf("%w: cap window must be a whole number of milliseconds from 1ms to %v (400 days)", ErrInvalid, MaxWindow)
 	ErrBadTime            = fmt.Errorf("%w: time must be between 0 and %d", ErrInvalid, MaxTime)
 	ErrBadTTL             = fmt.Errorf("%w: reservation ttl must be between 1 and %d", ErrInvalid, MaxTime)
 	ErrUnknownAlgorithm   = fmt.Errorf("%w: unknown cap algorithm", ErrInvalid)
