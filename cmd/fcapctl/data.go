@@ -122,6 +122,9 @@ func parseWindow(s string) (time.Duration, error) {
 	if total <= 0 {
 		return 0, fmt.Errorf("window %q is not positive", s)
 	}
+	if total%time.Millisecond != 0 {
+		return 0, fmt.Errorf("window %q is not a whole number of milliseconds", s)
+	}
 	return total, nil
 }
 
