@@ -49,7 +49,7 @@ const (
 // either way) it saturates at the longest whole number of milliseconds
 // of ms's sign, a window validation refuses.
 func Millis(ms int64) time.Duration {
-	const most = math.MaxInt64 / int64(time.Millisecond)
+	const most = int64(math.MaxInt64 / time.Millisecond) // the milliseconds a time.Duration holds
 	return time.Duration(min(max(ms, -most), most)) * time.Millisecond
 }
 

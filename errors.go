@@ -23,7 +23,7 @@ var (
 	ErrBadLimit           = fmt.Errorf("%w: cap limit must be between 1 and %d", ErrInvalid, MaxLimit)
 	ErrBadWindow          = fmt.Errorf("%w: cap window must be a whole number of milliseconds from 1ms to %v (400 days)", ErrInvalid, MaxWindow)
 	ErrBadTime            = fmt.Errorf("%w: time must be between 0 and %d", ErrInvalid, MaxTime)
-	ErrBadTTL             = fmt.Errorf("%w: reservation ttl must be between 1 and %d", ErrInvalid, MaxTime)
+	ErrBadTTL             = fmt.Errorf("%w: reservation ttl must be between 1 and %d milliseconds", ErrInvalid, MaxTime)
 	ErrUnknownAlgorithm   = fmt.Errorf("%w: unknown cap algorithm", ErrInvalid)
 	ErrUnknownMode        = fmt.Errorf("%w: unknown cap mode", ErrInvalid)
 	ErrNoCaps             = fmt.Errorf("%w: no caps given", ErrInvalid)

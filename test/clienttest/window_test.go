@@ -12,7 +12,7 @@ import (
 
 // TestWindowOfAnHour: Window: time.Hour is one hour from the ad server's
 // call to the node's engine (issue 34: Window was milliseconds, and
-// int64(time.Hour) meant 114 years). Through the client, the wire and
+// time.Hour passed as one meant 114 years). Through the client, the wire and
 // the node's handler, an impression 59 minutes old counts and one 61
 // minutes old does not.
 func TestWindowOfAnHour(t *testing.T) {
@@ -86,5 +86,23 @@ func TestWindowRefusedWithTheReason(t *testing.T) {
 	v, err := c.Allow(ctx, "v", []fcap.Cap{{Scope: "campaign", ID: "good-window", Limit: 5, Window: fcap.MaxWindow}})
 	if err != nil || !v.Allowed || v.Failed() || v.Remaining != 4 {
 		t.Fatalf("Allow with a window of fcap.MaxWindow: %+v, %v; want allowed, 4 remaining", v, err)
+	}
+}
+
+// TestReserveTTLUnderAMillisecond: a reservation's ttl crosses the wire
+// in milliseconds, so one under a millisecond (which would cross as 0)
+// is refused by the client, saying so; a ttl of 1ms is a reservation.
+func TestReserveTTLUnderAMillisecond(t *testing.T) {
+	_, c, ctx := readySolo(t)
+	cand := fcap.Candidate{Caps: []fcap.Cap{{Scope: "campaign", ID: "ttl", Limit: 5, Window: time.Hour, Mode: fcap.Strict}}}
+	for _, ttl := range []time.Duration{0, 500 * time.Microsecond, -time.Second} {
+		v, r, err := c.Reserve(ctx, "v", cand, ttl)
+		if !errors.Is(err, client.ErrBadRequest) || !errors.Is(err, fcap.ErrBadTTL) || !strings.Contains(err.Error(), "ttl "+ttl.String()) || r.ID != 0 || v.Allowed {
+			t.Errorf("Reserve with a ttl of %v: %+v, %+v, %v; want ErrBadRequest and fcap.ErrBadTTL naming it", ttl, v, r, err)
+		}
+	}
+	v, r, err := c.Reserve(ctx, "v", cand, time.Millisecond)
+	if err != nil || !v.Allowed || r.ID == 0 {
+		t.Fatalf("Reserve with a ttl of 1ms: %+v, %+v, %v; want a reservation", v, r, err)
 	}
 }
