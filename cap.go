@@ -8,13 +8,19 @@
 // the wire protocol, the client and the node all build on it.
 //
 //	caps := []fcap.Cap{
-//		{Scope: "creative", ID: "cr42", Limit: 3, Window: time.Hour.Milliseconds()},
-//		{Scope: "campaign", ID: "c7", Limit: 10, Window: 24 * time.Hour.Milliseconds(), Mode: fcap.Strict},
+//		{Scope: "creative", ID: "cr42", Limit: 3, Window: time.Hour},
+//		{Scope: "campaign", ID: "c7", Limit: 10, Window: 24 * time.Hour, Mode: fcap.Strict},
 //	}
+//
+// A window is a time.Duration (as is a reservation's ttl in the client);
+// the wire, the JSON API and the engine count milliseconds, so a window
+// is a whole number of them, up to MaxWindow.
 package fcap
 
 import (
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -26,18 +32,26 @@ const (
 	// its limit timestamps, so the limit bounds its memory.
 	MaxLimit = 1<<16 - 1
 
-	// MaxTime is the largest time (and window, and ttl) the engine
+	// MaxTime is the largest time (and ttl, in milliseconds) the engine
 	// accepts. Times are int64 ticks from 0 (Unix milliseconds in
 	// production); the bound leaves room to add a window to a time
 	// without overflow.
 	MaxTime = int64(1)<<62 - 1
 
-	// MaxWindow is the longest cap window: 400 days of milliseconds,
-	// past any campaign's flight. Windows are milliseconds, and a
-	// time.Duration passed as one (int64(time.Hour), 3.6e12: 114 years)
-	// lands far beyond it, so the mistake is refused, not silently kept.
-	MaxWindow = 400 * 24 * 3_600_000
+	// MaxWindow is the longest cap window: 400 days, past any
+	// campaign's flight.
+	MaxWindow = 400 * 24 * time.Hour
 )
+
+// Millis returns ms milliseconds as a time.Duration: a window or ttl
+// from the wire or the JSON API, which carry milliseconds, or a number
+// of engine ticks. Past what a time.Duration holds (about 292 years
+// either way) it saturates at the longest whole number of milliseconds
+// of ms's sign, a window validation refuses.
+func Millis(ms int64) time.Duration {
+	const most = int64(math.MaxInt64 / time.Millisecond) // the milliseconds a time.Duration holds
+	return time.Duration(min(max(ms, -most), most)) * time.Millisecond
+}
 
 // Algorithm chooses how a cap counts.
 type Algorithm uint8
@@ -133,7 +147,7 @@ func ParseMode(s string) (Mode, error) {
 }
 
 // Cap is one frequency cap: at most Limit impressions of (Scope, ID) per
-// Window ticks. Caps travel with every request, the way a rate-limit
+// Window. Caps travel with every request, the way a rate-limit
 // request carries its limit.
 //
 // The counter a cap reads lives under the key (viewer, Scope, ID) for a
@@ -141,17 +155,22 @@ func ParseMode(s string) (Mode, error) {
 // 10/day) share one log. A Buckets or Fixed cap's state depends on its
 // window, so its key also includes the algorithm and the window.
 type Cap struct {
-	Scope     string    // "creative", "campaign", "advertiser", ...
-	ID        string    // the creative, campaign or advertiser id
-	Limit     int64     // 1..MaxLimit
-	Window    int64     // milliseconds (engine ticks), 1..MaxWindow: time.Hour.Milliseconds(), not int64(time.Hour)
-	Algorithm Algorithm // Sliding unless said
-	Mode      Mode      // Soft unless said
+	Scope     string        // "creative", "campaign", "advertiser", ...
+	ID        string        // the creative, campaign or advertiser id
+	Limit     int64         // 1..MaxLimit
+	Window    time.Duration // a whole number of milliseconds, 1ms..MaxWindow
+	Algorithm Algorithm     // Sliding unless said
+	Mode      Mode          // Soft unless said
 }
 
 func (c Cap) String() string {
-	return fmt.Sprintf("%s:%s %d/%d %s %s", c.Scope, c.ID, c.Limit, c.Window, c.Algorithm, c.Mode)
+	return fmt.Sprintf("%s:%s %d/%v %s %s", c.Scope, c.ID, c.Limit, c.Window, c.Algorithm, c.Mode)
 }
+
+// WindowMillis returns the window in milliseconds: the unit of the wire,
+// the JSON API and the engine's ticks (any fraction of a millisecond,
+// which validation refuses, dropped).
+func (c Cap) WindowMillis() int64 { return int64(c.Window / time.Millisecond) }
 
 // Candidate is one ad that may be shown: the caps it is subject to
 // (typically its creative, campaign and advertiser caps). It is allowed
@@ -204,7 +223,7 @@ func (c *Cap) keyOf(scopeHash uint64) uint64 {
 	h := scopeHash*0x9e3779b97f4a7c15 ^ xxhash.Sum64String(c.ID)
 	h ^= uint64(c.Algorithm) << 62
 	if c.Algorithm != Sliding {
-		h ^= uint64(c.Window)
+		h ^= uint64(c.WindowMillis()) // milliseconds: keys stay those snapshots hold
 	}
 	return mix64(h)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // TestRunsOfCapsMatchOneAtATime: KeyHasher and CapChecker, which skip work
@@ -22,7 +23,7 @@ func TestRunsOfCapsMatchOneAtATime(t *testing.T) {
 			ck := lim.Checker()
 			for i := range 1 + rng.IntN(12) {
 				c := Cap{Scope: scopes[rng.IntN(len(scopes))], ID: fmt.Sprint("id-", rng.IntN(5)),
-					Limit: int64(rng.IntN(5)), Window: 1000, Algorithm: Algorithm(rng.IntN(4))}
+					Limit: int64(rng.IntN(5)), Window: time.Second, Algorithm: Algorithm(rng.IntN(4))}
 				if got, want := kh.Key(&c), c.Key(); got != want {
 					t.Fatalf("run %d cap %d %+v: KeyHasher %x, Key %x", run, i, c, got, want)
 				}

@@ -119,8 +119,9 @@ func (l *Limits) maxCandidates() int {
 }
 
 // Validate checks a cap: a scope lim accepts, a non-empty id, both at
-// most lim.MaxIDLength bytes, a limit in [1, MaxLimit], a window in [1,
-// MaxTime], a known algorithm and mode. The error wraps ErrInvalid and
+// most lim.MaxIDLength bytes, a limit in [1, MaxLimit], a window of a
+// whole number of milliseconds in [1ms, MaxWindow], a known algorithm
+// and mode. The error wraps ErrInvalid and
 // the sentinel of the first field at fault, and names the field and the
 // values accepted.
 func (c *Cap) Validate(lim Limits) error { return lim.CheckCap(c) }
@@ -164,10 +165,10 @@ func (l *Limits) checkCap(c *Cap, scopeKnown bool) error {
 		return fmt.Errorf("%w: id is %d bytes, at most %d", ErrIDTooLong, len(c.ID), maxID)
 	case c.Limit < 1 || c.Limit > MaxLimit:
 		return fmt.Errorf("%w, got %d", ErrBadLimit, c.Limit)
-	case c.Window > MaxWindow && c.Window%1_000_000 == 0:
-		return fmt.Errorf("%w, got %d: a time.Duration? Window is in milliseconds (%v is %d)", ErrBadWindow, c.Window, time.Duration(c.Window), time.Duration(c.Window).Milliseconds())
-	case c.Window < 1 || c.Window > MaxWindow:
-		return fmt.Errorf("%w, got %d", ErrBadWindow, c.Window)
+	case c.Window < time.Millisecond || c.Window > MaxWindow:
+		return fmt.Errorf("%w, got %v", ErrBadWindow, c.Window)
+	case c.Window%time.Millisecond != 0:
+		return fmt.Errorf("%w: %v is not a whole number of milliseconds (Window is a time.Duration: 3*time.Second, not 3000)", ErrBadWindow, c.Window)
 	case c.Algorithm >= NumAlgorithms:
 		return fmt.Errorf("%w %d (sliding, buckets or fixed)", ErrUnknownAlgorithm, c.Algorithm)
 	case c.Mode >= NumModes:

@@ -10,7 +10,7 @@ import (
 )
 
 func TestValidate(t *testing.T) {
-	good := fcap.Cap{Scope: "campaign", ID: "c", Limit: 3, Window: 1000}
+	good := fcap.Cap{Scope: "campaign", ID: "c", Limit: 3, Window: time.Second}
 	with := func(f func(*fcap.Cap)) []fcap.Cap {
 		c := good
 		f(&c)
@@ -42,10 +42,15 @@ func TestValidate(t *testing.T) {
 		{"long cap id", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.ID = long })}, fcap.ErrIDTooLong, "id is 257 bytes"},
 		{"limit 0", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Limit = 0 })}, fcap.ErrBadLimit, "between 1 and 65535, got 0"},
 		{"limit too large", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Limit = fcap.MaxLimit + 1 })}, fcap.ErrBadLimit, "got 65536"},
-		{"window 0", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = 0 })}, fcap.ErrBadWindow, "got 0"},
+		{"window 0", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = 0 })}, fcap.ErrBadWindow, "got 0s"},
+		{"negative window", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = -time.Hour })}, fcap.ErrBadWindow, "got -1h0m0s"},
+		{"window of 1ms", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = time.Millisecond })}, nil, ""},
+		{"window under 1ms", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = 999 * time.Microsecond })}, fcap.ErrBadWindow, "from 1ms to 9600h0m0s (400 days), got 999µs"},
 		{"window of 400 days", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = fcap.MaxWindow })}, nil, ""},
-		{"window past 400 days", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = fcap.MaxWindow + 1 })}, fcap.ErrBadWindow, "(400 days), got 34560000001"},
-		{"a time.Duration as the window", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = int64(time.Hour) })}, fcap.ErrBadWindow, "a time.Duration? Window is in milliseconds (1h0m0s is 3600000)"},
+		{"window past 400 days", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = fcap.MaxWindow + time.Millisecond })}, fcap.ErrBadWindow, "(400 days), got 9600h0m0.001s"},
+		{"window of 10 years", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = 10 * 365 * 24 * time.Hour })}, fcap.ErrBadWindow, "got 87600h0m0s"},
+		{"window of a fraction of a millisecond", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = time.Hour + 500*time.Microsecond })}, fcap.ErrBadWindow, "1h0m0.0005s is not a whole number of milliseconds"},
+		{"window written in milliseconds", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Window = 3_600_000 })}, fcap.ErrBadWindow, "3.6ms is not a whole number of milliseconds (Window is a time.Duration"},
 		{"unknown algorithm", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Algorithm = fcap.NumAlgorithms })}, fcap.ErrUnknownAlgorithm, "sliding, buckets or fixed"},
 		{"unknown mode", fcap.Limits{}, fcap.Impression{ID: "i", Caps: with(func(c *fcap.Cap) { c.Mode = fcap.NumModes })}, fcap.ErrUnknownMode, "soft or strict"},
 	} {
@@ -74,7 +79,7 @@ func TestValidateViewerAndCandidates(t *testing.T) {
 	if err := fcap.ValidateViewer(strings.Repeat("v", 300), fcap.Limits{}); !errors.Is(err, fcap.ErrIDTooLong) {
 		t.Errorf("300-byte viewer: %v", err)
 	}
-	good := fcap.Candidate{Caps: []fcap.Cap{{Scope: "creative", ID: "c", Limit: 1, Window: 1}}}
+	good := fcap.Candidate{Caps: []fcap.Cap{{Scope: "creative", ID: "c", Limit: 1, Window: time.Millisecond}}}
 	if err := fcap.ValidateCandidates([]fcap.Candidate{good, good}, fcap.Limits{MaxCandidates: 1}); !errors.Is(err, fcap.ErrTooManyCandidates) {
 		t.Errorf("2 candidates, at most 1: %v", err)
 	}

@@ -31,7 +31,7 @@ func BenchmarkCheckInto(b *testing.B) {
 	const candidates = 100
 	caps := make([]fcap.Cap, 1000)
 	for i := range caps {
-		caps[i] = fcap.Cap{Scope: "campaign", ID: fmt.Sprint("campaign-", i), Limit: 5, Window: 86_400_000}
+		caps[i] = fcap.Cap{Scope: "campaign", ID: fmt.Sprint("campaign-", i), Limit: 5, Window: 24 * time.Hour}
 	}
 	srv := startCanned(b, candidates)
 	c := newClient(b, nil, srv.addr())
@@ -206,7 +206,7 @@ func TestCheckIntoAllocates(t *testing.T) {
 	}
 	cands, res := make([]fcap.Candidate, 100), &client.CheckResult{}
 	for i := range cands {
-		cands[i] = fcap.Candidate{Caps: []fcap.Cap{{Scope: "campaign", ID: fmt.Sprint("c", i), Limit: 5, Window: 86_400_000}}}
+		cands[i] = fcap.Candidate{Caps: []fcap.Cap{{Scope: "campaign", ID: fmt.Sprint("c", i), Limit: 5, Window: 24 * time.Hour}}}
 	}
 	check := func() {
 		if err := c.CheckInto(ctx, "viewer-1", cands, res, client.At(1_700_000_000_000)); err != nil || len(res.Verdicts) != 100 || res.Verdicts[0].Failed() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
@@ -36,7 +37,7 @@ func benchCheckCPU(b *testing.B, ncaps int, random, prepare bool) {
 	const candidates = 100
 	caps := make([]fcap.Cap, ncaps)
 	for i := range caps {
-		caps[i] = fcap.Cap{Scope: "campaign", ID: fmt.Sprint("campaign-", i), Limit: 5, Window: 86_400_000}
+		caps[i] = fcap.Cap{Scope: "campaign", ID: fmt.Sprint("campaign-", i), Limit: 5, Window: 24 * time.Hour}
 	}
 	var catalogue []PreparedCandidate
 	if prepare {

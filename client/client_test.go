@@ -187,8 +187,8 @@ func newClient(t testing.TB, mutate func(*client.Config), seeds ...string) *clie
 }
 
 var (
-	soft   = fcap.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 1000}
-	strict = fcap.Cap{Scope: "campaign", ID: "strict", Limit: 3, Window: 1000, Mode: fcap.Strict}
+	soft   = fcap.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: time.Second}
+	strict = fcap.Cap{Scope: "campaign", ID: "strict", Limit: 3, Window: time.Second, Mode: fcap.Strict}
 )
 
 // deadCluster returns an address nothing listens on.

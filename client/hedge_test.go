@@ -145,8 +145,8 @@ func readyPair(t *testing.T, c *client.Client) {
 }
 
 var (
-	softCand   = fcap.Candidate{Caps: []fcap.Cap{{Scope: "campaign", ID: "c1", Limit: 10, Window: 60_000}}}
-	strictCand = fcap.Candidate{Caps: []fcap.Cap{{Scope: "campaign", ID: "c2", Limit: 10, Window: 60_000, Mode: fcap.Strict}}}
+	softCand   = fcap.Candidate{Caps: []fcap.Cap{{Scope: "campaign", ID: "c1", Limit: 10, Window: time.Minute}}}
+	strictCand = fcap.Candidate{Caps: []fcap.Cap{{Scope: "campaign", ID: "c2", Limit: 10, Window: time.Minute, Mode: fcap.Strict}}}
 )
 
 // TestHedgeBackupAnswersForSlowOwner: an owner that does not answer

@@ -36,7 +36,7 @@ func TestLateGrantIsCounted(t *testing.T) {
 	if err := c.WaitReady(ready); err != nil {
 		t.Fatal(err)
 	}
-	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 3, Window: 1000, Mode: fcap.Strict}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 3, Window: time.Second, Mode: fcap.Strict}
 	ctx, cancelCall := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	vd, err := c.Allow(ctx, "v", []fcap.Cap{strictCap})
 	cancelCall()
@@ -93,7 +93,7 @@ func TestLateGrantIsGivenBackAndReported(t *testing.T) {
 	if err := c.WaitReady(ready); err != nil {
 		t.Fatal(err)
 	}
-	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 3, Window: 1000, Mode: fcap.Strict}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 3, Window: time.Second, Mode: fcap.Strict}
 	ctx, cancelCall := context.WithTimeout(context.Background(), time.Second)
 	before := time.Now()
 	vd, err := c.Allow(ctx, "v", []fcap.Cap{strictCap})

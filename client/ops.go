@@ -551,7 +551,9 @@ type Reservation struct {
 }
 
 // Reserve atomically checks a candidate's caps and, if all have room,
-// holds one impression's worth of each for ttl milliseconds. Strict caps
+// holds one impression's worth of each for ttl (in whole milliseconds, as
+// the wire carries it: a fraction of one is dropped; under 1ms is an
+// invalid request, ErrBadRequest and fcap.ErrBadTTL). Strict caps
 // use it at decision time so in-flight impressions cannot overshoot. The
 // Reservation is zero unless the verdict is allowed by the cluster; a
 // failed call follows the failure policy and reserves nothing.
@@ -563,6 +565,10 @@ func (c *Client) Reserve(ctx context.Context, viewer string, cand fcap.Candidate
 	if err := cancelled(ctx, "reserve"); err != nil {
 		c.m.observe(opReserve, outcomeError, start)
 		return Verdict{}, Reservation{}, err
+	}
+	if ttl < time.Millisecond {
+		c.m.observe(opReserve, outcomeBadRequest, start)
+		return Verdict{}, Reservation{}, fmt.Errorf("%w: ttl %v: %w", ErrBadRequest, ttl, fcap.ErrBadTTL)
 	}
 	o := applyOptions(opts)
 	deadline := c.deadline(ctx, start)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 )
@@ -19,15 +20,15 @@ import (
 func TestPreparedTableMatchesReset(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 21))
 	pool := []fcap.Cap{
-		{Scope: "campaign", ID: "c1", Limit: 5, Window: 86_400_000},
-		{Scope: "campaign", ID: "c2", Limit: 5, Window: 86_400_000},
-		{Scope: "advertiser", ID: "a1", Limit: 50, Window: 7 * 86_400_000},
-		{Scope: "advertiser", ID: "a1", Limit: 50, Window: 7 * 86_400_000, Mode: fcap.Strict},
-		{Scope: "creative", ID: "a-long-creative-id-of-forty-bytes-012345", Limit: 3, Window: 3_600_000},
-		{Scope: "campaign", ID: "c1", Limit: 6, Window: 86_400_000},
+		{Scope: "campaign", ID: "c1", Limit: 5, Window: 24 * time.Hour},
+		{Scope: "campaign", ID: "c2", Limit: 5, Window: 24 * time.Hour},
+		{Scope: "advertiser", ID: "a1", Limit: 50, Window: 7 * 24 * time.Hour},
+		{Scope: "advertiser", ID: "a1", Limit: 50, Window: 7 * 24 * time.Hour, Mode: fcap.Strict},
+		{Scope: "creative", ID: "a-long-creative-id-of-forty-bytes-012345", Limit: 3, Window: time.Hour},
+		{Scope: "campaign", ID: "c1", Limit: 6, Window: 24 * time.Hour},
 	}
 	for i := range 20 {
-		pool = append(pool, fcap.Cap{Scope: "creative", ID: fmt.Sprint("cr-", i), Limit: 2, Window: 3_600_000})
+		pool = append(pool, fcap.Cap{Scope: "creative", ID: fmt.Sprint("cr-", i), Limit: 2, Window: time.Hour})
 	}
 	// The catalogue: candidates of 1 to 4 caps from the pool.
 	catalogue := make([]fcap.Candidate, 60)

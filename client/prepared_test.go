@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
@@ -34,13 +35,13 @@ func TestPreparedCandidatesFollowTheFailurePolicy(t *testing.T) {
 // candidates cannot send is an ErrBadRequest before anything is sent,
 // and the result holds no verdicts from an earlier check.
 func TestPreparedCandidatesRefuseBadRequests(t *testing.T) {
-	long := fcap.Cap{Scope: "campaign", ID: strings.Repeat("x", proto.MaxStringLen+1), Limit: 1, Window: 1000}
+	long := fcap.Cap{Scope: "campaign", ID: strings.Repeat("x", proto.MaxStringLen+1), Limit: 1, Window: time.Second}
 	if _, err := client.PrepareCandidate(fcap.Candidate{Caps: []fcap.Cap{soft, long}}); !errors.Is(err, client.ErrBadRequest) {
 		t.Errorf("PrepareCandidate(a string over the wire's limit) = %v, want ErrBadRequest", err)
 	}
 	many := make([]fcap.Cap, proto.MaxCheckCaps)
 	for i := range many {
-		many[i] = fcap.Cap{Scope: "campaign", ID: fmt.Sprint("c", i), Limit: 1, Window: 1000}
+		many[i] = fcap.Cap{Scope: "campaign", ID: fmt.Sprint("c", i), Limit: 1, Window: time.Second}
 	}
 	if _, err := client.PrepareCandidate(fcap.Candidate{Caps: many}); !errors.Is(err, client.ErrBadRequest) {
 		t.Errorf("PrepareCandidate(%d caps) = %v, want ErrBadRequest", len(many), err)

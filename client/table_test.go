@@ -2,6 +2,7 @@ package client
 
 import (
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 )
@@ -10,7 +11,7 @@ import (
 // field, whatever the shortcuts it takes (the same memory, the ids' last
 // bytes first).
 func TestSameCap(t *testing.T) {
-	base := fcap.Cap{Scope: "campaign", ID: "campaign-41", Limit: 5, Window: 86_400_000}
+	base := fcap.Cap{Scope: "campaign", ID: "campaign-41", Limit: 5, Window: 24 * time.Hour}
 	variants := []func(c *fcap.Cap){
 		func(c *fcap.Cap) { c.ID = "campaign-42" },  // differs at the end
 		func(c *fcap.Cap) { c.ID = "dampaign-41" },  // differs at the start only
@@ -18,11 +19,11 @@ func TestSameCap(t *testing.T) {
 		func(c *fcap.Cap) { c.ID = "" },
 		func(c *fcap.Cap) { c.Scope = "creative" },
 		func(c *fcap.Cap) { c.Limit = 6 },
-		func(c *fcap.Cap) { c.Window = 1 },
+		func(c *fcap.Cap) { c.Window = time.Millisecond },
 		func(c *fcap.Cap) { c.Algorithm = fcap.Fixed },
 		func(c *fcap.Cap) { c.Mode = fcap.Strict },
 	}
-	caps := []fcap.Cap{base, {Scope: "campaign", ID: string([]byte("campaign-41")), Limit: 5, Window: 86_400_000}, {}, {}}
+	caps := []fcap.Cap{base, {Scope: "campaign", ID: string([]byte("campaign-41")), Limit: 5, Window: 24 * time.Hour}, {}, {}}
 	for _, change := range variants {
 		c := base
 		change(&c)

@@ -18,7 +18,7 @@ import (
 // dead.
 func TestRecordRefusesInvalidAtOnce(t *testing.T) {
 	c := newClient(t, shortDial, deadCluster(t))
-	good := fcap.Cap{Scope: "campaign", ID: "c", Limit: 3, Window: 3_600_000}
+	good := fcap.Cap{Scope: "campaign", ID: "c", Limit: 3, Window: time.Hour}
 	for _, tc := range []struct {
 		name   string
 		viewer string
@@ -26,14 +26,14 @@ func TestRecordRefusesInvalidAtOnce(t *testing.T) {
 		is     error
 		says   string
 	}{
-		{"unknown scope", "v", fcap.Impression{ID: "i", Caps: []fcap.Cap{{Scope: "placement", ID: "p", Limit: 1, Window: 1000}}},
+		{"unknown scope", "v", fcap.Impression{ID: "i", Caps: []fcap.Cap{{Scope: "placement", ID: "p", Limit: 1, Window: time.Second}}},
 			fcap.ErrUnknownScope, `"placement" (accepted: creative, campaign, advertiser)`},
 		{"viewer too long", strings.Repeat("v", 300), fcap.Impression{ID: "i", Caps: []fcap.Cap{good}},
 			fcap.ErrIDTooLong, "viewer is 300 bytes, at most 256"},
 		{"empty viewer", "", fcap.Impression{ID: "i", Caps: []fcap.Cap{good}}, fcap.ErrEmptyViewer, "viewer"},
 		{"no id", "v", fcap.Impression{Caps: []fcap.Cap{good}}, fcap.ErrEmptyImpressionID, "impression id"},
 		{"no caps", "v", fcap.Impression{ID: "i"}, fcap.ErrNoCaps, "no caps"},
-		{"limit 0", "v", fcap.Impression{ID: "i", Caps: []fcap.Cap{good, {Scope: "creative", ID: "c", Window: 1000}}},
+		{"limit 0", "v", fcap.Impression{ID: "i", Caps: []fcap.Cap{good, {Scope: "creative", ID: "c", Window: time.Second}}},
 			fcap.ErrBadLimit, "cap 1: invalid request: cap limit must be between 1 and 65535, got 0"},
 		{"negative time", "v", fcap.Impression{ID: "i", Time: -1, Caps: []fcap.Cap{good}}, fcap.ErrBadTime, "impression time"},
 	} {
@@ -63,13 +63,13 @@ func TestRecordLimitsFollowTheConfig(t *testing.T) {
 		cfg.RecordAttempts = 1 // nothing to deliver to: drop at once
 		cfg.Limits = fcap.Limits{Scopes: []string{"placement"}, MaxIDLength: 9}
 	}, deadCluster(t))
-	placement := fcap.Cap{Scope: "placement", ID: "p", Limit: 1, Window: 1000}
+	placement := fcap.Cap{Scope: "placement", ID: "p", Limit: 1, Window: time.Second}
 	// The cluster is dead: a valid impression is queued, and the error
 	// says only that no node was ever reached.
 	if err := c.Record("v", fcap.Impression{ID: "i", Caps: []fcap.Cap{placement}}); err != nil && !errors.Is(err, client.ErrUnavailable) {
 		t.Errorf("a configured scope: %v", err)
 	}
-	err := c.Record("v", fcap.Impression{ID: "i", Caps: []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 1, Window: 1000}}})
+	err := c.Record("v", fcap.Impression{ID: "i", Caps: []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 1, Window: time.Second}}})
 	if !errors.Is(err, fcap.ErrUnknownScope) || !strings.Contains(err.Error(), "accepted: placement") {
 		t.Errorf("a scope not configured: %v", err)
 	}
@@ -81,7 +81,7 @@ func TestRecordLimitsFollowTheConfig(t *testing.T) {
 		cfg.RecordAttempts = 1
 		cfg.Limits.AnyScope = true
 	}, deadCluster(t))
-	if err := any.Record("v", fcap.Impression{ID: "i", Caps: []fcap.Cap{{Scope: "anything", ID: "c", Limit: 1, Window: 1000}}}); err != nil && !errors.Is(err, client.ErrUnavailable) {
+	if err := any.Record("v", fcap.Impression{ID: "i", Caps: []fcap.Cap{{Scope: "anything", ID: "c", Limit: 1, Window: time.Second}}}); err != nil && !errors.Is(err, client.ErrUnavailable) {
 		t.Errorf("AnyScope: %v", err)
 	}
 }

@@ -152,7 +152,7 @@ func checkWireGolden(t *testing.T, update bool, check func(context.Context, *cli
 func goldenCandidates() []fcap.Candidate {
 	cands := make([]fcap.Candidate, 100)
 	for i := range cands {
-		cp := fcap.Cap{Scope: "campaign", ID: fmt.Sprint("campaign-", i*37%5000), Limit: 5, Window: 86_400_000}
+		cp := fcap.Cap{Scope: "campaign", ID: fmt.Sprint("campaign-", i*37%5000), Limit: 5, Window: 24 * time.Hour}
 		switch i % 10 {
 		case 3: // equal to the previous candidate's cap, another copy
 			cp = cands[i-1].Caps[0]
@@ -163,18 +163,18 @@ func goldenCandidates() []fcap.Candidate {
 			cp.Algorithm = fcap.Fixed
 		case 8:
 			cp.ID, cp.Scope = "", "" // empty strings
-			cp.Limit, cp.Window = 128, 65_535
+			cp.Limit, cp.Window = 128, 65_535*time.Millisecond
 		case 9:
-			cp.Limit, cp.Window, cp.Mode = fcap.MaxLimit, 1, fcap.Strict
+			cp.Limit, cp.Window, cp.Mode = fcap.MaxLimit, time.Millisecond, fcap.Strict
 		}
 		cands[i] = fcap.Candidate{Caps: []fcap.Cap{cp}}
 		if i%10 == 5 || i%10 == 6 {
 			// Three caps; the next candidate shares the first two at the
 			// same places.
 			cands[i].Caps = []fcap.Cap{
-				{Scope: "creative", ID: fmt.Sprint("creative-", i/10), Limit: 3, Window: 3_600_000},
-				{Scope: "campaign", ID: fmt.Sprint("campaign-", i/10), Limit: 200, Window: 7 * 86_400_000, Algorithm: fcap.Buckets},
-				{Scope: "advertiser", ID: fmt.Sprint("adv-", i), Limit: 1000, Window: 365 * 86_400_000, Mode: fcap.Strict},
+				{Scope: "creative", ID: fmt.Sprint("creative-", i/10), Limit: 3, Window: time.Hour},
+				{Scope: "campaign", ID: fmt.Sprint("campaign-", i/10), Limit: 200, Window: 7 * 24 * time.Hour, Algorithm: fcap.Buckets},
+				{Scope: "advertiser", ID: fmt.Sprint("adv-", i), Limit: 1000, Window: 365 * 24 * time.Hour, Mode: fcap.Strict},
 			}
 		}
 	}
@@ -188,7 +188,7 @@ func TestCheckRefusesUnencodableCap(t *testing.T) {
 	c, checks := checkCounter(t)
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
-	long := fcap.Cap{Scope: "campaign", ID: strings.Repeat("x", proto.MaxStringLen+1), Limit: 1, Window: 1000}
+	long := fcap.Cap{Scope: "campaign", ID: strings.Repeat("x", proto.MaxStringLen+1), Limit: 1, Window: time.Second}
 	cands := []fcap.Candidate{{Caps: []fcap.Cap{soft}}, {Caps: []fcap.Cap{soft, long}}}
 	var res client.CheckResult
 	err := c.CheckInto(ctx, "viewer-1", cands, &res)

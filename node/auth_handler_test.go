@@ -67,7 +67,7 @@ func request(t testing.TB, m proto.Message) (proto.Header, []byte) {
 // a role's requests after it, a wrong token hangs up.
 func TestHandlerAuth(t *testing.T) {
 	n := authNode(t)
-	caps := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 1, Window: 1000}}
+	caps := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 1, Window: time.Second}}
 	allowHdr, allowBody := request(t, &proto.Allow{Viewer: "v", Now: 1, HasNow: true, Caps: caps})
 
 	h := newHandler(n)
@@ -104,7 +104,7 @@ func TestHandlerAuth(t *testing.T) {
 // the race detector, whose sync.Pool drops items, it checks only that
 // tokens add nothing.
 func TestAuthAddsNoAllocation(t *testing.T) {
-	caps := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 5, Window: 1000}}
+	caps := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 5, Window: time.Second}}
 	bodies := make([][]byte, 64)
 	var hdr proto.Header
 	for i := range bodies {

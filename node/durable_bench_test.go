@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/wal"
@@ -20,9 +21,9 @@ import (
 // fsyncs (group commit); each waits for its own.
 func BenchmarkHandleAllowDurable(b *testing.B) {
 	caps := []fcap.Cap{
-		{Scope: "creative", ID: "cr-1", Limit: 5, Window: 1000},
-		{Scope: "campaign", ID: "cmp-1", Limit: 5, Window: 1000},
-		{Scope: "advertiser", ID: "adv-1", Limit: 5, Window: 1000},
+		{Scope: "creative", ID: "cr-1", Limit: 5, Window: time.Second},
+		{Scope: "campaign", ID: "cmp-1", Limit: 5, Window: time.Second},
+		{Scope: "advertiser", ID: "adv-1", Limit: 5, Window: time.Second},
 	}
 	for _, mode := range []string{"memory", "never", "interval", "always", "always-64conns"} {
 		b.Run(mode, func(b *testing.B) {

@@ -23,7 +23,7 @@ func TestEraseOnANodeWithTokens(t *testing.T) {
 	if err := call(h, &proto.Link{Device: "phone", Viewer: "v"}, proto.TypeLinkResult); err != nil {
 		t.Fatalf("link: %v", err)
 	}
-	caps := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 5, Window: 3_600_000}}
+	caps := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 5, Window: time.Hour}}
 	before := time.Now().UnixMilli()
 	if st, err := n.engine.Record("v", fcap.Impression{ID: "i", Time: before, Caps: caps}); err != nil || st != fcap.Recorded {
 		t.Fatalf("record: %v %v", st, err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/proto"
@@ -43,9 +44,9 @@ func BenchmarkHandleCheck100x3(b *testing.B) {
 	index := map[fcap.Cap]uint16{}
 	for i := range 100 {
 		caps := []fcap.Cap{
-			{Scope: "creative", ID: fmt.Sprintf("cr-%d", i), Limit: 3, Window: 3_600_000},
-			{Scope: "campaign", ID: fmt.Sprintf("cmp-%d", i/2), Limit: 5, Window: 86_400_000},
-			{Scope: "advertiser", ID: fmt.Sprintf("adv-%d", i/10), Limit: 20, Window: 7 * 86_400_000},
+			{Scope: "creative", ID: fmt.Sprintf("cr-%d", i), Limit: 3, Window: time.Hour},
+			{Scope: "campaign", ID: fmt.Sprintf("cmp-%d", i/2), Limit: 5, Window: 24 * time.Hour},
+			{Scope: "advertiser", ID: fmt.Sprintf("adv-%d", i/10), Limit: 20, Window: 7 * 24 * time.Hour},
 		}
 		n.engine.Record("viewer-1", fcap.Impression{ID: fmt.Sprint(i), Time: int64(i), Caps: caps})
 		for _, c := range caps {
@@ -74,9 +75,9 @@ func BenchmarkHandleCheck100x3(b *testing.B) {
 func BenchmarkHandleAllow(b *testing.B) {
 	n := benchNode(b)
 	caps := []fcap.Cap{
-		{Scope: "creative", ID: "cr-1", Limit: 5, Window: 1000},
-		{Scope: "campaign", ID: "cmp-1", Limit: 5, Window: 1000},
-		{Scope: "advertiser", ID: "adv-1", Limit: 5, Window: 1000},
+		{Scope: "creative", ID: "cr-1", Limit: 5, Window: time.Second},
+		{Scope: "campaign", ID: "cmp-1", Limit: 5, Window: time.Second},
+		{Scope: "advertiser", ID: "adv-1", Limit: 5, Window: time.Second},
 	}
 	h := newHandler(n)
 	out := make([]byte, 0, 64<<10)
@@ -95,7 +96,7 @@ func BenchmarkHandleAllow(b *testing.B) {
 // BenchmarkHandleRecord32: a batch of 32 impressions for one viewer.
 func BenchmarkHandleRecord32(b *testing.B) {
 	n := benchNode(b)
-	caps := []fcap.Cap{{Scope: "campaign", ID: "cmp-1", Limit: 50, Window: 1000}}
+	caps := []fcap.Cap{{Scope: "campaign", ID: "cmp-1", Limit: 50, Window: time.Second}}
 	h := newHandler(n)
 	out := make([]byte, 0, 64<<10)
 	bodies := make([][]byte, 256)
@@ -135,7 +136,7 @@ func BenchmarkHandleCheckCampaigns100(b *testing.B) {
 				var t fcap.CheckTable
 				viewer := fmt.Sprintf("viewer-%d", i*16%viewers)
 				for j := range 100 {
-					c := fcap.Cap{Scope: "campaign", ID: fmt.Sprintf("campaign-%d", (i*7919+j*53)%campaigns), Limit: 3, Window: 86_400_000}
+					c := fcap.Cap{Scope: "campaign", ID: fmt.Sprintf("campaign-%d", (i*7919+j*53)%campaigns), Limit: 3, Window: 24 * time.Hour}
 					if seen && j%5 == 0 {
 						n.engine.Record(viewer, fcap.Impression{ID: fmt.Sprintf("imp-%d-%d", i, j), Time: 500, Caps: []fcap.Cap{c}})
 					}

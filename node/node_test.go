@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 func TestClusterRoutesEveryViewerToItsOwner(t *testing.T) {
 	nodes := settledCluster(t, "node", 3)
 	c := newClient(t, nodes)
-	cap1 := fcap.Cap{Scope: "campaign", ID: "c", Limit: 2, Window: 1000}
+	cap1 := fcap.Cap{Scope: "campaign", ID: "c", Limit: 2, Window: time.Second}
 	for i := range 200 {
 		viewer := fmt.Sprint("viewer-", i)
 		for k, want := range []bool{true, true, false} {
@@ -134,7 +134,7 @@ func TestNotOwnerRefreshesAndRetries(t *testing.T) {
 	if viewer == "" {
 		t.Fatal("the new node owns no viewer")
 	}
-	cap1 := fcap.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 1000}
+	cap1 := fcap.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: time.Second}
 	v, err := c.Allow(context.Background(), viewer, []fcap.Cap{cap1}, client.At(0))
 	if err != nil || v.Failed() || !v.Allowed {
 		t.Fatalf("Allow = %+v, %v; want an answer from the new owner", v, err)
@@ -206,7 +206,7 @@ func TestBadFramesGetClearErrors(t *testing.T) {
 
 	// An invalid cap: bad request from the engine, nothing stored.
 	c, r = dial()
-	b, _ := proto.AppendFrame(nil, 8, &proto.Allow{Viewer: "v", Caps: []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 0, Window: 10}}})
+	b, _ := proto.AppendFrame(nil, 8, &proto.Allow{Viewer: "v", Caps: []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 0, Window: 10 * time.Millisecond}}})
 	c.Write(b)
 	expectError(r, proto.CodeBadRequest)
 	if st := nd.Engine().Stats(); st.Viewers != 0 {
@@ -293,7 +293,7 @@ func TestShutdownAnswersWhatItRead(t *testing.T) {
 	var batch []byte
 	for i := range 50 {
 		batch, _ = proto.AppendFrame(batch, uint64(i), &proto.Allow{Viewer: fmt.Sprint("v", i), Now: 1, HasNow: true,
-			Caps: []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 1, Window: 10}}})
+			Caps: []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 1, Window: 10 * time.Millisecond}}})
 	}
 	if _, err := c.Write(batch); err != nil {
 		t.Fatal(err)

@@ -96,9 +96,9 @@ func TestBackupStandsInForAnUnreachableOwner(t *testing.T) {
 		t.Fatalf("no backup for %s", v)
 		return nil
 	}
-	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 2, Window: 3_600_000}
-	strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: 2, Window: 3_600_000, Mode: fcap.Strict}
-	tally := fcap.Cap{Scope: "campaign", ID: "tally", Limit: fcap.MaxLimit, Window: 3_600_000}
+	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 2, Window: time.Hour}
+	strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: 2, Window: time.Hour, Mode: fcap.Strict}
+	tally := fcap.Cap{Scope: "campaign", ID: "tally", Limit: fcap.MaxLimit, Window: time.Hour}
 	ctx := context.Background()
 
 	// One grant each at the owner, replicated to the backup before the cut.

@@ -60,7 +60,7 @@ func TestFutureTimeIsRefusedOnEveryPath(t *testing.T) {
 	ctx := context.Background()
 	now := clock.Load()
 	future := now + tenYears
-	day := fcap.Cap{Scope: "campaign", ID: "day", Limit: 1, Window: 24 * 3600 * 1000}
+	day := fcap.Cap{Scope: "campaign", ID: "day", Limit: 1, Window: 24 * time.Hour}
 	if v, err := c.Allow(ctx, "capped", []fcap.Cap{day}, client.At(now)); err != nil || !v.Allowed {
 		t.Fatalf("first allow: %+v %v", v, err)
 	}
@@ -137,7 +137,7 @@ func TestReplicatedHighWaterIsClamped(t *testing.T) {
 	honest, rogue := nodes[0], nodes[1]
 	c := newClient(t, nodes)
 	ctx := context.Background()
-	day := fcap.Cap{Scope: "campaign", ID: "day", Limit: 1, Window: 24 * 3600 * 1000}
+	day := fcap.Cap{Scope: "campaign", ID: "day", Limit: 1, Window: 24 * time.Hour}
 	var mine []string // viewers the honest node owns
 	for i := range 40 {
 		v := fmt.Sprint("viewer-", i)
@@ -179,7 +179,7 @@ func TestLoggedHighWaterIsClamped(t *testing.T) {
 	n := startDurable(t, dir, func(c *node.Config) { c.Clock = func() int64 { return time.Now().UnixMilli() + tenYears } })
 	c := newClient(t, []*node.Node{n})
 	ctx := context.Background()
-	day := fcap.Cap{Scope: "campaign", ID: "day", Limit: 1, Window: 24 * 3600 * 1000}
+	day := fcap.Cap{Scope: "campaign", ID: "day", Limit: 1, Window: 24 * time.Hour}
 	if _, err := c.Allow(ctx, "before-snapshot", []fcap.Cap{day}); err != nil { // at the node's clock, ten years ahead
 		t.Fatal(err)
 	}

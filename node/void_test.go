@@ -19,7 +19,7 @@ import (
 func TestVoidOnANodeWithTokens(t *testing.T) {
 	n := authNode(t)
 	h := helloAs(t, n, "adserver-token-0001")
-	caps := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 5, Window: 3_600_000}}
+	caps := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 5, Window: time.Hour}}
 	imp := fcap.Impression{ID: "i", Time: time.Now().UnixMilli(), Caps: caps}
 	if st, err := n.engine.Record("v", imp); err != nil || st != fcap.Recorded {
 		t.Fatalf("record: %v %v", st, err)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -51,10 +52,10 @@ func TestCapFastMatchesFieldByField(t *testing.T) {
 	for _, scope := range []string{"", "campaign", strings.Repeat("s", 40)} {
 		for _, id := range ids {
 			for _, limit := range ints {
-				for _, window := range ints {
+				for _, window := range ints { // milliseconds on the wire, every form
 					for _, am := range [][2]uint8{{0, 0}, {2, 1}, {127, 0}, {128, 255}} {
-						c := fcap.Cap{Scope: scope, ID: id, Limit: limit, Window: window, Algorithm: fcap.Algorithm(am[0]), Mode: fcap.Mode(am[1])}
-						body := appendCap(nil, &c)
+						c := fcap.Cap{Scope: scope, ID: id, Limit: limit, Window: fcap.Millis(window), Algorithm: fcap.Algorithm(am[0]), Mode: fcap.Mode(am[1])}
+						body := appendCap(nil, &c, window)
 						fast := decodeCapBoth(t, body)
 						want := len(scope) <= 31 && len(id) <= 31 && limit >= 0 && limit <= math.MaxUint32 &&
 							window >= 0 && window <= math.MaxUint32 && am[0] <= 127 && am[1] <= 127
@@ -77,7 +78,7 @@ func TestCapFastMatchesFieldByField(t *testing.T) {
 	}
 	// Random corruptions of a usual cap: one to three bytes changed.
 	rng := rand.New(rand.NewPCG(1, 2))
-	base := appendCap(nil, &fcap.Cap{Scope: "campaign", ID: "campaign-42", Limit: 300, Window: 86_400_000, Algorithm: 1, Mode: 1})
+	base := appendCap(nil, &fcap.Cap{Scope: "campaign", ID: "campaign-42", Limit: 300, Algorithm: 1, Mode: 1}, 86_400_000)
 	for range 200_000 {
 		body := append([]byte(nil), base...)
 		for range 1 + rng.IntN(3) {
@@ -98,7 +99,7 @@ func TestCapFastSharesTheScope(t *testing.T) {
 		if i == 2 {
 			scope = "creative"
 		}
-		tbl.Caps = append(tbl.Caps, fcap.Cap{Scope: scope, ID: fmt.Sprint("id-", i), Limit: 3, Window: 1000})
+		tbl.Caps = append(tbl.Caps, fcap.Cap{Scope: scope, ID: fmt.Sprint("id-", i), Limit: 3, Window: time.Second})
 		tbl.Refs = append(tbl.Refs, uint16(i))
 		tbl.Ends = append(tbl.Ends, uint32(i+1))
 	}
@@ -144,13 +145,13 @@ func TestAppendCapFastMatchesValueByValue(t *testing.T) {
 			for _, limit := range ints {
 				for _, window := range ints {
 					for _, am := range [][2]uint8{{0, 0}, {1, 1}, {127, 127}} {
-						c := fcap.Cap{Scope: scope, ID: id, Limit: limit, Window: window, Algorithm: fcap.Algorithm(am[0]), Mode: fcap.Mode(am[1])}
-						if !capFastForm(&c) {
+						c := fcap.Cap{Scope: scope, ID: id, Limit: limit, Window: fcap.Millis(window), Algorithm: fcap.Algorithm(am[0]), Mode: fcap.Mode(am[1])}
+						if !capFastForm(&c, window) {
 							t.Fatalf("%+v is in the fast form", c)
 						}
 						for _, prefix := range [][]byte{nil, []byte("xyz"), make([]byte, 5, 200)} {
-							want := appendCapValues(slices.Clone(prefix), &c)
-							if got := appendCapFast(slices.Clone(prefix), &c); !bytes.Equal(got, want) {
+							want := appendCapValues(slices.Clone(prefix), &c, window)
+							if got := appendCapFast(slices.Clone(prefix), &c, window); !bytes.Equal(got, want) {
 								t.Fatalf("%+v after %q: fast % x, want % x", c, prefix, got, want)
 							}
 							n++
@@ -161,10 +162,10 @@ func TestAppendCapFastMatchesValueByValue(t *testing.T) {
 		}
 	}
 	for _, c := range []fcap.Cap{
-		{ID: strings.Repeat("i", 32)}, {Scope: strings.Repeat("s", 32)}, {Limit: -1}, {Window: math.MaxUint32 + 1},
-		{Algorithm: 128}, {Mode: 128},
+		{ID: strings.Repeat("i", 32)}, {Scope: strings.Repeat("s", 32)}, {Limit: -1}, {Window: fcap.Millis(math.MaxUint32 + 1)},
+		{Window: -time.Millisecond}, {Algorithm: 128}, {Mode: 128},
 	} {
-		if capFastForm(&c) {
+		if capFastForm(&c, c.WindowMillis()) {
 			t.Errorf("%+v is not in the fast form (capFast would not read it)", c)
 		}
 	}

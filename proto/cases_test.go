@@ -28,19 +28,22 @@ func (c testCase) expected() Message {
 }
 
 var (
-	capCreative = fcap.Cap{Scope: "creative", ID: "cr-1", Limit: 3, Window: 3_600_000}
-	capCampaign = fcap.Cap{Scope: "campaign", ID: "кампания-42", Limit: 10, Window: 86_400_000, Algorithm: fcap.Buckets, Mode: fcap.Strict}
-	capAdv      = fcap.Cap{Scope: "advertiser", ID: "adv-🎯", Limit: fcap.MaxLimit, Window: fcap.MaxTime, Algorithm: fcap.Fixed}
-	capZero     = fcap.Cap{}
-	capOdd      = fcap.Cap{Scope: strings.Repeat("s", 32), ID: strings.Repeat("i", 256), Limit: -1, Window: math.MinInt64, Algorithm: 255, Mode: 255}
-	capMaxStr   = fcap.Cap{Scope: "creative", ID: strings.Repeat("m", MaxStringLen), Limit: math.MaxInt64, Window: math.MaxInt64}
+	capCreative = fcap.Cap{Scope: "creative", ID: "cr-1", Limit: 3, Window: time.Hour}
+	capCampaign = fcap.Cap{Scope: "campaign", ID: "кампания-42", Limit: 10, Window: 24 * time.Hour, Algorithm: fcap.Buckets, Mode: fcap.Strict}
+	// capAdv, capOdd and capMaxStr carry the longest windows, either way,
+	// that a time.Duration holds in whole milliseconds (2^63 ns): the
+	// wire's window of fcap.MaxTime milliseconds decodes to the longest.
+	capAdv    = fcap.Cap{Scope: "advertiser", ID: "adv-🎯", Limit: fcap.MaxLimit, Window: fcap.Millis(fcap.MaxTime), Algorithm: fcap.Fixed}
+	capZero   = fcap.Cap{}
+	capOdd    = fcap.Cap{Scope: strings.Repeat("s", 32), ID: strings.Repeat("i", 256), Limit: -1, Window: fcap.Millis(math.MinInt64), Algorithm: 255, Mode: 255}
+	capMaxStr = fcap.Cap{Scope: "creative", ID: strings.Repeat("m", MaxStringLen), Limit: math.MaxInt64, Window: fcap.Millis(math.MaxInt64)}
 )
 
 // manyCaps returns n distinct caps.
 func manyCaps(n int) []fcap.Cap {
 	caps := make([]fcap.Cap, n)
 	for i := range caps {
-		caps[i] = fcap.Cap{Scope: "creative", ID: fmt.Sprintf("creative-%d", i), Limit: int64(1 + i%100), Window: int64(1000 * (i + 1)), Algorithm: fcap.Algorithm(i % 3), Mode: fcap.Mode(i % 2)}
+		caps[i] = fcap.Cap{Scope: "creative", ID: fmt.Sprintf("creative-%d", i), Limit: int64(1 + i%100), Window: time.Duration(i+1) * time.Second, Algorithm: fcap.Algorithm(i % 3), Mode: fcap.Mode(i % 2)}
 	}
 	return caps
 }
@@ -51,13 +54,13 @@ func manyCaps(n int) []fcap.Cap {
 func benchTable() fcap.CheckTable {
 	var t fcap.CheckTable
 	for i := range 100 {
-		t.Caps = append(t.Caps, fcap.Cap{Scope: "creative", ID: fmt.Sprintf("creative-%06d", i), Limit: 3, Window: 3_600_000})
+		t.Caps = append(t.Caps, fcap.Cap{Scope: "creative", ID: fmt.Sprintf("creative-%06d", i), Limit: 3, Window: time.Hour})
 	}
 	for i := range 50 {
-		t.Caps = append(t.Caps, fcap.Cap{Scope: "campaign", ID: fmt.Sprintf("campaign-%05d", i), Limit: 10, Window: 86_400_000, Algorithm: fcap.Buckets})
+		t.Caps = append(t.Caps, fcap.Cap{Scope: "campaign", ID: fmt.Sprintf("campaign-%05d", i), Limit: 10, Window: 24 * time.Hour, Algorithm: fcap.Buckets})
 	}
 	for i := range 10 {
-		t.Caps = append(t.Caps, fcap.Cap{Scope: "advertiser", ID: fmt.Sprintf("advertiser-%04d", i), Limit: 50, Window: 7 * 86_400_000, Mode: fcap.Strict})
+		t.Caps = append(t.Caps, fcap.Cap{Scope: "advertiser", ID: fmt.Sprintf("advertiser-%04d", i), Limit: 50, Window: 7 * 24 * time.Hour, Mode: fcap.Strict})
 	}
 	for i := range 100 {
 		t.Refs = append(t.Refs, uint16(i), uint16(100+i/2), uint16(150+i/10))
@@ -174,7 +177,7 @@ func testCases() []testCase {
 		{name: "undo-result/nothing", msg: &UndoResult{Epoch: 12}},
 		{name: "erase", msg: &Erase{Viewer: "viewer-1"}},
 		{name: "erase-result", msg: &EraseResult{Epoch: 12, Devices: 2}},
-		{name: "void", msg: &Void{Viewer: "viewer-1", Impression: fcap.Impression{ID: "imp-9", Time: 1_700_000_000_000, Caps: []fcap.Cap{{Scope: "campaign", ID: "c1", Limit: 3, Window: 3_600_000}}}}},
+		{name: "void", msg: &Void{Viewer: "viewer-1", Impression: fcap.Impression{ID: "imp-9", Time: 1_700_000_000_000, Caps: []fcap.Cap{{Scope: "campaign", ID: "c1", Limit: 3, Window: time.Hour}}}}},
 		{name: "void-result", msg: &VoidResult{Epoch: 12, Voided: true}},
 		{name: "pull", msg: &Pull{From: "node-1", Keys: []uint64{1, math.MaxUint64}}},
 		{name: "pull/empty", msg: &Pull{}},
@@ -517,7 +520,7 @@ func optTime(t int64, ok bool) any {
 func capsForm(caps []fcap.Cap) []any {
 	out := []any{}
 	for _, c := range caps {
-		out = append(out, []any{c.Scope, c.ID, c.Limit, c.Window, int64(c.Algorithm), int64(c.Mode)})
+		out = append(out, []any{c.Scope, c.ID, c.Limit, c.WindowMillis(), int64(c.Algorithm), int64(c.Mode)})
 	}
 	return out
 }

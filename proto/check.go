@@ -105,30 +105,38 @@ func (l *EncodedCaps) Reset() { l.buf, l.ends = l.buf[:0], l.ends[:0] }
 func (l *EncodedCaps) Len() int { return len(l.ends) }
 
 // Append encodes c at the end of the list; a cap with a string over
-// MaxStringLen is refused (as AppendFrame refuses it in Table.Caps).
+// MaxStringLen or a window that is not a whole number of milliseconds
+// is refused (as AppendFrame refuses it in Table.Caps).
 func (l *EncodedCaps) Append(c *fcap.Cap) error {
 	// The check and encoding of AppendCapForm, written out: this runs
 	// for every cap of every CheckInto, where a call more shows.
-	if len(c.Scope) > MaxStringLen || len(c.ID) > MaxStringLen {
-		return capTooLong(c)
+	ms, whole := wireWindow(c)
+	if len(c.Scope) > MaxStringLen || len(c.ID) > MaxStringLen || !whole {
+		return capUnencodable(c, whole)
 	}
-	l.buf = appendCap(l.buf, c)
+	l.buf = appendCap(l.buf, c, ms)
 	l.ends = append(l.ends, uint32(len(l.buf)))
 	return nil
 }
 
 // AppendCapForm appends c's wire form to b: the bytes Append adds to a
 // list for it, and Form returns. A cap with a string over MaxStringLen
-// is refused.
+// or a window that is not a whole number of milliseconds is refused.
 func AppendCapForm(b []byte, c *fcap.Cap) ([]byte, error) {
-	if len(c.Scope) > MaxStringLen || len(c.ID) > MaxStringLen {
-		return b, capTooLong(c)
+	ms, whole := wireWindow(c)
+	if len(c.Scope) > MaxStringLen || len(c.ID) > MaxStringLen || !whole {
+		return b, capUnencodable(c, whole)
 	}
-	return appendCap(b, c), nil
+	return appendCap(b, c, ms), nil
 }
 
-// capTooLong is the error for a cap with a string over MaxStringLen.
-func capTooLong(c *fcap.Cap) error {
+// capUnencodable is the error for a cap the wire cannot carry: whole
+// reports whether its window is a whole number of milliseconds; if it
+// is, a string is over MaxStringLen.
+func capUnencodable(c *fcap.Cap, whole bool) error {
+	if !whole {
+		return windowNotMillis(c)
+	}
 	return fmt.Errorf("cap %q/%q: string of %d bytes, limit %d", trim(c.Scope), trim(c.ID), max(len(c.Scope), len(c.ID)), MaxStringLen)
 }
 

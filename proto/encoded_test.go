@@ -2,8 +2,10 @@ package proto
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 )
@@ -13,14 +15,14 @@ import (
 // is a key for it: equal for equal caps, different for caps that differ
 // in any field.
 func TestEncodedCaps(t *testing.T) {
-	near := fcap.Cap{Scope: "campaign", ID: "c-1", Limit: 5, Window: 86_400_000}
+	near := fcap.Cap{Scope: "campaign", ID: "c-1", Limit: 5, Window: 24 * time.Hour}
 	variants := []fcap.Cap{near}
 	for _, change := range []func(c *fcap.Cap){
 		func(c *fcap.Cap) { c.Scope = "creative" },
 		func(c *fcap.Cap) { c.ID = "c-2" },
 		func(c *fcap.Cap) { c.Scope, c.ID = "campaignc", "-1" }, // the same bytes, split elsewhere
 		func(c *fcap.Cap) { c.Limit = 6 },
-		func(c *fcap.Cap) { c.Window = 86_400_001 },
+		func(c *fcap.Cap) { c.Window += time.Millisecond },
 		func(c *fcap.Cap) { c.Algorithm = fcap.Fixed },
 		func(c *fcap.Cap) { c.Mode = fcap.Strict },
 	} {
@@ -28,7 +30,7 @@ func TestEncodedCaps(t *testing.T) {
 		change(&c)
 		variants = append(variants, c)
 	}
-	long := fcap.Cap{Scope: strings.Repeat("s", 300), ID: strings.Repeat("i", 70_000-MaxStringLen), Limit: fcap.MaxLimit, Window: fcap.MaxTime}
+	long := fcap.Cap{Scope: strings.Repeat("s", 300), ID: strings.Repeat("i", 70_000-MaxStringLen), Limit: fcap.MaxLimit, Window: fcap.Millis(fcap.MaxTime)}
 	for _, table := range []fcap.CheckTable{
 		benchTable(),
 		{Caps: append(append(manyCaps(40), variants...), near, long, capCampaign, capAdv, capZero, capOdd, capMaxStr), Refs: []uint16{0, 48, 49}, Ends: []uint32{1, 3}},
@@ -68,8 +70,8 @@ func TestEncodedCapsRefusesLongStrings(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []fcap.Cap{
-		{Scope: strings.Repeat("s", MaxStringLen+1), ID: "c", Limit: 1, Window: 1},
-		{Scope: "campaign", ID: strings.Repeat("i", MaxStringLen+1), Limit: 1, Window: 1},
+		{Scope: strings.Repeat("s", MaxStringLen+1), ID: "c", Limit: 1, Window: time.Millisecond},
+		{Scope: "campaign", ID: strings.Repeat("i", MaxStringLen+1), Limit: 1, Window: time.Millisecond},
 	} {
 		if err := enc.Append(&c); err == nil || !strings.Contains(err.Error(), "limit 65536") {
 			t.Fatalf("Append of a cap with a %d-byte string = %v, want a refusal", max(len(c.Scope), len(c.ID)), err)
@@ -78,7 +80,37 @@ func TestEncodedCapsRefusesLongStrings(t *testing.T) {
 			t.Fatal("AppendFrame accepts the cap Append refuses")
 		}
 	}
-	if enc.Len() != 1 || !bytes.Equal(enc.Form(0), appendCap(nil, &capCreative)) {
+	if enc.Len() != 1 || !bytes.Equal(enc.Form(0), appendCap(nil, &capCreative, capCreative.WindowMillis())) {
+		t.Fatalf("the list changed: %d caps", enc.Len())
+	}
+}
+
+// TestCapsRefusePartialMilliseconds: the wire carries a window in
+// milliseconds, so a window with a fraction of one is refused with
+// fcap.ErrBadWindow by every way a cap is encoded, never rounded to
+// another window; the list is left as it was.
+func TestCapsRefusePartialMilliseconds(t *testing.T) {
+	var enc EncodedCaps
+	if err := enc.Append(&capCreative); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []time.Duration{time.Hour + 500*time.Microsecond, 999 * time.Microsecond, time.Nanosecond, -1500 * time.Microsecond, 3_600_000} {
+		c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: w}
+		check := func(how string, err error) {
+			t.Helper()
+			if !errors.Is(err, fcap.ErrBadWindow) || !strings.Contains(err.Error(), w.String()+" is not a whole number of milliseconds") {
+				t.Errorf("%s of a window of %v = %v, want fcap.ErrBadWindow naming it", how, w, err)
+			}
+		}
+		check("Append", enc.Append(&c))
+		_, err := AppendCapForm(nil, &c)
+		check("AppendCapForm", err)
+		_, err = AppendFrame(nil, 1, &Check{Viewer: "v", Table: fcap.CheckTable{Caps: []fcap.Cap{c}, Refs: []uint16{0}, Ends: []uint32{1}}})
+		check("AppendFrame of a Check", err)
+		_, err = AppendFrame(nil, 1, &Allow{Viewer: "v", Caps: []fcap.Cap{capCreative, c}})
+		check("AppendFrame of an Allow", err)
+	}
+	if enc.Len() != 1 || !bytes.Equal(enc.Form(0), appendCap(nil, &capCreative, capCreative.WindowMillis())) {
 		t.Fatalf("the list changed: %d caps", enc.Len())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/fcap-io/fcap"
@@ -13,45 +14,66 @@ import (
 // The engine's types as they travel inside messages. proto does not
 // validate caps (the engine does, and answers fcap.ErrInvalid, which
 // travels as CodeBadRequest); it only makes sure that decoding them
-// cannot panic or allocate more than the body backs.
+// cannot panic or allocate more than the body backs, and refuses to
+// encode what the wire cannot carry: a string over MaxStringLen, a
+// window that is not a whole number of milliseconds.
 
-// cap: [scope str, id str, limit int, window int, algorithm uint8, mode uint8]
+// cap: [scope str, id str, limit int, window int (milliseconds),
+// algorithm uint8, mode uint8]
 func (e *encoder) cap(c *fcap.Cap) {
-	if len(c.Scope) > MaxStringLen || len(c.ID) > MaxStringLen { // tested inline: a Check encodes 100 caps
+	ms, whole := wireWindow(c)
+	if len(c.Scope) > MaxStringLen || len(c.ID) > MaxStringLen || !whole { // tested inline: a Check encodes 100 caps
 		e.strLimit(len(c.Scope))
 		e.strLimit(len(c.ID))
+		if !whole {
+			e.fail(windowNotMillis(c))
+		}
 	}
-	e.buf = appendCap(e.buf, c)
+	e.buf = appendCap(e.buf, c, ms)
 }
 
-// appendCap appends c in a slice the compiler keeps in registers, where
-// the encoder's methods would load and store e.buf for every value. A cap
-// in the form every client sends (capFastForm) takes appendCapFast; the
-// rest goes value by value, the same bytes either way.
-func appendCap(b []byte, c *fcap.Cap) []byte {
-	if capFastForm(c) {
-		return appendCapFast(b, c)
+// wireWindow returns c's window in milliseconds, as the wire carries it,
+// and whether that is all of it.
+func wireWindow(c *fcap.Cap) (ms int64, whole bool) {
+	m := c.Window / time.Millisecond
+	return int64(m), m*time.Millisecond == c.Window
+}
+
+// windowNotMillis is the error for a cap whose window the wire cannot
+// carry.
+func windowNotMillis(c *fcap.Cap) error {
+	return fmt.Errorf("cap %q/%q: %w: %v is not a whole number of milliseconds", trim(c.Scope), trim(c.ID), fcap.ErrBadWindow, c.Window)
+}
+
+// appendCap appends c, its window ms milliseconds, in a slice the
+// compiler keeps in registers, where the encoder's methods would load
+// and store e.buf for every value. A cap in the form every client sends
+// (capFastForm) takes appendCapFast; the rest goes value by value, the
+// same bytes either way.
+func appendCap(b []byte, c *fcap.Cap, ms int64) []byte {
+	if capFastForm(c, ms) {
+		return appendCapFast(b, c, ms)
 	}
-	return appendCapValues(b, c)
+	return appendCapValues(b, c, ms)
 }
 
 // appendCapValues appends c value by value: every form.
-func appendCapValues(b []byte, c *fcap.Cap) []byte {
+func appendCapValues(b []byte, c *fcap.Cap, ms int64) []byte {
 	b = appendArrayLen(b, 6)
 	b = appendStr(b, c.Scope)
 	b = appendStr(b, c.ID)
 	b = appendInt(b, c.Limit)
-	b = appendInt(b, c.Window)
+	b = appendInt(b, ms)
 	b = appendUint(b, uint64(c.Algorithm))
 	return appendUint(b, uint64(c.Mode))
 }
 
-// capFastForm reports whether c encodes in the form capFast decodes:
-// scope and id of up to 31 bytes (fixstrs), limit and window in
-// [0, 2^32), algorithm and mode positive fixints.
-func capFastForm(c *fcap.Cap) bool {
+// capFastForm reports whether c, its window ms milliseconds, encodes in
+// the form capFast decodes: scope and id of up to 31 bytes (fixstrs),
+// limit and window in [0, 2^32), algorithm and mode positive fixints.
+func capFastForm(c *fcap.Cap, ms int64) bool {
 	return len(c.Scope) <= 31 && len(c.ID) <= 31 && uint64(c.Limit) <= math.MaxUint32 &&
-		uint64(c.Window) <= math.MaxUint32 && c.Algorithm <= 0x7f && c.Mode <= 0x7f
+		uint64(ms) <= math.MaxUint32 && c.Algorithm <= 0x7f && c.Mode <= 0x7f
 }
 
 // capFastRoom is the most bytes a cap in capFastForm takes besides its
@@ -63,7 +85,7 @@ const capFastRoom = 1 + 1 + 1 + 5 + 5 + 1 + 1
 // where the value-by-value path checks it for each of the eight values
 // (BenchmarkCheckCPU/warm: the encoding is half of the client's CPU for a
 // check).
-func appendCapFast(b []byte, c *fcap.Cap) []byte {
+func appendCapFast(b []byte, c *fcap.Cap, ms int64) []byte {
 	n := len(b)
 	b = slices.Grow(b, capFastRoom+len(c.Scope)+len(c.ID))
 	d := b[n : n+capFastRoom+len(c.Scope)+len(c.ID)]
@@ -72,7 +94,7 @@ func appendCapFast(b []byte, c *fcap.Cap) []byte {
 	d[i] = 0xa0 | byte(len(c.ID))
 	i += 1 + copy(d[i+1:], c.ID)
 	i = putUint32Form(d, i, uint32(c.Limit))
-	i = putUint32Form(d, i, uint32(c.Window))
+	i = putUint32Form(d, i, uint32(ms))
 	d[i], d[i+1] = byte(c.Algorithm), byte(c.Mode)
 	return b[:n+i+2]
 }
@@ -111,7 +133,7 @@ func (d *decoder) capSlow(c *fcap.Cap) {
 	c.Scope = d.str()
 	c.ID = d.str()
 	c.Limit = d.int()
-	c.Window = d.int()
+	c.Window = fcap.Millis(d.int())
 	c.Algorithm = fcap.Algorithm(d.uintN(0xFF))
 	c.Mode = fcap.Mode(d.uintN(0xFF))
 	d.end(extra)
@@ -165,7 +187,7 @@ func (d *decoder) capFast(c *fcap.Cap) bool {
 	if m > 0 {
 		c.ID = unsafe.String(&id[0], m)
 	}
-	c.Limit, c.Window = limit, window
+	c.Limit, c.Window = limit, time.Duration(window)*time.Millisecond // under 2^32 ms: no overflow
 	c.Algorithm, c.Mode = fcap.Algorithm(b[i]), fcap.Mode(b[i+1])
 	d.off += i + 2
 	return true

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -47,17 +48,26 @@ func TestEncoderForms(t *testing.T) {
 	for _, n := range []int{0, 1, 15, 16, 65535, 65536} {
 		cases = append(cases, form{fmt.Sprint("array of ", n), func(e *encoder) { e.array(n) }, func(e *msgpack.Encoder) { e.EncodeArrayLen(n) }})
 	}
-	for _, c := range []fcap.Cap{
-		{Scope: "campaign", ID: "campaign-42", Limit: 5, Window: 86_400_000},
-		{Scope: strings.Repeat("s", 40), ID: strings.Repeat("i", 300), Limit: fcap.MaxLimit, Window: fcap.MaxTime, Algorithm: fcap.Fixed, Mode: fcap.Strict},
-		{Limit: -1, Window: math.MinInt64, Algorithm: 200, Mode: 255}, // not valid caps, but encoded as they are
-	} {
-		cases = append(cases, form{fmt.Sprintf("cap %.20v", c), func(e *encoder) { e.cap(&c) }, func(e *msgpack.Encoder) {
+	caps := []fcap.Cap{
+		{Scope: "campaign", ID: "campaign-42", Limit: 5, Window: 24 * time.Hour},
+		{Scope: strings.Repeat("s", 40), ID: strings.Repeat("i", 300), Limit: fcap.MaxLimit, Window: fcap.Millis(fcap.MaxTime), Algorithm: fcap.Fixed, Mode: fcap.Strict},
+		{Limit: -1, Window: fcap.Millis(math.MinInt64), Algorithm: 200, Mode: 255}, // not valid caps, but encoded as they are
+	}
+	// A window crosses as the integer of its milliseconds, in every form
+	// (the wire of when Window was milliseconds).
+	for _, ms := range append(ints, fcap.MaxWindow.Milliseconds(), math.MaxInt64/1_000_000) {
+		if ms > math.MaxInt64/1_000_000 || ms < -math.MaxInt64/1_000_000 {
+			continue
+		}
+		caps = append(caps, fcap.Cap{Scope: "campaign", ID: "c", Limit: 5, Window: time.Duration(ms) * time.Millisecond})
+	}
+	for _, c := range caps {
+		cases = append(cases, form{fmt.Sprintf("cap %.20v %v", c, c.Window), func(e *encoder) { e.cap(&c) }, func(e *msgpack.Encoder) {
 			e.EncodeArrayLen(6)
 			e.EncodeString(c.Scope)
 			e.EncodeString(c.ID)
 			e.EncodeInt(c.Limit)
-			e.EncodeInt(c.Window)
+			e.EncodeInt(c.WindowMillis())
 			e.EncodeUint(uint64(c.Algorithm))
 			e.EncodeUint(uint64(c.Mode))
 		}})

@@ -122,7 +122,7 @@ func encodeCap(e *msgpack.Encoder, c fcap.Cap) {
 	e.EncodeString(c.Scope)
 	e.EncodeString(c.ID)
 	e.EncodeInt(c.Limit)
-	e.EncodeInt(c.Window)
+	e.EncodeInt(c.WindowMillis())
 	e.EncodeUint(uint64(c.Algorithm))
 	e.EncodeUint(uint64(c.Mode))
 }
@@ -157,7 +157,7 @@ func TestDecodeSkipsAppendedFields(t *testing.T) {
 		e.EncodeString(capCreative.Scope)
 		e.EncodeString(capCreative.ID)
 		e.EncodeInt(capCreative.Limit)
-		e.EncodeInt(capCreative.Window)
+		e.EncodeInt(capCreative.WindowMillis())
 		e.EncodeUint(0)
 		e.EncodeUint(0)
 		extras(e)
@@ -200,7 +200,7 @@ func TestDecodeOptionalField(t *testing.T) {
 
 func TestDecodeCheckWithoutBackup(t *testing.T) {
 	// A five-field Check from an older client decodes with Backup false.
-	want := Check{Viewer: "v", Now: 3, HasNow: true, Table: fcap.CheckTable{Caps: []fcap.Cap{{Scope: "s", ID: "i", Limit: 1, Window: 2}}, Refs: []uint16{0}, Ends: []uint32{1}}}
+	want := Check{Viewer: "v", Now: 3, HasNow: true, Table: fcap.CheckTable{Caps: []fcap.Cap{{Scope: "s", ID: "i", Limit: 1, Window: 2 * time.Millisecond}}, Refs: []uint16{0}, Ends: []uint32{1}}}
 	full, err := AppendFrame(nil, 1, &want)
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +269,7 @@ func TestDecodeRefusesLongBudget(t *testing.T) {
 // older client, which sends no backup field, into values that held one:
 // Backup comes out false, so a backup owner never takes their writes.
 func TestDecodeWritesWithoutBackup(t *testing.T) {
-	caps := []fcap.Cap{{Scope: "s", ID: "i", Limit: 1, Window: 2}}
+	caps := []fcap.Cap{{Scope: "s", ID: "i", Limit: 1, Window: 2 * time.Millisecond}}
 	for _, tc := range []struct {
 		want, into Message
 		fixarray   byte

@@ -179,12 +179,12 @@ func (a *API) authorized(r *http.Request) bool {
 
 // Cap is a cap as JSON.
 type Cap struct {
-	Scope     string `json:"scope"`
-	ID        string `json:"id"`
-	Limit     int64  `json:"limit"`
-	Window    int64  `json:"window"`
-	Algorithm string `json:"algorithm,omitempty"`
-	Mode      string `json:"mode,omitempty"`
+	Scope        string `json:"scope"`
+	ID           string `json:"id"`
+	Limit        int64  `json:"limit"`
+	WindowMillis int64  `json:"window"` // milliseconds
+	Algorithm    string `json:"algorithm,omitempty"`
+	Mode         string `json:"mode,omitempty"`
 }
 
 // Candidate is a candidate ad as JSON.
@@ -557,7 +557,7 @@ func (a *API) reserve(w http.ResponseWriter, r *http.Request) {
 			return nil, err
 		}
 		return func(ctx context.Context) (any, error) {
-			v, res, err := a.c.Reserve(ctx, id, fcap.Candidate{Caps: caps}, time.Duration(req.TTLMillis)*time.Millisecond, opts...)
+			v, res, err := a.c.Reserve(ctx, id, fcap.Candidate{Caps: caps}, fcap.Millis(req.TTLMillis), opts...)
 			if policyAnswered(err, v.Failed()) {
 				err = nil
 			}
@@ -784,7 +784,7 @@ func toCaps(in []Cap) ([]fcap.Cap, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: cap %d: %v", errInvalid, i, err)
 		}
-		out[i] = fcap.Cap{Scope: c.Scope, ID: c.ID, Limit: c.Limit, Window: c.Window, Algorithm: alg, Mode: mode}
+		out[i] = fcap.Cap{Scope: c.Scope, ID: c.ID, Limit: c.Limit, Window: fcap.Millis(c.WindowMillis), Algorithm: alg, Mode: mode}
 	}
 	return out, nil
 }

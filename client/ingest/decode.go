@@ -38,7 +38,8 @@ type Decoder interface {
 //	  ]
 //	}
 //
-// A cap's window is milliseconds, or a Go duration string ("1h", "24h");
+// A cap's window is milliseconds, or a Go duration string ("1h", "24h")
+// of a whole number of milliseconds;
 // algorithm is sliding (default), buckets or fixed; mode soft (default)
 // or strict. Unknown fields are ignored, so producers may carry more;
 // keys are case-sensitive.
@@ -86,8 +87,9 @@ func (t *jsonTime) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// jsonWindow is milliseconds, as a number or a Go duration string.
-type jsonWindow int64
+// jsonWindow is a window: milliseconds as a number, or a Go duration
+// string, kept whole (validation refuses a fraction of a millisecond).
+type jsonWindow time.Duration
 
 func (w *jsonWindow) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
@@ -99,14 +101,14 @@ func (w *jsonWindow) UnmarshalJSON(b []byte) error {
 		if err != nil {
 			return fmt.Errorf("window %q: %v", s, err)
 		}
-		*w = jsonWindow(d.Milliseconds())
+		*w = jsonWindow(d)
 		return nil
 	}
 	n, err := strconv.ParseInt(string(b), 10, 64)
 	if err != nil {
 		return fmt.Errorf("window %s: not integer milliseconds", b)
 	}
-	*w = jsonWindow(n)
+	*w = jsonWindow(fcap.Millis(n))
 	return nil
 }
 
@@ -158,7 +160,7 @@ func (j *jsonImpression) item(recorded time.Time) (client.RecordItem, error) {
 		if err != nil {
 			return it, fmt.Errorf("cap %d: %w", i, err)
 		}
-		it.Impression.Caps[i] = fcap.Cap{Scope: c.Scope, ID: c.ID, Limit: c.Limit, Window: int64(c.Window), Algorithm: alg, Mode: mode}
+		it.Impression.Caps[i] = fcap.Cap{Scope: c.Scope, ID: c.ID, Limit: c.Limit, Window: time.Duration(c.Window), Algorithm: alg, Mode: mode}
 	}
 	return it, nil
 }

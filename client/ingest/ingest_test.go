@@ -353,12 +353,19 @@ func TestJSONDecode(t *testing.T) {
 		bad         bool
 	}{
 		{name: "one", value: `{"id":"i","viewer":"v","time":5,"caps":[{"scope":"creative","id":"c","limit":3,"window":"1h","mode":"strict","algorithm":"fixed"}]}`,
-			want: []client.RecordItem{{Viewer: "v", Impression: fcap.Impression{ID: "i", Time: 5, Caps: []fcap.Cap{{Scope: "creative", ID: "c", Limit: 3, Window: 3_600_000, Mode: fcap.Strict, Algorithm: fcap.Fixed}}}}}},
+			want: []client.RecordItem{{Viewer: "v", Impression: fcap.Impression{ID: "i", Time: 5, Caps: []fcap.Cap{{Scope: "creative", ID: "c", Limit: 3, Window: time.Hour, Mode: fcap.Strict, Algorithm: fcap.Fixed}}}}}},
 		{name: "array, device, rfc3339, record time", value: `[{"id":"i","device":"d","time":"2023-11-14T22:13:20Z","caps":[{"scope":"s","id":"c","limit":1,"window":10}]},{"id":"j","viewer":"v","caps":[]}]`,
 			want: []client.RecordItem{
-				{Viewer: "d", Device: true, Impression: fcap.Impression{ID: "i", Time: 1_700_000_000_000, Caps: []fcap.Cap{{Scope: "s", ID: "c", Limit: 1, Window: 10}}}},
+				{Viewer: "d", Device: true, Impression: fcap.Impression{ID: "i", Time: 1_700_000_000_000, Caps: []fcap.Cap{{Scope: "s", ID: "c", Limit: 1, Window: 10 * time.Millisecond}}}},
 				{Viewer: "v", Impression: fcap.Impression{ID: "j", Time: ts.UnixMilli(), Caps: []fcap.Cap{}}},
 			}},
+		{name: "window in milliseconds", value: `{"id":"i","viewer":"v","time":5,"caps":[{"scope":"s","id":"c","limit":1,"window":3600000}]}`,
+			want: []client.RecordItem{{Viewer: "v", Impression: fcap.Impression{ID: "i", Time: 5, Caps: []fcap.Cap{{Scope: "s", ID: "c", Limit: 1, Window: time.Hour}}}}}},
+		// A duration with a fraction of a millisecond is kept whole (it
+		// was cut to 1ms), so validation refuses it rather than count it
+		// under another window.
+		{name: "window of a fraction of a millisecond", value: `{"id":"i","viewer":"v","time":5,"caps":[{"scope":"s","id":"c","limit":1,"window":"1.5ms"}]}`,
+			want: []client.RecordItem{{Viewer: "v", Impression: fcap.Impression{ID: "i", Time: 5, Caps: []fcap.Cap{{Scope: "s", ID: "c", Limit: 1, Window: 1500 * time.Microsecond}}}}}},
 		{name: "both viewer and device", value: `{"id":"i","viewer":"v","device":"d"}`, bad: true},
 		{name: "unknown mode", value: `{"id":"i","viewer":"v","caps":[{"scope":"s","id":"c","limit":1,"window":1,"mode":"hard"}]}`, bad: true},
 		{name: "bad window", value: `{"id":"i","viewer":"v","caps":[{"scope":"s","id":"c","limit":1,"window":"soon"}]}`, bad: true},

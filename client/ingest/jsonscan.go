@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/fcap-io/fcap"
 )
 
 // A reader for the JSON record schema, for speed: encoding/json's
@@ -211,9 +213,8 @@ func (s *scanner) int(what string) (int64, error) {
 	return n, nil
 }
 
-// millis reads a time (integer Unix ms or RFC 3339) or a window (integer
-// ms or a Go duration), by isTime.
-func (s *scanner) millis(what string, isTime bool) (int64, bool, error) {
+// time reads a time: integer Unix ms or RFC 3339; false for null.
+func (s *scanner) time() (int64, bool, error) {
 	switch s.peek() {
 	case 'n':
 		s.i += 4
@@ -221,23 +222,38 @@ func (s *scanner) millis(what string, isTime bool) (int64, bool, error) {
 	case '"':
 		v, err := s.str()
 		if err != nil {
-			return 0, false, fmt.Errorf("%s: %w", what, err)
+			return 0, false, fmt.Errorf("time: %w", err)
 		}
-		if isTime {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				return 0, false, fmt.Errorf("time %q: not RFC 3339", v)
-			}
-			return t.UnixMilli(), true, nil
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return 0, false, fmt.Errorf("time %q: not RFC 3339", v)
+		}
+		return t.UnixMilli(), true, nil
+	}
+	n, err := s.int("time")
+	return n, err == nil, err
+}
+
+// window reads a window: integer ms or a Go duration string, kept whole
+// (validation refuses a fraction of a millisecond); 0 for null.
+func (s *scanner) window() (time.Duration, error) {
+	switch s.peek() {
+	case 'n':
+		s.i += 4
+		return 0, nil
+	case '"':
+		v, err := s.str()
+		if err != nil {
+			return 0, fmt.Errorf("window: %w", err)
 		}
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return 0, false, fmt.Errorf("window %q: %v", v, err)
+			return 0, fmt.Errorf("window %q: %v", v, err)
 		}
-		return d.Milliseconds(), true, nil
+		return d, nil
 	}
-	n, err := s.int(what)
-	return n, err == nil, err
+	n, err := s.int("window")
+	return fcap.Millis(n), err
 }
 
 // impressions reads a record's value: one impression object or an array
@@ -272,7 +288,7 @@ func (s *scanner) impression(j *jsonImpression) error {
 		case "time":
 			var t int64
 			var ok bool
-			if t, ok, err = s.millis("time", true); ok {
+			if t, ok, err = s.time(); ok {
 				jt := jsonTime(t)
 				j.Time = &jt
 			}
@@ -303,8 +319,8 @@ func (s *scanner) cap(c *jsonCap) error {
 		case "limit":
 			c.Limit, err = s.int("limit")
 		case "window":
-			var w int64
-			w, _, err = s.millis("window", false)
+			var w time.Duration
+			w, err = s.window()
 			c.Window = jsonWindow(w)
 		case "algorithm":
 			c.Algorithm, err = s.str()

@@ -119,7 +119,7 @@ func newFcapTarget(addrs string, w *workload, x *ids, o targetOpts) (*fcapTarget
 		mode = fcap.Strict
 	}
 	for _, id := range x.campaigns {
-		t.campaigns = append(t.campaigns, fcap.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: w.Window, Mode: mode})
+		t.campaigns = append(t.campaigns, fcap.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: fcap.Millis(w.Window), Mode: mode})
 	}
 	if o.prepared {
 		t.prepared = make([]client.PreparedCandidate, len(t.campaigns))

@@ -77,7 +77,7 @@ func fcapFrameSizes(w *workload, x *ids) (echoSizes, error) {
 	res.Epoch, res.Now = 1<<20, chk.Now
 	for i := range w.Candidates {
 		id := x.campaigns[len(x.campaigns)-1-i]
-		chk.Table.Caps = append(chk.Table.Caps, fcap.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: w.Window, Mode: mode})
+		chk.Table.Caps = append(chk.Table.Caps, fcap.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: fcap.Millis(w.Window), Mode: mode})
 		chk.Table.Refs = append(chk.Table.Refs, uint16(i))
 		chk.Table.Ends = append(chk.Table.Ends, uint32(i+1))
 		res.Verdicts = append(res.Verdicts, fcap.Verdict{Allowed: true, Remaining: w.Limit - 1, Blocking: -1})

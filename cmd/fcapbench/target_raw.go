@@ -23,7 +23,7 @@ func newRawTarget(addrs string, w *workload, x *ids, o targetOpts) (*echoTarget,
 	chk.Viewer = viewer
 	for i := range w.Candidates {
 		id := x.campaigns[len(x.campaigns)-1-i]
-		chk.Table.Caps = append(chk.Table.Caps, fcap.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: w.Window, Mode: mode})
+		chk.Table.Caps = append(chk.Table.Caps, fcap.Cap{Scope: "campaign", ID: id, Limit: w.Limit, Window: fcap.Millis(w.Window), Mode: mode})
 		chk.Table.Refs = append(chk.Table.Refs, uint16(i))
 		chk.Table.Ends = append(chk.Table.Ends, uint32(i+1))
 	}

@@ -78,9 +78,9 @@ func parseCap(s string) (fcap.Cap, error) {
 
 // parseWindow reads a window: milliseconds, or a Go duration extended
 // with d (24h) and w (7 days), e.g. 24h, 7d, 2w, 1d12h.
-func parseWindow(s string) (int64, error) {
+func parseWindow(s string) (time.Duration, error) {
 	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return ms, nil
+		return fcap.Millis(ms), nil
 	}
 	bad := fmt.Errorf("window %q is neither milliseconds nor a duration (ms, s, m, h, d, w)", s)
 	var total time.Duration
@@ -122,7 +122,10 @@ func parseWindow(s string) (int64, error) {
 	if total <= 0 {
 		return 0, fmt.Errorf("window %q is not positive", s)
 	}
-	return total.Milliseconds(), nil
+	if total%time.Millisecond != 0 {
+		return 0, fmt.Errorf("window %q is not a whole number of milliseconds", s)
+	}
+	return total, nil
 }
 
 // parseCandidate reads caps joined with "+".

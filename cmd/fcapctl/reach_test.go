@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 )
@@ -105,7 +106,7 @@ func TestUnknownScopeListsTheAcceptedOnes(t *testing.T) {
 }
 
 func TestParseCap(t *testing.T) {
-	const day, week = 24 * 3_600_000, 7 * 24 * 3_600_000
+	const day, week = 24 * time.Hour, 7 * 24 * time.Hour
 	for _, c := range []struct {
 		in   string
 		want fcap.Cap
@@ -121,6 +122,10 @@ func TestParseCap(t *testing.T) {
 		{"campaign:c1:3:24h:strict:buckets", fcap.Cap{Scope: "campaign", ID: "c1", Limit: 3, Window: day, Mode: fcap.Strict, Algorithm: fcap.Buckets}},
 		{"campaign:c1:3:24h:fixed:strict", fcap.Cap{Scope: "campaign", ID: "c1", Limit: 3, Window: day, Mode: fcap.Strict, Algorithm: fcap.Fixed}},
 		{"campaign:c1:3:24h:algorithm=fixed", fcap.Cap{Scope: "campaign", ID: "c1", Limit: 3, Window: day, Algorithm: fcap.Fixed}},
+		{"creative:k1:2:1h", fcap.Cap{Scope: "creative", ID: "k1", Limit: 2, Window: time.Hour}},
+		{"creative:k1:2:90m", fcap.Cap{Scope: "creative", ID: "k1", Limit: 2, Window: 90 * time.Minute}},
+		{"creative:k1:2:1500ms", fcap.Cap{Scope: "creative", ID: "k1", Limit: 2, Window: 1500 * time.Millisecond}},
+		{"creative:k1:2:1500", fcap.Cap{Scope: "creative", ID: "k1", Limit: 2, Window: 1500 * time.Millisecond}},
 	} {
 		got, err := parseCap(c.in)
 		if err != nil || got != c.want {
@@ -131,6 +136,7 @@ func TestParseCap(t *testing.T) {
 		"campaign:c1:3", "campaign:c1:x:1h", "campaign:c1:3:1y", "campaign:c1:3:d", "campaign:c1:3:-1d",
 		"campaign:c1:3:1h:strict:soft", "campaign:c1:3:1h:sliding:fixed", "campaign:c1:3:1h:mode=sliding",
 		"campaign:c1:3:1h:speed=fast", "campaign:c1:3:1h:", "campaign:c1:3:1h:a:b:c",
+		"campaign:c1:3:1.5ms", "campaign:c1:3:1h500us",
 	} {
 		if c, err := parseCap(in); err == nil {
 			t.Errorf("parseCap(%q) = %+v, want an error", in, c)

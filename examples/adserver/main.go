@@ -57,11 +57,6 @@ type ad struct {
 	Caps     []fcap.Cap
 }
 
-var (
-	hour = time.Hour.Milliseconds()
-	day  = 24 * hour
-)
-
 // reservationTTL is how long a served ad has to play before its
 // reservation lapses and the impression it held is free again.
 const reservationTTL = 30 * time.Second
@@ -69,12 +64,12 @@ const reservationTTL = 30 * time.Second
 // inventory: a few creatives of two campaigns of two advertisers.
 func inventory() []ad {
 	campaign := func(id string, perDay int64) fcap.Cap {
-		return fcap.Cap{Scope: "campaign", ID: id, Limit: perDay, Window: day}
+		return fcap.Cap{Scope: "campaign", ID: id, Limit: perDay, Window: 24 * time.Hour}
 	}
 	creative := func(id string, perHour int64) fcap.Cap {
-		return fcap.Cap{Scope: "creative", ID: id, Limit: perHour, Window: hour}
+		return fcap.Cap{Scope: "creative", ID: id, Limit: perHour, Window: time.Hour}
 	}
-	premium := fcap.Cap{Scope: "advertiser", ID: "premium", Limit: 2, Window: day, Mode: fcap.Strict}
+	premium := fcap.Cap{Scope: "advertiser", ID: "premium", Limit: 2, Window: 24 * time.Hour, Mode: fcap.Strict}
 	return []ad{
 		{"premium-video", []fcap.Cap{creative("premium-video", 1), campaign("premium-launch", 5), premium}},
 		{"premium-banner", []fcap.Cap{creative("premium-banner", 2), campaign("premium-launch", 5), premium}},

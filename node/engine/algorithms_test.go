@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 )
@@ -18,7 +19,7 @@ func TestAlgorithmOps(t *testing.T) {
 	const window, now, gone = 100, 60, 10_000
 	for a := range fcap.NumAlgorithms {
 		t.Run(a.String(), func(t *testing.T) {
-			c := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 10, Window: window, Algorithm: a}}
+			c := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 10, Window: window * time.Millisecond, Algorithm: a}}
 			kh := []uint64{c[0].Key()}
 			if w := newWords(a, window, e.cfg.Buckets); w < 0 || KeepsTimes(a) != (w == 0) {
 				t.Errorf("newWords = %d for an algorithm that keeps times: %v", w, KeepsTimes(a))
@@ -164,7 +165,7 @@ func TestImportRefusesUnknownAlgorithm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 10, Window: 100, Algorithm: fcap.Fixed}}
+	c := []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 10, Window: 100 * time.Millisecond, Algorithm: fcap.Fixed}}
 	var v viewer
 	e.record(&v, c, []uint64{c[0].Key()}, 10)
 	if err := e.checkState(&v); err != nil {

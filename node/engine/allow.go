@@ -67,7 +67,7 @@ func (e *Engine) AllowWrite(w *Write, viewer string, now int64, caps []fcap.Cap)
 func longestWindow(caps []fcap.Cap) int64 {
 	var longest int64
 	for i := range caps {
-		longest = max(longest, caps[i].Window)
+		longest = max(longest, caps[i].WindowMillis())
 	}
 	return longest
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
@@ -26,7 +27,7 @@ func newBenchEngine(b *testing.B) *engine.Engine {
 // its limit of recent impressions, the steady state of a hot key.
 func BenchmarkAllowExisting(b *testing.B) {
 	e := newBenchEngine(b)
-	c := fcap.Cap{Scope: "campaign", ID: "campaign-0042", Limit: 5, Window: 3_600_000}
+	c := fcap.Cap{Scope: "campaign", ID: "campaign-0042", Limit: 5, Window: time.Hour}
 	for i := range 5 {
 		if _, err := e.Allow("viewer-000001", int64(i), c); err != nil {
 			b.Fatal(err)
@@ -52,7 +53,7 @@ func BenchmarkAllowParallel(b *testing.B) {
 	e := newBenchEngine(b)
 	const viewers = 1 << 18
 	ids := make([]string, viewers)
-	c := fcap.Cap{Scope: "campaign", ID: "campaign-0042", Limit: 5, Window: 1 << 20}
+	c := fcap.Cap{Scope: "campaign", ID: "campaign-0042", Limit: 5, Window: (1 << 20) * time.Millisecond}
 	for i := range ids {
 		ids[i] = "viewer-" + strconv.Itoa(i)
 		if _, err := e.Allow(ids[i], 0, c); err != nil {
@@ -86,9 +87,9 @@ func BenchmarkCheck100x3(b *testing.B) {
 	cands := make([]fcap.Candidate, 100)
 	for i := range cands {
 		cands[i].Caps = []fcap.Cap{
-			{Scope: "creative", ID: fmt.Sprintf("cr-%d", i), Limit: 3, Window: 3_600_000},
-			{Scope: "campaign", ID: fmt.Sprintf("cmp-%d", i/2), Limit: 5, Window: 86_400_000},
-			{Scope: "advertiser", ID: fmt.Sprintf("adv-%d", i/10), Limit: 20, Window: 7 * 86_400_000},
+			{Scope: "creative", ID: fmt.Sprintf("cr-%d", i), Limit: 3, Window: time.Hour},
+			{Scope: "campaign", ID: fmt.Sprintf("cmp-%d", i/2), Limit: 5, Window: 24 * time.Hour},
+			{Scope: "advertiser", ID: fmt.Sprintf("adv-%d", i/10), Limit: 20, Window: 7 * 24 * time.Hour},
 		}
 		if _, err := e.Record("viewer-1", fcap.Impression{ID: strconv.Itoa(i), Time: int64(i), Caps: cands[i].Caps}); err != nil {
 			b.Fatal(err)
@@ -114,7 +115,7 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 	memoryPerKey(b, func(e *engine.Engine) {
 		caps := make([]fcap.Cap, campaigns)
 		for c := range caps {
-			caps[c] = fcap.Cap{Scope: "campaign", ID: "campaign-" + strconv.Itoa(c), Limit: 5, Window: 86_400_000}
+			caps[c] = fcap.Cap{Scope: "campaign", ID: "campaign-" + strconv.Itoa(c), Limit: 5, Window: 24 * time.Hour}
 		}
 		ids := make([]string, viewers)
 		for v := range ids {
@@ -160,9 +161,9 @@ func BenchmarkCheckTable100x3(b *testing.B) {
 	index := map[fcap.Cap]uint16{}
 	for i := range 100 {
 		caps := []fcap.Cap{
-			{Scope: "creative", ID: fmt.Sprintf("cr-%d", i), Limit: 3, Window: 3_600_000},
-			{Scope: "campaign", ID: fmt.Sprintf("cmp-%d", i/2), Limit: 5, Window: 86_400_000},
-			{Scope: "advertiser", ID: fmt.Sprintf("adv-%d", i/10), Limit: 20, Window: 7 * 86_400_000},
+			{Scope: "creative", ID: fmt.Sprintf("cr-%d", i), Limit: 3, Window: time.Hour},
+			{Scope: "campaign", ID: fmt.Sprintf("cmp-%d", i/2), Limit: 5, Window: 24 * time.Hour},
+			{Scope: "advertiser", ID: fmt.Sprintf("adv-%d", i/10), Limit: 20, Window: 7 * 24 * time.Hour},
 		}
 		if _, err := e.Record("viewer-1", fcap.Impression{ID: strconv.Itoa(i), Time: int64(i), Caps: caps}); err != nil {
 			b.Fatal(err)
@@ -198,7 +199,7 @@ func BenchmarkMemoryPerKeyRecorded(b *testing.B) {
 	memoryPerKey(b, func(e *engine.Engine) {
 		caps := make([][]fcap.Cap, campaigns)
 		for c := range caps {
-			caps[c] = []fcap.Cap{{Scope: "campaign", ID: "campaign-" + strconv.Itoa(c), Limit: 5, Window: 86_400_000}}
+			caps[c] = []fcap.Cap{{Scope: "campaign", ID: "campaign-" + strconv.Itoa(c), Limit: 5, Window: 24 * time.Hour}}
 		}
 		now := int64(1_700_000_000_000)
 		for k := range imps {

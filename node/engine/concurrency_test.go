@@ -22,7 +22,7 @@ func TestConcurrentAllowGrantsExactlyLimit(t *testing.T) {
 		t.Run(algo.String(), func(t *testing.T) {
 			e := newEngine(t, func(c *engine.Config) { c.Stripes = 4 })
 			const limit, goroutines, attempts = 37, 16, 50
-			c := fcap.Cap{Scope: "campaign", ID: "hot", Limit: limit, Window: 1 << 30, Algorithm: algo}
+			c := fcap.Cap{Scope: "campaign", ID: "hot", Limit: limit, Window: (1 << 30) * time.Millisecond, Algorithm: algo}
 			var granted atomic.Int64
 			var wg sync.WaitGroup
 			for g := range goroutines {
@@ -92,7 +92,7 @@ func TestConcurrentReserveNeverOvershoots(t *testing.T) {
 func TestConcurrentRecordLosesNothing(t *testing.T) {
 	e := newEngine(t, func(c *engine.Config) { c.Stripes = 2 })
 	const goroutines, per, viewers = 8, 300, 3
-	c := campaign("c", fcap.MaxLimit, fcap.MaxWindow)
+	c := campaign("c", fcap.MaxLimit, fcap.MaxWindow.Milliseconds())
 	adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: fcap.MaxLimit, Window: fcap.MaxWindow, Algorithm: fcap.Fixed}
 	var recorded atomic.Int64
 	var wg sync.WaitGroup

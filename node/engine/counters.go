@@ -11,7 +11,7 @@ func (v *viewer) used(c *fcap.Cap, kh uint64, now int64) int64 {
 	var n int64
 	if i, ok := v.find(kh); ok {
 		h := v.header(i)
-		n = v.count(&h, now, c.Window)
+		n = v.count(&h, now, c.WindowMillis())
 	}
 	if v.ext != nil {
 		n += v.ext.reserved(kh, now)
@@ -77,10 +77,10 @@ func (e *Engine) record(v *viewer, caps []fcap.Cap, khs []uint64, t int64) {
 		}
 		c := &caps[i]
 		// Caps sharing this counter: it retains for the largest.
-		limit, window := c.Limit, c.Window
+		limit, window := c.Limit, c.WindowMillis()
 		for j := i + 1; j < len(caps); j++ {
 			if khs[j] == khs[i] {
-				limit, window = max(limit, caps[j].Limit), max(window, caps[j].Window)
+				limit, window = max(limit, caps[j].Limit), max(window, caps[j].WindowMillis())
 			}
 		}
 		if KeepsTimes(c.Algorithm) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/fcap-io/fcap"
@@ -50,7 +51,7 @@ func TestDuplicateUntilTheHorizon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 100, Window: 3_600_000}
+	c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 100, Window: time.Hour}
 	for _, at := range []int64{1_700_000_000_000, 1_700_000_000_001, 1_700_000_000_999} {
 		imp := fcap.Impression{ID: "imp", Time: at, Caps: []fcap.Cap{c}}
 		v := fmt.Sprint("viewer-", at)
@@ -59,7 +60,7 @@ func TestDuplicateUntilTheHorizon(t *testing.T) {
 		}
 		// A retry just before the horizon, after the engine's clock moved
 		// there and a sweep forgot whatever had passed.
-		late := at + c.Window - 1
+		late := at + c.WindowMillis() - 1
 		e.Check("clock", nil, late, nil)
 		e.Sweep(1 << 30)
 		if st, err := e.Record(v, imp); err != nil || st != fcap.Duplicate {

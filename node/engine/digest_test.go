@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
@@ -13,8 +14,8 @@ import (
 // a copy missing one impression, or holding one more, does not.
 func TestDigestSeesCountsNotLayout(t *testing.T) {
 	sliding := campaign("s", 10, 1000)
-	fixed := fcap.Cap{Scope: "campaign", ID: "f", Limit: 10, Window: 1000, Algorithm: fcap.Fixed}
-	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 10, Window: 1000, Algorithm: fcap.Buckets}
+	fixed := fcap.Cap{Scope: "campaign", ID: "f", Limit: 10, Window: time.Second, Algorithm: fcap.Fixed}
+	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 10, Window: time.Second, Algorithm: fcap.Buckets}
 	short := campaign("short", 10, 50)
 	all := []fcap.Cap{sliding, fixed, buckets, short}
 	key := fcap.ViewerKey("v")
@@ -97,8 +98,8 @@ func TestDigestSeesCountsNotLayout(t *testing.T) {
 func TestStatsCountImpressionsAndReservations(t *testing.T) {
 	e := newEngine(t)
 	sliding := campaign("s", 10, 100_000)
-	fixed := fcap.Cap{Scope: "campaign", ID: "f", Limit: 10, Window: 100_000, Algorithm: fcap.Fixed}
-	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 10, Window: 100_000, Algorithm: fcap.Buckets}
+	fixed := fcap.Cap{Scope: "campaign", ID: "f", Limit: 10, Window: 100 * time.Second, Algorithm: fcap.Fixed}
+	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 10, Window: 100 * time.Second, Algorithm: fcap.Buckets}
 	for i := range 5 {
 		mustAllow(t, e, "a", int64(1000+i), true, sliding)
 	}

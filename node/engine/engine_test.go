@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
@@ -24,8 +25,9 @@ func newEngine(t testing.TB, mutate ...func(*engine.Config)) *engine.Engine {
 	return e
 }
 
+// campaign is a campaign cap of window ticks (milliseconds).
 func campaign(id string, limit, window int64) fcap.Cap {
-	return fcap.Cap{Scope: "campaign", ID: id, Limit: limit, Window: window}
+	return fcap.Cap{Scope: "campaign", ID: id, Limit: limit, Window: fcap.Millis(window)}
 }
 
 func mustAllow(t *testing.T, e *engine.Engine, viewer string, now int64, want bool, caps ...fcap.Cap) fcap.Verdict {
@@ -121,13 +123,13 @@ func TestSlidingKeepsOnlyNewestLimit(t *testing.T) {
 
 func TestCheckReportsRemainingAndBlocking(t *testing.T) {
 	e := newEngine(t)
-	cr := fcap.Cap{Scope: "creative", ID: "cr1", Limit: 2, Window: 100}
+	cr := fcap.Cap{Scope: "creative", ID: "cr1", Limit: 2, Window: 100 * time.Millisecond}
 	cm := campaign("cm1", 5, 100)
-	adv := fcap.Cap{Scope: "advertiser", ID: "a1", Limit: 3, Window: 100}
+	adv := fcap.Cap{Scope: "advertiser", ID: "a1", Limit: 3, Window: 100 * time.Millisecond}
 	mustRecord(t, e, "u", fcap.Impression{ID: "i1", Time: 1, Caps: []fcap.Cap{cr, cm, adv}}, fcap.Recorded)
 	mustRecord(t, e, "u", fcap.Impression{ID: "i2", Time: 2, Caps: []fcap.Cap{cr, cm, adv}}, fcap.Recorded)
 
-	other := fcap.Cap{Scope: "creative", ID: "cr2", Limit: 2, Window: 100}
+	other := fcap.Cap{Scope: "creative", ID: "cr2", Limit: 2, Window: 100 * time.Millisecond}
 	out, err := e.Check("u", []fcap.Candidate{
 		{Caps: []fcap.Cap{cr, cm, adv}},
 		{Caps: []fcap.Cap{other, cm, adv}},
@@ -252,7 +254,7 @@ func TestReservations(t *testing.T) {
 
 func TestFixedWindowBoundaryBurst(t *testing.T) {
 	e := newEngine(t)
-	c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 2, Window: 100, Algorithm: fcap.Fixed}
+	c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 2, Window: 100 * time.Millisecond, Algorithm: fcap.Fixed}
 	mustAllow(t, e, "u", 98, true, c)
 	mustAllow(t, e, "u", 99, true, c)
 	mustAllow(t, e, "u", 99, false, c)
@@ -274,7 +276,7 @@ func TestBucketsErrorBound(t *testing.T) {
 	const window, buckets = 100, 10
 	g := int64(window / buckets)
 	e := newEngine(t, func(c *engine.Config) { c.Buckets = buckets })
-	c := fcap.Cap{Scope: "campaign", ID: "c", Limit: fcap.MaxLimit, Window: window, Algorithm: fcap.Buckets}
+	c := fcap.Cap{Scope: "campaign", ID: "c", Limit: fcap.MaxLimit, Window: window * time.Millisecond, Algorithm: fcap.Buckets}
 	var times []int64
 	exact := func(now, w int64) int64 {
 		n := int64(0)
@@ -306,7 +308,7 @@ func TestBucketsErrorBound(t *testing.T) {
 func TestWideTimestamps(t *testing.T) {
 	e := newEngine(t)
 	// A window longer than 2^32 ticks forces two-word timestamps.
-	c := campaign("c", 4, fcap.MaxWindow)
+	c := campaign("c", 4, fcap.MaxWindow.Milliseconds())
 	times := []int64{5, 1 << 33, 1<<33 + 7, 3}
 	for i, at := range times {
 		mustRecord(t, e, "u", fcap.Impression{ID: fmt.Sprint(i), Time: at, Caps: []fcap.Cap{c}}, fcap.Recorded)
@@ -345,15 +347,15 @@ func TestInvalidInputChangesNothing(t *testing.T) {
 		{"long viewer", long, good, 0, fcap.ErrIDTooLong},
 		{"empty id", "u", campaign("", 1, 10), 0, fcap.ErrEmptyID},
 		{"long id", "u", campaign(long, 1, 10), 0, fcap.ErrIDTooLong},
-		{"empty scope", "u", fcap.Cap{ID: "c", Limit: 1, Window: 10}, 0, fcap.ErrEmptyScope},
-		{"unknown scope", "u", fcap.Cap{Scope: "planet", ID: "c", Limit: 1, Window: 10}, 0, fcap.ErrUnknownScope},
+		{"empty scope", "u", fcap.Cap{ID: "c", Limit: 1, Window: 10 * time.Millisecond}, 0, fcap.ErrEmptyScope},
+		{"unknown scope", "u", fcap.Cap{Scope: "planet", ID: "c", Limit: 1, Window: 10 * time.Millisecond}, 0, fcap.ErrUnknownScope},
 		{"zero limit", "u", campaign("c", 0, 10), 0, fcap.ErrBadLimit},
 		{"negative limit", "u", campaign("c", -3, 10), 0, fcap.ErrBadLimit},
 		{"huge limit", "u", campaign("c", fcap.MaxLimit+1, 10), 0, fcap.ErrBadLimit},
 		{"zero window", "u", campaign("c", 1, 0), 0, fcap.ErrBadWindow},
 		{"negative window", "u", campaign("c", 1, -10), 0, fcap.ErrBadWindow},
-		{"unknown algorithm", "u", fcap.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 10, Algorithm: 9}, 0, fcap.ErrUnknownAlgorithm},
-		{"unknown mode", "u", fcap.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 10, Mode: 7}, 0, fcap.ErrUnknownMode},
+		{"unknown algorithm", "u", fcap.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 10 * time.Millisecond, Algorithm: 9}, 0, fcap.ErrUnknownAlgorithm},
+		{"unknown mode", "u", fcap.Cap{Scope: "campaign", ID: "c", Limit: 1, Window: 10 * time.Millisecond, Mode: 7}, 0, fcap.ErrUnknownMode},
 		{"negative time", "u", good, -1, fcap.ErrBadTime},
 		{"time past max", "u", good, fcap.MaxTime + 1, fcap.ErrBadTime},
 	}
@@ -434,7 +436,7 @@ func TestConfigValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustAllow(t, e, "u", 0, true, fcap.Cap{Scope: "line_item", ID: "x", Limit: 1, Window: 5})
+	mustAllow(t, e, "u", 0, true, fcap.Cap{Scope: "line_item", ID: "x", Limit: 1, Window: 5 * time.Millisecond})
 }
 
 func TestMemoryLimitRefusesNewCounters(t *testing.T) {
@@ -501,8 +503,8 @@ func sweepAll(e *engine.Engine, now int64) {
 func TestSweepFreesIdleState(t *testing.T) {
 	e := newEngine(t)
 	c := campaign("c", 5, 100)
-	f := fcap.Cap{Scope: "creative", ID: "f", Limit: 5, Window: 100, Algorithm: fcap.Fixed}
-	b := fcap.Cap{Scope: "advertiser", ID: "b", Limit: 5, Window: 300, Algorithm: fcap.Buckets}
+	f := fcap.Cap{Scope: "creative", ID: "f", Limit: 5, Window: 100 * time.Millisecond, Algorithm: fcap.Fixed}
+	b := fcap.Cap{Scope: "advertiser", ID: "b", Limit: 5, Window: 300 * time.Millisecond, Algorithm: fcap.Buckets}
 	for i := range 1000 {
 		v := fmt.Sprint("viewer-", i)
 		mustRecord(t, e, v, fcap.Impression{ID: "x", Time: int64(i % 50), Caps: []fcap.Cap{c, f, b}}, fcap.Recorded)
@@ -587,7 +589,7 @@ func TestSweptMemoryReturnsToTheHeap(t *testing.T) {
 	}
 	e := newEngine(t)
 	base := heap()
-	caps := []fcap.Cap{campaign("a", 5, 100), campaign("b", 5, 100), {Scope: "advertiser", ID: "x", Limit: 9, Window: 100, Algorithm: fcap.Buckets}}
+	caps := []fcap.Cap{campaign("a", 5, 100), campaign("b", 5, 100), {Scope: "advertiser", ID: "x", Limit: 9, Window: 100 * time.Millisecond, Algorithm: fcap.Buckets}}
 	for v := range 50_000 {
 		id := fmt.Sprint("viewer-", v)
 		for k := range 3 {

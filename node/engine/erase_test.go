@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
@@ -11,8 +12,8 @@ import (
 func eraseCaps() []fcap.Cap {
 	return []fcap.Cap{
 		campaign("s", 20, 1000),
-		{Scope: "campaign", ID: "f", Limit: 20, Window: 1000, Algorithm: fcap.Fixed},
-		{Scope: "campaign", ID: "b", Limit: 20, Window: 1000, Algorithm: fcap.Buckets},
+		{Scope: "campaign", ID: "f", Limit: 20, Window: time.Second, Algorithm: fcap.Fixed},
+		{Scope: "campaign", ID: "b", Limit: 20, Window: time.Second, Algorithm: fcap.Buckets},
 	}
 }
 

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"errors"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/fcap-io/fcap"
@@ -30,8 +31,8 @@ func link(t *testing.T, e *engine.Engine, device, viewer string, at int64) int64
 func TestLinkMergesTheDevicesImpressionsOnce(t *testing.T) {
 	e := newEngine(t)
 	sliding := campaign("s", 10, 100_000)
-	fixed := fcap.Cap{Scope: "campaign", ID: "f", Limit: 10, Window: 100_000, Algorithm: fcap.Fixed}
-	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 10, Window: 100_000, Algorithm: fcap.Buckets}
+	fixed := fcap.Cap{Scope: "campaign", ID: "f", Limit: 10, Window: 100 * time.Second, Algorithm: fcap.Fixed}
+	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 10, Window: 100 * time.Second, Algorithm: fcap.Buckets}
 	all := []fcap.Cap{sliding, fixed, buckets}
 	mustAllow(t, e, "phone", 1000, true, all...)
 	mustAllow(t, e, "phone", 1001, true, all...)

@@ -58,7 +58,7 @@ func (e *Engine) mergeCounters(v, nv *viewer, floor int64) {
 // another viewer or copy, creating it like nh. The caller has checked the
 // counter limits.
 func (e *Engine) replay(v *viewer, nh *header, t, n int64) {
-	c := [1]fcap.Cap{{Limit: int64(nh.limit), Window: nh.window, Algorithm: nh.algo}}
+	c := [1]fcap.Cap{{Limit: int64(nh.limit), Window: fcap.Millis(nh.window), Algorithm: nh.algo}}
 	kh := [1]uint64{nh.hash}
 	for range n {
 		e.record(v, c[:], kh[:], t)

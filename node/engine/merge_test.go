@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
@@ -17,8 +18,8 @@ import (
 // again changes nothing.
 func TestMergeKeepsWhatEitherCopyCounted(t *testing.T) {
 	sliding := campaign("s", 20, 1000)
-	fixed := fcap.Cap{Scope: "campaign", ID: "f", Limit: 20, Window: 1000, Algorithm: fcap.Fixed}
-	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 20, Window: 1000, Algorithm: fcap.Buckets}
+	fixed := fcap.Cap{Scope: "campaign", ID: "f", Limit: 20, Window: time.Second, Algorithm: fcap.Fixed}
+	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 20, Window: time.Second, Algorithm: fcap.Buckets}
 	all := []fcap.Cap{sliding, fixed, buckets}
 	key := fcap.ViewerKey("v")
 

@@ -39,7 +39,7 @@ func (e *Engine) RecordWrite(w *Write, viewer string, imp fcap.Impression) (st f
 	khs := keyHashes(buf[:0], imp.Caps)
 	var longest int64
 	for i := range imp.Caps {
-		longest = max(longest, imp.Caps[i].Window)
+		longest = max(longest, imp.Caps[i].WindowMillis())
 	}
 	idh := xxhash.Sum64String(imp.ID)
 	e.observe(mark)

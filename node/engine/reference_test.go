@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
@@ -37,7 +38,7 @@ import (
 // The catalogue.
 
 func modelCap(scope, id string, limit, window int64, algo fcap.Algorithm) fcap.Cap {
-	return fcap.Cap{Scope: scope, ID: id, Limit: limit, Window: window, Algorithm: algo}
+	return fcap.Cap{Scope: scope, ID: id, Limit: limit, Window: fcap.Millis(window), Algorithm: algo}
 }
 
 func strict(c fcap.Cap) fcap.Cap {
@@ -146,7 +147,7 @@ type refKey struct {
 func refKeyOf(viewer string, c fcap.Cap) refKey {
 	k := refKey{viewer: viewer, scope: c.Scope, id: c.ID, algo: c.Algorithm}
 	if c.Algorithm != fcap.Sliding {
-		k.window = c.Window
+		k.window = c.WindowMillis()
 	}
 	return k
 }
@@ -221,7 +222,7 @@ func (r *reference) used(viewer string, c fcap.Cap, now int64) (lo, hi int64) {
 		}
 		return n
 	}
-	w := c.Window
+	w := c.WindowMillis()
 	switch c.Algorithm {
 	case fcap.Sliding:
 		lo = count(func(t int64) bool { return t > now-w })
@@ -264,7 +265,7 @@ func (r *reference) record(viewer string, imp fcap.Impression) fcap.RecordStatus
 	}
 	var longest int64
 	for _, c := range imp.Caps {
-		longest = max(longest, c.Window)
+		longest = max(longest, c.WindowMillis())
 	}
 	if imp.Time <= r.hw-longest {
 		return fcap.Stale
@@ -908,7 +909,7 @@ func (h *modelHarness) pastTime(src chooser, caps []fcap.Cap) int64 {
 	}
 	var longest int64
 	for _, c := range caps {
-		longest = max(longest, c.Window)
+		longest = max(longest, c.WindowMillis())
 	}
 	return max(0, h.now-int64(src.intn(int(longest)+40)))
 }
@@ -1165,7 +1166,7 @@ func (h *modelHarness) doCrowd(src chooser) {
 func longestWindow(caps []fcap.Cap) int64 {
 	var w int64
 	for _, c := range caps {
-		w = max(w, c.Window)
+		w = max(w, c.WindowMillis())
 	}
 	return w
 }
@@ -1313,8 +1314,9 @@ var badCapMutations = []struct {
 	{"negative limit", func(c *fcap.Cap) { c.Limit = -3 }},
 	{"limit past fcap.MaxLimit", func(c *fcap.Cap) { c.Limit = fcap.MaxLimit + 1 }},
 	{"window 0", func(c *fcap.Cap) { c.Window = 0 }},
-	{"negative window", func(c *fcap.Cap) { c.Window = -5 }},
-	{"window past fcap.MaxTime", func(c *fcap.Cap) { c.Window = fcap.MaxTime + 1 }},
+	{"negative window", func(c *fcap.Cap) { c.Window = -5 * time.Millisecond }},
+	{"window past fcap.MaxWindow", func(c *fcap.Cap) { c.Window = fcap.MaxWindow + time.Millisecond }},
+	{"window of a fraction of a millisecond", func(c *fcap.Cap) { c.Window += time.Microsecond }},
 	{"empty scope", func(c *fcap.Cap) { c.Scope = "" }},
 	{"empty id", func(c *fcap.Cap) { c.ID = "" }},
 	{"unknown scope", func(c *fcap.Cap) { c.Scope = "publisher" }},

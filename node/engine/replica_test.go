@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
@@ -20,8 +21,8 @@ import (
 func populate(t testing.TB, e *engine.Engine) []string {
 	t.Helper()
 	c := campaign("c", 3, 1000)
-	f := fcap.Cap{Scope: "creative", ID: "f", Limit: 4, Window: 500, Algorithm: fcap.Fixed}
-	b := fcap.Cap{Scope: "advertiser", ID: "b", Limit: 9, Window: 700, Algorithm: fcap.Buckets}
+	f := fcap.Cap{Scope: "creative", ID: "f", Limit: 4, Window: 500 * time.Millisecond, Algorithm: fcap.Fixed}
+	b := fcap.Cap{Scope: "advertiser", ID: "b", Limit: 9, Window: 700 * time.Millisecond, Algorithm: fcap.Buckets}
 	var viewers []string
 	for i := range 50 {
 		v := fmt.Sprint("viewer-", i)
@@ -36,7 +37,7 @@ func populate(t testing.TB, e *engine.Engine) []string {
 			e.Allow(v, 140, campaign("other", 2, 100))
 		}
 	}
-	wide := campaign("w", 4, fcap.MaxWindow)
+	wide := campaign("w", 4, fcap.MaxWindow.Milliseconds())
 	e.Record("wide", fcap.Impression{ID: "x", Time: 1, Caps: []fcap.Cap{wide}})
 	e.Record("wide", fcap.Impression{ID: "y", Time: 1 << 34, Caps: []fcap.Cap{wide}})
 	return append(viewers, "wide")

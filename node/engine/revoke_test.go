@@ -3,6 +3,7 @@ package engine_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/node/engine"
@@ -14,8 +15,8 @@ func TestRevoke(t *testing.T) {
 	for _, algo := range []fcap.Algorithm{fcap.Sliding, fcap.Fixed, fcap.Buckets} {
 		t.Run(algo.String(), func(t *testing.T) {
 			e := newEngine(t)
-			c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 3, Window: 1000, Algorithm: algo, Mode: fcap.Strict}
-			adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: 10, Window: 5000, Algorithm: algo, Mode: fcap.Strict}
+			c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 3, Window: time.Second, Algorithm: algo, Mode: fcap.Strict}
+			adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: 10, Window: 5 * time.Second, Algorithm: algo, Mode: fcap.Strict}
 			for i := range 3 {
 				mustAllow(t, e, "v", 100+int64(i), true, c, adv)
 			}
@@ -76,7 +77,7 @@ func TestRevokeRefusesBadInput(t *testing.T) {
 	}{
 		{"", 10, []fcap.Cap{c}},
 		{"v", -1, []fcap.Cap{c}},
-		{"v", 10, []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 0, Window: 1000}}},
+		{"v", 10, []fcap.Cap{{Scope: "campaign", ID: "c", Limit: 0, Window: time.Second}}},
 	} {
 		if _, err := e.Revoke(tc.viewer, tc.now, tc.caps...); !errors.Is(err, fcap.ErrInvalid) {
 			t.Errorf("Revoke(%q, %d, %v): %v, want fcap.ErrInvalid", tc.viewer, tc.now, tc.caps, err)
@@ -97,8 +98,8 @@ func TestRevokeRefusesBadInput(t *testing.T) {
 func TestRevokeGrantReachesEveryCopy(t *testing.T) {
 	for _, algo := range []fcap.Algorithm{fcap.Sliding, fcap.Fixed, fcap.Buckets} {
 		t.Run(algo.String(), func(t *testing.T) {
-			c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 5, Window: 1000, Algorithm: algo, Mode: fcap.Strict}
-			adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: 10, Window: 5000, Algorithm: algo, Mode: fcap.Strict}
+			c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 5, Window: time.Second, Algorithm: algo, Mode: fcap.Strict}
+			adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: 10, Window: 5 * time.Second, Algorithm: algo, Mode: fcap.Strict}
 			caps := []fcap.Cap{c, adv}
 			key := fcap.ViewerKey("v")
 			owner, backup := newEngine(t), newEngine(t)

@@ -94,7 +94,7 @@ func (e *Engine) VoidWrite(w *Write, viewer string, imp fcap.Impression) (voided
 	khs := keyHashes(buf[:0], imp.Caps)
 	var longest int64
 	for i := range imp.Caps {
-		longest = max(longest, imp.Caps[i].Window)
+		longest = max(longest, imp.Caps[i].WindowMillis())
 	}
 	m := voidMark{id: xxhash.Sum64String(imp.ID), at: imp.Time, until: imp.Time + longest}
 	for i, kh := range khs {

@@ -482,7 +482,7 @@ func (c *cluster) record(name, viewer, id string) uint64 {
 // the cluster's clock, and returns the viewer's key; nothing marks it.
 func (c *cluster) recordOnly(name, viewer, id string) uint64 {
 	c.t.Helper()
-	imp := fcap.Impression{ID: id, Time: c.clock.Now().UnixMilli(), Caps: []fcap.Cap{{Scope: "campaign", ID: "c1", Limit: 100, Window: int64(time.Hour / time.Millisecond)}}}
+	imp := fcap.Impression{ID: id, Time: c.clock.Now().UnixMilli(), Caps: []fcap.Cap{{Scope: "campaign", ID: "c1", Limit: 100, Window: time.Hour}}}
 	if _, err := c.nodes[name].eng.Record(viewer, imp); err != nil {
 		c.t.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func waitReady(t *testing.T, nd *node.Node) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var v httpapi.Verdict
-		st := post(t, nd, "/v1/allow", httpapi.AllowRequest{Viewer: "probe", Caps: []httpapi.Cap{{Scope: "campaign", ID: "probe", Limit: 65535, Window: 1}}}, &v)
+		st := post(t, nd, "/v1/allow", httpapi.AllowRequest{Viewer: "probe", Caps: []httpapi.Cap{{Scope: "campaign", ID: "probe", Limit: 65535, WindowMillis: 1}}}, &v)
 		if st == http.StatusOK && !v.FailOpen {
 			return
 		}
@@ -121,7 +121,7 @@ func TestAllowCheckAndForwarding(t *testing.T) {
 	entry := nodes[0]
 	waitReady(t, entry)
 	capOf := func(id string) httpapi.Cap {
-		return httpapi.Cap{Scope: "campaign", ID: id, Limit: 2, Window: 3_600_000}
+		return httpapi.Cap{Scope: "campaign", ID: id, Limit: 2, WindowMillis: 3_600_000}
 	}
 	for _, owner := range nodes {
 		viewer := viewerOwnedBy(t, entry, owner.Name())
@@ -161,7 +161,7 @@ func TestRecordReserveRelease(t *testing.T) {
 	entry := nodes[1]
 	waitReady(t, entry)
 	viewer := viewerOwnedBy(t, entry, nodes[0].Name())
-	c := httpapi.Cap{Scope: "campaign", ID: "r", Limit: 3, Window: 3_600_000}
+	c := httpapi.Cap{Scope: "campaign", ID: "r", Limit: 3, WindowMillis: 3_600_000}
 	now := time.Now().UnixMilli()
 
 	var rr httpapi.RecordResponse
@@ -210,7 +210,7 @@ func TestBadRequests(t *testing.T) {
 	entry := nodes[0]
 	waitReady(t, entry)
 	before := nodes[0].Engine().Stats().Keys + nodes[1].Engine().Stats().Keys
-	good := httpapi.Cap{Scope: "campaign", ID: "x", Limit: 1, Window: 1000}
+	good := httpapi.Cap{Scope: "campaign", ID: "x", Limit: 1, WindowMillis: 1000}
 	huge := `{"viewer":"v","caps":[` + strings.Repeat(`{"scope":"campaign","id":"x","limit":1,"window":1000},`, 30000) + `{}]}`
 	for _, tc := range []struct {
 		name, path string
@@ -218,8 +218,8 @@ func TestBadRequests(t *testing.T) {
 		status     int
 	}{
 		{"empty viewer", "/v1/allow", httpapi.AllowRequest{Caps: []httpapi.Cap{good}}, 400},
-		{"negative window", "/v1/allow", httpapi.AllowRequest{Viewer: "v", Caps: []httpapi.Cap{{Scope: "campaign", ID: "x", Limit: 1, Window: -5}}}, 400},
-		{"unknown algorithm", "/v1/allow", httpapi.AllowRequest{Viewer: "v", Caps: []httpapi.Cap{{Scope: "campaign", ID: "x", Limit: 1, Window: 5, Algorithm: "magic"}}}, 400},
+		{"negative window", "/v1/allow", httpapi.AllowRequest{Viewer: "v", Caps: []httpapi.Cap{{Scope: "campaign", ID: "x", Limit: 1, WindowMillis: -5}}}, 400},
+		{"unknown algorithm", "/v1/allow", httpapi.AllowRequest{Viewer: "v", Caps: []httpapi.Cap{{Scope: "campaign", ID: "x", Limit: 1, WindowMillis: 5, Algorithm: "magic"}}}, 400},
 		{"unknown field", "/v1/allow", `{"viewer":"v","caps":[],"extra":1}`, 400},
 		{"wrong type", "/v1/allow", `{"viewer":7,"caps":[]}`, 400},
 		{"not JSON", "/v1/check", `viewer=v`, 400},
@@ -371,7 +371,7 @@ func TestRecordReplicatedAck(t *testing.T) {
 	})
 	entry := nodes[1]
 	waitReady(t, entry)
-	c := httpapi.Cap{Scope: "campaign", ID: "rep", Limit: 10, Window: 3_600_000}
+	c := httpapi.Cap{Scope: "campaign", ID: "rep", Limit: 10, WindowMillis: 3_600_000}
 	now := time.Now().UnixMilli()
 	rec := httpapi.RecordRequest{Viewer: "rep-viewer", Ack: httpapi.AckReplicated,
 		Impression: httpapi.Impression{ID: "imp-rep-1", Time: now, Caps: []httpapi.Cap{c}}}
@@ -381,7 +381,7 @@ func TestRecordReplicatedAck(t *testing.T) {
 	if st := post(t, entry, "/v1/record", rec, &rr); st != http.StatusOK || !rr.Replicated || rr.Queued || rr.Status != "recorded" && rr.Status != "duplicate" {
 		t.Fatalf("replicated record: status %d %+v; want 200, replicated, recorded", st, rr)
 	}
-	capc := fcap.Cap{Scope: c.Scope, ID: c.ID, Limit: c.Limit, Window: c.Window}
+	capc := fcap.Cap{Scope: c.Scope, ID: c.ID, Limit: c.Limit, Window: fcap.Millis(c.WindowMillis)}
 	for _, nd := range nodes {
 		vds, err := nd.Engine().Check("rep-viewer", []fcap.Candidate{{Caps: []fcap.Cap{capc}}}, now, nil)
 		if err != nil {

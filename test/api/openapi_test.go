@@ -205,6 +205,8 @@ func TestOpenAPIAgreesWithALiveNode(t *testing.T) {
 		{name: "check with an unknown field", path: "/v1/check", body: `{"viewer":"v","candidates":[{"caps":[` + capJSON("a", 3) + `]}],"extra":1}`, status: 400, specRefuses: true},
 		{name: "check with a viewer of the wrong type", path: "/v1/check", body: `{"viewer":7,"candidates":[{"caps":[` + capJSON("a", 3) + `]}]}`, status: 400, specRefuses: true},
 		{name: "check with a negative window", path: "/v1/check", body: `{"viewer":"v","candidates":[{"caps":[{"scope":"campaign","id":"a","limit":1,"window":-5}]}]}`, status: 400, specRefuses: true},
+		{name: "check with a window past 400 days", path: "/v1/check", body: `{"viewer":"v","candidates":[{"caps":[{"scope":"campaign","id":"a","limit":1,"window":34560000001}]}]}`, status: 400, code: httpapi.CodeBadRequest, specRefuses: true},
+		{name: "check with a window of 400 days", path: "/v1/check", body: `{"viewer":"v","candidates":[{"caps":[{"scope":"campaign","id":"a","limit":1,"window":34560000000}]}]}`, status: 200},
 		{name: "check with an unknown algorithm", path: "/v1/check", body: `{"viewer":"v","candidates":[{"caps":[{"scope":"campaign","id":"a","limit":1,"window":5,"algorithm":"magic"}]}]}`, status: 400, specRefuses: true},
 		{name: "check with an unknown scope", path: "/v1/check", body: `{"viewer":"v","candidates":[{"caps":[{"scope":"placement","id":"a","limit":1,"window":5}]}]}`, status: 400, code: httpapi.CodeBadRequest},
 		{name: "check in the future", path: "/v1/check", body: fmt.Sprintf(`{"viewer":"v","now":%d,"candidates":[{"caps":[%s]}]}`, now+3_600_000, capJSON("a", 3)), status: 400, code: httpapi.CodeFutureTime},

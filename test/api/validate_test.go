@@ -33,13 +33,13 @@ func oneNode(t *testing.T, name string, mutate ...func(*node.Config)) *node.Node
 // queues nothing; an impression without a time counts now.
 func TestRecordRefusedUpFront(t *testing.T) {
 	nd := oneNode(t, "api-record-valid")
-	good := httpapi.Cap{Scope: "campaign", ID: "c", Limit: 3, Window: 3_600_000}
+	good := httpapi.Cap{Scope: "campaign", ID: "c", Limit: 3, WindowMillis: 3_600_000}
 	for _, tc := range []struct {
 		name string
 		req  httpapi.RecordRequest
 		says string
 	}{
-		{"unknown scope", httpapi.RecordRequest{Viewer: "v", Impression: httpapi.Impression{ID: "i", Caps: []httpapi.Cap{{Scope: "placement", ID: "p", Limit: 1, Window: 1000}}}},
+		{"unknown scope", httpapi.RecordRequest{Viewer: "v", Impression: httpapi.Impression{ID: "i", Caps: []httpapi.Cap{{Scope: "placement", ID: "p", Limit: 1, WindowMillis: 1000}}}},
 			`"placement" (accepted: creative, campaign, advertiser)`},
 		{"viewer of 300 bytes", httpapi.RecordRequest{Viewer: strings.Repeat("v", 300), Impression: httpapi.Impression{ID: "i", Caps: []httpapi.Cap{good}}},
 			"viewer is 300 bytes, at most 256"},

@@ -24,7 +24,7 @@ const (
 	numStrict     = 3
 	strictLimit   = 3
 	softLimit     = 5
-	day           = 24 * 3_600_000
+	day           = 24 * time.Hour
 )
 
 func candidates() []fcap.Candidate {

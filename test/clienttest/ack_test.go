@@ -20,7 +20,7 @@ func TestRecordSyncAgainstANode(t *testing.T) {
 	c := newClient(t, nil, nd.DataAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	capc := fcap.Cap{Scope: "campaign", ID: "sync", Limit: 10, Window: time.Hour.Milliseconds()}
+	capc := fcap.Cap{Scope: "campaign", ID: "sync", Limit: 10, Window: time.Hour}
 	now := time.Now().UnixMilli()
 	items := []client.RecordItem{
 		{Viewer: "a", Impression: fcap.Impression{ID: "1", Time: now, Caps: []fcap.Cap{capc}}},
@@ -56,7 +56,7 @@ func TestRecordSyncStressCountsWhatItAcknowledges(t *testing.T) {
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	capOf := fcap.Cap{Scope: "campaign", ID: "c", Limit: fcap.MaxLimit, Window: time.Hour.Milliseconds()}
+	capOf := fcap.Cap{Scope: "campaign", ID: "c", Limit: fcap.MaxLimit, Window: time.Hour}
 	const viewers, workers, batches, batchSize = 50, 4, 15, 100
 	now := time.Now().UnixMilli()
 	var failed atomic.Int32

@@ -25,11 +25,11 @@ func podViewer(t *testing.T, c *client.Client, ctx context.Context) []fcap.Candi
 	if err := c.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: 5, Window: 1000}
+	adv := fcap.Cap{Scope: "advertiser", ID: "a", Limit: 5, Window: time.Second}
 	return []fcap.Candidate{
-		{Caps: []fcap.Cap{{Scope: "creative", ID: "x", Limit: 2, Window: 1000}, soft, adv}},
-		{Caps: []fcap.Cap{{Scope: "creative", ID: "y", Limit: 2, Window: 1000}, soft, adv}},
-		{Caps: []fcap.Cap{{Scope: "creative", ID: "z", Limit: 2, Window: 1000}, adv}},
+		{Caps: []fcap.Cap{{Scope: "creative", ID: "x", Limit: 2, Window: time.Second}, soft, adv}},
+		{Caps: []fcap.Cap{{Scope: "creative", ID: "y", Limit: 2, Window: time.Second}, soft, adv}},
+		{Caps: []fcap.Cap{{Scope: "creative", ID: "z", Limit: 2, Window: time.Second}, adv}},
 	}
 }
 
@@ -48,7 +48,7 @@ func readySolo(t *testing.T) (*node.Node, *client.Client, context.Context) {
 	// returned before the connection was up, or while the node was still
 	// joining, and that call failed open at once).
 	var res client.CheckResult
-	err := c.CheckInto(ctx, "warm-up", []fcap.Candidate{{Caps: []fcap.Cap{{Scope: "campaign", ID: "warm-up", Limit: 1, Window: 1000}}}}, &res, client.At(0))
+	err := c.CheckInto(ctx, "warm-up", []fcap.Candidate{{Caps: []fcap.Cap{{Scope: "campaign", ID: "warm-up", Limit: 1, Window: time.Second}}}}, &res, client.At(0))
 	if err != nil || res.Verdicts[0].Failed() {
 		t.Fatalf("the first check after WaitReady: %v %+v, want the node's verdict", err, res.Verdicts)
 	}
@@ -95,7 +95,7 @@ func TestClientAgainstANode(t *testing.T) {
 	}
 
 	// Reserve / Release round trip.
-	_, r, err := c.Reserve(ctx, "res-viewer", fcap.Candidate{Caps: []fcap.Cap{{Scope: "campaign", ID: "s", Limit: 1, Window: 1000, Mode: fcap.Strict}}}, time.Minute) // at the node's clock: a reservation made at tick 1 would have expired long ago
+	_, r, err := c.Reserve(ctx, "res-viewer", fcap.Candidate{Caps: []fcap.Cap{{Scope: "campaign", ID: "s", Limit: 1, Window: time.Second, Mode: fcap.Strict}}}, time.Minute) // at the node's clock: a reservation made at tick 1 would have expired long ago
 	if err != nil || r.ID == 0 {
 		t.Fatalf("Reserve = %+v, %v", r, err)
 	}

@@ -52,8 +52,8 @@ func exampleClient(seed string) *client.Client {
 }
 
 var (
-	day          = 24 * time.Hour.Milliseconds()
-	creativeCap  = fcap.Cap{Scope: "creative", ID: "cr42", Limit: 3, Window: time.Hour.Milliseconds()}
+	day          = 24 * time.Hour
+	creativeCap  = fcap.Cap{Scope: "creative", ID: "cr42", Limit: 3, Window: time.Hour}
 	campaignCap  = fcap.Cap{Scope: "campaign", ID: "c7", Limit: 10, Window: day}
 	contractCap  = fcap.Cap{Scope: "campaign", ID: "premium", Limit: 2, Window: day, Mode: fcap.Strict}
 	advertiserAd = fcap.Cap{Scope: "advertiser", ID: "acme", Limit: 4, Window: day}

@@ -48,8 +48,8 @@ func BenchmarkFirstCheckAfterWaitReady(b *testing.B) {
 	cands := make([]fcap.Candidate, 100)
 	for i := range cands {
 		cands[i] = fcap.Candidate{Caps: []fcap.Cap{
-			{Scope: "creative", ID: fmt.Sprint("cr", i), Limit: 3, Window: time.Hour.Milliseconds()},
-			{Scope: "campaign", ID: fmt.Sprint("c", i/10), Limit: 10, Window: 24 * time.Hour.Milliseconds()},
+			{Scope: "creative", ID: fmt.Sprint("cr", i), Limit: 3, Window: time.Hour},
+			{Scope: "campaign", ID: fmt.Sprint("c", i/10), Limit: 10, Window: 24 * time.Hour},
 		}}
 	}
 	clients, calls := *firstCheckClients, *firstCheckCalls

@@ -22,8 +22,8 @@ func BenchmarkIdentityCheck(b *testing.B) {
 	var cands []fcap.Candidate
 	for i := range 100 {
 		cands = append(cands, fcap.Candidate{Caps: []fcap.Cap{
-			{Scope: "campaign", ID: fmt.Sprint("c", i), Limit: 5, Window: 86_400_000},
-			{Scope: "advertiser", ID: fmt.Sprint("a", i%10), Limit: 20, Window: 86_400_000},
+			{Scope: "campaign", ID: fmt.Sprint("c", i), Limit: 5, Window: 24 * time.Hour},
+			{Scope: "advertiser", ID: fmt.Sprint("a", i%10), Limit: 20, Window: 24 * time.Hour},
 		}})
 	}
 	const people = 1000

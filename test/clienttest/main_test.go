@@ -51,4 +51,4 @@ func newClient(t testing.TB, mutate func(*client.Config), seeds ...string) *clie
 	return c
 }
 
-var soft = fcap.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 1000}
+var soft = fcap.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: time.Second}

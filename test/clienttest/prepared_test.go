@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
@@ -16,7 +17,7 @@ import (
 func TestPreparedCandidatesAgainstANode(t *testing.T) {
 	_, c, ctx := readySolo(t)
 	// The client test's pod, and a creative with the soft cap only.
-	cands := append(podViewer(t, c, ctx), fcap.Candidate{Caps: []fcap.Cap{{Scope: "creative", ID: "w", Limit: 1, Window: 1000}, soft}})
+	cands := append(podViewer(t, c, ctx), fcap.Candidate{Caps: []fcap.Cap{{Scope: "creative", ID: "w", Limit: 1, Window: time.Second}, soft}})
 	prepared := prepareAll(t, cands)
 
 	var res client.CheckResult
@@ -52,8 +53,8 @@ func TestPreparedCandidatesAgainstANode(t *testing.T) {
 	// What the node validates (an empty id, a negative window) prepares,
 	// and the check is refused as CheckInto's is: an error, no verdicts.
 	for _, bad := range []fcap.Cap{
-		{Scope: "campaign", ID: "", Limit: 1, Window: 1000},
-		{Scope: "campaign", ID: "c", Limit: 1, Window: -1000},
+		{Scope: "campaign", ID: "", Limit: 1, Window: time.Second},
+		{Scope: "campaign", ID: "c", Limit: 1, Window: -time.Second},
 	} {
 		p, err := client.PrepareCandidate(fcap.Candidate{Caps: []fcap.Cap{bad}})
 		if err != nil {

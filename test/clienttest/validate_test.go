@@ -18,7 +18,7 @@ func TestRecordZeroTimeIsNow(t *testing.T) {
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hour := fcap.Cap{Scope: "campaign", ID: "zero-time", Limit: 3, Window: time.Hour.Milliseconds()}
+	hour := fcap.Cap{Scope: "campaign", ID: "zero-time", Limit: 3, Window: time.Hour}
 	if err := c.Record("v", fcap.Impression{ID: "no-time", Caps: []fcap.Cap{hour}}); err != nil {
 		t.Fatal(err)
 	}

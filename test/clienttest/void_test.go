@@ -19,7 +19,7 @@ func TestVoidAgainstANode(t *testing.T) {
 	c := newClient(t, nil, nd.DataAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	caps := []fcap.Cap{{Scope: "campaign", ID: "void", Limit: 3, Window: 3_600_000}}
+	caps := []fcap.Cap{{Scope: "campaign", ID: "void", Limit: 3, Window: time.Hour}}
 	now := time.Now().UnixMilli()
 	bot := fcap.Impression{ID: "bot", Time: now, Caps: caps}
 	for _, ack := range c.RecordSync(ctx, []client.RecordItem{{Viewer: "v", Impression: bot}, {Viewer: "v", Impression: fcap.Impression{ID: "ok", Time: now, Caps: caps}}}) {

@@ -52,7 +52,7 @@ func (cc clusterCapper) at(now int64) client.CallOption {
 }
 
 func (cc clusterCapper) Allow(viewer, campaign string, now int64) (bool, error) {
-	caps := []fcap.Cap{{Scope: "campaign", ID: campaign, Limit: cc.limit, Window: cc.window}}
+	caps := []fcap.Cap{{Scope: "campaign", ID: campaign, Limit: cc.limit, Window: fcap.Millis(cc.window)}}
 	vd, err := cc.c.Allow(context.Background(), cc.viewer+viewer, caps, cc.at(now))
 	if err != nil {
 		return false, err

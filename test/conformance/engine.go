@@ -23,6 +23,6 @@ type engineCapper struct {
 }
 
 func (c engineCapper) Allow(viewer, campaign string, now int64) (bool, error) {
-	vd, err := c.e.Allow(viewer, now, fcap.Cap{Scope: "campaign", ID: campaign, Limit: c.limit, Window: c.window})
+	vd, err := c.e.Allow(viewer, now, fcap.Cap{Scope: "campaign", ID: campaign, Limit: c.limit, Window: fcap.Millis(c.window)})
 	return vd.Allowed, err
 }

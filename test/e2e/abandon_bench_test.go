@@ -75,7 +75,7 @@ func raceOneCap(b *testing.B, n int, mode fcap.Mode) {
 		cs = append(cs, c)
 	}
 	viewer := "race-viewer"
-	caps := []fcap.Cap{{Scope: "campaign", ID: "race-" + mode.String(), Limit: limit, Window: 3_600_000, Mode: mode}}
+	caps := []fcap.Cap{{Scope: "campaign", ID: "race-" + mode.String(), Limit: limit, Window: time.Hour, Mode: mode}}
 	used := func() int64 {
 		res, err := checker.Check(context.Background(), viewer, []fcap.Candidate{{Caps: caps}})
 		if err != nil || res.Verdicts[0].Failed() {

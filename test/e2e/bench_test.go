@@ -102,7 +102,7 @@ func load(b *testing.B, c *client.Client, viewers, caps int) {
 	b.Helper()
 	cs := make([]fcap.Cap, caps)
 	for i := range cs {
-		cs[i] = fcap.Cap{Scope: "campaign", ID: fmt.Sprint("c", i), Limit: 5, Window: 7 * 24 * 3_600_000}
+		cs[i] = fcap.Cap{Scope: "campaign", ID: fmt.Sprint("c", i), Limit: 5, Window: 7 * 24 * time.Hour}
 	}
 	now := time.Now().UnixMilli()
 	var next atomic.Int64
@@ -267,8 +267,8 @@ func newVerdictLoad(b *testing.B, nodes []*cluster.Node) *verdictLoad {
 	cfg.Timeout = 20 * time.Millisecond
 	c := cluster.Client(b, cfg)
 	caps := []fcap.Cap{
-		{Scope: "campaign", ID: "fo-soft", Limit: fcap.MaxLimit, Window: 3_600_000},
-		{Scope: "campaign", ID: "fo-strict", Limit: fcap.MaxLimit, Window: 3_600_000, Mode: fcap.Strict},
+		{Scope: "campaign", ID: "fo-soft", Limit: fcap.MaxLimit, Window: time.Hour},
+		{Scope: "campaign", ID: "fo-strict", Limit: fcap.MaxLimit, Window: time.Hour, Mode: fcap.Strict},
 	}
 	l := &verdictLoad{c: c, calls: map[int]int{}, failed: map[int]int{}}
 	var ctx context.Context

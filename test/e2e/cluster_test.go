@@ -61,9 +61,9 @@ func TestThreeNodeCluster(t *testing.T) {
 	cands := make([]fcap.Candidate, 100)
 	for i := range cands {
 		cands[i].Caps = []fcap.Cap{
-			{Scope: "creative", ID: fmt.Sprint("cr-", i), Limit: 3, Window: 3_600_000},
-			{Scope: "campaign", ID: fmt.Sprint("cmp-", i/4), Limit: 5, Window: 86_400_000},
-			{Scope: "advertiser", ID: "adv-1", Limit: 20, Window: 86_400_000},
+			{Scope: "creative", ID: fmt.Sprint("cr-", i), Limit: 3, Window: time.Hour},
+			{Scope: "campaign", ID: fmt.Sprint("cmp-", i/4), Limit: 5, Window: 24 * time.Hour},
+			{Scope: "advertiser", ID: "adv-1", Limit: 20, Window: 24 * time.Hour},
 		}
 	}
 	res, err := c.Check(context.Background(), "viewer-check-100", cands)
@@ -119,8 +119,8 @@ func TestSoftCapsFallBackToABackup(t *testing.T) {
 		cfg.RefreshInterval = time.Hour // keep routing to the paused owner
 	})
 	const viewer = "viewer-backup"
-	softCap := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: 3_600_000}
-	strictCap := fcap.Cap{Scope: "campaign", ID: "strict", Limit: 3, Window: 3_600_000, Mode: fcap.Strict}
+	softCap := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 3, Window: time.Hour}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "strict", Limit: 3, Window: time.Hour, Mode: fcap.Strict}
 	cands := []fcap.Candidate{{Caps: []fcap.Cap{softCap}}, {Caps: []fcap.Cap{strictCap}}}
 
 	// Pause the viewer's owner as the client sees it. If the client's

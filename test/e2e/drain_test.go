@@ -30,8 +30,8 @@ func TestDrainHandsEverythingOver(t *testing.T) {
 	ctl := fcapctl(t) // built before the load: a build starves the nodes
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
 	c := testClient(t, seeds(nodes...))
-	softCap := fcap.Cap{Scope: "campaign", ID: "drain-soft", Limit: fcap.MaxLimit, Window: 24 * 3_600_000}
-	strictCap := fcap.Cap{Scope: "campaign", ID: "drain-strict", Limit: fcap.MaxLimit, Window: 24 * 3_600_000, Mode: fcap.Strict}
+	softCap := fcap.Cap{Scope: "campaign", ID: "drain-soft", Limit: fcap.MaxLimit, Window: 24 * time.Hour}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "drain-strict", Limit: fcap.MaxLimit, Window: 24 * time.Hour, Mode: fcap.Strict}
 	softViewers, strictViewers := viewerIDs("drain-soft", 200), viewerIDs("drain-strict", 200)
 	soft, strict := newLedger(), newLedger()
 	ctx, stop := context.WithCancel(context.Background())

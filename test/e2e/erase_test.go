@@ -95,10 +95,10 @@ func recordedCluster(t *testing.T, viewer, prefix string, n int) ([]*cluster.Nod
 	cluster.WaitActive(t, nodes, 3)
 	c := cluster.NewClient(t, cluster.Seeds(nodes...))
 	caps := []fcap.Cap{
-		{Scope: "campaign", ID: prefix + "-s", Limit: 50, Window: 3_600_000},
-		{Scope: "campaign", ID: prefix + "-f", Limit: 50, Window: 3_600_000, Algorithm: fcap.Fixed},
-		{Scope: "campaign", ID: prefix + "-b", Limit: 50, Window: 3_600_000, Algorithm: fcap.Buckets},
-		{Scope: "campaign", ID: prefix + "-strict", Limit: 50, Window: 3_600_000, Mode: fcap.Strict},
+		{Scope: "campaign", ID: prefix + "-s", Limit: 50, Window: time.Hour},
+		{Scope: "campaign", ID: prefix + "-f", Limit: 50, Window: time.Hour, Algorithm: fcap.Fixed},
+		{Scope: "campaign", ID: prefix + "-b", Limit: 50, Window: time.Hour, Algorithm: fcap.Buckets},
+		{Scope: "campaign", ID: prefix + "-strict", Limit: 50, Window: time.Hour, Mode: fcap.Strict},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

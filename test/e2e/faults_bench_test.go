@@ -69,8 +69,8 @@ func BenchmarkKillOvershoot(b *testing.B) {
 		cfg.Timeout = 20 * time.Millisecond
 		c := cluster.Client(b, cfg)
 		const limit = 5
-		soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: 3_600_000}
-		strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: 3_600_000, Mode: fcap.Strict}
+		soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: time.Hour}
+		strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: time.Hour, Mode: fcap.Strict}
 		softViewers, strictViewers := viewerIDs("ko-soft", 100), viewerIDs("ko-strict", 100)
 		var (
 			mu           sync.Mutex

@@ -135,9 +135,9 @@ func TestKilledOwnerSoftWritesGoToABackup(t *testing.T) {
 	victim := nodes[0]
 	r := c.Ring()
 	const limit = 3
-	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: 3_600_000}
-	strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: 3_600_000, Mode: fcap.Strict}
-	tally := fcap.Cap{Scope: "campaign", ID: "tally", Limit: fcap.MaxLimit, Window: 3_600_000}
+	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: time.Hour}
+	strict := fcap.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: time.Hour, Mode: fcap.Strict}
+	tally := fcap.Cap{Scope: "campaign", ID: "tally", Limit: fcap.MaxLimit, Window: time.Hour}
 	viewers := cluster.OwnedBy(t, r, victim.Name, "killed-owner", 20)
 	granted := map[string]int{}
 	for _, v := range viewers {

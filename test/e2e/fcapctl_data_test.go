@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/test/cluster"
@@ -100,7 +101,7 @@ func TestFcapctlDataCommands(t *testing.T) {
 	}
 	// keys: the counter capA reads holds the two allowed impressions, on
 	// the primary and (once replicated) on the backup.
-	capHash := fcap.KeyHash(fcap.Cap{Scope: "campaign", ID: "ctl-a", Limit: 2, Window: 3_600_000})
+	capHash := fcap.KeyHash(fcap.Cap{Scope: "campaign", ID: "ctl-a", Limit: 2, Window: time.Hour})
 	cluster.Eventually(t, 10e9, func() bool {
 		var ks struct {
 			Owners []struct {

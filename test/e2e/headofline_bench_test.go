@@ -37,8 +37,8 @@ func BenchmarkSoftFailOpenDeadBackup(b *testing.B) {
 			exposed[i] = len(owners) == 2 && r.Member(owners[0]).Name != dead.Name && r.Member(owners[1]).Name == dead.Name
 		}
 		caps := []fcap.Cap{
-			{Scope: "campaign", ID: "fo-soft", Limit: fcap.MaxLimit, Window: 3_600_000},
-			{Scope: "campaign", ID: "fo-strict", Limit: fcap.MaxLimit, Window: 3_600_000, Mode: fcap.Strict},
+			{Scope: "campaign", ID: "fo-soft", Limit: fcap.MaxLimit, Window: time.Hour},
+			{Scope: "campaign", ID: "fo-strict", Limit: fcap.MaxLimit, Window: time.Hour, Mode: fcap.Strict},
 		}
 		type call struct {
 			at       time.Time

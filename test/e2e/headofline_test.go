@@ -28,8 +28,8 @@ func TestStrictWaitDoesNotBlockTheConnection(t *testing.T) {
 			mine = append(mine, v)
 		}
 	}
-	strictCap := fcap.Cap{Scope: "campaign", ID: "hol-strict", Limit: 1000, Window: 3_600_000, Mode: fcap.Strict}
-	softCap := fcap.Cap{Scope: "campaign", ID: "hol-soft", Limit: 1000, Window: 3_600_000}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "hol-strict", Limit: 1000, Window: time.Hour, Mode: fcap.Strict}
+	softCap := fcap.Cap{Scope: "campaign", ID: "hol-soft", Limit: 1000, Window: time.Hour}
 	// A strict write first, so n1's sender to n2 is connected: frozen,
 	// n2 then accepts bytes and never answers.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -40,7 +40,7 @@ func TestOneViewerOnThreeDevices(t *testing.T) {
 					t.Fatalf("Link(%s, %s): %d %v", d, person, n, err)
 				}
 			}
-			capc := fcap.Cap{Scope: "campaign", ID: "three", Limit: 3, Window: 3_600_000, Mode: mode}
+			capc := fcap.Cap{Scope: "campaign", ID: "three", Limit: 3, Window: time.Hour, Mode: mode}
 			granted := 0
 			for i := range 6 {
 				d := devices[rng.IntN(len(devices))]
@@ -75,7 +75,7 @@ func TestLinkAfterImpressionsMergesExactly(t *testing.T) {
 	cluster.WaitActive(t, nodes, 3)
 	c := identityClient(t, nodes...)
 	ctx := context.Background()
-	capc := fcap.Cap{Scope: "campaign", ID: "five", Limit: 5, Window: 3_600_000, Mode: fcap.Strict}
+	capc := fcap.Cap{Scope: "campaign", ID: "five", Limit: 5, Window: time.Hour, Mode: fcap.Strict}
 	allow := func(id string, opts ...client.CallOption) bool {
 		t.Helper()
 		vd, err := c.Allow(ctx, id, []fcap.Cap{capc}, opts...)
@@ -200,7 +200,7 @@ func TestResolutionSurvivesANodeKill(t *testing.T) {
 		return true
 	}, "partitions not served again")
 	fresh := identityClient(t, alive...) // no cached resolutions
-	capc := fcap.Cap{Scope: "campaign", ID: "after-kill", Limit: 1, Window: 3_600_000, Mode: fcap.Strict}
+	capc := fcap.Cap{Scope: "campaign", ID: "after-kill", Limit: 1, Window: time.Hour, Mode: fcap.Strict}
 	for i := range n {
 		d, who := fmt.Sprintf("dev-%d", i), fmt.Sprintf("who-%d", i)
 		if v, err := fresh.Resolve(ctx, d); err != nil || v != who {

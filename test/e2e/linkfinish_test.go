@@ -50,7 +50,7 @@ func TestLinkFinishesWhenTheOtherOwnerReturns(t *testing.T) {
 			viewer, device, vOwner, dOwner = v, d, vo[0], do[0]
 		}
 	}
-	capc := fcap.Cap{Scope: "campaign", ID: "finish", Limit: 5, Window: 3_600_000, Mode: fcap.Strict}
+	capc := fcap.Cap{Scope: "campaign", ID: "finish", Limit: 5, Window: time.Hour, Mode: fcap.Strict}
 	for i := range 2 {
 		if vd, err := c.Allow(ctx, device, []fcap.Cap{capc}); err != nil || !vd.Allowed || vd.Failed() {
 			t.Fatalf("impression %d of the device as its own viewer: %+v %v", i, vd, err)

@@ -93,7 +93,7 @@ func startTraffic(t *testing.T, name string, viewers, workers int) *trafficRun {
 	t.Helper()
 	tr := &trafficRun{
 		nodes:   cluster.StartCluster(t, 3, cluster.Options{Replicas: 2}),
-		capc:    fcap.Cap{Scope: "campaign", ID: name, Limit: fcap.MaxLimit, Window: 24 * 3_600_000},
+		capc:    fcap.Cap{Scope: "campaign", ID: name, Limit: fcap.MaxLimit, Window: 24 * time.Hour},
 		viewers: viewerIDs(name, viewers),
 		l:       newLedger(),
 	}
@@ -282,8 +282,8 @@ func crashTest(t *testing.T, size, replicas int, kill []int, restart bool) {
 	nodes := cluster.StartCluster(t, size, cluster.Options{Replicas: replicas})
 	c := testClient(t, seeds(nodes...))
 	const limit = 40
-	strictCap := fcap.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: 24 * 3_600_000, Mode: fcap.Strict}
-	softCap := fcap.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: 24 * 3_600_000}
+	strictCap := fcap.Cap{Scope: "campaign", ID: "strict", Limit: limit, Window: 24 * time.Hour, Mode: fcap.Strict}
+	softCap := fcap.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: 24 * time.Hour}
 	strictViewers, softViewers := viewerIDs("strict", 60), viewerIDs("soft", 60)
 	strict, soft := newLedger(), newLedger()
 	ctx, stop := context.WithCancel(context.Background())

@@ -32,7 +32,7 @@ func TestFutureTimeCannotDisableCappingAcrossRestart(t *testing.T) {
 
 const tenYearsMillis = int64(10 * 365 * 24 * time.Hour / time.Millisecond)
 
-var capDay3 = fcap.Cap{Scope: "campaign", ID: "day3", Limit: 3, Window: int64(24 * time.Hour / time.Millisecond)}
+var capDay3 = fcap.Cap{Scope: "campaign", ID: "day3", Limit: 3, Window: 24 * time.Hour}
 
 func futureTimeAttack(t *testing.T, durable bool) {
 	// Every node holds every viewer; JSON calls get a deadline that a busy
@@ -59,7 +59,7 @@ func futureTimeAttack(t *testing.T, durable bool) {
 	// The attack, through one node and through the client.
 	attacked := nodes[0]
 	future := time.Now().UnixMilli() + tenYearsMillis
-	capJSON := fmt.Sprintf(`{"scope":"campaign","id":"day3","limit":3,"window":%d}`, capDay3.Window)
+	capJSON := fmt.Sprintf(`{"scope":"campaign","id":"day3","limit":3,"window":%d}`, capDay3.WindowMillis())
 	if code := postJSON(t, attacked, "/v1/check", fmt.Sprintf(`{"viewer":"attacker","candidates":[{"caps":[%s]}],"now":%d}`, capJSON, future)); code != http.StatusBadRequest {
 		t.Errorf("JSON check ten years ahead: HTTP %d, want 400", code)
 	}
@@ -109,7 +109,7 @@ func capsHold(t *testing.T, nodes []*cluster.Node, c *client.Client, capped []st
 	// Real-time impressions count: each fresh viewer gets one at a cap of
 	// one, so an Allow after it must be denied. A stale impression would
 	// count nothing and the Allow would be granted.
-	once := fcap.Cap{Scope: "campaign", ID: "once", Limit: 1, Window: int64(time.Hour / time.Millisecond)}
+	once := fcap.Cap{Scope: "campaign", ID: "once", Limit: 1, Window: time.Hour}
 	fresh := viewerIDs("fresh-"+fmt.Sprint(time.Now().UnixNano()), 30)
 	for _, v := range fresh {
 		c.Record(v, fcap.Impression{ID: v + "-imp", Time: time.Now().UnixMilli(), Caps: []fcap.Cap{once}})

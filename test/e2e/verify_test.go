@@ -64,7 +64,7 @@ func TestFcapctlVerifyFindsDrift(t *testing.T) {
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2, DataDir: dataDir, Args: []string{"--anti-entropy=0"}})
 	cluster.WaitActive(t, nodes, 3)
 	c := testClient(t, seeds(nodes...))
-	strict := fcap.Cap{Scope: "campaign", ID: "verify", Limit: 100, Window: 24 * 3_600_000, Mode: fcap.Strict}
+	strict := fcap.Cap{Scope: "campaign", ID: "verify", Limit: 100, Window: 24 * time.Hour, Mode: fcap.Strict}
 	const viewers = 40
 	for i := range viewers {
 		for range 3 {
@@ -81,7 +81,7 @@ func TestFcapctlVerifyFindsDrift(t *testing.T) {
 	}
 
 	// Writes going on (soft caps: replicated asynchronously) are not drift.
-	soft := fcap.Cap{Scope: "campaign", ID: "busy", Limit: fcap.MaxLimit, Window: 24 * 3_600_000}
+	soft := fcap.Cap{Scope: "campaign", ID: "busy", Limit: fcap.MaxLimit, Window: 24 * time.Hour}
 	busy, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -161,7 +161,7 @@ type prober struct {
 	failed []string
 }
 
-var probeCap = fcap.Cap{Scope: "campaign", ID: "probe", Limit: fcap.MaxLimit, Window: 3_600_000}
+var probeCap = fcap.Cap{Scope: "campaign", ID: "probe", Limit: fcap.MaxLimit, Window: time.Hour}
 
 func newProber(t *testing.T, c *client.Client) *prober {
 	p := &prober{c: c}

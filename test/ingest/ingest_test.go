@@ -23,7 +23,7 @@ const (
 func hourCap(mode string) ([]jsonCap, []fcap.Cap) {
 	m, _ := fcap.ParseMode(mode)
 	return []jsonCap{{Scope: "campaign", ID: "c1", Limit: capLimit, Window: "1h", Mode: mode}},
-		[]fcap.Cap{{Scope: "campaign", ID: "c1", Limit: capLimit, Window: time.Hour.Milliseconds(), Mode: m}}
+		[]fcap.Cap{{Scope: "campaign", ID: "c1", Limit: capLimit, Window: time.Hour, Mode: m}}
 }
 
 // ingestArgs are the flags of every test ingester: a short session

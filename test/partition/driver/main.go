@@ -37,7 +37,7 @@ import (
 
 // strictCap is the cap every viewer races for: partition.Limit per
 // viewer in a day, strict.
-var strictCap = fcap.Cap{Scope: "campaign", ID: "partition", Limit: partition.Limit, Window: 24 * 3_600_000, Mode: fcap.Strict}
+var strictCap = fcap.Cap{Scope: "campaign", ID: "partition", Limit: partition.Limit, Window: 24 * time.Hour, Mode: fcap.Strict}
 
 // softCap is the cap the soft workers race for: the same limit, soft.
 var softCap = fcap.Cap{Scope: "campaign", ID: "partition-soft", Limit: partition.Limit, Window: 24 * 3_600_000}
