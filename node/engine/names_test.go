@@ -3,6 +3,7 @@ package engine
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap"
 )
@@ -11,13 +12,13 @@ import (
 func TestNamesAreBounded(t *testing.T) {
 	var tb names
 	for i := range MaxNames + 100 {
-		c := fcap.Cap{Scope: "campaign", ID: "c" + strconv.Itoa(i), Limit: 1, Window: 1000}
+		c := fcap.Cap{Scope: "campaign", ID: "c" + strconv.Itoa(i), Limit: 1, Window: time.Second}
 		tb.note(c.Key(), &c)
 	}
 	if n := tb.n.Load(); n != MaxNames {
 		t.Fatalf("%d names remembered, want the bound %d", n, MaxNames)
 	}
-	c := fcap.Cap{Scope: "campaign", ID: "c0", Limit: 1, Window: 1000}
+	c := fcap.Cap{Scope: "campaign", ID: "c0", Limit: 1, Window: time.Second}
 	e := &Engine{}
 	e.names.note(c.Key(), &c)
 	e.names.note(c.Key(), &c)

@@ -43,6 +43,14 @@ type Node struct {
 // Gossip returns the node's gossip address.
 func (n *Node) Gossip() string { return fmt.Sprintf("%s:%d", n.IP, GossipPort) }
 
+// logLevel is the nodes' --log-level: FCAP_PARTITION_LOG_LEVEL, or info.
+func logLevel() string {
+	if l := os.Getenv("FCAP_PARTITION_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "info"
+}
+
 // NewNode prepares node i of nt; Start launches it.
 func NewNode(nt *Net, i int, bin, dataDir string, replicas int, join []string) *Node {
 	n := &Node{Index: i, Name: fmt.Sprintf("n%d", i), NS: nt.Nodes[i-1], IP: IP(i), bin: bin}
@@ -55,7 +63,7 @@ func NewNode(nt *Net, i int, bin, dataDir string, replicas int, join []string) *
 		"--replicas", fmt.Sprint(replicas),
 		"--data-dir", dataDir,
 		"--log-format", "json",
-		"--log-level", "info",
+		"--log-level", logLevel(),
 		"--memory-limit", "256MiB",
 		"--shutdown-timeout", "10s",
 	}

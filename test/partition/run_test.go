@@ -198,7 +198,9 @@ func tally(r *result, nm nemesis, ops []Op, checks []ViewerCheck, counts map[str
 			}
 		case op.Result == Unknown:
 			r.unknown++
-			if inFault && !minority[op.Side] && reachable(op.Viewer) {
+			// A call still open at the heal met the heal's own ring
+			// changes: it says nothing of the fault.
+			if inFault && op.Return < t1 && !minority[op.Side] && reachable(op.Viewer) {
 				r.majorityFailTo = max(r.majorityFailTo, time.Duration(op.Call-t0))
 			}
 		}
@@ -214,7 +216,7 @@ func tally(r *result, nm nemesis, ops []Op, checks []ViewerCheck, counts map[str
 				}
 			}
 		}
-		if inFault && !minority[op.Side] && reachable(op.Viewer) && op.Call >= t0+int64(servedWithin) {
+		if inFault && op.Return < t1 && !minority[op.Side] && reachable(op.Viewer) && op.Call >= t0+int64(servedWithin) {
 			r.majorityLate++
 			if op.Result == Unknown {
 				r.majorityLateUnknown++

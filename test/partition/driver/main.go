@@ -40,7 +40,7 @@ import (
 var strictCap = fcap.Cap{Scope: "campaign", ID: "partition", Limit: partition.Limit, Window: 24 * time.Hour, Mode: fcap.Strict}
 
 // softCap is the cap the soft workers race for: the same limit, soft.
-var softCap = fcap.Cap{Scope: "campaign", ID: "partition-soft", Limit: partition.Limit, Window: 24 * 3_600_000}
+var softCap = fcap.Cap{Scope: "campaign", ID: "partition-soft", Limit: partition.Limit, Window: 24 * time.Hour}
 
 func main() {
 	if len(os.Args) < 2 {
