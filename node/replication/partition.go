@@ -258,6 +258,11 @@ func (r *Replicator) Reacquire() int {
 		part := &r.parts[p]
 		if part.have.Load() && part.lostAt.Load() == 0 {
 			part.wait(now)
+			// Claimed too: a hand-over from another node that lapsed
+			// with it ends the wait, not the claim (its copy may be as
+			// old as this one); a current copy's Done, or every
+			// member's copy once nobody is failed, does (copies.go).
+			part.claimed.Store(true)
 			n++
 		}
 	}

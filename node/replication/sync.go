@@ -168,7 +168,6 @@ func (r *Replicator) pull(ctx context.Context) {
 		part := &r.parts[p]
 		if part.claimed.Load() {
 			r.askForClaimed(p, pl.ring, prev, now, ask)
-			continue
 		}
 		since := part.waitSince.Load()
 		if since == 0 || now-since < int64(pullAfter) {
