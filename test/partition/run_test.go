@@ -46,6 +46,10 @@ func runOnce(t *testing.T, bins binaries, nm nemesis, s settings) result {
 	outDir, keep := t.TempDir(), os.Getenv("FCAP_PARTITION_OUT")
 	if keep != "" {
 		outDir = filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_"))
+		// An earlier run's data dirs would be replayed by the new nodes.
+		if err := os.RemoveAll(outDir); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.MkdirAll(outDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
