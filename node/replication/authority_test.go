@@ -305,3 +305,61 @@ func TestClaimEndsWithEveryMembersCopy(t *testing.T) {
 		t.Fatal("a's claim ended while a member was failed and no copy was current")
 	}
 }
+
+// A partition none of whose owners is in the ring any more (they failed:
+// cut off, or dead) is claimed after orphanClaimAfter, not SyncTimeout:
+// nobody would push it, and its soft caps are served (from nothing)
+// sooner, while strict caps stay failed closed. A partition whose earlier
+// owner is still in the ring waits for it as before.
+func TestOrphanClaimedEarly(t *testing.T) {
+	c := newCluster(t, nil, "a", "b", "c")
+	x0 := c.form("a", "b", "c")
+	// c alone, cut off from a and b: every partition it did not hold is
+	// an orphan there.
+	cn := c.nodes["c"]
+	c.net.partition("a", "c")
+	c.net.partition("b", "c")
+	cn.failed.Store(2)
+	xc := c.ring(nil, "c")
+	c.onRing(xc, "c")
+	p := -1
+	for q := range c.rcfg.Partitions {
+		if !contains(names(x0, q), "c") {
+			p = q
+			break
+		}
+	}
+	if p < 0 {
+		t.Fatal("c holds every partition")
+	}
+	c.clock.Advance(orphanClaimAfter + time.Second)
+	cn.r.ClaimStale(context.Background(), cn.r.cfg.SyncTimeout)
+	if !cn.r.Claimed(p) || cn.r.Syncing(p) {
+		t.Fatalf("partition %d, whose owners both left c's ring, is not claimed %v after its wait began (claimed %v, syncing %v)", p, orphanClaimAfter+time.Second, cn.r.Claimed(p), cn.r.Syncing(p))
+	}
+
+	// b and c together, a cut off: a partition b held waits for b's push
+	// (lost here), not claimed early.
+	c2 := newCluster(t, nil, "a", "b", "c")
+	y0 := c2.form("a", "b", "c")
+	yb := c2.ring(nil, "b", "c")
+	q := -1
+	for i := range c2.rcfg.Partitions {
+		if o := names(y0, i); !contains(o, "c") && contains(o, "b") && contains(names(yb, i), "c") {
+			q = i
+			break
+		}
+	}
+	if q < 0 {
+		t.Fatal("no partition held by b and not c that c owns without a: pick other names")
+	}
+	c2.net.partition("a", "c")
+	c2.net.cutLink("b", "c")
+	c2.nodes["c"].failed.Store(1)
+	c2.onRing(yb, "c")
+	c2.clock.Advance(orphanClaimAfter + time.Second)
+	c2.nodes["c"].r.ClaimStale(context.Background(), c2.nodes["c"].r.cfg.SyncTimeout)
+	if !c2.nodes["c"].r.Syncing(q) {
+		t.Fatalf("partition %d, held by b which is still in c's ring, was claimed before SyncTimeout", q)
+	}
+}

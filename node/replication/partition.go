@@ -38,7 +38,17 @@ type partition struct {
 	// claimAsks how often it asked since the last ring change (pull).
 	claimAsk  atomic.Int64
 	claimAsks atomic.Int32
+	// orphan: this node waits for the partition and none of its owners in
+	// the ring before the wait began is in the ring any more (failed:
+	// cut off or dead). Nobody will push it, so it is claimed after
+	// orphanClaimAfter rather than SyncTimeout: soft caps are served
+	// (from nothing) sooner, and strict caps stay failed closed.
+	orphan atomic.Bool
 }
+
+// orphanClaimAfter is how long an orphan partition waits for a pull's
+// answer before it is claimed (ClaimStale).
+const orphanClaimAfter = 2 * pullAfter
 
 // wait marks the partition as awaited.
 func (part *partition) wait(now int64) {
@@ -49,6 +59,7 @@ func (part *partition) wait(now int64) {
 // got marks the partition as held.
 func (part *partition) got() {
 	part.claimed.Store(false)
+	part.orphan.Store(false)
 	part.have.Store(true)
 	part.waitSince.Store(0)
 	part.from.Store(nil)
@@ -181,10 +192,19 @@ func (r *Replicator) received(from string, done, handoff []uint32) {
 func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
 	now := r.now().UnixNano()
 	var claimed []int
+	orphans := 0
 	for p := range r.parts {
 		part := &r.parts[p]
-		if since := part.waitSince.Load(); since != 0 && now-since > int64(timeout) && part.lostAt.Load() == 0 {
+		since := part.waitSince.Load()
+		if since == 0 || part.lostAt.Load() != 0 {
+			continue
+		}
+		switch {
+		case now-since > int64(timeout):
 			claimed = append(claimed, p)
+		case part.orphan.Load() && part.handoffFrom() == "" && now-since > int64(min(timeout, orphanClaimAfter)):
+			claimed = append(claimed, p)
+			orphans++
 		}
 	}
 	if len(claimed) == 0 {
@@ -219,7 +239,12 @@ func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
 		r.parts[p].claimed.Store(true)
 	}
 	r.metrics.Claimed.Add(float64(len(claimed)))
-	r.log.Warn("partitions claimed without a hand-over: their sender never finished; counts may miss its last writes until other holders' copies arrive; they serve soft caps only, strict caps fail closed until a holder's current copy arrives, every member's copy was merged (no member failed), or an operator forgets the missing members", "partitions", len(claimed), "waited", timeout)
+	if orphans > 0 {
+		r.log.Warn("partitions claimed early: none of their owners is in the ring any more (failed), so nobody pushes them; soft caps are served from what this node has (possibly nothing), strict caps fail closed until a holder's copy arrives", "partitions", orphans, "waited", orphanClaimAfter)
+	}
+	if n := len(claimed) - orphans; n > 0 {
+		r.log.Warn("partitions claimed without a hand-over: their sender never finished; counts may miss its last writes until other holders' copies arrive; they serve soft caps only, strict caps fail closed until a holder's current copy arrives, every member's copy was merged (no member failed), or an operator forgets the missing members", "partitions", n, "waited", timeout)
+	}
 	r.onHoldings()
 	if pl == nil {
 		return
@@ -245,30 +270,34 @@ func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
 	}
 }
 
-// Reacquire takes every partition this node holds back to waiting for
-// the current owners' copies: its quorum lapsed while others routed
-// without it, so they may have granted strict writes on its partitions.
-// Until a copy arrives (a push, or a pull after a second) the node
-// refuses them (Syncing); what it holds stays and is merged with what
-// arrives. It returns how many partitions wait.
+// Reacquire marks every partition this node holds claimed: its quorum
+// lapsed while others routed without it, so they may have granted strict
+// writes on its partitions. Strict caps are refused on them until a
+// current copy's Done arrives (its holders are asked at once and after
+// each ring change: askForClaimed), or every member's copy once nobody
+// is failed (copies.go); soft caps are served from what it holds
+// meanwhile (before, it refused them too until a copy came, and its ad
+// servers failed open for SyncTimeout). A hand-over from another node
+// that lapsed with it ends no claim: its copy may be as old as this one.
+// It returns how many partitions it marked.
 func (r *Replicator) Reacquire() int {
-	now := r.now().UnixNano()
 	n := 0
 	for p := range r.parts {
 		part := &r.parts[p]
 		if part.have.Load() && part.lostAt.Load() == 0 {
-			part.wait(now)
-			// Claimed too: a hand-over from another node that lapsed
-			// with it ends the wait, not the claim (its copy may be as
-			// old as this one); a current copy's Done, or every
-			// member's copy once nobody is failed, does (copies.go).
 			part.claimed.Store(true)
+			part.claimAsk.Store(0)
+			part.claimAsks.Store(0)
 			n++
 		}
 	}
 	if n > 0 {
-		r.log.Warn("partitions wait for the current owners' copies after a lapse of the quorum", "partitions", n)
+		r.log.Warn("partitions claimed after a lapse of the quorum: strict caps fail closed on them until the current owners' copies arrive; soft caps are served", "partitions", n)
 		r.onHoldings()
+		select {
+		case r.pullKick <- struct{}{}:
+		default:
+		}
 	}
 	return n
 }

@@ -270,6 +270,7 @@ func (pn *planner) holding(p int, curOwners, futOwners []string) {
 			pn.r.log.Debug("partition: authority", "partition", p, "bootstrap", true)
 		default:
 			part.wait(pn.now)
+			part.orphan.Store(pn.orphaned(p))
 		}
 	}
 	if h := part.handed.Load(); h != nil && len(curOwners) > 0 && curOwners[0] == h.from {
@@ -285,6 +286,18 @@ func (pn *planner) holding(p int, curOwners, futOwners []string) {
 			part.from.Store(nil) // no longer its primary: no hand-over due
 		}
 	}
+}
+
+// orphaned reports whether p had owners in the previous ring and none of
+// them is in the current one.
+func (pn *planner) orphaned(p int) bool {
+	prev := names(pn.prev, p)
+	for _, name := range prev {
+		if _, in := pn.cur.Find(name); in {
+			return false
+		}
+	}
+	return len(prev) > 0
 }
 
 // handover plans p's hand-over when its primary moves between two live
