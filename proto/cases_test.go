@@ -179,6 +179,10 @@ func testCases() []testCase {
 		{name: "pull", msg: &Pull{From: "node-1", Keys: []uint64{1, math.MaxUint64}}},
 		{name: "pull/empty", msg: &Pull{}},
 		{name: "pull-result", msg: &PullResult{From: "node-2", HighWater: 1_700_000_000_000, States: []byte{1, 2, 3}, Left: 7}},
+		{name: "region-merge", msg: &RegionMerge{Region: "eu-west-1", HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}}},
+		{name: "region-merge/empty", msg: &RegionMerge{}},
+		{name: "region-merge-result", msg: &RegionMergeResult{Epoch: 7, Applied: 31, Refused: []uint64{1, math.MaxUint64}}},
+		{name: "region-merge-result/empty", msg: &RegionMergeResult{}},
 		{name: "replicate", msg: &Replicate{From: "node-1", Epoch: 7, HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}, Done: []uint32{0, 270}, Handoff: []uint32{3}}},
 		{name: "replicate/empty", msg: &Replicate{}},
 		{name: "replicate-result", msg: &ReplicateResult{Epoch: 7, Applied: 31, Refused: 2}},
@@ -368,6 +372,18 @@ func wireForm(m Message) []any {
 			states = []byte{}
 		}
 		return []any{m.From, m.HighWater, states, u(m.Left)}
+	case *RegionMerge:
+		states := m.States
+		if states == nil {
+			states = []byte{}
+		}
+		return []any{m.Region, m.HighWater, states}
+	case *RegionMergeResult:
+		refused := []byte{}
+		for _, k := range m.Refused {
+			refused = binary.LittleEndian.AppendUint64(refused, k)
+		}
+		return []any{u(m.Epoch), u(m.Applied), refused}
 	case *Reserve:
 		return []any{m.Viewer, optTime(m.Now, m.HasNow), m.TTL, capsForm(m.Caps), budgetForm(m.Budget)}
 	case *ReserveResult:
