@@ -117,15 +117,20 @@ func (r *fakeRegion) Dial(ctx context.Context, addr string) (Conn, error) {
 	if r.down {
 		return nil, fmt.Errorf("cannot reach %s: connection refused", addr)
 	}
-	return &fakeConn{r: r, addr: addr}, nil
+	return &fakeConn{r: r, addr: addr, closed: make(chan struct{})}, nil
 }
 
 type fakeConn struct {
-	r    *fakeRegion
-	addr string
+	r         *fakeRegion
+	addr      string
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
-func (c *fakeConn) Close() error { return nil }
+func (c *fakeConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return nil
+}
 
 func (c *fakeConn) Call(ctx context.Context, req, resp proto.Message) error {
 	r := c.r
@@ -133,11 +138,13 @@ func (c *fakeConn) Call(ctx context.Context, req, resp proto.Message) error {
 	block := r.blocking
 	r.mu.Unlock()
 	if _, merge := req.(*proto.RegionMerge); merge && block != nil {
+		// Like rpc.AdminConn, a call ends by an answer or the
+		// connection's close, not by ctx.
 		r.blocked.Add(1)
 		select {
 		case <-block:
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-c.closed:
+			return io.ErrClosedPipe
 		}
 	}
 	r.mu.Lock()

@@ -286,7 +286,7 @@ func (l *Link) call(o *owner, states []byte, part []entry) error {
 		o.conn = c
 	}
 	var res proto.RegionMergeResult
-	err := o.conn.Call(ctx, &proto.RegionMerge{Region: l.cfg.Name, HighWater: l.deps.Engine.HighWater(), States: states}, &res)
+	err := callOn(ctx, o.conn, &proto.RegionMerge{Region: l.cfg.Name, HighWater: l.deps.Engine.HighWater(), States: states}, &res)
 	if err != nil {
 		var pe *proto.Error
 		if !errors.As(err, &pe) {
@@ -360,7 +360,7 @@ func (l *Link) topology(addr string) (*ring.Ring, error) {
 	}
 	defer c.Close()
 	var t proto.Topology
-	if err := c.Call(ctx, &proto.TopologyRequest{}, &t); err != nil {
+	if err := callOn(ctx, c, &proto.TopologyRequest{}, &t); err != nil {
 		return nil, fmt.Errorf("topology from %s: %w", addr, err)
 	}
 	members := make([]ring.Member, len(t.Members))
@@ -372,6 +372,15 @@ func (l *Link) topology(addr string) (*ring.Ring, error) {
 		return nil, fmt.Errorf("topology from %s: %w", addr, err)
 	}
 	return r, nil
+}
+
+// callOn is c.Call that ctx ends even when the connection only honours
+// deadlines: once ctx is done (Close, or the call's timeout) c is closed,
+// which ends a read that waits for a peer that never answers.
+func callOn(ctx context.Context, c Conn, req, resp proto.Message) error {
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	return c.Call(ctx, req, resp)
 }
 
 func (l *Link) closeConns() {
