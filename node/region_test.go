@@ -242,6 +242,10 @@ func TestRegionLinkToAHungRegion(t *testing.T) {
 			t.Fatalf("check %s with the peer region hung: %d, want 1 from its owner", v, got)
 		}
 	}
+	st, err := rpc.NodeStatus(ctx, nodes[0].DataAddr())
+	if err != nil || len(st.Regions) != 1 || st.Regions[0].Name != "d" || st.Regions[0].Reachable {
+		t.Errorf("status of the link to the hung region: %+v, %v; want region d, unreachable", st.Regions, err)
+	}
 	if up := metricSum(t, &regs, "fcap_region_link_up"); up != 0 {
 		t.Errorf("link up %v to a region that never answers", up)
 	}

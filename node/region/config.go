@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/fcap-io/fcap/proto"
 )
 
 // MaxNameLen is the longest region name.
@@ -144,6 +146,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Peers) > 0 && c.Name == "" {
 		errs = append(errs, ErrNoRegion)
+	}
+	if len(c.Peers) > proto.MaxPeerRegions {
+		errs = append(errs, fmt.Errorf("region config: %d peer regions, at most %d", len(c.Peers), proto.MaxPeerRegions))
 	}
 	seen := map[string]bool{}
 	for _, p := range c.Peers {
