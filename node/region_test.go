@@ -14,6 +14,7 @@ import (
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/nodetest"
 	"github.com/fcap-io/fcap/node/region"
 	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/proto/rpc"
@@ -252,4 +253,56 @@ func TestRegionLinkToAHungRegion(t *testing.T) {
 	if q := metricSum(t, &regs, "fcap_region_queue_viewers") + metricSum(t, &regs, "fcap_region_overflow_total"); q == 0 {
 		t.Error("nothing waits for or overflowed to the hung region")
 	}
+}
+
+// TestRegionCatchUpAfterARestart: a node with a data dir whose changes
+// never left (its peer region hung) ships them once it serves again after
+// a restart, though nothing changes them: its queue is not kept, the
+// catch-up re-ships what it is primary of.
+func TestRegionCatchUpAfterARestart(t *testing.T) {
+	var regsB sync.Map
+	b := settledCluster(t, "rb", 1, regionNodes("b", &regsB))
+	cb := newClient(t, b)
+	bh := newBlackhole(t)
+	dir := t.TempDir()
+	cfgA := func(peer string) node.Config {
+		var regs sync.Map
+		c := node.DefaultLocalConfig("ra-0")
+		c.Logger = nodetest.Quiet
+		c.Storage.DataDir = dir
+		regionNodes("a", &regs, region.Peer{Name: "b", Seeds: []string{peer}})(&c)
+		c.Region.Timeout = time.Hour
+		return c
+	}
+	ctx := context.Background()
+	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 1000, Window: 3_600_000}
+	vs := make([]string, 20)
+	first := nodetest.Start(t, cfgA(bh.ln.Addr().String()))
+	nodetest.Settle(t, []*node.Node{first}, 60*time.Second)
+	ca := newClient(t, []*node.Node{first})
+	for i := range vs {
+		vs[i] = fmt.Sprintf("restart-%d", i)
+		if acks := ca.RecordSync(ctx, []client.RecordItem{{Viewer: vs[i], Impression: fcap.Impression{ID: "i", Time: time.Now().UnixMilli(), Caps: []fcap.Cap{soft}}}}); acks[0].Err != nil {
+			t.Fatalf("record %s: %v", vs[i], acks[0].Err)
+		}
+	}
+	stop, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := first.Shutdown(stop); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		if got := counted(ctx, cb, v, soft); got != 0 {
+			t.Fatalf("region b counts %d for %s before a's restart: it was never shipped", got, v)
+		}
+	}
+	nodetest.Start(t, cfgA(b[0].DataAddr()))
+	testwait.Eventually(t, 60*time.Second, func() bool {
+		for _, v := range vs {
+			if counted(ctx, cb, v, soft) != 1 {
+				return false
+			}
+		}
+		return true
+	}, "the restarted node did not ship what it recovered")
 }
