@@ -13,6 +13,7 @@ import (
 	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/gossip"
 	"github.com/fcap-io/fcap/node/quorum"
+	"github.com/fcap-io/fcap/node/region"
 	"github.com/fcap-io/fcap/node/replication"
 	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/node/storage"
@@ -175,6 +176,11 @@ type Config struct {
 	// write-ahead log, snapshots, and their load at start. Default
 	// storage.DefaultConfig(): memory only.
 	Storage storage.Config
+
+	// Region names this node's region and the peer regions it ships
+	// its soft changes to (ARCHITECTURE.md, "Regions"). Default
+	// region.DefaultConfig(): a single region, nothing shipped.
+	Region region.Config
 }
 
 // DefaultConfig returns a production configuration: a one-node cluster
@@ -209,6 +215,7 @@ func DefaultConfig() Config {
 		Storage:     storage.DefaultConfig(),
 		Replication: replication.DefaultConfig(),
 		Quorum:      quorum.DefaultConfig(""),
+		Region:      region.DefaultConfig(),
 	}
 	c.Membership.Memberlist.BindAddr = "127.0.0.1"
 	c.Membership.Memberlist.BindPort = 7946
@@ -297,6 +304,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Engine.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Region.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -199,6 +199,9 @@ func (h *handler) wrote(wv *view, id string, err error) uint64 {
 	}
 	key := fcap.ViewerKey(id)
 	wv.plan.Mark(key)
+	if r := h.n.shipping; r != nil {
+		r.Mark(key) // an identity change or an erasure: soft, shipped
+	}
 	return h.n.logChange(key)
 }
 

@@ -75,7 +75,7 @@ func (h *handler) strictTimeout(deadline time.Time) (time.Duration, bool) {
 // a backup that already applied it (engine.RevokeGrantWrite), where a
 // union alone would keep it.
 func (h *handler) revoke(viewer string, tag uint64, now int64, caps []fcap.Cap) {
-	wr := &write{v: h.enter(), eng: engine.Write{Journal: h.n.journal}}
+	wr := &write{v: h.enter(), eng: engine.Write{Journal: h.n.journal}, local: true}
 	_, err := h.n.engine.RevokeGrantWrite(&wr.eng, viewer, tag, now, caps)
 	h.commit(wr)
 	if err != nil {
@@ -89,7 +89,7 @@ func (h *handler) revoke(viewer string, tag uint64, now int64, caps []fcap.Cap) 
 // unreserve takes back a strict reservation this node could not
 // acknowledge (see revoke).
 func (h *handler) unreserve(viewer string, id uint64) {
-	wr := &write{v: h.enter(), eng: engine.Write{Journal: h.n.journal}}
+	wr := &write{v: h.enter(), eng: engine.Write{Journal: h.n.journal}, local: true}
 	h.n.engine.ReleaseWrite(&wr.eng, viewer, id)
 	h.commit(wr)
 	h.n.metrics.StrictRevoked.Inc()

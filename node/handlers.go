@@ -128,6 +128,7 @@ var ops = [64]op{
 	proto.TypeDrain:           (*handler).drain,
 	proto.TypeGossipKey:       (*handler).gossipKey,
 	proto.TypeForget:          (*handler).forget,
+	proto.TypeRegionMerge:     (*handler).regionMerge,
 }
 
 func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {

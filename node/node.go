@@ -26,6 +26,7 @@ import (
 	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/node/peers"
 	"github.com/fcap-io/fcap/node/quorum"
+	"github.com/fcap-io/fcap/node/region"
 	"github.com/fcap-io/fcap/node/replication"
 	"github.com/fcap-io/fcap/node/security"
 	"github.com/fcap-io/fcap/node/statuspage"
@@ -82,6 +83,11 @@ type Node struct {
 	finisher *identity.Finisher // links and unlinks to finish (crossdevice.go)
 
 	gossipKeys *security.GossipKeys // GossipKey requests
+
+	// region takes merges from other regions (a region name); shipping
+	// is the same links when they ship to peer regions, else nil: the
+	// write path's only cost of regions is its nil check (region.go).
+	region, shipping *region.Links
 
 	drainOnce sync.Once
 	drainSent int
@@ -145,6 +151,9 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.conns = conns.New(cfg.MaxConns, cfg.MaxPendingConns, conns.Metrics{Open: n.metrics.Conns, Pending: n.metrics.PendingConns, Evicted: n.metrics.EvictedConns})
+	if err := n.startRegions(); err != nil {
+		return nil, err
+	}
 	n.repl = n.newReplicator()
 	if err := n.openStorage(); err != nil {
 		return nil, err
@@ -318,6 +327,9 @@ func (n *Node) run() {
 	n.wg.Go(func() { n.metrics.RunRecent(ctx) })
 	if n.durable != nil {
 		n.wg.Go(func() { n.durable.Run(ctx) })
+	}
+	if n.region != nil {
+		n.region.Start()
 	}
 	n.maybeActivate()
 	n.wg.Go(n.acceptLoop)
@@ -501,6 +513,7 @@ func (n *Node) activator(ctx context.Context) {
 			continue
 		}
 		n.log.Info("active: holding every partition it owns")
+		n.catchUpRegions()
 		n.log.Info("fcapd ready", "data", n.dataAddr, "http", n.httpAddr())
 	}
 }
@@ -653,6 +666,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 		q.Close()
 	}
 	n.repl.Close()
+	if n.region != nil {
+		n.region.Close()
+	}
 	if err := n.membership().Shutdown(); err != nil {
 		errs = append(errs, fmt.Errorf("stop gossip: %w", err))
 	}

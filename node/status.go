@@ -41,6 +41,11 @@ func (n *Node) status() *proto.Status {
 	for _, f := range n.membership().Failed() {
 		s.Failed = append(s.Failed, proto.FailedMember{Name: f.Name, Addr: f.Addr, SinceMillis: f.Since.UnixMilli()})
 	}
+	if n.shipping != nil {
+		for _, r := range n.shipping.Status() {
+			s.Regions = append(s.Regions, proto.RegionStatus{Name: r.Name, Reachable: r.Reachable, LagMillis: uint64(r.Lag.Milliseconds()), Queue: uint64(r.Queue)})
+		}
+	}
 	for _, d := range n.membership().Departed(proto.MaxMembers) {
 		s.Departed = append(s.Departed, proto.DepartedMember{Name: d.Name, AtMillis: d.At.UnixMilli(), Forgotten: d.Forgotten})
 	}

@@ -37,6 +37,7 @@ func (h *handler) undo(out []byte, v *view, hdr proto.Header, body []byte) ([]by
 	if code := h.begin(wr, m.Viewer, false, nil); code != 0 {
 		return h.refuse(out, hdr, code, epoch, metrics.OpUndo)
 	}
+	wr.local = true // a strict grant's take-back
 	g, ok := h.n.grants.Take(m.Viewer, m.Grant)
 	if ok {
 		if _, err := h.n.engine.RevokeGrantWrite(&wr.eng, g.Viewer, g.Tag, g.Now, g.Caps); err != nil {

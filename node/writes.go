@@ -34,6 +34,11 @@ type write struct {
 	v       *view
 	standIn bool         // this node takes the write for an owner the client could not reach
 	eng     engine.Write // what the engine changed, and the log it appended to
+	// caps are the write's caps, and local says it takes a strict grant
+	// back: with peer regions, only soft changes are shipped to them
+	// (region.go).
+	caps  []fcap.Cap
+	local bool
 }
 
 // begin starts a write to viewer under the current view. backup says the
@@ -41,7 +46,7 @@ type write struct {
 // returns the code to refuse with, having left the plan, or 0.
 func (h *handler) begin(wr *write, viewer string, backup bool, caps []fcap.Cap) proto.Code {
 	wr.v = h.enter()
-	wr.standIn = false
+	wr.standIn, wr.caps, wr.local = false, caps, false
 	wr.eng = engine.Write{Journal: h.n.journal}
 	if code := h.serves(wr.v, viewer); code != 0 {
 		if !backup || !h.standsIn(wr.v, code, viewer, caps) {
@@ -73,6 +78,9 @@ func (h *handler) commit(wr *write) uint64 {
 func (h *handler) mark(wr *write) {
 	if !wr.eng.Changed {
 		return
+	}
+	if r := h.n.shipping; r != nil {
+		shipSoft(r, wr)
 	}
 	if wr.standIn {
 		wr.v.plan.MarkStandIn(wr.eng.Key)
@@ -229,6 +237,7 @@ type strictItem struct {
 func (h *handler) recordItem(v *view, it *proto.RecordItem, backup bool) (proto.ItemResult, *write) {
 	wr := &h.wr
 	wr.v, wr.standIn, wr.eng = v, false, engine.Write{Journal: h.n.journal}
+	wr.caps, wr.local = it.Impression.Caps, false
 	if code := h.serves(v, it.Viewer); code != 0 {
 		if !backup || it.Impression.Reservation != 0 || !h.standsIn(v, code, it.Viewer, it.Impression.Caps) {
 			if code == proto.CodeNotOwner {

@@ -182,6 +182,10 @@ func testCases() []testCase {
 		{name: "pull", msg: &Pull{From: "node-1", Keys: []uint64{1, math.MaxUint64}}},
 		{name: "pull/empty", msg: &Pull{}},
 		{name: "pull-result", msg: &PullResult{From: "node-2", HighWater: 1_700_000_000_000, States: []byte{1, 2, 3}, Left: 7}},
+		{name: "region-merge", msg: &RegionMerge{Region: "eu-west-1", HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}}},
+		{name: "region-merge/empty", msg: &RegionMerge{}},
+		{name: "region-merge-result", msg: &RegionMergeResult{Epoch: 7, Applied: 31, Refused: []uint64{1, math.MaxUint64}}},
+		{name: "region-merge-result/empty", msg: &RegionMergeResult{}},
 		{name: "replicate", msg: &Replicate{From: "node-1", Epoch: 7, HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}, Done: []uint32{0, 270}, Handoff: []uint32{3}}},
 		{name: "replicate/empty", msg: &Replicate{}},
 		{name: "replicate/copied", msg: &Replicate{From: "node-1", Epoch: 7, Copied: []uint32{4, 270}}},
@@ -191,6 +195,8 @@ func testCases() []testCase {
 			Authority: true, QuorumMembers: 3, QuorumConfirmed: 2, Claimed: 4, Failed: []FailedMember{{Name: "n3", Addr: "10.0.0.3:7700", SinceMillis: 1_700_000_000_000}}, Replicas: 2, Drifting: 3,
 			Departed: []DepartedMember{{Name: "n4", AtMillis: 1_700_000_001_000}, {Name: "n5", AtMillis: 1_700_000_000_500, Forgotten: true}},
 			Version:  "v1.2.0", UptimeMillis: 3_600_000, MemoryLimit: 4 << 30, RecentMillis: 60_000, RecentRequests: 1200, RecentErrors: 3, P99Nanos: 250_000, P99Over: true}},
+		{name: "status/regions", msg: &Status{Name: "n1", Epoch: 9, State: 2, Members: 3, Version: "v1.3.0",
+			Regions: []RegionStatus{{Name: "us-east", Reachable: true, LagMillis: 40, Queue: 12}, {Name: "ap", LagMillis: 600_000, Queue: 1 << 20}}}},
 		{name: "forget", msg: &Forget{Node: "n3"}},
 		{name: "forget-result", msg: &ForgetResult{Failed: 1}},
 		{name: "drain", msg: &Drain{TimeoutMillis: 30000}},
@@ -373,6 +379,18 @@ func wireForm(m Message) []any {
 			states = []byte{}
 		}
 		return []any{m.From, m.HighWater, states, u(m.Left)}
+	case *RegionMerge:
+		states := m.States
+		if states == nil {
+			states = []byte{}
+		}
+		return []any{m.Region, m.HighWater, states}
+	case *RegionMergeResult:
+		refused := []byte{}
+		for _, k := range m.Refused {
+			refused = binary.LittleEndian.AppendUint64(refused, k)
+		}
+		return []any{u(m.Epoch), u(m.Applied), refused}
 	case *Reserve:
 		return []any{m.Viewer, optTime(m.Now, m.HasNow), m.TTL, capsForm(m.Caps), budgetForm(m.Budget)}
 	case *ReserveResult:
@@ -458,9 +476,17 @@ func wireForm(m Message) []any {
 		}
 		return []any{m.Found, m.Primary, u(m.Reservations), u(m.RememberedIDs), keys, m.LinkedTo, devs}
 	case *Status:
-		return []any{m.Name, u(m.Epoch), int64(m.State), u(m.Viewers), u(m.Keys), u(m.Bytes), u(m.Primaries), u(m.Backups), u(m.Syncing), u(m.Handing), u(m.ReplicationQueue), u(m.UnderReplicated), u(m.Members), u(m.Requests), u(m.LagMillis), m.JoinError,
+		form := []any{m.Name, u(m.Epoch), int64(m.State), u(m.Viewers), u(m.Keys), u(m.Bytes), u(m.Primaries), u(m.Backups), u(m.Syncing), u(m.Handing), u(m.ReplicationQueue), u(m.UnderReplicated), u(m.Members), u(m.Requests), u(m.LagMillis), m.JoinError,
 			m.Authority, u(m.QuorumMembers), u(m.QuorumConfirmed), u(m.Claimed), failedWire(m.Failed), u(m.Replicas), u(m.Drifting), departedWire(m.Departed),
 			m.Version, u(m.UptimeMillis), u(m.MemoryLimit), u(m.RecentMillis), u(m.RecentRequests), u(m.RecentErrors), u(m.P99Nanos), m.P99Over}
+		if len(m.Regions) > 0 {
+			rs := []any{}
+			for _, r := range m.Regions {
+				rs = append(rs, []any{r.Name, r.Reachable, u(r.LagMillis), u(r.Queue)})
+			}
+			form = append(form, rs)
+		}
+		return form
 	case *Forget:
 		return []any{m.Node}
 	case *ForgetResult:

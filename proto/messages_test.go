@@ -600,7 +600,7 @@ func TestStatusWithoutServingFigures(t *testing.T) {
 		t.Fatalf("decoded %+v, want %+v", *m, want)
 	}
 
-	newer := append(fields, "v9.9.9", 5000, 1<<30, 60000, 100, 1, 250000, true, "a field from a later version")
+	newer := append(fields, "v9.9.9", 5000, 1<<30, 60000, 100, 1, 250000, true, nil, "a field from a later version") // nil: no peer regions
 	if body, err = msgpack.Marshal(newer); err != nil {
 		t.Fatal(err)
 	}

@@ -139,9 +139,10 @@ func (*StatusRequest) decode(d *decoder) { d.end(d.array(0)) }
 // failed [FailedMember]?, replicas uint?, drifting uint?,
 // departed [DepartedMember]?, version str?, uptime_ms uint?,
 // memory_limit uint?, recent_ms uint?, recent_requests uint?,
-// recent_errors uint?, p99_ns uint?, p99_over bool?] (the fields after
-// members optional: older nodes omit them; the last eight come
-// together).
+// recent_errors uint?, p99_ns uint?, p99_over bool?,
+// regions [RegionStatus]?] (the fields after members optional: older
+// nodes omit them; the eight before regions come together; regions is
+// sent only when not empty).
 type Status struct {
 	Name  string
 	Epoch uint64
@@ -222,7 +223,32 @@ type Status struct {
 	// P99Nanos then holds).
 	P99Nanos uint64
 	P99Over  bool
+	// Regions are the node's links to its peer regions (node/region), in
+	// the order they are configured; empty on a node of a single region.
+	// At most MaxPeerRegions.
+	Regions []RegionStatus
 }
+
+// MaxPeerRegions bounds the peer regions a Status lists.
+const MaxPeerRegions = 64
+
+// RegionStatus is a node's link to one peer region.
+//
+// Wire: [name str, reachable bool, lag_ms uint, queue uint].
+type RegionStatus struct {
+	// Name is the peer region's name.
+	Name string
+	// Reachable says the link's last round reached the region.
+	Reachable bool
+	// LagMillis is the age of the oldest change not yet acknowledged by
+	// the region (0: none waits).
+	LagMillis uint64
+	// Queue counts the changed viewers waiting to be shipped.
+	Queue uint64
+}
+
+// minRegionStatusSize is the smallest encoding of a RegionStatus.
+const minRegionStatusSize = 5
 
 // DepartedMember is a member gone from the member set.
 //
@@ -258,7 +284,11 @@ const minFailedMemberSize = 4
 func (*Status) Type() Type { return TypeStatus }
 
 func (m *Status) encode(e *encoder) {
-	e.array(32)
+	if len(m.Regions) == 0 {
+		e.array(32)
+	} else {
+		e.array(33)
+	}
 	e.str(m.Name)
 	e.uint(m.Epoch)
 	e.uint(uint64(m.State))
@@ -291,6 +321,16 @@ func (m *Status) encode(e *encoder) {
 		e.uint(v)
 	}
 	e.bool(m.P99Over)
+	if len(m.Regions) > 0 {
+		e.list("peer regions", len(m.Regions), MaxPeerRegions)
+		for _, r := range m.Regions {
+			e.array(4)
+			e.str(r.Name)
+			e.bool(r.Reachable)
+			e.uint(r.LagMillis)
+			e.uint(r.Queue)
+		}
+	}
 }
 
 func (m *Status) decode(d *decoder) {
@@ -350,6 +390,17 @@ func (m *Status) decode(d *decoder) {
 		}
 		m.P99Over = d.bool()
 		extra -= 8
+	}
+	m.Regions = m.Regions[:0]
+	if extra >= 1 {
+		m.Regions = resize(m.Regions, d.list("peer regions", MaxPeerRegions, minRegionStatusSize))
+		for i := range m.Regions {
+			r := &m.Regions[i]
+			x := d.array(4)
+			r.Name, r.Reachable, r.LagMillis, r.Queue = d.str(), d.bool(), d.uint(), d.uint()
+			d.end(x)
+		}
+		extra--
 	}
 	d.end(extra)
 }

@@ -63,8 +63,19 @@ type statusMember struct {
 	P99Nanos       uint64 `json:"p99_ns,omitempty"`
 	P99Over        bool   `json:"p99_over,omitempty"`
 
+	// Regions are its links to peer regions (none on a single region).
+	Regions []statusRegion `json:"regions,omitempty"`
+
 	refused bool                 // it answered with an error (a token without the operator role)
 	failed  []proto.FailedMember // the members it counts failed
+}
+
+// statusRegion is a member's link to one peer region.
+type statusRegion struct {
+	Name      string `json:"name"`
+	Reachable bool   `json:"reachable"`
+	LagMillis uint64 `json:"lag_ms"`
+	Queue     uint64 `json:"queue"`
 }
 
 // failedMember is a member the cluster counts as failed: vanished
@@ -148,6 +159,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 			row.Authority, row.QuorumMembers, row.QuorumConfirmed, row.Claimed, row.Drifting = st.Authority, st.QuorumMembers, st.QuorumConfirmed, st.Claimed, st.Drifting
 			row.Version, row.UptimeMillis, row.MemoryLimit = strings.Clone(st.Version), st.UptimeMillis, st.MemoryLimit
 			row.RecentMillis, row.RecentRequests, row.RecentErrors, row.P99Nanos, row.P99Over = st.RecentMillis, st.RecentRequests, st.RecentErrors, st.P99Nanos, st.P99Over
+			for _, r := range st.Regions {
+				row.Regions = append(row.Regions, statusRegion{Name: strings.Clone(r.Name), Reachable: r.Reachable, LagMillis: r.LagMillis, Queue: r.Queue})
+			}
 			for _, f := range st.Failed {
 				row.failed = append(row.failed, proto.FailedMember{Name: strings.Clone(f.Name), Addr: strings.Clone(f.Addr), SinceMillis: f.SinceMillis})
 			}
@@ -252,6 +266,14 @@ func (out *statusOut) judge() {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("%d replicas for %d members: a minority can hold every copy of a partition, which the majority side then cannot serve strict caps for during a partition (use at least %d)",
 			out.Replicas, n, (n+1)/2))
 	}
+	for _, m := range out.Members {
+		for _, r := range m.Regions {
+			if !r.Reachable {
+				out.Warnings = append(out.Warnings, fmt.Sprintf("%s cannot reach peer region %s: %d changed viewers wait, the oldest for %s (soft caps overshoot across regions meanwhile)",
+					m.Name, r.Name, r.Queue, (time.Duration(r.LagMillis)*time.Millisecond).String()))
+			}
+		}
+	}
 	out.Healthy = len(out.Problems) == 0
 }
 
@@ -291,6 +313,7 @@ func printStatus(stdout io.Writer, out *statusOut) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Name, f.Addr, "FAILED@"+f.Since.Format(time.RFC3339), strings.Repeat("-\t", 12)+"-")
 	}
 	w.Flush()
+	printRegions(stdout, out)
 	if len(out.Warnings) > 0 {
 		fmt.Fprintln(stdout)
 		for _, p := range out.Warnings {
@@ -303,6 +326,31 @@ func printStatus(stdout io.Writer, out *statusOut) {
 			fmt.Fprintln(stdout, "! "+p)
 		}
 	}
+}
+
+// printRegions prints each member's links to its peer regions, when any
+// member has some.
+func printRegions(stdout io.Writer, out *statusOut) {
+	any := false
+	for _, m := range out.Members {
+		any = any || len(m.Regions) > 0
+	}
+	if !any {
+		return
+	}
+	fmt.Fprintln(stdout, "\nREGIONS")
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tPEER-REGION\tREACHABLE\tLAG\tQUEUE")
+	for _, m := range out.Members {
+		for _, r := range m.Regions {
+			reach := "yes"
+			if !r.Reachable {
+				reach = "NO"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", m.Name, r.Name, reach, (time.Duration(r.LagMillis) * time.Millisecond).String(), r.Queue)
+		}
+	}
+	w.Flush()
 }
 
 // epochString writes an epoch as the 16 hex digits every fcapctl output

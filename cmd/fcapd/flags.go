@@ -53,6 +53,7 @@ type options struct {
 	tls                                 *tlsFiles // set by loadTLS when the data plane is TLS; reloaded on SIGHUP
 	tokensFile                          string
 	durable                             durableOptions
+	region                              regionOptions
 }
 
 // parseFlags reads flags, each defaulting to its FCAP_* environment
@@ -104,6 +105,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	f.duration(&o.idleTimeout, "idle-timeout", "FCAP_IDLE_TIMEOUT", def.IdleTimeout, "close a data-plane connection that sends no complete request for this long (bounds slowloris clients)")
 	f.duration(&o.writeTimeout, "write-timeout", "FCAP_WRITE_TIMEOUT", def.WriteTimeout, "close a data-plane connection that does not read its responses for this long (bounds slow readers)")
 	o.durable.define(f, def)
+	o.region.define(f)
 	version := fs.Bool("version", false, "print the build (version, revision, Go release) and exit")
 	if f.err != nil {
 		return nil, f.err
@@ -166,6 +168,9 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.MaxDevicesPerViewer = o.maxDevices
 	cfg.IdleTimeout, cfg.WriteTimeout = o.idleTimeout, o.writeTimeout
 	if err := o.durable.apply(&cfg); err != nil {
+		return cfg, err
+	}
+	if err := o.region.apply(&cfg); err != nil {
 		return cfg, err
 	}
 	if o.scopes == "*" {

@@ -42,9 +42,9 @@ func TestRolePermissions(t *testing.T) {
 	}{
 		{RoleAdServer,
 			[]proto.Type{proto.TypePing, proto.TypeTopologyRequest, proto.TypeCheck, proto.TypeAllow, proto.TypeRecord, proto.TypeReserve, proto.TypeRelease},
-			[]proto.Type{proto.TypeStatusRequest, proto.TypeDrain, proto.TypeGossipKey, proto.TypeReplicate, proto.TypeSyncRequest}},
+			[]proto.Type{proto.TypeStatusRequest, proto.TypeDrain, proto.TypeGossipKey, proto.TypeReplicate, proto.TypeSyncRequest, proto.TypeRegionMerge}},
 		{RolePeer,
-			[]proto.Type{proto.TypePing, proto.TypeTopologyRequest, proto.TypeReplicate, proto.TypeSyncRequest},
+			[]proto.Type{proto.TypePing, proto.TypeTopologyRequest, proto.TypeReplicate, proto.TypeSyncRequest, proto.TypeRegionMerge},
 			[]proto.Type{proto.TypeCheck, proto.TypeAllow, proto.TypeRecord, proto.TypeStatusRequest, proto.TypeDrain, proto.TypeGossipKey}},
 		{RoleOperator,
 			[]proto.Type{proto.TypeCheck, proto.TypeAllow, proto.TypeStatusRequest, proto.TypeDrain, proto.TypeGossipKey, proto.TypeReplicate},

@@ -1,0 +1,147 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fcap-io/fcap/node/metrics"
+	"github.com/fcap-io/fcap/node/peers"
+	"github.com/fcap-io/fcap/node/region"
+	"github.com/fcap-io/fcap/proto"
+)
+
+// The region links (ARCHITECTURE.md, "Regions"). A node with a region
+// name takes RegionMerges from other regions' nodes; one with peer
+// regions also ships its soft changes to them: after a write changes a
+// viewer, mark (writes.go) and wrote (crossdevice.go) queue it on every
+// link with a non-blocking call. A node of a single region has neither:
+// the write path pays one nil check.
+
+// startRegions makes the node's region links from its config: none
+// without a region name.
+func (n *Node) startRegions() error {
+	cfg := n.cfg.Region
+	if cfg.Name == "" {
+		return nil
+	}
+	ls, err := region.New(cfg, region.Deps{
+		Engine:     n.engine,
+		Dialer:     regionDialer{n.peers},
+		Primary:    n.primaryOf,
+		Registerer: n.cfg.Registerer,
+		Logger:     n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("region links: %w", err)
+	}
+	n.region = ls
+	if cfg.Enabled() {
+		n.shipping = ls
+		names := make([]string, len(cfg.Peers))
+		for i, p := range cfg.Peers {
+			names[i] = p.Name
+		}
+		n.log.Info("region links: soft changes are shipped to the peer regions; strict caps are counted per region until escrow lands (a viewer may get a strict cap's limit in each region)",
+			"region", cfg.Name, "peers", names)
+	}
+	return nil
+}
+
+// shipSoft queues a changed viewer for the peer regions, unless the
+// write was strict: strict caps are counted per region in this version.
+// (A strict counter of a viewer still rides along with a later soft
+// change of it, whose state goes whole; merged in a peer region it can
+// only make that region deny sooner.)
+func shipSoft(r *region.Links, wr *write) {
+	if wr.local || strict(wr.caps) {
+		return
+	}
+	r.Mark(wr.eng.Key)
+}
+
+// primaryOf reports whether this node is the primary owner of the viewer
+// with key now (a catch-up re-ships those).
+func (n *Node) primaryOf(key uint64) bool {
+	v := n.view.Load()
+	_, owners := v.ring.LookupKey(key)
+	return v.in && len(owners) > 0 && owners[0] == v.self
+}
+
+// catchUpRegions re-ships, once the node serves, every viewer it is
+// primary of to the peer regions, when it started from a data dir: its
+// queues were not kept, so changes acknowledged before the restart may
+// not have been shipped.
+func (n *Node) catchUpRegions() {
+	if n.shipping != nil && n.durable != nil {
+		n.shipping.CatchUp()
+	}
+}
+
+// regionMerge answers a RegionMerge: another region's node sends the
+// states of viewers this node is the primary owner of. Each is merged
+// into the copy held (union with expiry), logged and marked for this
+// node's backups, and never shipped on to other regions. States of
+// viewers this node does not serve now are refused by key: the sender
+// learns the ring again and sends them to their owner.
+func (h *handler) regionMerge(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
+	var m proto.RegionMerge
+	epoch := v.ring.Epoch()
+	if err := proto.Decode(body, &m); err != nil {
+		return h.failErr(out, hdr, err, epoch, metrics.OpReplicate)
+	}
+	rl := h.n.region
+	switch {
+	case rl == nil:
+		return h.failErr(out, hdr, refusal(proto.CodeBadRequest, "this node has no region (--region): it takes no region merge"), epoch, metrics.OpReplicate)
+	case region.ValidName(m.Region) != nil:
+		return h.failErr(out, hdr, refusal(proto.CodeBadRequest, "region merge from a bad region name %q", m.Region), epoch, metrics.OpReplicate)
+	case m.Region == rl.Name():
+		return h.failErr(out, hdr, refusal(proto.CodeBadRequest, "region merge from this node's own region %q: two clusters share a region name", m.Region), epoch, metrics.OpReplicate)
+	}
+	res := &proto.RegionMergeResult{}
+	var keys []uint64
+	wv := h.enter()
+	applied, _, err := h.n.engine.MergeAll(m.States, func(key uint64) bool {
+		if !h.servesKey(wv, key) {
+			res.Refused = append(res.Refused, key)
+			return false
+		}
+		keys = append(keys, key)
+		return true
+	})
+	var seq uint64
+	for _, key := range keys {
+		wv.plan.Mark(key)
+		seq = max(seq, h.n.logChange(key))
+	}
+	h.leave(wv)
+	if err != nil {
+		return h.failErr(out, hdr, fmt.Errorf("%w: region merge from %s: %v", proto.ErrBadRequest, m.Region, err), epoch, metrics.OpReplicate)
+	}
+	h.n.metrics.Time.Observe(h.n.engine, metrics.FromReplication, m.HighWater)
+	rl.Received(m.Region, applied)
+	h.n.waitLogged(seq)
+	res.Epoch, res.Applied = epoch, uint64(applied)
+	return h.reply(out, hdr.ID, res, metrics.OpReplicate)
+}
+
+// servesKey is serves for a viewer key.
+func (h *handler) servesKey(v *view, key uint64) bool {
+	if h.n.left.Load() || !v.in {
+		return false
+	}
+	p, owners := v.ring.LookupKey(key)
+	return len(owners) > 0 && owners[0] == v.self && !h.n.repl.Syncing(p)
+}
+
+// regionDialer dials peer regions' nodes as this node dials its peers:
+// peer TLS and the peer token.
+type regionDialer struct{ p *peers.Peers }
+
+func (d regionDialer) Dial(ctx context.Context, addr string) (region.Conn, error) {
+	c, err := d.p.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}

@@ -1,0 +1,18 @@
+package region
+
+import "errors"
+
+// Configuration errors: a region setting that cannot work. Each is
+// wrapped with %w and the offending value.
+var (
+	// ErrName rejects a region name that is not 1-32 of [a-z0-9-].
+	ErrName = errors.New("region: a region name is 1-32 characters of a-z, 0-9 and -")
+	// ErrPeerSpec rejects a peer region not written NAME=host:port[,host:port...].
+	ErrPeerSpec = errors.New("region: a peer region is NAME=host:port[,host:port...]")
+	// ErrNoRegion rejects peer regions on a node that does not name its own.
+	ErrNoRegion = errors.New("region: peer regions need this node's own region (--region)")
+	// ErrOwnName rejects a peer region that carries this node's region name.
+	ErrOwnName = errors.New("region: a peer region may not carry this node's own region name")
+	// ErrDuplicate rejects a peer region named twice.
+	ErrDuplicate = errors.New("region: peer region named twice")
+)
