@@ -88,6 +88,7 @@ type Node struct {
 	// is the same links when they ship to peer regions, else nil: the
 	// write path's only cost of regions is its nil check (region.go).
 	region, shipping *region.Links
+	regionCaughtUp   atomic.Bool // catchUpRegions ran (once, at the first Active view)
 
 	drainOnce sync.Once
 	drainSent int
@@ -415,6 +416,11 @@ func (n *Node) onRingChange(old, cur *ring.Ring) {
 	n.view.Store(newView(cur, n.cfg.Name, pl))
 	start()
 	n.ringMu.Unlock()
+	if i, in := cur.Find(n.cfg.Name); in && cur.Member(i).State == ring.Active && n.regionCaughtUp.CompareAndSwap(false, true) {
+		// The first view in which this node serves as Active: what it
+		// is primary of is known only now (catchUpRegions).
+		n.catchUpRegions()
+	}
 	if cur.Epoch() == before {
 		// A replan of the same ring (a partition arrived): not news.
 		n.log.Debug("replanned", "epoch", fmt.Sprintf("%016x", cur.Epoch()))
@@ -513,7 +519,6 @@ func (n *Node) activator(ctx context.Context) {
 			continue
 		}
 		n.log.Info("active: holding every partition it owns")
-		n.catchUpRegions()
 		n.log.Info("fcapd ready", "data", n.dataAddr, "http", n.httpAddr())
 	}
 }

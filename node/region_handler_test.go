@@ -41,7 +41,7 @@ func TestRegionMergeHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 5, Window: 3_600_000}
+	c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 5, Window: time.Hour}
 	now := time.Now().UnixMilli()
 	if _, err := a.Record("v", fcap.Impression{ID: "i1", Time: now, Caps: []fcap.Cap{c}}); err != nil {
 		t.Fatal(err)
