@@ -1,0 +1,463 @@
+// Package wanproxy is a TCP proxy that plays a wide-area link for tests:
+// one-way latency and jitter, a bandwidth cap, loss and a silent cut,
+// each per direction and changeable while connections are open.
+//
+// It works on the byte stream, not on packets: the kernel under the
+// tests has no netem, and what a WAN does to packets reaches a TCP
+// application only as time. So the proxy reads chunks of bytes from one
+// side and writes them to the other after
+//
+//   - Latency ± Jitter (a chunk never overtakes the one before it: TCP
+//     delivers in order whatever the packets did);
+//   - a token bucket's wait, when a Bandwidth is set (shared by every
+//     connection through the proxy, as a link is);
+//   - a retransmission timeout, with probability Loss per chunk: how TCP
+//     shows a lost segment (see Link.Loss);
+//   - the end of a cut: while cut, nothing crosses in either direction,
+//     not even a FIN or a reset, and the sockets stay open; what was sent
+//     meanwhile is delivered after the heal, as TCP retransmits it.
+//
+// What it does not model: packet reordering and duplication (invisible
+// above TCP), the kernel's growing backoff between retransmissions during
+// a long cut, a connection that TCP itself gives up on (the sender's
+// retransmission limit, ~15 min on Linux), congestion control's slow
+// start, and a connect during a cut (the proxy's listener accepts it at
+// once; a real WAN would let the SYN time out). A chunk is what one read
+// returned, up to 32 KiB: one or many segments.
+package wanproxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// chunkSize is the most one read takes from a sender.
+const chunkSize = 32 << 10
+
+// queueLen is how many chunks a direction of a connection holds between
+// its reader and its writer: past it the reader stops reading and the
+// sender's kernel buffers fill, as behind a slow link.
+const queueLen = 64
+
+// Proxy forwards the TCP connections made to its loopback address to an
+// upstream address, through an emulated WAN link. All its methods are
+// safe for concurrent use.
+type Proxy struct {
+	ln   net.Listener
+	done chan struct{} // closed by Close
+	wg   sync.WaitGroup
+
+	forwarded [2]atomic.Int64 // bytes written out, per Dir
+	pending   [2]atomic.Int64 // bytes read and not yet written, per Dir
+
+	mu sync.Mutex
+	// The fields below are guarded by mu.
+	upstream string
+	links    [2]Link
+	buckets  [2]bucket
+	cut      bool
+	changed  chan struct{} // closed and replaced when cut changes
+	conns    map[net.Conn]struct{}
+	closed   bool
+}
+
+// bucket is a token bucket of bytes for one direction. tokens may go
+// below zero: a writer reserves its bytes and then waits until the debt
+// is paid, so writers queue in the order they asked.
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// New listens on an ephemeral loopback port and forwards each accepted
+// connection to upstream (host:port). upstream may be empty, to be set
+// later with SetUpstream: until then connections are closed as soon as
+// they are accepted.
+func New(upstream string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{
+		ln:       ln,
+		done:     make(chan struct{}),
+		upstream: upstream,
+		changed:  make(chan struct{}),
+		conns:    map[net.Conn]struct{}{},
+	}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the address to dial instead of the upstream.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetUpstream points the connections accepted from now on at addr (a
+// node restarted on another port); open ones keep their upstream.
+func (p *Proxy) SetUpstream(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.upstream = addr
+}
+
+// Upstream returns the address new connections go to.
+func (p *Proxy) Upstream() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.upstream
+}
+
+// Set changes what direction d does from now on. A new Latency, Jitter
+// or Loss applies to bytes read after the call; a new Bandwidth at
+// once, starting from a full bucket.
+func (p *Proxy) Set(d Dir, l Link) error {
+	if !d.valid() {
+		return ErrBadDir
+	}
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.links[d] = l
+	p.buckets[d] = bucket{tokens: float64(l.burst()), last: time.Now()}
+	return nil
+}
+
+// SetBoth sets both directions to l.
+func (p *Proxy) SetBoth(l Link) error {
+	if err := p.Set(Forward, l); err != nil {
+		return err
+	}
+	return p.Set(Reverse, l)
+}
+
+// Link returns what direction d does (the zero Link for a bad d).
+func (p *Proxy) Link(d Dir) Link {
+	if !d.valid() {
+		return Link{}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.links[d]
+}
+
+// Cut stops forwarding in both directions, silently: no byte, FIN or
+// reset crosses, every socket stays open, and the proxy keeps reading
+// until its queues are full. Heal resumes.
+func (p *Proxy) Cut() { p.setCut(true) }
+
+// Heal ends a cut: what was held is forwarded, in order, and after it
+// everything new.
+func (p *Proxy) Heal() { p.setCut(false) }
+
+func (p *Proxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut == cut {
+		return
+	}
+	p.cut = cut
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// IsCut reports whether the proxy is cut.
+func (p *Proxy) IsCut() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cut
+}
+
+// Forwarded returns how many bytes the proxy has written out in
+// direction d, over every connection since it started.
+func (p *Proxy) Forwarded(d Dir) int64 {
+	if !d.valid() {
+		return 0
+	}
+	return p.forwarded[d].Load()
+}
+
+// Pending returns how many bytes the proxy has read in direction d and
+// not yet written out: in flight on the emulated link, or held by a cut.
+func (p *Proxy) Pending(d Dir) int64 {
+	if !d.valid() {
+		return 0
+	}
+	return p.pending[d].Load()
+}
+
+// Conns returns how many connections are open through the proxy.
+func (p *Proxy) Conns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns) / 2 // both ends of each are tracked
+}
+
+// Close stops listening, closes every connection (dropping what was in
+// flight) and waits for the proxy's goroutines. Safe to call twice.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.done)
+		p.ln.Close()
+		for c := range p.conns {
+			c.Close()
+		}
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return nil
+}
+
+// track registers an open connection; it reports false (and closes c)
+// when the proxy is closed.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.conns, c)
+	c.Close()
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !p.track(c) {
+			continue
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+// serve dials the upstream and runs both directions until each has
+// ended.
+func (p *Proxy) serve(front net.Conn) {
+	defer p.wg.Done()
+	defer p.untrack(front)
+	upstream := p.Upstream()
+	if upstream == "" {
+		return
+	}
+	back, err := net.DialTimeout("tcp", upstream, 5*time.Second)
+	if err != nil {
+		return
+	}
+	if !p.track(back) {
+		return
+	}
+	defer p.untrack(back)
+	var dirs sync.WaitGroup
+	dirs.Add(2)
+	go func() {
+		defer dirs.Done()
+		p.pipe(Forward, front, back)
+	}()
+	go func() {
+		defer dirs.Done()
+		p.pipe(Reverse, back, front)
+	}()
+	dirs.Wait()
+}
+
+// chunk is what one read returned, and when it may be written out.
+type chunk struct {
+	b       []byte
+	release time.Time
+	eof     bool // the sender closed its side cleanly: no b
+}
+
+// pipe carries one direction of a connection, src to dst, until src
+// ends (then dst gets a FIN once everything before it was written) or
+// either side fails (then both close, ending the other direction too).
+func (p *Proxy) pipe(d Dir, src, dst net.Conn) {
+	q := make(chan chunk, queueLen)
+	stop := make(chan struct{})
+	var reader sync.WaitGroup
+	reader.Add(1)
+	go func() {
+		defer reader.Done()
+		p.read(d, src, q, stop)
+	}()
+	if !p.write(d, dst, q) {
+		src.Close()
+		dst.Close()
+	}
+	close(stop)
+	reader.Wait()
+	// Whatever the writer did not take is gone with the connection.
+	for c := range q {
+		p.pending[d].Add(-int64(len(c.b)))
+	}
+}
+
+// read reads chunks from src, stamps each with its release time and
+// queues it; it closes q when src ends, after an eof chunk if it ended
+// cleanly.
+func (p *Proxy) read(d Dir, src net.Conn, q chan<- chunk, stop <-chan struct{}) {
+	defer close(q)
+	var last time.Time
+	buf := make([]byte, chunkSize)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			c := chunk{b: bytes.Clone(buf[:n]), release: p.releaseAt(d, time.Now(), &last)}
+			p.pending[d].Add(int64(n))
+			select {
+			case q <- c:
+			case <-stop:
+				p.pending[d].Add(-int64(n))
+				return
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			select {
+			case q <- chunk{eof: true, release: p.releaseAt(d, time.Now(), &last)}:
+			case <-stop:
+			}
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// releaseAt returns when a chunk read at now may leave: after the
+// direction's latency, its jitter and, if the chunk is lost, a
+// retransmission timeout; never before the chunk before it (*last).
+func (p *Proxy) releaseAt(d Dir, now time.Time, last *time.Time) time.Time {
+	p.mu.Lock()
+	l, other := p.links[d], p.links[1-d]
+	p.mu.Unlock()
+	delay := l.Latency
+	if l.Jitter > 0 {
+		delay += time.Duration(rand.Int64N(2*int64(l.Jitter)+1)) - l.Jitter
+	}
+	delay = max(delay, 0)
+	if l.Loss > 0 && rand.Float64() < l.Loss {
+		delay += rto(l, other)
+	}
+	t := now.Add(delay)
+	if t.Before(*last) {
+		t = *last
+	}
+	*last = t
+	return t
+}
+
+// write writes the queued chunks to dst as their time comes, the
+// bandwidth allows and no cut holds them. It reports false when dst
+// failed, the proxy closed, or src ended with an error (passed on, once
+// no cut holds it, by closing both sides); true after a clean end passed
+// on as a FIN.
+func (p *Proxy) write(d Dir, dst net.Conn, q <-chan chunk) bool {
+	for c := range q {
+		if !p.sleepUntil(c.release) || !p.waitHealed() {
+			return false
+		}
+		if c.eof {
+			cw, ok := dst.(interface{ CloseWrite() error })
+			return ok && cw.CloseWrite() == nil
+		}
+		for off := 0; off < len(c.b); {
+			if !p.waitHealed() {
+				return false
+			}
+			n, wait := p.reserve(d, len(c.b)-off)
+			if !p.sleepUntil(time.Now().Add(wait)) {
+				return false
+			}
+			if _, err := dst.Write(c.b[off : off+n]); err != nil {
+				return false
+			}
+			off += n
+			p.forwarded[d].Add(int64(n))
+			p.pending[d].Add(-int64(n))
+		}
+	}
+	p.waitHealed() // a cut hides a reset too
+	return false
+}
+
+// reserve takes up to want bytes' worth of tokens from direction d's
+// bucket (at most the bucket's size at a time) and returns how many
+// bytes it took and how long to wait before writing them.
+func (p *Proxy) reserve(d Dir, want int) (int, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.links[d]
+	if l.Bandwidth == 0 {
+		return want, 0
+	}
+	burst := l.burst()
+	n := int(min(int64(want), burst))
+	b := &p.buckets[d]
+	now := time.Now()
+	rate := float64(l.Bandwidth)
+	b.tokens = min(b.tokens+now.Sub(b.last).Seconds()*rate, float64(burst))
+	b.last = now
+	b.tokens -= float64(n)
+	if b.tokens >= 0 {
+		return n, 0
+	}
+	return n, time.Duration(-b.tokens / rate * float64(time.Second))
+}
+
+// sleepUntil waits until t; it reports false when the proxy closed
+// first.
+func (p *Proxy) sleepUntil(t time.Time) bool {
+	wait := time.Until(t)
+	if wait <= 0 {
+		return true
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-p.done:
+		return false
+	}
+}
+
+// waitHealed waits while the proxy is cut; it reports false when the
+// proxy closed first.
+func (p *Proxy) waitHealed() bool {
+	for {
+		p.mu.Lock()
+		cut, changed := p.cut, p.changed
+		p.mu.Unlock()
+		if !cut {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-p.done:
+			return false
+		}
+	}
+}
