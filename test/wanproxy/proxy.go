@@ -319,12 +319,11 @@ func (p *Proxy) pipe(d Dir, src, dst net.Conn) {
 // cleanly.
 func (p *Proxy) read(d Dir, src net.Conn, q chan<- chunk, stop <-chan struct{}) {
 	defer close(q)
-	var last time.Time
 	buf := make([]byte, chunkSize)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			c := chunk{b: bytes.Clone(buf[:n]), release: p.releaseAt(d, time.Now(), &last)}
+			c := chunk{b: bytes.Clone(buf[:n]), release: p.releaseAt(d, time.Now())}
 			p.pending[d].Add(int64(n))
 			select {
 			case q <- c:
@@ -335,7 +334,7 @@ func (p *Proxy) read(d Dir, src net.Conn, q chan<- chunk, stop <-chan struct{}) 
 		}
 		if errors.Is(err, io.EOF) {
 			select {
-			case q <- chunk{eof: true, release: p.releaseAt(d, time.Now(), &last)}:
+			case q <- chunk{eof: true, release: p.releaseAt(d, time.Now())}:
 			case <-stop:
 			}
 			return
@@ -348,8 +347,11 @@ func (p *Proxy) read(d Dir, src net.Conn, q chan<- chunk, stop <-chan struct{}) 
 
 // releaseAt returns when a chunk read at now may leave: after the
 // direction's latency, its jitter and, if the chunk is lost, a
-// retransmission timeout; never before the chunk before it (*last).
-func (p *Proxy) releaseAt(d Dir, now time.Time, last *time.Time) time.Time {
+// retransmission timeout. The one writer of a direction takes chunks in
+// the order they were read, so a chunk whose time comes before its
+// predecessor's leaves right after it: jitter never reorders, and a lost
+// chunk holds back everything behind it, as in TCP.
+func (p *Proxy) releaseAt(d Dir, now time.Time) time.Time {
 	p.mu.Lock()
 	l, other := p.links[d], p.links[1-d]
 	p.mu.Unlock()
@@ -361,12 +363,7 @@ func (p *Proxy) releaseAt(d Dir, now time.Time, last *time.Time) time.Time {
 	if l.Loss > 0 && rand.Float64() < l.Loss {
 		delay += rto(l, other)
 	}
-	t := now.Add(delay)
-	if t.Before(*last) {
-		t = *last
-	}
-	*last = t
-	return t
+	return now.Add(delay)
 }
 
 // write writes the queued chunks to dst as their time comes, the

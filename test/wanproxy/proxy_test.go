@@ -248,6 +248,25 @@ func TestCutHoldsEverythingUntilHeal(t *testing.T) {
 	}
 }
 
+// TestCutHidesReset: a side that resets its connection during a cut is
+// not seen by the other side until the heal.
+func TestCutHidesReset(t *testing.T) {
+	var s sink
+	p := newProxy(t, newServer(t, s.handle).addr())
+	c := dial(t, p.Addr())
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { return s.n.Load() == 5 }, "the sink got hello")
+	p.Cut()
+	c.SetLinger(0)
+	c.Close() // a reset
+	never(t, 300*time.Millisecond, func() bool { return p.Conns() == 0 },
+		"the proxy closed the upstream side during the cut")
+	p.Heal()
+	eventually(t, func() bool { return p.Conns() == 0 }, "the connection ended after the heal")
+}
+
 func TestCutAndHealTwice(t *testing.T) {
 	p := newProxy(t, newServer(t, echo).addr())
 	c := dial(t, p.Addr())
