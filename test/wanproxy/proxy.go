@@ -55,6 +55,7 @@ type Proxy struct {
 
 	forwarded [2]atomic.Int64 // bytes written out, per Dir
 	pending   [2]atomic.Int64 // bytes read and not yet written, per Dir
+	open      atomic.Int64    // accepted connections not yet ended
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
@@ -62,7 +63,7 @@ type Proxy struct {
 	links    [2]Link
 	buckets  [2]bucket
 	cut      bool
-	changed  chan struct{} // closed and replaced when cut changes
+	changed  chan struct{} // closed and replaced when cut or upstream changes
 	conns    map[net.Conn]struct{}
 	closed   bool
 }
@@ -77,8 +78,9 @@ type bucket struct {
 
 // New listens on an ephemeral loopback port and forwards each accepted
 // connection to upstream (host:port). upstream may be empty, to be set
-// later with SetUpstream: until then connections are closed as soon as
-// they are accepted.
+// later with SetUpstream (a harness that needs the proxy's address
+// before the upstream has started): until then accepted connections
+// wait, as a connect to a host that is not up yet would.
 func New(upstream string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -105,6 +107,14 @@ func (p *Proxy) SetUpstream(addr string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.upstream = addr
+	p.notify()
+}
+
+// notify wakes whoever waits for a change of cut or upstream. The
+// caller holds mu.
+func (p *Proxy) notify() {
+	close(p.changed)
+	p.changed = make(chan struct{})
 }
 
 // Upstream returns the address new connections go to.
@@ -165,8 +175,7 @@ func (p *Proxy) setCut(cut bool) {
 		return
 	}
 	p.cut = cut
-	close(p.changed)
-	p.changed = make(chan struct{})
+	p.notify()
 }
 
 // IsCut reports whether the proxy is cut.
@@ -194,12 +203,8 @@ func (p *Proxy) Pending(d Dir) int64 {
 	return p.pending[d].Load()
 }
 
-// Conns returns how many connections are open through the proxy.
-func (p *Proxy) Conns() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.conns) / 2 // both ends of each are tracked
-}
+// Conns returns how many accepted connections have not ended yet.
+func (p *Proxy) Conns() int { return int(p.open.Load()) }
 
 // Close stops listening, closes every connection (dropping what was in
 // flight) and waits for the proxy's goroutines. Safe to call twice.
@@ -248,6 +253,7 @@ func (p *Proxy) accept() {
 		if !p.track(c) {
 			continue
 		}
+		p.open.Add(1)
 		p.wg.Add(1)
 		go p.serve(c)
 	}
@@ -257,9 +263,10 @@ func (p *Proxy) accept() {
 // ended.
 func (p *Proxy) serve(front net.Conn) {
 	defer p.wg.Done()
+	defer p.open.Add(-1)
 	defer p.untrack(front)
-	upstream := p.Upstream()
-	if upstream == "" {
+	upstream, ok := p.waitUpstream()
+	if !ok {
 		return
 	}
 	back, err := net.DialTimeout("tcp", upstream, 5*time.Second)
@@ -438,6 +445,24 @@ func (p *Proxy) sleepUntil(t time.Time) bool {
 		return true
 	case <-p.done:
 		return false
+	}
+}
+
+// waitUpstream waits until the proxy has an upstream and returns it; ok
+// is false when the proxy closed first.
+func (p *Proxy) waitUpstream() (upstream string, ok bool) {
+	for {
+		p.mu.Lock()
+		upstream, changed := p.upstream, p.changed
+		p.mu.Unlock()
+		if upstream != "" {
+			return upstream, true
+		}
+		select {
+		case <-changed:
+		case <-p.done:
+			return "", false
+		}
 	}
 }
 

@@ -291,21 +291,23 @@ func TestSetUpstream(t *testing.T) {
 	a := newServer(t, func(c net.Conn) { c.Write([]byte("a")) })
 	b := newServer(t, func(c net.Conn) { c.Write([]byte("b")) })
 	p := newProxy(t, "")
-	read := func() string {
-		c := dial(t, p.Addr())
+	read := func(c net.Conn) string {
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		got, _ := io.ReadAll(c)
 		return string(got)
 	}
-	if got := read(); got != "" {
-		t.Fatalf("with no upstream the proxy passed %q", got)
-	}
+	// Dialed before the proxy has an upstream: it waits for one.
+	early := dial(t, p.Addr())
+	eventually(t, func() bool { return p.Conns() == 1 }, "the proxy accepted the early connection")
 	p.SetUpstream(a.addr())
-	if got := read(); got != "a" {
+	if got := read(early); got != "a" {
+		t.Fatalf("the connection made before the upstream was set got %q", got)
+	}
+	if got := read(dial(t, p.Addr())); got != "a" {
 		t.Fatalf("got %q from upstream a", got)
 	}
 	p.SetUpstream(b.addr())
-	if got := read(); got != "b" || p.Upstream() != b.addr() {
+	if got := read(dial(t, p.Addr())); got != "b" || p.Upstream() != b.addr() {
 		t.Fatalf("got %q after the move to b", got)
 	}
 }
@@ -342,31 +344,42 @@ func TestBadKnobs(t *testing.T) {
 }
 
 // TestCloseWithTrafficHeld: Close ends connections held by a cut, a
-// latency and a bandwidth wait, twice over; goleak (TestMain) sees that
-// every goroutine went.
+// latency, a bandwidth wait and a missing upstream, twice over; goleak
+// (TestMain) sees that every goroutine went.
 func TestCloseWithTrafficHeld(t *testing.T) {
 	srv := newServer(t, echo)
-	for _, set := range []func(*Proxy){
-		func(p *Proxy) { p.Cut() },
-		func(p *Proxy) { p.SetBoth(Link{Latency: time.Hour}) },
-		func(p *Proxy) { p.SetBoth(Link{Bandwidth: 1, Burst: 1}) },
+	read := func(p *Proxy) bool { return p.Pending(Forward) > 0 || p.Forwarded(Forward) > 0 }
+	for _, tc := range []struct {
+		name  string
+		set   func(*Proxy)
+		ready func(*Proxy) bool
+	}{
+		{"cut", func(p *Proxy) { p.Cut() }, read},
+		{"latency", func(p *Proxy) { p.SetBoth(Link{Latency: time.Hour}) }, read},
+		{"bandwidth", func(p *Proxy) { p.SetBoth(Link{Bandwidth: 1, Burst: 1}) }, read},
+		{"no upstream", func(p *Proxy) { p.SetUpstream("") }, func(p *Proxy) bool { return p.Conns() == 1 }},
 	} {
-		p, err := New(srv.addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		set(p)
-		c := dial(t, p.Addr())
-		c.Write([]byte("held"))
-		eventually(t, func() bool { return p.Pending(Forward) > 0 || p.Forwarded(Forward) > 0 }, "the proxy read the bytes")
-		p.Close()
-		p.Close()
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if _, err := io.ReadAll(c); err != nil {
-			t.Fatalf("the client's side did not end after Close: %v", err)
-		}
-		if _, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
-			t.Fatal("a closed proxy accepted a connection")
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := New(srv.addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.set(p)
+			c := dial(t, p.Addr())
+			c.Write([]byte("held"))
+			eventually(t, func() bool { return tc.ready(p) }, "the proxy holds the connection")
+			p.Close()
+			p.Close()
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadAll(c); err != nil {
+				t.Fatalf("the client's side did not end after Close: %v", err)
+			}
+			if p.Conns() != 0 {
+				t.Fatalf("%d connections open after Close", p.Conns())
+			}
+			if _, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
+				t.Fatal("a closed proxy accepted a connection")
+			}
+		})
 	}
 }
