@@ -62,6 +62,7 @@ type Proxy struct {
 	upstream string
 	links    [2]Link
 	buckets  [2]bucket
+	rewrite  [2]func(io.Reader) io.Reader
 	cut      bool
 	changed  chan struct{} // closed and replaced when cut or upstream changes
 	conns    map[net.Conn]struct{}
@@ -147,6 +148,21 @@ func (p *Proxy) SetBoth(l Link) error {
 		return err
 	}
 	return p.Set(Reverse, l)
+}
+
+// Rewrite makes the connections accepted from now on read direction d
+// through wrap(src) instead of src: a test's hook to change what crosses
+// (a harness that must make a peer's answers name the proxies). wrap's
+// reader is read from one goroutine; an error other than io.EOF from it
+// ends the connection. nil: the bytes as sent.
+func (p *Proxy) Rewrite(d Dir, wrap func(io.Reader) io.Reader) error {
+	if !d.valid() {
+		return ErrBadDir
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rewrite[d] = wrap
+	return nil
 }
 
 // Link returns what direction d does (the zero Link for a bad d).
@@ -277,15 +293,18 @@ func (p *Proxy) serve(front net.Conn) {
 		return
 	}
 	defer p.untrack(back)
+	p.mu.Lock()
+	rewrite := p.rewrite
+	p.mu.Unlock()
 	var dirs sync.WaitGroup
 	dirs.Add(2)
 	go func() {
 		defer dirs.Done()
-		p.pipe(Forward, front, back)
+		p.pipe(Forward, front, back, rewrite[Forward])
 	}()
 	go func() {
 		defer dirs.Done()
-		p.pipe(Reverse, back, front)
+		p.pipe(Reverse, back, front, rewrite[Reverse])
 	}()
 	dirs.Wait()
 }
@@ -300,14 +319,18 @@ type chunk struct {
 // pipe carries one direction of a connection, src to dst, until src
 // ends (then dst gets a FIN once everything before it was written) or
 // either side fails (then both close, ending the other direction too).
-func (p *Proxy) pipe(d Dir, src, dst net.Conn) {
+func (p *Proxy) pipe(d Dir, src, dst net.Conn, rewrite func(io.Reader) io.Reader) {
+	var r io.Reader = src
+	if rewrite != nil {
+		r = rewrite(src)
+	}
 	q := make(chan chunk, queueLen)
 	stop := make(chan struct{})
 	var reader sync.WaitGroup
 	reader.Add(1)
 	go func() {
 		defer reader.Done()
-		p.read(d, src, q, stop)
+		p.read(d, r, q, stop)
 	}()
 	if !p.write(d, dst, q) {
 		src.Close()
@@ -324,7 +347,7 @@ func (p *Proxy) pipe(d Dir, src, dst net.Conn) {
 // read reads chunks from src, stamps each with its release time and
 // queues it; it closes q when src ends, after an eof chunk if it ended
 // cleanly.
-func (p *Proxy) read(d Dir, src net.Conn, q chan<- chunk, stop <-chan struct{}) {
+func (p *Proxy) read(d Dir, src io.Reader, q chan<- chunk, stop <-chan struct{}) {
 	defer close(q)
 	buf := make([]byte, chunkSize)
 	for {

@@ -312,6 +312,41 @@ func TestSetUpstream(t *testing.T) {
 	}
 }
 
+// upper is a rewrite that upper-cases ASCII letters.
+type upper struct{ r io.Reader }
+
+func (u upper) Read(b []byte) (int, error) {
+	n, err := u.r.Read(b)
+	copy(b, bytes.ToUpper(b[:n]))
+	return n, err
+}
+
+func TestRewrite(t *testing.T) {
+	p := newProxy(t, newServer(t, echo).addr())
+	before := dial(t, p.Addr())
+	roundTrip(t, before) // set up before the change: it keeps the bytes as sent
+	if err := p.Rewrite(Reverse, func(r io.Reader) io.Reader { return upper{r} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Rewrite(Dir(7), nil); !errors.Is(err, ErrBadDir) {
+		t.Fatalf("Rewrite(Dir(7)): %v, want ErrBadDir", err)
+	}
+	after := dial(t, p.Addr())
+	for _, tc := range []struct {
+		c    *net.TCPConn
+		want string
+	}{{before, "echo"}, {after, "ECHO"}} {
+		if _, err := tc.c.Write([]byte("echo")); err != nil {
+			t.Fatal(err)
+		}
+		tc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b := make([]byte, 4)
+		if _, err := io.ReadFull(tc.c, b); err != nil || string(b) != tc.want {
+			t.Fatalf("read %q, %v; want %q", b, err, tc.want)
+		}
+	}
+}
+
 func TestBadKnobs(t *testing.T) {
 	p := newProxy(t, "")
 	for _, tc := range []struct {
