@@ -3,6 +3,7 @@ package regions
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -88,6 +89,22 @@ func checkProxies(t *testing.T, b *Bed) {
 				}
 				if name != n.Name || members != 3 {
 					t.Fatalf("%s->%s proxy %d leads to %s with %d members, want %s with 3", from.Name, to.Name, i, name, members, n.Name)
+				}
+			}
+			// The ring a region link learns through the proxies names
+			// the proxies: the link's batches cross the WAN too.
+			topo, err := b.Topology(from.Name, to.Name, 0)
+			if err != nil {
+				t.Fatalf("topology of %s through %s->%s: %v", to.Name, from.Name, to.Name, err)
+			}
+			if len(topo.Members) != len(to.Nodes) {
+				t.Fatalf("topology of %s has %d members, want %d", to.Name, len(topo.Members), len(to.Nodes))
+			}
+			proxies := b.Proxies(from.Name, to.Name)
+			for _, m := range topo.Members {
+				i := slices.IndexFunc(to.Nodes, func(n *cluster.Node) bool { return n.Name == m.Name })
+				if i < 0 || m.Addr != proxies[i].Addr() {
+					t.Fatalf("%s->%s: member %s at %s, want its proxy (node %d of %d)", from.Name, to.Name, m.Name, m.Addr, i, len(to.Nodes))
 				}
 			}
 			if after := b.Carried(from.Name, to.Name); after <= before {

@@ -7,14 +7,16 @@
 //
 // The proxies: for each directed pair of regions (from, to) and each node
 // of to, one proxy whose upstream is that node's data-plane address; the
-// nodes of from get those proxies as the seeds of their --peer-region to.
-// A proxy's Forward direction carries from's requests, its Reverse
-// direction to's answers.
+// nodes of from get those proxies as the seeds of their --peer-region to,
+// and every Topology answer crossing them names the proxies instead of
+// to's nodes (topology.go says why). A proxy's Forward direction carries
+// from's requests, its Reverse direction to's answers.
 package regions
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +27,7 @@ import (
 	"time"
 
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/test/cluster"
 	"github.com/fcap-io/fcap/test/wanproxy"
 )
@@ -58,7 +61,13 @@ type Bed struct {
 	Regions []*Region
 
 	t     testing.TB
-	links map[pair][]*wanproxy.Proxy // one proxy per node of pair.to
+	links map[pair]*link
+}
+
+// link is the WAN from one region to another.
+type link struct {
+	proxies []*wanproxy.Proxy // the i-th in front of the i-th node of pair.to
+	addrs   addrMap           // pair.to's data-plane addresses -> proxies
 }
 
 // Region is one region's cluster.
@@ -87,12 +96,14 @@ func Start(t testing.TB, cfg Config) *Bed {
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
 	}
-	b := &Bed{t: t, links: map[pair][]*wanproxy.Proxy{}}
+	b := &Bed{t: t, links: map[pair]*link{}}
 	for _, from := range cfg.Regions {
 		for _, to := range cfg.Regions {
 			if from == to {
 				continue
 			}
+			l := &link{}
+			b.links[pair{from, to}] = l
 			for range cfg.Nodes {
 				p, err := wanproxy.New("")
 				if err != nil {
@@ -102,7 +113,10 @@ func Start(t testing.TB, cfg Config) *Bed {
 				if err := p.SetBoth(cfg.Link); err != nil {
 					t.Fatal(err)
 				}
-				b.links[pair{from, to}] = append(b.links[pair{from, to}], p)
+				if err := p.Rewrite(wanproxy.Reverse, func(r io.Reader) io.Reader { return newTopologyRewriter(r, &l.addrs) }); err != nil {
+					t.Fatal(err)
+				}
+				l.proxies = append(l.proxies, p)
 			}
 		}
 	}
@@ -152,7 +166,7 @@ func (b *Bed) regionFlags(name string, all []string) []string {
 			continue
 		}
 		var seeds []string
-		for _, p := range b.links[pair{name, other}] {
+		for _, p := range b.links[pair{name, other}].proxies {
 			seeds = append(seeds, p.Addr())
 		}
 		args = append(args, "--peer-region", other+"="+strings.Join(seeds, ","))
@@ -161,14 +175,15 @@ func (b *Bed) regionFlags(name string, all []string) []string {
 }
 
 // pointProxies points every proxy to r's nodes at their current
-// data-plane addresses.
+// data-plane addresses, and the topology rewriting with them.
 func (b *Bed) pointProxies(r *Region) {
-	for pr, ps := range b.links {
+	for pr, l := range b.links {
 		if pr.to != r.Name {
 			continue
 		}
-		for i, p := range ps {
+		for i, p := range l.proxies {
 			p.SetUpstream(r.Nodes[i].Data)
+			l.addrs.set(r.Nodes[i].Data, p.Addr())
 		}
 	}
 }
@@ -190,11 +205,11 @@ func (b *Bed) Region(name string) *Region {
 // i-th in front of to's i-th node.
 func (b *Bed) Proxies(from, to string) []*wanproxy.Proxy {
 	b.t.Helper()
-	ps, ok := b.links[pair{from, to}]
+	l, ok := b.links[pair{from, to}]
 	if !ok {
 		b.t.Fatalf("no link from region %q to %q", from, to)
 	}
-	return ps
+	return l.proxies
 }
 
 // SetLink sets what the WAN does to bytes travelling from region from to
@@ -218,8 +233,8 @@ func (b *Bed) SetLink(from, to string, l wanproxy.Link) {
 // SetAllLinks sets every direction of every pair to l.
 func (b *Bed) SetAllLinks(l wanproxy.Link) {
 	b.t.Helper()
-	for _, ps := range b.links {
-		for _, p := range ps {
+	for _, k := range b.links {
+		for _, p := range k.proxies {
 			if err := p.SetBoth(l); err != nil {
 				b.t.Fatal(err)
 			}
@@ -245,8 +260,8 @@ func (b *Bed) Isolate(name string) {
 
 // HealAll ends every cut.
 func (b *Bed) HealAll() {
-	for _, ps := range b.links {
-		for _, p := range ps {
+	for _, l := range b.links {
+		for _, p := range l.proxies {
 			p.Heal()
 		}
 	}
@@ -307,6 +322,20 @@ func (b *Bed) Status(from, to string, i int) (string, uint64, error) {
 		return "", 0, err
 	}
 	return st.Name, st.Members, nil
+}
+
+// Topology asks node i of region to for its ring through the proxy
+// region from dials it by, as a region link does: the member addresses
+// name the proxies.
+func (b *Bed) Topology(from, to string, i int) (*proto.Topology, error) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var t proto.Topology
+	if err := (&client.Admin{}).Call(ctx, b.Proxies(from, to)[i].Addr(), &proto.TopologyRequest{}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
 }
 
 // RegionFlags are the fcapd flags a linked bed needs.
