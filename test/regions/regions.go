@@ -347,7 +347,7 @@ var RegionFlags = []string{"region", "peer-region"}
 func RequireRegionFlags(t testing.TB) {
 	t.Helper()
 	if missing := MissingFlags(t); len(missing) > 0 {
-		t.Skipf("fcapd has no --%s flag (the region link has not landed): this test needs it",
+		t.Skipf("fcapd lacks the flag(s) --%s: the region link has not landed in this tree; this test needs it",
 			strings.Join(missing, ", --"))
 	}
 }
