@@ -136,7 +136,28 @@ func Start(t testing.TB, cfg Config) *Bed {
 		b.Regions = append(b.Regions, r)
 		b.pointProxies(r)
 	}
+	t.Cleanup(b.logOnFailure)
 	return b
+}
+
+// logOnFailure writes, when the test failed, each node's last log lines
+// about its region links.
+func (b *Bed) logOnFailure() {
+	if !b.t.Failed() {
+		return
+	}
+	for _, r := range b.Regions {
+		for _, n := range r.Nodes {
+			var lines []string
+			for _, l := range strings.Split(n.Logs(), "\n") {
+				if strings.Contains(l, "region") {
+					lines = append(lines, l)
+				}
+			}
+			b.t.Logf("%s: %d log lines about regions, the last 20:\n%s", n.Name, len(lines),
+				strings.Join(lines[max(0, len(lines)-20):], "\n"))
+		}
+	}
 }
 
 func (c Config) validate() error {
