@@ -263,4 +263,3 @@ func (p *Proxy) accept() {
 		go p.serve(c)
 	}
 }
-
