@@ -6,6 +6,7 @@ package cluster
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -207,6 +208,9 @@ type Options struct {
 	// Env is more environment for the process ("GOGC=100"), after the
 	// test's own.
 	Env []string
+	// Prefix names the nodes StartCluster starts: Prefix1, Prefix2 and
+	// so on. Empty: "n".
+	Prefix string
 }
 
 // Start starts one fcapd and waits until it is listening.
@@ -548,7 +552,7 @@ func StartCluster(t testing.TB, n int, o Options) []*Node {
 			// --bootstrap): one node started by itself gets none.
 			oo.Seeds = append(append([]string(nil), o.Seeds...), ports...)
 		}
-		nodes[i] = newNode(t, fmt.Sprintf("n%d", i+1), ports[i], oo)
+		nodes[i] = newNode(t, fmt.Sprintf("%s%d", cmp.Or(o.Prefix, "n"), i+1), ports[i], oo)
 	}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
