@@ -47,7 +47,7 @@ func TestBedSeparateRegions(t *testing.T) {
 	checkProxies(t, b)
 
 	// The regions share nothing: what a counts, b and c do not.
-	cp := fcap.Cap{Scope: "campaign", ID: "bed", Limit: 10, Window: time.Hour.Milliseconds()}
+	cp := fcap.Cap{Scope: "campaign", ID: "bed", Limit: 10, Window: time.Hour}
 	a := b.Client(t, "a")
 	Record(t, a, "viewer-1", Impressions("bed", 2, cp)...)
 	for _, r := range b.Regions {
