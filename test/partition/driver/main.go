@@ -199,10 +199,10 @@ func race(args []string) error {
 				wv := int((now - start) / wave.Nanoseconds())
 				var op partition.Op
 				if soft {
-					op = allowSoft(c, viewer(*prefix+"-s", wv, rng.IntN(*perWave)), *side, id, *timeout)
+					op = allow(c, viewer(*prefix+"-s", wv, rng.IntN(*perWave)), *side, id, *timeout, softCap)
 					softEmit(op)
 				} else {
-					op = allow(c, viewer(*prefix, wv, rng.IntN(*perWave)), *side, id, *timeout)
+					op = allow(c, viewer(*prefix, wv, rng.IntN(*perWave)), *side, id, *timeout, strictCap)
 					emit(op)
 				}
 				if d := time.Duration(op.Call + pace.Nanoseconds() - time.Now().UnixNano()); d > 0 {
@@ -229,47 +229,28 @@ func race(args []string) error {
 	return nil
 }
 
-// allow makes one strict Allow and says what came of it.
-func allow(c *client.Client, v, side string, id int, timeout time.Duration) partition.Op {
+// allow makes one Allow of c and says what came of it: granted, refused,
+// or unknown (an error, a fail-closed verdict). A strict cap never fails
+// open with the default policy; if it did, the grant was not the
+// cluster's (unknown). A soft cap's fail-open is a grant the client made
+// for want of an answer, which no node counted (granted, Err
+// "fail-open").
+func allow(c *client.Client, v, side string, id int, timeout time.Duration, cp fcap.Cap) partition.Op {
 	// The context outlives the client's own deadline: the client decides
 	// by its failure policy at its deadline, and that verdict is the
 	// outcome an ad server would act on.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout)
 	defer cancel()
 	op := partition.Op{Viewer: v, Side: side, Client: id, Call: time.Now().UnixNano()}
-	vd, err := c.Allow(ctx, v, []fcap.Cap{strictCap})
+	vd, err := c.Allow(ctx, v, []fcap.Cap{cp})
 	op.Return = time.Now().UnixNano()
 	switch {
 	case err != nil:
 		op.Result, op.Err = partition.Unknown, err.Error()
 	case vd.FailClosed:
 		op.Result, op.Err = partition.Unknown, "fail-closed"
-	case vd.FailOpen:
-		// A strict cap never fails open with the default policy; if it
-		// did, the grant was not the cluster's.
+	case vd.FailOpen && cp.Mode == fcap.Strict:
 		op.Result, op.Err = partition.Unknown, "fail-open"
-	case vd.Allowed:
-		op.Result = partition.Granted
-	default:
-		op.Result = partition.Refused
-	}
-	return op
-}
-
-// allowSoft makes one soft Allow and says what came of it: granted
-// (Err "fail-open" when the client allowed it for want of an answer,
-// which no node counted), refused, or unknown (an error).
-func allowSoft(c *client.Client, v, side string, id int, timeout time.Duration) partition.Op {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout)
-	defer cancel()
-	op := partition.Op{Viewer: v, Side: side, Client: id, Call: time.Now().UnixNano()}
-	vd, err := c.Allow(ctx, v, []fcap.Cap{softCap})
-	op.Return = time.Now().UnixNano()
-	switch {
-	case err != nil:
-		op.Result, op.Err = partition.Unknown, err.Error()
-	case vd.FailClosed:
-		op.Result, op.Err = partition.Unknown, "fail-closed"
 	case vd.FailOpen:
 		op.Result, op.Err = partition.Granted, "fail-open"
 	case vd.Allowed:
