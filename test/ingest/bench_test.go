@@ -296,3 +296,85 @@ func nodeCPU(b *testing.B, n *cluster.Node) float64 {
 	}
 	return n.Metric("process_cpu_seconds_total")
 }
+
+// BenchmarkIngestNodeKill: issue 37's "kill -9 of one fcapd during
+// ingestion at the highest rate the machine sustains". Impressions
+// already in Kafka (unique ids, 10,000 viewers, one cap of mode soft or
+// strict whose limit no viewer reaches) are ingested as fast as the
+// ingester goes into 3 nodes, R=2, with replicated acknowledgements (the
+// default); once a third of them were acknowledged one node is killed
+// with SIGKILL. When every impression was acknowledged, each viewer's
+// count is read back from the survivors and compared with what was
+// produced: lost and counted twice (both must be 0), beside the rate.
+//
+//	FCAP_TEST_NORACE=1 go test -run '^$' -bench IngestNodeKill -benchtime 5x ./test/ingest
+func BenchmarkIngestNodeKill(b *testing.B) {
+	n := benchImpressions()
+	for _, mode := range []string{"soft", "strict"} {
+		b.Run(mode, func(b *testing.B) {
+			var lost, twice int64
+			for range b.N {
+				k := startKafkaB(b, 8, topic)
+				jcaps, caps := hourCap(mode)
+				want := map[string]int64{}
+				const chunk = 10_000
+				for start := 0; start < n; start += chunk {
+					now := time.Now()
+					recs := make([]*kgo.Record, 0, chunk)
+					for i := start; i < min(start+chunk, n); i++ {
+						v := "viewer-" + strconv.Itoa(i%10_000)
+						want[v]++
+						imp := impression{ID: "kill" + strconv.Itoa(i), Viewer: v, Time: now.UnixMilli(), Caps: jcaps}
+						recs = append(recs, imp.record(topic, int32(i%8), now))
+					}
+					k.produce(recs...)
+				}
+				nodes := cluster.StartCluster(b, 3, cluster.Options{Replicas: 2})
+				var (
+					seen   atomic.Int64
+					first  atomic.Int64
+					killed sync.Once
+				)
+				all := make(chan struct{})
+				stop := benchIngester(b, k, cluster.Seeds(nodes...), func(_ *kgo.Record, at time.Time) {
+					first.CompareAndSwap(0, at.UnixNano())
+					switch seen.Add(1) {
+					case int64(n) / 3:
+						go killed.Do(nodes[1].Kill)
+					case int64(n):
+						close(all)
+					}
+				})
+				select {
+				case <-all:
+				case <-time.After(10 * time.Minute):
+					b.Fatalf("only %d of %d impressions acknowledged", seen.Load(), n)
+				}
+				el := time.Since(time.Unix(0, first.Load()))
+				stop()
+				live := []*cluster.Node{nodes[0], nodes[2]}
+				cluster.Eventually(b, deadline, func() bool { ok, _ := cluster.Settled(live, 2); return ok }, "the survivors did not settle")
+				c := cluster.NewClient(b, cluster.Seeds(live...))
+				viewers := make([]string, 0, len(want))
+				for v := range want {
+					viewers = append(viewers, v)
+				}
+				got := counts(b, c, viewers, caps)
+				for v, w := range want {
+					if d := w - got[v]; d > 0 {
+						lost += d
+					} else {
+						twice -= d
+					}
+				}
+				b.ReportMetric(float64(n)/el.Seconds(), "impressions/s")
+			}
+			b.ReportMetric(float64(lost), "lost")
+			b.ReportMetric(float64(twice), "twice")
+			b.ReportMetric(0, "ns/op")
+			if lost > 0 || twice > 0 {
+				b.Errorf("%s: %d acknowledged impressions lost, %d counted twice over %d runs", mode, lost, twice, b.N)
+			}
+		})
+	}
+}

@@ -164,7 +164,7 @@ func (i impression) record(topic string, partition int32, ts time.Time) *kgo.Rec
 // counts reads every viewer's count of the cap from the cluster, asking
 // again while an answer is a fail-open, fail-closed or stale verdict
 // (the cluster still settling after a kill).
-func counts(t *testing.T, c *client.Client, viewers []string, caps []fcap.Cap) map[string]int64 {
+func counts(t testing.TB, c *client.Client, viewers []string, caps []fcap.Cap) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
 	for _, v := range viewers {
