@@ -72,7 +72,10 @@ func TestClaimWhileMembersFailedIsMarked(t *testing.T) {
 		t.Fatalf("NumClaimed = %d, want %d", got, owned)
 	}
 	c.net.heal("a", "b")
-	eventually(t, "a's copies (with their Done markers) unmark the claims", func() bool { return b.r.NumClaimed() == 0 })
+	eventually(t, "a's current copies, asked for after the heal, unmark the claims", func() bool {
+		b.r.pull(context.Background())
+		return b.r.NumClaimed() == 0
+	})
 
 	// An operator's Unclaim takes marked claims as whole.
 	b, _ = restartCutAndClaim(c)
@@ -132,7 +135,10 @@ func TestClaimedCopyEndsNoWait(t *testing.T) {
 	// a's copy arrives (the cut heals): b's claim is over, its copy is
 	// current again and b serves a's request for it.
 	c.net.heal("a", "b")
-	eventually(t, "a's copies unmark b's claims", func() bool { return !b.r.Claimed(p) })
+	eventually(t, "a's copies unmark b's claims", func() bool {
+		b.r.pull(context.Background())
+		return !b.r.Claimed(p)
+	})
 	if !b.r.current(p) {
 		t.Fatal("b's copy, refreshed by a's, is not current")
 	}
@@ -143,8 +149,10 @@ func TestClaimedCopyEndsNoWait(t *testing.T) {
 
 // A hand-over ends the wait for it, but not a claim: the previous
 // primary may have been cut off with this node (a minority handing its
-// partitions around at a heal). Only a current copy's Done marker makes
-// a claimed copy whole, whichever comes first.
+// partitions around at a heal). Only a current copy asked for under the
+// quorum (Copied and Done markers) makes a claimed copy whole, whichever
+// comes first; a Done marker alone (a transfer that may have begun before
+// the ask) does not.
 func TestHandoverDoesNotEndAClaim(t *testing.T) {
 	c := newCluster(t, nil, "a", "b")
 	c.form("a", "b")
@@ -154,10 +162,16 @@ func TestHandoverDoesNotEndAClaim(t *testing.T) {
 		part := &r.parts[p]
 		part.awaitHandoff(c.clock.Now().UnixNano(), "b")
 		part.claimed.Store(true)
+		r.received("c", []uint32{uint32(p)}, nil)
+		if !part.claimed.Load() {
+			t.Fatal("a Done marker alone ended the claim")
+		}
+		r.startCopies(p, c.nodes["a"].ring.Load().Epoch())
+		current := func() { r.copiesReceived("c", []uint32{uint32(p)}, []uint32{uint32(p)}) }
 		if doneFirst {
-			r.received("c", []uint32{uint32(p)}, nil)
+			current()
 			if part.claimed.Load() {
-				t.Fatal("a current copy's Done marker left the claim")
+				t.Fatal("a current copy asked for left the claim")
 			}
 			if part.have.Load() {
 				t.Fatal("a Done marker ended the wait for a hand-over")
@@ -171,7 +185,7 @@ func TestHandoverDoesNotEndAClaim(t *testing.T) {
 			if !part.claimed.Load() || r.Claimed(p) != true {
 				t.Fatal("a hand-over made a claimed copy whole")
 			}
-			r.received("c", []uint32{uint32(p)}, nil)
+			current()
 		}
 		if r.Claimed(p) || !r.Holds(p) {
 			t.Fatalf("after the hand-over and a current copy (Done first: %v): claimed %v, holds %v", doneFirst, r.Claimed(p), r.Holds(p))

@@ -1,6 +1,8 @@
 package replication
 
 import (
+	"slices"
+
 	"github.com/fcap-io/fcap/ring"
 )
 
@@ -29,7 +31,7 @@ func (r *Replicator) collectable(cur *ring.Ring) bool {
 	if r.hooks.Failed != nil && r.hooks.Failed() > 0 {
 		return false
 	}
-	return r.hooks.Quorum == nil || r.hooks.Quorum(cur.Epoch())
+	return r.holdsQuorum(cur)
 }
 
 // startCopies starts (or keeps) the collection of p's copies for epoch.
@@ -46,21 +48,38 @@ func (r *Replicator) startCopies(p int, epoch uint64) {
 
 // copiesReceived notes the whole copies (Done or Copied markers) that
 // arrived from a member, and ends the claims they complete.
+//
+// A copy sent with both markers is current (its sender held it whole and
+// unclaimed): it alone ends the claim. The markers answer an ask this
+// node made while it held the quorum, and the transfer began after the
+// ask (sendPartitions), so no grant made under another ring is missing.
 func (r *Replicator) copiesReceived(from string, done, copied []uint32) {
-	var check []int
+	var check, current []int
 	r.copyMu.Lock()
-	for _, list := range [][]uint32{done, copied} {
-		for _, p := range list {
-			if ca := r.copies[int(p)]; ca != nil {
-				ca.got[string([]byte(from))] = true // from may alias a frame
-				check = append(check, int(p))
-			}
+	for _, p := range copied {
+		ca := r.copies[int(p)]
+		if ca == nil {
+			continue
 		}
+		if slices.Contains(done, p) {
+			current = append(current, int(p))
+			continue
+		}
+		ca.got[string([]byte(from))] = true // from may alias a frame
+		check = append(check, int(p))
 	}
 	r.copyMu.Unlock()
+	for _, p := range current {
+		r.endClaim(p, "a current copy arrived")
+	}
 	for _, p := range check {
 		r.endClaimIfCopied(p)
 	}
+}
+
+// holdsQuorum reports whether this node holds the quorum for ring cur.
+func (r *Replicator) holdsQuorum(cur *ring.Ring) bool {
+	return r.hooks.Quorum == nil || r.hooks.Quorum(cur.Epoch())
 }
 
 // endClaimIfCopied ends partition p's claim if every other member of the
@@ -82,14 +101,26 @@ func (r *Replicator) endClaimIfCopied(p int) {
 			}
 		}
 	}
-	if complete {
-		delete(r.copies, p)
-	}
 	r.copyMu.Unlock()
-	if !complete {
+	if complete {
+		r.endClaim(p, "no member is failed and every member's copy was merged")
+	}
+}
+
+// endClaim ends partition p's claim: strict caps are served from it again.
+func (r *Replicator) endClaim(p int, why string) {
+	r.copyMu.Lock()
+	delete(r.copies, p)
+	r.copyMu.Unlock()
+	part := &r.parts[p]
+	if !part.claimed.Load() {
 		return
 	}
-	r.parts[p].got()
-	r.log.Info("claim ended: no member is failed and every member's copy of the partition was merged; strict caps are served from it again", "partition", p)
+	if part.handoffFrom() != "" {
+		part.claimed.Store(false) // the hand-over still ends its own wait
+	} else {
+		part.got()
+	}
+	r.log.Debug("claim ended: strict caps are served from the partition again", "partition", p, "why", why)
 	r.onHoldings()
 }

@@ -154,9 +154,12 @@ func (r *Replicator) received(from string, done, handoff []uint32) {
 			continue
 		}
 		part := &r.parts[p]
-		// Only a current copy carries a Done marker (sendPartitions): its
-		// states, merged, make a claimed copy whole.
-		part.claimed.Store(false)
+		if part.claimed.Load() {
+			// A claim ends only by a copy asked for under the quorum
+			// (copies.go): a Done of a transfer begun earlier may miss
+			// grants an old ring's primary made after it began.
+			continue
+		}
 		if part.handoffFrom() == "" {
 			part.got()
 			r.log.Debug("partition: received", "partition", p, "from", from)

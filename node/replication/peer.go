@@ -30,7 +30,7 @@ type replica struct {
 	offers      []int               // partitions whose recovered state to send, with no marker (recovery.go)
 	leaving     []*Plan             // plans the hand-overs leave: their writes must end first
 	queued      map[int]bool        // partitions in transfers or being sent
-	copyAsked   map[int]bool        // partitions the peer asked a copy of (SyncRequest.Copies): a Copied marker ends their transfer
+	copyAsked   map[int]int64       // partitions the peer asked a copy of (SyncRequest.Copies), and when (unix ns): a Copied marker ends a transfer of them begun after that
 	sent        map[int]bool        // partitions the peer received whole
 	forgot      map[int]uint32      // per partition: how often forget ran (a transfer in flight then must not count as sent)
 	waiters     []chan error        // strict writes waiting for the next flush
@@ -49,7 +49,7 @@ func newReplica(r *Replicator, name, addr string) *replica {
 		dirty:     map[uint64]struct{}{},
 		queued:    map[int]bool{},
 		sent:      map[int]bool{},
-		copyAsked: map[int]bool{},
+		copyAsked: map[int]int64{},
 	}
 }
 
@@ -442,6 +442,7 @@ func (s *sender) sendDirty() error {
 // It returns how many partitions were sent.
 func (s *sender) sendPartitions(ps []int, forgot map[int]uint32) (sent int, err error) {
 	rep := s.rep
+	began := time.Now().UnixNano() // before the keys are listed and exported
 	want := rep.r.keysOf(ps)
 	for i, p := range ps {
 		start := time.Now()
@@ -461,19 +462,31 @@ func (s *sender) sendPartitions(ps []int, forgot map[int]uint32) (sent int, err 
 		// caps from what a minority kept while the majority granted
 		// (a 3/2 split's heal did: two minority nodes handed each other
 		// their claimed copies). The peer asks a holder in turn.
+		// A copy asked for is this transfer only if the transfer began
+		// after the ask: one begun before may have exported p before
+		// writes the asker never got (this node is not replicating p to
+		// it). Then p is sent again, and that one carries the marker.
 		rep.mu.Lock()
-		copied := rep.copyAsked[p]
-		delete(rep.copyAsked, p)
+		askedAt, asked := rep.copyAsked[p]
+		copied := asked && askedAt <= began
+		if copied {
+			delete(rep.copyAsked, p)
+		}
 		rep.mu.Unlock()
+		cur := rep.r.current(p)
 		switch {
-		case rep.r.current(p):
-			if _, err := s.sendMarkers([]uint32{uint32(p)}, nil); err != nil {
+		case copied:
+			// Asked for (a claim): Copied says this was all of it, begun
+			// after the ask; Done beside it that the copy is current.
+			var done []uint32
+			if cur {
+				done = []uint32{uint32(p)}
+			}
+			if _, err := s.sendMsg(nil, done, nil, []uint32{uint32(p)}); err != nil {
 				return i, err
 			}
-		case copied:
-			// Asked for whatever this node holds: the marker says it
-			// was all of it, not that it is current.
-			if _, err := s.sendMsg(nil, nil, nil, []uint32{uint32(p)}); err != nil {
+		case cur:
+			if _, err := s.sendMarkers([]uint32{uint32(p)}, nil); err != nil {
 				return i, err
 			}
 		default:
@@ -482,6 +495,9 @@ func (s *sender) sendPartitions(ps []int, forgot map[int]uint32) (sent int, err 
 		owner := rep.owns(p)
 		rep.mu.Lock()
 		delete(rep.queued, p)
+		if _, again := rep.copyAsked[p]; again {
+			rep.transferLocked(p) // asked for during this transfer: once more, then the marker
+		}
 		switch {
 		case rep.forgot[p] == forgot[p]:
 			rep.sent[p] = true

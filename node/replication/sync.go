@@ -104,7 +104,7 @@ func (r *Replicator) ServeSync(from string, ps, handoffs, relayed, copies []uint
 			continue
 		}
 		rep.mu.Lock()
-		rep.copyAsked[int(p)] = true
+		rep.copyAsked[int(p)] = time.Now().UnixNano()
 		rep.transferLocked(int(p))
 		rep.mu.Unlock()
 		rep.poke()
@@ -212,13 +212,20 @@ func (r *Replicator) askForClaimed(p int, cur, prev *ring.Ring, now int64, ask f
 	if now < part.claimAsk.Load() || cur.Rank(p, r.cfg.Name) < 0 {
 		return
 	}
+	if !r.holdsQuorum(cur) {
+		// A copy sent now could miss grants the old ring's primary
+		// still makes: ask once this node holds the quorum (then no
+		// other node grants strict writes on p, rule 2).
+		part.claimAsk.Store(0)
+		return
+	}
 	n := part.claimAsks.Add(1) - 1
 	part.claimAsk.Store(now + int64(pullAfter)<<min(n, 4))
+	r.startCopies(p, cur.Epoch())
 	if r.collectable(cur) {
-		// Nobody else grants strict writes on p now, and every member
-		// that ever could is in the ring: the union of every member's
-		// copy holds every grant. Ask each for whatever it holds.
-		r.startCopies(p, cur.Epoch())
+		// Every member that ever could hold a grant is in the ring: the
+		// union of every member's copy holds every grant. Ask each for
+		// whatever it holds.
 		for _, m := range cur.Members() {
 			if m.Name != r.cfg.Name {
 				ask(m.Addr).Copies = append(ask(m.Addr).Copies, uint32(p))
@@ -227,11 +234,13 @@ func (r *Replicator) askForClaimed(p int, cur, prev *ring.Ring, now int64, ask f
 		r.endClaimIfCopied(p)
 		return
 	}
+	// A member is failed: only a current copy ends the claim. Ask the
+	// co-owners, and one other possible holder in turn.
 	asked := map[string]bool{r.cfg.Name: true}
 	for _, name := range names(cur, p) {
 		if i, ok := cur.Find(name); ok && !asked[name] {
 			asked[name] = true
-			ask(cur.Member(i).Addr).Partitions = append(ask(cur.Member(i).Addr).Partitions, uint32(p))
+			ask(cur.Member(i).Addr).Copies = append(ask(cur.Member(i).Addr).Copies, uint32(p))
 		}
 	}
 	var others []ring.Member
@@ -242,7 +251,7 @@ func (r *Replicator) askForClaimed(p int, cur, prev *ring.Ring, now int64, ask f
 	}
 	if len(others) > 0 {
 		m := others[int(n)%len(others)]
-		ask(m.Addr).Partitions = append(ask(m.Addr).Partitions, uint32(p))
+		ask(m.Addr).Copies = append(ask(m.Addr).Copies, uint32(p))
 	}
 }
 
