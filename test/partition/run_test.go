@@ -258,7 +258,8 @@ func tally(r *result, nm nemesis, ops []Op, checks []ViewerCheck, counts map[str
 // refusals the partition caused: a refusal answered while the fault
 // lasted, to a side whose clients had started fewer than Limit granted
 // calls before it returned (a refusal without room; calls still in
-// flight are given the benefit of the doubt). After the heal the sides
+// flight, and calls the client allowed failing open, which the node may
+// have applied late, are given the benefit of the doubt). After the heal the sides
 // are one cluster again and a refusal is judged by nothing here.
 //
 // The bound (ARCHITECTURE.md, "Soft caps under a partition"): each side
@@ -290,6 +291,9 @@ func tallySoft(r *result, nm nemesis, ops []Op, faultAt, healAt time.Time) {
 		case op.Result == Granted && op.Err == "fail-open":
 			r.softFailOpen++
 			total[op.Viewer]++
+			// The client gave up waiting; the node may still have
+			// applied it (a starved node does, late).
+			calls[k] = append(calls[k], op.Call)
 		case op.Result == Granted:
 			granted[k]++
 			total[op.Viewer]++
