@@ -8,7 +8,7 @@ import (
 
 // A claimed partition may miss strict grants some other copy holds. While
 // a member is failed that copy may be out of reach, and only a current
-// copy's Done ends the claim. Once no member is failed and this node
+// copy (its Copied marker with Done beside it) ends the claim. Once no member is failed and this node
 // holds the quorum for its ring, no other node grants strict writes on
 // the partition (their leases ran out before this node's quorum could
 // form: node/quorum) and every node that ever held a copy is a member of
@@ -22,7 +22,7 @@ import (
 // copyAsk is one claimed partition's collection of copies, for one epoch.
 type copyAsk struct {
 	epoch uint64
-	got   map[string]bool // members whose whole copy (Copied or Done) arrived
+	got   map[string]bool // members whose whole copy (a Copied marker) arrived
 }
 
 // collectable reports whether claims may be ended by collecting every
@@ -46,20 +46,24 @@ func (r *Replicator) startCopies(p int, epoch uint64) {
 	}
 }
 
-// copiesReceived notes the whole copies (Done or Copied markers) that
-// arrived from a member, and ends the claims they complete.
+// copiesReceived notes the whole copies (Copied markers) that arrived
+// from a member, and ends the claims they complete.
 //
 // A copy sent with both markers is current (its sender held it whole and
 // unclaimed): it alone ends the claim. The markers answer an ask this
 // node made while it held the quorum, and the transfer began after the
 // ask (sendPartitions), so no grant made under another ring is missing.
 func (r *Replicator) copiesReceived(from string, done, copied []uint32) {
+	pl := r.plan.Load()
+	if pl == nil {
+		return
+	}
 	var check, current []int
 	r.copyMu.Lock()
 	for _, p := range copied {
 		ca := r.copies[int(p)]
-		if ca == nil {
-			continue
+		if ca == nil || ca.epoch != pl.ring.Epoch() {
+			continue // not asked for under this ring's quorum
 		}
 		if slices.Contains(done, p) {
 			current = append(current, int(p))
