@@ -277,3 +277,9 @@ func (h *handler) resync(viewer string, key uint64, deadline time.Time, first er
 	}
 	return h.syncKey(cur, key, partitionOf(cur, viewer), deadline)
 }
+
+// Claimed counts the partitions this node serves claimed without any
+// holder's copy (strict caps fail closed on them; rule 4 of "Strict caps
+// under partitions"). A young cluster's claims end within a pull round
+// once it holds the quorum.
+func (n *Node) Claimed() int { return n.repl.NumClaimed() }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/nodetest"
 )
@@ -268,6 +269,17 @@ func startNodes(t *testing.T, n int) []*node.Node {
 	t.Helper()
 	nodes := nodetest.Cluster(t, "ctl", n, func(cfg *node.Config) { cfg.HTTPAPI = false })
 	nodetest.Settle(t, nodes, 60*time.Second)
+	// fcapctl status exits 4 while a node serves claimed partitions: a
+	// young cluster's lapse claims them until the copies it asks for under
+	// its quorum arrive (a pull round or two).
+	testwait.Eventually(t, 60*time.Second, func() bool {
+		for _, nd := range nodes {
+			if nd.Claimed() != 0 {
+				return false
+			}
+		}
+		return true
+	}, "partitions stayed claimed after the cluster settled")
 	return nodes
 }
 
