@@ -288,8 +288,34 @@ func (m *Membership) rebuildLoop() {
 			return
 		case <-m.dirty:
 		}
+		if d := m.cfg.FailureCoalesce; d > 0 && m.dropsFailed() {
+			t := time.NewTimer(d)
+			select {
+			case <-m.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
 		m.rebuild()
 	}
+}
+
+// dropsFailed reports whether the view lacks a member of the current
+// ring that was not leaving: a rebuild now would drop a failed member.
+func (m *Membership) dropsFailed() bool {
+	cur := m.current.Load()
+	if cur == nil {
+		return false
+	}
+	m.viewMu.Lock()
+	defer m.viewMu.Unlock()
+	for _, mem := range cur.Members() {
+		if _, ok := m.view[mem.Name]; !ok && mem.State != ring.Leaving {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeView is what Membership keeps of a live memberlist node.

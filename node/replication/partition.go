@@ -161,6 +161,12 @@ func (r *Replicator) received(from string, done, handoff []uint32) {
 			continue
 		}
 		if part.handoffFrom() == "" {
+			if part.lostAt.Load() != 0 {
+				// Ahead of the ring that makes this node its owner
+				// (planner.holding keeps it): the grace before an unowned
+				// copy is dropped starts again.
+				part.lostAt.Store(r.now().UnixNano())
+			}
 			part.got()
 			r.log.Debug("partition: received", "partition", p, "from", from)
 		}
@@ -303,6 +309,16 @@ func (r *Replicator) Reacquire() int {
 		}
 	}
 	return n
+}
+
+// Kick makes the puller run now rather than at its next tick: the node
+// came to hold the quorum, and the copies its claims wait for may be
+// asked for only now (askForClaimed). It never blocks.
+func (r *Replicator) Kick() {
+	select {
+	case r.pullKick <- struct{}{}:
+	default:
+	}
 }
 
 // Claimed reports whether partition p was claimed without any holder's

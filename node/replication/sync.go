@@ -77,6 +77,10 @@ func (r *Replicator) ServeSync(from string, ps, handoffs, relayed, copies []uint
 			continue
 		}
 		if !r.current(int(p)) {
+			part := &r.parts[p]
+			r.log.Debug("partition: declining a pull: no current copy", "partition", p, "to", from,
+				"have", part.have.Load(), "waiting", part.waitSince.Load() != 0, "claimed", part.claimed.Load(),
+				"lost", part.lostAt.Load() != 0, "whole_at_loss", part.wholeAtLoss.Load())
 			// Not a current copy: none, one still awaited, or a claimed
 			// one, which may miss what the members that served p
 			// meanwhile granted (rule 5). A copy held whole until the
@@ -191,6 +195,7 @@ func (r *Replicator) pull(ctx context.Context) {
 		// A different candidate on each attempt.
 		who := cands[int((now-since)/int64(pullAfter))%len(cands)]
 		ask(who.Addr).Partitions = append(ask(who.Addr).Partitions, uint32(p))
+		r.log.Debug("partition: pulling", "partition", p, "from", who.Name, "waited", time.Duration(now-since))
 	}
 	for addr, req := range asks {
 		if err := r.ask(ctx, addr, req); err != nil {
