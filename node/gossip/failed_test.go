@@ -163,7 +163,8 @@ func TestMergeStateRefusesBadInput(t *testing.T) {
 	}
 }
 
-// Members declared dead close together leave the ring in one change:
+// Members declared dead close together leave the ring in one change, and
+// come back in one:
 // each ring between would move partitions to owners that never receive
 // them whole (the partition suite's 3/2 split declared its two minority
 // nodes dead 20 ms apart). A drained member leaves at once.
@@ -172,7 +173,7 @@ func TestFailuresCoalesceIntoOneRingChange(t *testing.T) {
 	var mu sync.Mutex
 	nodes := all(1, ring.Active)
 	nodes[0].edit = func(c *Config) {
-		c.FailureCoalesce = 2 * time.Second
+		c.Coalesce = 2 * time.Second
 		c.OnChange = func(_, r *ring.Ring) {
 			mu.Lock()
 			rings = append(rings, r)
@@ -212,13 +213,18 @@ func TestFailuresCoalesceIntoOneRingChange(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // the second death, 20 ms after the first (what the test is about)
 	drop("x2")
 	waitFor(t, "both failed members out", func() bool { return len(m.Ring().Members()) == 1 })
+	// The heal: both come back 20 ms apart, in one ring change too.
+	add("x1", ring.Active)
+	time.Sleep(20 * time.Millisecond)
+	add("x2", ring.Active)
+	waitFor(t, "both back", func() bool { return len(m.Ring().Members()) == 3 })
 	mu.Lock()
 	defer mu.Unlock()
-	if n := len(rings) - before; n != 2 {
+	if n := len(rings) - before; n != 3 {
 		var sizes []int
 		for _, r := range rings[before:] {
 			sizes = append(sizes, len(r.Members()))
 		}
-		t.Fatalf("%d ring changes (members %v): want 2, the drain's and one for both failures", n, sizes)
+		t.Fatalf("%d ring changes (members %v): want 3, the drain's, one for both failures and one for both returns", n, sizes)
 	}
 }

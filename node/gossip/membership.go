@@ -288,7 +288,7 @@ func (m *Membership) rebuildLoop() {
 			return
 		case <-m.dirty:
 		}
-		if d := m.cfg.FailureCoalesce; d > 0 && m.dropsFailed() {
+		if d := m.cfg.Coalesce; d > 0 && m.setChanges() {
 			t := time.NewTimer(d)
 			select {
 			case <-m.stop:
@@ -301,9 +301,10 @@ func (m *Membership) rebuildLoop() {
 	}
 }
 
-// dropsFailed reports whether the view lacks a member of the current
-// ring that was not leaving: a rebuild now would drop a failed member.
-func (m *Membership) dropsFailed() bool {
+// setChanges reports whether a rebuild now would change the member set
+// other than by a drain: drop a member of the current ring that was not
+// leaving (it failed), or add one.
+func (m *Membership) setChanges() bool {
 	cur := m.current.Load()
 	if cur == nil {
 		return false
@@ -312,6 +313,11 @@ func (m *Membership) dropsFailed() bool {
 	defer m.viewMu.Unlock()
 	for _, mem := range cur.Members() {
 		if _, ok := m.view[mem.Name]; !ok && mem.State != ring.Leaving {
+			return true
+		}
+	}
+	for name := range m.view {
+		if _, ok := cur.Find(name); !ok {
 			return true
 		}
 	}

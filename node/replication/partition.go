@@ -266,17 +266,16 @@ func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
 			}
 		}
 	}
-	asks := map[string][]uint32{}
+	asks := map[string]*proto.SyncRequest{}
 	for _, p := range claimed {
 		for _, m := range holders(prev, pl.ring, p, r.cfg.Name) {
-			asks[m.Addr] = append(asks[m.Addr], uint32(p))
+			if asks[m.Addr] == nil {
+				asks[m.Addr] = &proto.SyncRequest{From: r.cfg.Name}
+			}
+			asks[m.Addr].Partitions = append(asks[m.Addr].Partitions, uint32(p))
 		}
 	}
-	for addr, ps := range asks {
-		if err := r.ask(ctx, addr, &proto.SyncRequest{From: r.cfg.Name, Partitions: ps}); err != nil {
-			r.log.Debug("partition: asking for copies of claimed partitions", "from", addr, "partitions", len(ps), "err", err)
-		}
-	}
+	r.askAll(ctx, asks)
 }
 
 // Reacquire marks every partition this node holds claimed: its quorum
