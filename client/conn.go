@@ -184,6 +184,19 @@ func (p *peer) close(why error) {
 	}
 }
 
+// renew closes the peer's connections, keeping the peer: the next pick
+// dials afresh. Their pending calls fail with why, and fail over.
+func (p *peer) renew(why error) {
+	p.mu.Lock()
+	conns := append([]*conn(nil), p.conns...)
+	p.mu.Unlock()
+	for _, c := range conns {
+		if c != nil {
+			c.close(why)
+		}
+	}
+}
+
 // conn is one multiplexed connection. A caller that finds no write in
 // progress writes its frame itself (no goroutine hand-off on an idle
 // connection); frames queued meanwhile are written by a writer goroutine
