@@ -48,6 +48,7 @@ type Engine struct {
 	overflow atomic.Int64 // dedupe ids forgotten early (MaxDedupePerViewer)
 
 	names names // counter names, for inspection (names.go)
+	lanes laneTags // the regions whose lanes checks count (lane.go)
 
 	sweepMu sync.Mutex
 	// The cursor below is guarded by sweepMu.
