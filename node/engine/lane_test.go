@@ -1,0 +1,225 @@
+package engine_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/node/engine"
+)
+
+// regionEngines are one engine per region, each knowing the others as
+// peer regions (as startRegions registers them).
+func regionEngines(t *testing.T, names ...string) map[string]*engine.Engine {
+	t.Helper()
+	out := map[string]*engine.Engine{}
+	for _, n := range names {
+		e := newEngine(t)
+		for _, p := range names {
+			if p != n {
+				e.AddRegion(p)
+			}
+		}
+		out[n] = e
+	}
+	return out
+}
+
+// ship merges what region from ships of viewer (its own counters) into
+// region to's lane of from, as a RegionMerge does.
+func ship(t *testing.T, es map[string]*engine.Engine, from, to, viewer string) {
+	t.Helper()
+	state := es[from].ExportLocal(fcap.ViewerKey(viewer), nil)
+	if _, _, err := es[to].MergeRegionAll(state, from, nil); err != nil {
+		t.Fatalf("merging %s's state into %s: %v", from, to, err)
+	}
+}
+
+// meshAll ships viewer from every region to every other.
+func meshAll(t *testing.T, es map[string]*engine.Engine, viewer string) {
+	t.Helper()
+	for from := range es {
+		for to := range es {
+			if from != to {
+				ship(t, es, from, to, viewer)
+			}
+		}
+	}
+}
+
+// used is how many impressions c counts for viewer at now.
+func used(t *testing.T, e *engine.Engine, viewer string, now int64, c fcap.Cap) int64 {
+	t.Helper()
+	return c.Limit - checkOne(t, e, viewer, now, c).Remaining
+}
+
+// TestLanesCountDisjointHistories: one impression of a viewer in each of
+// three regions at the same millisecond, distinct ids, on a sliding, a
+// fixed and a bucketed cap. Once every region has every other's state,
+// each counts 3 on every cap (the copy merge counted 1: it takes two
+// equal timestamps, or counts in one window, for one impression), and
+// re-shipping, in any order, changes nothing. At a limit of 3 an Allow
+// is then refused in every region.
+func TestLanesCountDisjointHistories(t *testing.T) {
+	sliding := campaign("s", 3, 1000)
+	fixed := fcap.Cap{Scope: "campaign", ID: "f", Limit: 3, Window: time.Second, Algorithm: fcap.Fixed}
+	buckets := fcap.Cap{Scope: "campaign", ID: "b", Limit: 3, Window: time.Second, Algorithm: fcap.Buckets}
+	caps := []fcap.Cap{sliding, fixed, buckets}
+	es := regionEngines(t, "a", "b", "c")
+	for r, e := range es {
+		mustRecord(t, e, "v", fcap.Impression{ID: "imp-" + r, Time: 100, Caps: caps}, fcap.Recorded)
+	}
+	meshAll(t, es, "v")
+	meshAll(t, es, "v") // again: idempotent
+	ship(t, es, "c", "a", "v")
+	for r, e := range es {
+		for _, c := range caps {
+			if got := used(t, e, "v", 200, c); got != 3 {
+				t.Errorf("region %s counts %d on its %s cap, want 3 (one impression per region)", r, got, c.Algorithm)
+			}
+		}
+		mustAllow(t, e, "v", 200, false, sliding)
+	}
+}
+
+// TestLanesAreNotShippedOn: what a region ships is its own counters,
+// never the lanes it holds. Region a hears only from c, which holds b's
+// lane: a counts its own impression and c's, not b's.
+func TestLanesAreNotShippedOn(t *testing.T) {
+	c := campaign("s", 10, 1000)
+	es := regionEngines(t, "a", "b", "c")
+	for r, e := range es {
+		mustRecord(t, e, "v", fcap.Impression{ID: "imp-" + r, Time: 100, Caps: []fcap.Cap{c}}, fcap.Recorded)
+	}
+	ship(t, es, "b", "c", "v")
+	if got := used(t, es["c"], "v", 200, c); got != 2 {
+		t.Fatalf("c counts %d after b's state, want 2", got)
+	}
+	ship(t, es, "c", "a", "v")
+	if got := used(t, es["a"], "v", 200, c); got != 2 {
+		t.Fatalf("a counts %d after c's state, want 2 (its own and c's: c passed b's lane on)", got)
+	}
+	// A lane in a shipped state (a sender that passes one on) is ignored.
+	full := es["c"].Export(fcap.ViewerKey("v"), nil)
+	if _, _, err := es["a"].MergeRegionAll(full, "c", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := used(t, es["a"], "v", 200, c); got != 2 {
+		t.Fatalf("a counts %d after c's whole state, lanes included, want 2", got)
+	}
+}
+
+// TestLanesTravelLikeCounters: a viewer's lanes go wherever its state
+// goes inside the region: a replica's Import (replication, a snapshot,
+// a partition move) and MergeAll (a merge with an older copy) count them
+// as the owner does, with the same digest; an older copy merged in does
+// not make a lane count twice.
+func TestLanesTravelLikeCounters(t *testing.T) {
+	c := campaign("s", 10, 1000)
+	es := regionEngines(t, "a", "b", "c")
+	for r, e := range es {
+		mustRecord(t, e, "v", fcap.Impression{ID: "imp-" + r, Time: 100, Caps: []fcap.Cap{c}}, fcap.Recorded)
+	}
+	key := fcap.ViewerKey("v")
+	ship(t, es, "b", "a", "v")
+	older := es["a"].Export(key, nil) // a with b's lane only
+	ship(t, es, "c", "a", "v")
+	owner := es["a"]
+	state := owner.Export(key, nil)
+
+	replica := newEngine(t, func(cfg *engine.Config) {})
+	replica.AddRegion("b")
+	replica.AddRegion("c")
+	if _, _, err := replica.ImportAll(older, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := replica.MergeAll(state, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := used(t, replica, "v", 200, c); got != 3 {
+		t.Errorf("a's replica counts %d, want the owner's 3", got)
+	}
+	od, on := owner.Digest(key, 200)
+	rd, rn := replica.Digest(key, 200)
+	if od != rd || on != rn || on != 3 {
+		t.Errorf("digests: owner %x over %d counters, replica %x over %d, want equal over 3 (the counter and two lanes)", od, on, rd, rn)
+	}
+	st, _ := replica.Viewer("v")
+	lanes := 0
+	for _, k := range st.Keys {
+		if k.Lane {
+			lanes++
+		}
+	}
+	if len(st.Keys) != 3 || lanes != 2 {
+		t.Errorf("replica holds %d counters, %d of them lanes; want 3 and 2", len(st.Keys), lanes)
+	}
+}
+
+// TestLanesErase: an erasure, made here or shipped by another region,
+// drops every lane with the viewer's own counters; what a region ships
+// afterwards that predates the erasure does not bring a lane back.
+func TestLanesErase(t *testing.T) {
+	c := campaign("s", 10, 1000)
+	for _, where := range []string{"here", "shipped"} {
+		es := regionEngines(t, "a", "b")
+		for r, e := range es {
+			mustRecord(t, e, "v", fcap.Impression{ID: "imp-" + r, Time: 100, Caps: []fcap.Cap{c}}, fcap.Recorded)
+		}
+		meshAll(t, es, "v")
+		before := es["b"].ExportLocal(fcap.ViewerKey("v"), nil) // b's state before any erasure
+		if where == "here" {
+			if _, _, err := es["a"].Erase("v", 150); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			if _, _, err := es["b"].Erase("v", 150); err != nil {
+				t.Fatal(err)
+			}
+			ship(t, es, "b", "a", "v")
+		}
+		if got := used(t, es["a"], "v", 200, c); got != 0 {
+			t.Errorf("%s: a counts %d after the erasure, want 0", where, got)
+		}
+		if _, _, err := es["a"].MergeRegionAll(before, "b", nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := used(t, es["a"], "v", 200, c); got != 0 {
+			t.Errorf("%s: a counts %d after b's older state, want 0", where, got)
+		}
+		if st, ok := es["a"].Viewer("v"); ok && len(st.Keys) > 0 {
+			t.Errorf("%s: a still holds %d counters after the erasure", where, len(st.Keys))
+		}
+	}
+}
+
+// TestLanesVoid: a voided impression leaves the lane of its origin, in
+// every region, whichever region the Void was sent to, and nothing else
+// leaves: b's own impression and a's other one at the same millisecond
+// still count. Re-shipping changes nothing.
+func TestLanesVoid(t *testing.T) {
+	c := campaign("s", 10, 1000)
+	imp := func(id string) fcap.Impression {
+		return fcap.Impression{ID: id, Time: 100, Caps: []fcap.Cap{c}}
+	}
+	for _, voidIn := range []string{"a", "b"} {
+		es := regionEngines(t, "a", "b")
+		mustRecord(t, es["a"], "v", imp("x"), fcap.Recorded)
+		mustRecord(t, es["a"], "v", imp("y"), fcap.Recorded)
+		mustRecord(t, es["b"], "v", imp("z"), fcap.Recorded)
+		meshAll(t, es, "v")
+		if got := used(t, es["b"], "v", 200, c); got != 3 {
+			t.Fatalf("b counts %d before the void, want 3", got)
+		}
+		if _, err := es[voidIn].Void("v", imp("x")); err != nil {
+			t.Fatal(err)
+		}
+		meshAll(t, es, "v") // the void in b reaches a, ...
+		meshAll(t, es, "v") // ... and a's state without x reaches b
+		for r, e := range es {
+			if got := used(t, e, "v", 200, c); got != 2 {
+				t.Errorf("void in %s: %s counts %d, want 2 (y and z)", voidIn, r, got)
+			}
+		}
+	}
+}
