@@ -99,6 +99,14 @@ func TestLanesAreNotShippedOn(t *testing.T) {
 	if got := used(t, es["a"], "v", 200, c); got != 2 {
 		t.Fatalf("a counts %d after c's state, want 2 (its own and c's: c passed b's lane on)", got)
 	}
+	// What c ships holds no lane: imported as is, it is c's counter alone.
+	shipped := newEngine(t)
+	if _, _, err := shipped.ImportAll(es["c"].ExportLocal(fcap.ViewerKey("v"), nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, lanes := counters(t, shipped, "v"); n != 1 || lanes != 0 {
+		t.Fatalf("c's shipped state holds %d counters, %d of them lanes; want its own 1", n, lanes)
+	}
 	// A lane in a shipped state (a sender that passes one on) is ignored.
 	full := es["c"].Export(fcap.ViewerKey("v"), nil)
 	if _, _, err := es["a"].MergeRegionAll(full, "c", nil); err != nil {
@@ -107,6 +115,21 @@ func TestLanesAreNotShippedOn(t *testing.T) {
 	if got := used(t, es["a"], "v", 200, c); got != 2 {
 		t.Fatalf("a counts %d after c's whole state, lanes included, want 2", got)
 	}
+	if n, lanes := counters(t, es["a"], "v"); n != 2 || lanes != 1 {
+		t.Fatalf("a holds %d counters, %d of them lanes, after c's whole state; want 2 and 1 (c's lane of b was taken in)", n, lanes)
+	}
+}
+
+// counters counts the counters a viewer holds, and the lanes among them.
+func counters(t *testing.T, e *engine.Engine, viewer string) (n, lanes int) {
+	t.Helper()
+	st, _ := e.Viewer(viewer)
+	for _, k := range st.Keys {
+		if k.Lane {
+			lanes++
+		}
+	}
+	return len(st.Keys), lanes
 }
 
 // TestLanesTravelLikeCounters: a viewer's lanes go wherever its state
@@ -127,7 +150,7 @@ func TestLanesTravelLikeCounters(t *testing.T) {
 	owner := es["a"]
 	state := owner.Export(key, nil)
 
-	replica := newEngine(t, func(cfg *engine.Config) {})
+	replica := newEngine(t)
 	replica.AddRegion("b")
 	replica.AddRegion("c")
 	if _, _, err := replica.ImportAll(older, nil); err != nil {
@@ -144,15 +167,8 @@ func TestLanesTravelLikeCounters(t *testing.T) {
 	if od != rd || on != rn || on != 3 {
 		t.Errorf("digests: owner %x over %d counters, replica %x over %d, want equal over 3 (the counter and two lanes)", od, on, rd, rn)
 	}
-	st, _ := replica.Viewer("v")
-	lanes := 0
-	for _, k := range st.Keys {
-		if k.Lane {
-			lanes++
-		}
-	}
-	if len(st.Keys) != 3 || lanes != 2 {
-		t.Errorf("replica holds %d counters, %d of them lanes; want 3 and 2", len(st.Keys), lanes)
+	if n, lanes := counters(t, replica, "v"); n != 3 || lanes != 2 {
+		t.Errorf("replica holds %d counters, %d of them lanes; want 3 and 2", n, lanes)
 	}
 }
 
