@@ -1,6 +1,9 @@
 package engine_test
 
 import (
+	"errors"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,11 +38,13 @@ func ship(t *testing.T, es map[string]*engine.Engine, from, to, viewer string) {
 	}
 }
 
-// meshAll ships viewer from every region to every other.
+// meshAll ships viewer from every region to every other, in the order
+// of their names.
 func meshAll(t *testing.T, es map[string]*engine.Engine, viewer string) {
 	t.Helper()
-	for from := range es {
-		for to := range es {
+	names := slices.Sorted(maps.Keys(es))
+	for _, from := range names {
+		for _, to := range names {
 			if from != to {
 				ship(t, es, from, to, viewer)
 			}
@@ -230,12 +235,58 @@ func TestLanesVoid(t *testing.T) {
 		if _, err := es[voidIn].Void("v", imp("x")); err != nil {
 			t.Fatal(err)
 		}
-		meshAll(t, es, "v") // the void in b reaches a, ...
-		meshAll(t, es, "v") // ... and a's state without x reaches b
+		// a ships first: a state that still holds x (the void was made in
+		// b and has not reached a) does not bring x back into b's lane.
+		meshAll(t, es, "v")
+		if got := used(t, es["b"], "v", 200, c); got != 2 {
+			t.Errorf("void in %s: b counts %d after a's state, want 2 (y and z)", voidIn, got)
+		}
+		meshAll(t, es, "v") // the void in b has reached a; its state without x reaches b
 		for r, e := range es {
 			if got := used(t, e, "v", 200, c); got != 2 {
 				t.Errorf("void in %s: %s counts %d, want 2 (y and z)", voidIn, r, got)
 			}
 		}
+		meshAll(t, es, "v")
+		if got := used(t, es["b"], "v", 200, c); got != 2 {
+			t.Errorf("void in %s: b counts %d after re-shipping, want 2", voidIn, got)
+		}
+	}
+}
+
+// TestLanesOutsideTheKeyLimit: MaxKeysPerViewer bounds a viewer's own
+// counters, not its lanes (each mirrors a region that bounds its own): a
+// viewer with a peer's lanes still records on as many counters of its
+// own, no more, and a replica takes its state with every lane.
+func TestLanesOutsideTheKeyLimit(t *testing.T) {
+	small := func(cfg *engine.Config) { cfg.MaxCapsPerCandidate, cfg.MaxKeysPerViewer = 1, 2 }
+	a, b := newEngine(t, small), newEngine(t, small)
+	a.AddRegion("b")
+	rec := func(e *engine.Engine, id string) error {
+		_, err := e.Record("v", fcap.Impression{ID: id, Time: 100, Caps: []fcap.Cap{campaign(id, 5, 1000)}})
+		return err
+	}
+	for _, id := range []string{"s1", "s2"} {
+		if err := rec(b, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es := map[string]*engine.Engine{"a": a, "b": b}
+	ship(t, es, "b", "a", "v")
+	for _, id := range []string{"s1", "s2"} {
+		if err := rec(a, id); err != nil {
+			t.Fatalf("a records on its counter %s beside b's lanes: %v", id, err)
+		}
+	}
+	if err := rec(a, "s3"); !errors.Is(err, fcap.ErrTooManyKeys) {
+		t.Fatalf("a's third counter of its own: %v, want ErrTooManyKeys", err)
+	}
+	replica := newEngine(t, small)
+	replica.AddRegion("b")
+	if _, _, err := replica.ImportAll(a.Export(fcap.ViewerKey("v"), nil), nil); err != nil {
+		t.Fatalf("a replica refuses a's state of 2 counters and 2 lanes: %v", err)
+	}
+	if got := used(t, replica, "v", 200, campaign("s1", 5, 1000)); got != 2 {
+		t.Fatalf("the replica counts %d on s1, want 2 (a's and b's)", got)
 	}
 }
