@@ -290,3 +290,29 @@ func TestLanesOutsideTheKeyLimit(t *testing.T) {
 		t.Fatalf("the replica counts %d on s1, want 2 (a's and b's)", got)
 	}
 }
+
+// TestLanesFollowALinkedDevice: a device's lane of another region goes
+// with the device's impressions to the viewer it is linked to, and
+// counts there as that region's: once, beside the viewer's own
+// impression at the same millisecond.
+func TestLanesFollowALinkedDevice(t *testing.T) {
+	c := campaign("s", 10, 1000)
+	es := regionEngines(t, "a", "b")
+	mustRecord(t, es["b"], "d", fcap.Impression{ID: "on-d", Time: 100, Caps: []fcap.Cap{c}}, fcap.Recorded)
+	mustRecord(t, es["a"], "v", fcap.Impression{ID: "on-v", Time: 100, Caps: []fcap.Cap{c}}, fcap.Recorded)
+	ship(t, es, "b", "a", "d")
+	a := es["a"]
+	state, err := a.LinkDevice("d", "v", 150, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AddDevice("v", "d", 150, state, 10); err != nil {
+		t.Fatal(err)
+	}
+	if got := used(t, a, "v", 200, c); got != 2 {
+		t.Fatalf("a counts %d for v after linking d, want 2 (v's own and d's in b)", got)
+	}
+	if _, lanes := counters(t, a, "v"); lanes != 1 {
+		t.Fatalf("v holds %d lanes after linking d, want b's 1", lanes)
+	}
+}
