@@ -26,7 +26,9 @@ func (n *Node) startRegions() error {
 		return nil
 	}
 	for _, p := range cfg.Peers {
-		n.engine.AddRegion(p.Name) // checks count the peers' lanes
+		if err := n.engine.AddRegion(p.Name); err != nil { // checks count the peers' lanes
+			return fmt.Errorf("region links: %w", err)
+		}
 	}
 	ls, err := region.New(cfg, region.Deps{
 		Engine:     localStates{n.engine},

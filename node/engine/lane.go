@@ -81,10 +81,20 @@ type laneTags struct {
 	tags atomic.Pointer[[]uint64]
 }
 
-// AddRegion makes checks count the lanes of the named region and returns
-// its tag. Adding a region twice is a no-op.
-func (e *Engine) AddRegion(region string) uint64 {
+// AddRegion makes checks count the lanes of the named region. Adding a
+// region twice is a no-op; past maxLaneRegions regions it is refused
+// with ErrTooManyRegions (what peers send cannot grow the list, and the
+// cost of a check, without bound).
+func (e *Engine) AddRegion(region string) error {
+	_, err := e.addRegion(region)
+	return err
+}
+
+func (e *Engine) addRegion(region string) (uint64, error) {
 	tag := RegionTag(region)
+	if p := e.lanes.tags.Load(); p != nil && slices.Contains(*p, tag) {
+		return tag, nil
+	}
 	e.lanes.mu.Lock()
 	defer e.lanes.mu.Unlock()
 	var cur []uint64
@@ -92,10 +102,13 @@ func (e *Engine) AddRegion(region string) uint64 {
 		cur = *p
 	}
 	if !slices.Contains(cur, tag) {
+		if len(cur) >= maxLaneRegions {
+			return 0, fmt.Errorf("%w: region %q would be the %dth", ErrTooManyRegions, region, len(cur)+1)
+		}
 		next := append(slices.Clip(cur), tag)
 		e.lanes.tags.Store(&next)
 	}
-	return tag
+	return tag, nil
 }
 
 // lanesUsed counts what the lanes of counter kh hold at now for a cap of
@@ -209,7 +222,10 @@ func (e *Engine) MergeRegionAll(data []byte, region string, accept func(key uint
 		states = append(states, st)
 		rest = rest[n:]
 	}
-	tag := e.AddRegion(region)
+	tag, err := e.addRegion(region)
+	if err != nil {
+		return 0, 0, err
+	}
 	for i := range states {
 		st := &states[i]
 		if accept != nil && !accept(st.key) {

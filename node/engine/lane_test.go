@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -20,7 +21,7 @@ func regionEngines(t *testing.T, names ...string) map[string]*engine.Engine {
 		e := newEngine(t)
 		for _, p := range names {
 			if p != n {
-				e.AddRegion(p)
+				mustAddRegion(t, e, p)
 			}
 		}
 		out[n] = e
@@ -156,8 +157,8 @@ func TestLanesTravelLikeCounters(t *testing.T) {
 	state := owner.Export(key, nil)
 
 	replica := newEngine(t)
-	replica.AddRegion("b")
-	replica.AddRegion("c")
+	mustAddRegion(t, replica, "b")
+	mustAddRegion(t, replica, "c")
 	if _, _, err := replica.ImportAll(older, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +262,7 @@ func TestLanesVoid(t *testing.T) {
 func TestLanesOutsideTheKeyLimit(t *testing.T) {
 	small := func(cfg *engine.Config) { cfg.MaxCapsPerCandidate, cfg.MaxKeysPerViewer = 1, 2 }
 	a, b := newEngine(t, small), newEngine(t, small)
-	a.AddRegion("b")
+	mustAddRegion(t, a, "b")
 	rec := func(e *engine.Engine, id string) error {
 		_, err := e.Record("v", fcap.Impression{ID: id, Time: 100, Caps: []fcap.Cap{campaign(id, 5, 1000)}})
 		return err
@@ -282,7 +283,7 @@ func TestLanesOutsideTheKeyLimit(t *testing.T) {
 		t.Fatalf("a's third counter of its own: %v, want ErrTooManyKeys", err)
 	}
 	replica := newEngine(t, small)
-	replica.AddRegion("b")
+	mustAddRegion(t, replica, "b")
 	if _, _, err := replica.ImportAll(a.Export(fcap.ViewerKey("v"), nil), nil); err != nil {
 		t.Fatalf("a replica refuses a's state of 2 counters and 2 lanes: %v", err)
 	}
@@ -314,5 +315,36 @@ func TestLanesFollowALinkedDevice(t *testing.T) {
 	}
 	if _, lanes := counters(t, a, "v"); lanes != 1 {
 		t.Fatalf("v holds %d lanes after linking d, want b's 1", lanes)
+	}
+}
+
+func mustAddRegion(t *testing.T, e *engine.Engine, region string) {
+	t.Helper()
+	if err := e.AddRegion(region); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLanesRegionsBounded: a node counts the lanes of at most 64
+// regions; a merge from one more is refused, changing nothing, and the
+// regions it knows still count.
+func TestLanesRegionsBounded(t *testing.T) {
+	c := campaign("s", 100, 1000)
+	e, peer := newEngine(t), newEngine(t)
+	mustRecord(t, peer, "v", fcap.Impression{ID: "p", Time: 100, Caps: []fcap.Cap{c}}, fcap.Recorded)
+	state := peer.ExportLocal(fcap.ViewerKey("v"), nil)
+	for i := range 64 {
+		if _, _, err := e.MergeRegionAll(state, fmt.Sprintf("r%d", i), nil); err != nil {
+			t.Fatalf("region %d: %v", i, err)
+		}
+	}
+	if _, _, err := e.MergeRegionAll(state, "r64", nil); !errors.Is(err, engine.ErrTooManyRegions) {
+		t.Fatalf("a 65th region: %v, want ErrTooManyRegions", err)
+	}
+	if err := e.AddRegion("r0"); err != nil {
+		t.Fatalf("adding a known region again: %v", err)
+	}
+	if got := used(t, e, "v", 200, c); got != 64 {
+		t.Fatalf("counts %d, want the 64 regions' one each", got)
 	}
 }

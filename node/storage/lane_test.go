@@ -36,7 +36,9 @@ func TestReplayKeepsLanes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e.AddRegion("b")
+			if err := e.AddRegion("b"); err != nil {
+				t.Fatal(err)
+			}
 			d, err := Open(cfg, e, quiet, prometheus.NewRegistry(), nil)
 			if err != nil {
 				t.Fatal(err)
