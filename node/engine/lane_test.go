@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -346,5 +347,53 @@ func TestLanesRegionsBounded(t *testing.T) {
 	}
 	if got := used(t, e, "v", 200, c); got != 64 {
 		t.Fatalf("counts %d, want the 64 regions' one each", got)
+	}
+}
+
+// TestLanesConcurrentMerges: merges from several regions, new to the
+// engine, race with checks and records of the same viewer (run with
+// -race): every impression counts once in the end.
+func TestLanesConcurrentMerges(t *testing.T) {
+	c := campaign("s", 1000, 100_000)
+	e := newEngine(t)
+	regions := []string{"a", "b", "c", "d"}
+	states := map[string][]byte{}
+	for _, r := range regions {
+		p := newEngine(t)
+		for i := range 5 {
+			mustRecord(t, p, "v", fcap.Impression{ID: fmt.Sprintf("%s-%d", r, i), Time: 100, Caps: []fcap.Cap{c}}, fcap.Recorded)
+		}
+		states[r] = p.ExportLocal(fcap.ViewerKey("v"), nil)
+	}
+	var wg sync.WaitGroup
+	for _, r := range regions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if _, _, err := e.MergeRegionAll(states[r], r, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 20 {
+			if _, err := e.Record("v", fcap.Impression{ID: fmt.Sprintf("here-%d", i), Time: 100, Caps: []fcap.Cap{c}}); err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := e.Check("v", []fcap.Candidate{{Caps: []fcap.Cap{c}}}, 200, nil); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	if got := used(t, e, "v", 200, c); got != 20+5*int64(len(regions)) {
+		t.Fatalf("counts %d, want %d", got, 20+5*len(regions))
 	}
 }
