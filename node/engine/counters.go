@@ -6,8 +6,9 @@ import "github.com/fcap-io/fcap"
 // operation. All of it runs under the viewer's stripe lock.
 
 // used is how many impressions cap c, whose counter hashes to kh, sees at
-// now: recorded impressions plus live reservations, and what the lanes of
-// other regions counted (lane.go).
+// now: recorded impressions plus live reservations, and for a soft cap
+// what the lanes of other regions counted (lane.go; a strict cap's limit
+// is split between regions, each granting from its own share).
 func (e *Engine) used(v *viewer, c *fcap.Cap, kh uint64, now int64) int64 {
 	var n int64
 	if i, ok := v.find(kh); ok {
@@ -17,7 +18,7 @@ func (e *Engine) used(v *viewer, c *fcap.Cap, kh uint64, now int64) int64 {
 	if v.ext != nil {
 		n += v.ext.reserved(kh, now)
 	}
-	if v.hasLanes() {
+	if v.hasLanes() && c.Mode != fcap.Strict {
 		n += e.lanesUsed(v, kh, now, c.WindowMillis())
 	}
 	return n

@@ -397,3 +397,25 @@ func TestLanesConcurrentMerges(t *testing.T) {
 		t.Fatalf("counts %d, want %d", got, 20+5*len(regions))
 	}
 }
+
+// TestLanesStrictCapsReadTheirOwn: a strict counter that rode along with
+// a soft change into another region's lane is not read by strict caps
+// there (each region grants a strict cap from its own share), while a
+// soft cap on the same counter key counts it.
+func TestLanesStrictCapsReadTheirOwn(t *testing.T) {
+	soft := campaign("s", 3, 1000)
+	strict := soft
+	strict.Mode = fcap.Strict
+	es := regionEngines(t, "a", "b")
+	mustAllow(t, es["a"], "v", 100, true, strict)
+	mustAllow(t, es["a"], "v", 100, true, strict)
+	mustAllow(t, es["b"], "v", 100, true, strict)
+	ship(t, es, "a", "b", "v")
+	if got := used(t, es["b"], "v", 200, strict); got != 1 {
+		t.Errorf("b's strict cap counts %d, want its own 1", got)
+	}
+	if got := used(t, es["b"], "v", 200, soft); got != 3 {
+		t.Errorf("b's soft cap on the same counter counts %d, want 3 (its own and a's lane)", got)
+	}
+	mustAllow(t, es["b"], "v", 200, true, strict)
+}
