@@ -56,8 +56,8 @@ func (n *Node) startRegions() error {
 // shipSoft queues a changed viewer for the peer regions, unless the
 // write was strict: strict caps are counted per region in this version.
 // (A strict counter of a viewer still rides along with a later soft
-// change of it, whose state goes whole; merged in a peer region it can
-// only make that region deny sooner.)
+// change of it, whose state goes whole; in a peer region it lands in a
+// lane, which strict caps do not read.)
 func shipSoft(r *region.Links, wr *write) {
 	if wr.local || strict(wr.caps) {
 		return
