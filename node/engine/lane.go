@@ -152,14 +152,21 @@ func (v *viewer) dropLanesBit() {
 }
 
 // ensureLane creates the lane counter nh (nh.lane set) in v if v lacks
-// it, like record creates a counter, and marks v as holding lanes.
+// it, like record creates a counter, and marks v as holding lanes. A
+// bucketed lane takes the origin's number of buckets, not this engine's:
+// the copy merge matches buckets only between counters of one size, and
+// regions may be configured apart.
 func (e *Engine) ensureLane(v *viewer, nh *header) {
 	i, ok := v.find(nh.hash)
 	if ok {
 		return
 	}
+	words := 0
+	if !KeepsTimes(nh.algo) {
+		words = nh.n
+	}
 	h := header{hash: nh.hash, limit: nh.limit, window: nh.window, algo: nh.algo, lane: true}
-	v.insertKey(i, h, newWords(nh.algo, nh.window, e.cfg.Buckets))
+	v.insertKey(i, h, words)
 	v.arena[0] |= lanesBit
 }
 

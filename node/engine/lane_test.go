@@ -419,3 +419,24 @@ func TestLanesStrictCapsReadTheirOwn(t *testing.T) {
 	}
 	mustAllow(t, es["b"], "v", 200, true, strict)
 }
+
+// TestLanesBucketsOfAnotherSize: a region configured with other
+// sub-buckets than this one ships a bucketed counter: its lane keeps the
+// origin's buckets, so shipping it again counts nothing twice.
+func TestLanesBucketsOfAnotherSize(t *testing.T) {
+	c := fcap.Cap{Scope: "campaign", ID: "b", Limit: 20, Window: time.Second, Algorithm: fcap.Buckets}
+	a := newEngine(t, func(cfg *engine.Config) { cfg.Buckets = 10 })
+	b := newEngine(t, func(cfg *engine.Config) { cfg.Buckets = 4 })
+	mustAddRegion(t, b, "a")
+	for _, at := range []int64{100, 400, 700} {
+		mustAllow(t, a, "v", at, true, c)
+	}
+	mustAllow(t, b, "v", 700, true, c)
+	es := map[string]*engine.Engine{"a": a, "b": b}
+	for range 3 {
+		ship(t, es, "a", "b", "v")
+	}
+	if got := used(t, b, "v", 800, c); got != 4 {
+		t.Fatalf("b counts %d after a's state shipped three times, want 4 (a's 3 and its own)", got)
+	}
+}
