@@ -32,8 +32,9 @@ import (
 // lanes, and the engine of a single region never looks a lane up.
 
 const (
-	// laneFlag marks a lane counter in its header's offset word (an
-	// offset is below 2^26: the arena is bounded).
+	// laneFlag marks a lane counter in its header's offset word: offsets
+	// stay far below 2^31 (a state of more than 2^26 words does not even
+	// import, and the memory limit bounds a viewer long before).
 	laneFlag = uint32(1) << 31
 	// lanesBit in arena[0] says the viewer may hold lanes. It is set
 	// when a lane is made and cleared when a check of the whole arena
@@ -47,8 +48,8 @@ const (
 // hasLanes reports whether v may hold lane counters.
 func (v *viewer) hasLanes() bool { return len(v.arena) > 0 && v.arena[0]&lanesBit != 0 }
 
-// RegionTag is the 64-bit name of a region in lane keys.
-func RegionTag(region string) uint64 { return xxhash.Sum64String("fcap region lane\x00" + region) }
+// regionTag is the 64-bit name of a region in lane keys.
+func regionTag(region string) uint64 { return xxhash.Sum64String("fcap region lane\x00" + region) }
 
 // laneKey is the key hash of the lane of region tag for the counter kh:
 // a bijective mix (of kh for a given tag), so two counters of a viewer
@@ -91,7 +92,7 @@ func (e *Engine) AddRegion(region string) error {
 }
 
 func (e *Engine) addRegion(region string) (uint64, error) {
-	tag := RegionTag(region)
+	tag := regionTag(region)
 	if p := e.lanes.tags.Load(); p != nil && slices.Contains(*p, tag) {
 		return tag, nil
 	}
