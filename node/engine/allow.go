@@ -45,7 +45,7 @@ func (e *Engine) AllowWrite(w *Write, viewer string, now int64, caps []fcap.Cap)
 		}()
 	}
 	v := s.lookup(h)
-	vd = v.evaluate(caps, khs, now)
+	vd = e.evaluate(v, caps, khs, now)
 	if !vd.Allowed {
 		return vd, nil
 	}
@@ -110,7 +110,7 @@ func (e *Engine) ReserveWrite(w *Write, viewer string, c fcap.Candidate, now, tt
 		}()
 	}
 	v := s.lookup(h)
-	vd = v.evaluate(c.Caps, khs, now)
+	vd = e.evaluate(v, c.Caps, khs, now)
 	if !vd.Allowed {
 		return vd, 0, nil
 	}
@@ -209,7 +209,7 @@ func (e *Engine) prepare(s *stripe, v *viewer, h uint64, khs []uint64, newKeys b
 	if newKeys {
 		if miss := v.missing(khs); miss > 0 {
 			grows = true
-			if v != nil && v.nkeys()+miss > e.cfg.MaxKeysPerViewer {
+			if v != nil && v.localKeys()+miss > e.cfg.MaxKeysPerViewer {
 				return nil, fcap.ErrTooManyKeys
 			}
 		}

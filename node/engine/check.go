@@ -113,7 +113,7 @@ func (e *Engine) check(viewer string, now int64, out []fcap.Verdict, sc *checkSc
 	for i, c := range sc.caps {
 		var used int64
 		if v != nil {
-			used = v.used(c, sc.khs[i], now)
+			used = e.used(v, c, sc.khs[i], now)
 		}
 		sc.used = append(sc.used, used)
 	}
