@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -76,7 +77,18 @@ func helloNode(t *testing.T, topo func() *proto.Topology) string {
 // cut and sit in TCP's retransmission back-off for seconds, and the
 // partition suite's minority timed out its first calls on one 2.2 s
 // after the heal.
-func TestMemberBackInTheTopologyIsDialedAfresh(t *testing.T) {
+// backBed is a client of two fake nodes a and b, with rings built of
+// them (build), b's peer (peerB) and a live connection to b (liveConn).
+type backBed struct {
+	c        *Client
+	build    func(names ...string) *ring.Ring
+	peerB    func() *peer
+	liveConn func() *conn
+}
+
+func newBackBed(t *testing.T) backBed {
+	t.Helper()
+
 	var addrs [2]string
 	var mu sync.Mutex
 	topo := func() *proto.Topology {
@@ -135,6 +147,12 @@ func TestMemberBackInTheTopologyIsDialedAfresh(t *testing.T) {
 		}
 		return got
 	}
+	return backBed{c, build, peerB, liveConn}
+}
+
+func TestMemberBackInTheTopologyIsDialedAfresh(t *testing.T) {
+	bed := newBackBed(t)
+	c, build, liveConn := bed.c, bed.build, bed.liveConn
 	c.install(build("a", "b"))
 	first := liveConn()
 	c.install(build("a")) // b cut off: kept as a seed, its connection too
@@ -148,4 +166,32 @@ func TestMemberBackInTheTopologyIsDialedAfresh(t *testing.T) {
 	if again := liveConn(); again == first {
 		t.Fatal("b's old connection picked again")
 	}
+}
+
+// A member back in the topology is dialed at once, whatever back-off its
+// failed dials built up while it was cut off (up to 2 s): calls fail fast
+// while its peer has no connection.
+func TestMemberBackInTheTopologyEndsTheDialBackoff(t *testing.T) {
+	bed := newBackBed(t)
+	c, build, liveConn := bed.c, bed.build, bed.liveConn
+	c.install(build("a", "b"))
+	liveConn()
+	c.install(build("a"))
+	p := bed.peerB()
+	p.mu.Lock()
+	p.backoff = time.Hour // what failed dials through a long cut grow, and more
+	p.mu.Unlock()
+	p.mu.Lock()
+	conns := append([]*conn(nil), p.conns...)
+	p.mu.Unlock()
+	for _, x := range conns {
+		if x != nil {
+			x.close(errors.New("cut"))
+		}
+	}
+	if p.pick() != nil {
+		t.Fatal("a live connection right after every one closed")
+	}
+	c.install(build("a", "b")) // the heal: no hour's wait
+	liveConn()
 }
