@@ -16,6 +16,7 @@ import (
 
 	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/node"
+	"github.com/fcap-io/fcap/node/region"
 )
 
 func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
@@ -26,6 +27,10 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 	cfg.Gatherer = reg
 	cfg.HTTPAPI = false
 	cfg.Storage.DataDir = t.TempDir() // the log and snapshot metrics exist only on a durable node
+	// The region link's metrics exist only on a node with a peer region
+	// (one nobody answers for: the link is down, its series are there).
+	cfg.Region.Name = "here"
+	cfg.Region.Peers = []region.Peer{{Name: "there", Seeds: []string{"127.0.0.1:1"}}}
 	nd, err := node.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
