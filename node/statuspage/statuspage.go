@@ -124,6 +124,33 @@ type pageData struct {
 	Healthy bool
 	// The verdict's thresholds, for the note under the table.
 	ErrorLimit, P99Limit, MemoryWarn string
+
+	// Regions are this node's links to its peer regions (empty on a node
+	// of a single region: the panel is not drawn).
+	Regions []pageRegion
+}
+
+// pageRegion is one peer region as this node's link sees it.
+type pageRegion struct {
+	Name      string
+	Reachable bool
+	Lag       string
+	LagBad    bool // over regionLagWarn: soft caps overshoot by what the lag lets through
+	Queue     uint64
+}
+
+// regionLagWarn is the lag the regions panel marks (the alert
+// FcapRegionLag fires at 30 s held for 10 minutes).
+const regionLagWarn = 30 * time.Second
+
+// regions turns the node's Status into the regions panel.
+func regions(st *proto.Status) []pageRegion {
+	var out []pageRegion
+	for _, r := range st.Regions {
+		lag := time.Duration(r.LagMillis) * time.Millisecond
+		out = append(out, pageRegion{Name: r.Name, Reachable: r.Reachable, Lag: lag.String(), LagBad: lag > regionLagWarn, Queue: r.Queue})
+	}
+	return out
 }
 
 type pageTick struct {
@@ -252,6 +279,7 @@ func (p *Page) data(ctx context.Context) *pageData {
 	// Failed members, as this node counts them, until they return or
 	// are forgotten (fcapctl forget).
 	if st := p.src.Status(); st != nil {
+		d.Regions = regions(st)
 		for _, f := range st.Failed {
 			d.Members = append(d.Members, pageMember{Name: f.Name, Addr: f.Addr, State: "failed", Color: "#dddddd", Failed: true,
 				FailedFor: time.Since(time.UnixMilli(f.SinceMillis)).Round(time.Second).String(), Err: "no answer since " + time.UnixMilli(f.SinceMillis).UTC().Format(time.RFC3339)})
@@ -410,6 +438,12 @@ JSON API: {{.APICalls}} calls, <span {{if .APIFailOpen}}class="bad"{{end}}>{{.AP
 {{else}}<td colspan="15" class="l bad">unreachable: {{.Err}}</td>{{end}}
 </tr>{{end}}
 </table>
+{{if .Regions}}<h2>Peer regions</h2>
+<table id="regions">
+<tr><th class="l">region</th><th class="l">link</th><th title="age of the oldest change this node has not yet had acknowledged by the region">lag</th><th title="changed viewers waiting to be shipped">queue</th></tr>
+{{range .Regions}}<tr><td class="l">{{.Name}}</td>{{if .Reachable}}<td class="l">up</td>{{else}}<td class="l bad">DOWN: soft changes queue here; a viewer may get a soft cap in each region meanwhile</td>{{end}}<td {{if .LagBad}}class="bad"{{end}}>{{.Lag}}</td><td>{{.Queue}}</td></tr>
+{{end}}</table>
+<div class="sub">As this node ships to them: each node ships the changes of the partitions it is primary of (fcapctl status lists every node's links).</div>{{end}}
 <div class="sub" id="rules">p99 and errors: of ad servers' requests (check, allow, record, reserve, release, identity, undo, erase, void) over the last minute, on the node (the network not included); p99 is the bound of the latency bucket that holds it.
 The verdict is degraded by a member that does not answer, failed or joined no cluster, fewer members than replicas, partitions syncing, under-replicated or claimed, a member without a strict majority,
 errors over {{.ErrorLimit}} of a member's requests, a p99 over {{.P99Limit}}, or memory at {{.MemoryWarn}} of a member's limit.</div>
