@@ -59,7 +59,7 @@ var handlerSlots atomic.Int64
 func newHandler(n *Node) *handler {
 	h := &handler{n: n, slot: int(handlerSlots.Add(1)), perms: security.AllPerms}
 	if n.tokens.Required() {
-		h.perms = 0
+		h.perms = security.Perms{}
 	}
 	return h
 }

@@ -43,24 +43,26 @@ func (r Role) String() string {
 	return fmt.Sprintf("role(%d)", uint8(r))
 }
 
-// Perms is a set of message types, one bit per type (every request type
-// is below 64).
-type Perms uint64
+// Perms is a set of message types, one bit per type: every type a
+// proto.Type can name (256). It was one uint64 while every request type
+// was below 64; the region link's escrow messages are 64 and 65, and a
+// bit past 63 would have refused them from every peer token.
+type Perms [4]uint64
 
 // PermsOf returns the set of the given types.
 func PermsOf(ts ...proto.Type) Perms {
 	var p Perms
 	for _, t := range ts {
-		p |= 1 << t
+		p[t/64] |= 1 << (t % 64)
 	}
 	return p
 }
 
-// May reports whether the set holds t; a type past 63 is in no set.
-func (p Perms) May(t proto.Type) bool { return t < 64 && p&(1<<t) != 0 }
+// May reports whether the set holds t.
+func (p Perms) May(t proto.Type) bool { return p[t/64]&(1<<(t%64)) != 0 }
 
 // AllPerms allows everything: nodes without tokens, and operators.
-const AllPerms = ^Perms(0)
+var AllPerms = Perms{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
 
 // rolePerms are the roles' permissions, read from each request type's
 // senders (proto.Type.Senders).
@@ -73,9 +75,9 @@ var rolePerms = map[Role]Perms{
 // sentBy returns the request types s may send.
 func sentBy(s proto.Sender) Perms {
 	var p Perms
-	for t := range proto.Type(64) {
-		if t.Senders()&s != 0 {
-			p |= 1 << t
+	for t := range 256 {
+		if proto.Type(t).Senders()&s != 0 {
+			p[t/64] |= 1 << (t % 64)
 		}
 	}
 	return p

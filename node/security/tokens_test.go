@@ -62,8 +62,8 @@ func TestRolePermissions(t *testing.T) {
 			}
 		}
 	}
-	if (Perms(0)).May(200) || RoleAdServer.Perms().May(200) {
-		t.Error("a type past 63 is allowed")
+	if (Perms{}).May(200) || RoleAdServer.Perms().May(200) || RolePeer.Perms().May(200) {
+		t.Error("type 200, which no message has, is allowed")
 	}
 }
 
@@ -90,6 +90,27 @@ func TestRolePermsFromTable(t *testing.T) {
 		}
 		if typ.IsRequest() && !RoleOperator.Perms().May(typ) {
 			t.Errorf("operator may not send %s", typ)
+		}
+	}
+}
+
+// A set holds types past 63 too (the region link's escrow messages are 64
+// and 65): one uint64 held none, and every peer token was refused them.
+func TestPermsPastSixtyThree(t *testing.T) {
+	p := PermsOf(64, 65, 130, 255, 3)
+	for _, ty := range []proto.Type{64, 65, 130, 255, 3} {
+		if !p.May(ty) {
+			t.Errorf("the set of %d does not hold it", ty)
+		}
+	}
+	for _, ty := range []proto.Type{0, 63, 66, 129, 254} {
+		if p.May(ty) {
+			t.Errorf("the set holds %d, which it was not given", ty)
+		}
+	}
+	for ty := range 256 {
+		if !AllPerms.May(proto.Type(ty)) {
+			t.Errorf("AllPerms does not hold %d", ty)
 		}
 	}
 }
