@@ -1,0 +1,330 @@
+package engine_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/node/engine"
+)
+
+func strictCap(id string, limit int64, window time.Duration) fcap.Cap {
+	return fcap.Cap{Scope: "campaign", ID: id, Limit: limit, Window: window, Mode: fcap.Strict}
+}
+
+// regionShares are the shares of k regions, in index order.
+func regionShares(k int) []*engine.Shares {
+	out := make([]*engine.Shares, k)
+	for i := range out {
+		out[i] = &engine.Shares{Index: i, Regions: k, Tag: engine.ShareTag(fmt.Sprintf("r%d", i))}
+	}
+	return out
+}
+
+// TestShareBasesSumToTheLimit: for any viewer, cap and number of regions,
+// the static bases sum to the limit, each is floor(L/k) or one more, and
+// the leftover units of a small cap do not always land in one region.
+func TestShareBasesSumToTheLimit(t *testing.T) {
+	for k := 2; k <= 5; k++ {
+		shares := regionShares(k)
+		for limit := int64(1); limit <= 13; limit++ {
+			favoured := map[int]bool{}
+			for v := range 64 {
+				c := strictCap("c", limit, time.Hour)
+				vk, kh := fcap.ViewerKey(fmt.Sprint("v", v)), c.Key()
+				var sum int64
+				for i, s := range shares {
+					b := s.Base(vk, kh, &c)
+					if b != limit/int64(k) && b != limit/int64(k)+1 {
+						t.Fatalf("k=%d L=%d: region %d base %d", k, limit, i, b)
+					}
+					if b > limit/int64(k) {
+						favoured[i] = true
+					}
+					sum += b
+				}
+				if sum != limit {
+					t.Fatalf("k=%d L=%d viewer %d: bases sum to %d", k, limit, v, sum)
+				}
+			}
+			if limit%int64(k) != 0 && len(favoured) != k {
+				t.Errorf("k=%d L=%d: the leftover units went only to regions %v over 64 viewers", k, limit, favoured)
+			}
+		}
+	}
+}
+
+// TestStaticSharesHoldAcrossRegionsRacing: three regions (three engines
+// that never exchange a byte) race on the same viewers with a strict cap
+// of 5: each grants exactly its base, and the grants of all three sum to
+// the limit, never more. A soft cap beside it is not split.
+func TestStaticSharesHoldAcrossRegionsRacing(t *testing.T) {
+	const viewers, limit = 50, 5
+	shares := regionShares(3)
+	engines := make([]*engine.Engine, 3)
+	for i := range engines {
+		engines[i] = newEngine(t)
+	}
+	c := strictCap("c", limit, time.Hour)
+	var mu sync.Mutex
+	granted := map[string][]int64{} // per viewer, per region
+	var wg sync.WaitGroup
+	for r := range 3 {
+		for range 4 {
+			wg.Go(func() {
+				for v := range viewers {
+					viewer := fmt.Sprint("v", v)
+					for range limit + 2 {
+						w := engine.Write{Shares: shares[r]}
+						vd, err := engines[r].AllowWrite(&w, viewer, 1000, []fcap.Cap{c})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if !vd.Allowed {
+							if !w.ShareSpent {
+								t.Errorf("%s region %d: refused without ShareSpent", viewer, r)
+							}
+							continue
+						}
+						mu.Lock()
+						if granted[viewer] == nil {
+							granted[viewer] = make([]int64, 3)
+						}
+						granted[viewer][r]++
+						mu.Unlock()
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for v := range viewers {
+		viewer := fmt.Sprint("v", v)
+		var sum int64
+		for r, n := range granted[viewer] {
+			if base := shares[r].Base(fcap.ViewerKey(viewer), c.Key(), &c); n != base {
+				t.Errorf("%s region %d granted %d, base %d", viewer, r, n, base)
+			}
+			sum += n
+		}
+		if sum != limit {
+			t.Errorf("%s: %d granted across the regions, limit %d", viewer, sum, limit)
+		}
+	}
+	// A soft cap is judged against its whole limit in every region.
+	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: time.Hour}
+	for range limit {
+		w := engine.Write{Shares: shares[0]}
+		if vd, err := engines[0].AllowWrite(&w, "s", 1000, []fcap.Cap{soft}); err != nil || !vd.Allowed {
+			t.Fatalf("soft cap: %+v %v", vd, err)
+		}
+	}
+}
+
+// TestLendAndCredit: a lender gives a unit only while its own grants and
+// loans leave one unused under its base; a retried transfer id is
+// answered with the same loan and takes no second unit; a credit lets
+// the borrower grant one more, once however often it is recorded; and
+// both age out: the loan after twice the window, the credit after one.
+func TestLendAndCredit(t *testing.T) {
+	const window = 100
+	c := strictCap("c", 4, window*time.Millisecond) // bases 2 and 2
+	shares := regionShares(2)
+	lender, borrower := newEngine(t), newEngine(t)
+	lw := func() *engine.Write { return &engine.Write{Shares: shares[0]} }
+	bw := func() *engine.Write { return &engine.Write{Shares: shares[1]} }
+	allow := func(e *engine.Engine, w *engine.Write, now int64) bool {
+		t.Helper()
+		vd, err := e.AllowWrite(w, "v", now, []fcap.Cap{c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vd.Allowed
+	}
+	lend := func(now int64, id uint64) bool {
+		t.Helper()
+		ok, err := lender.LendWrite(lw(), "v", c, now, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+
+	if !allow(lender, lw(), 10) {
+		t.Fatal("lender's first grant refused")
+	}
+	if !lend(20, 7) {
+		t.Fatal("lender with one unit unused lent nothing")
+	}
+	if !lend(21, 7) {
+		t.Fatal("a retried transfer was not answered with its loan")
+	}
+	if lend(22, 8) {
+		t.Fatal("lender lent a unit it has not: one granted, one lent, base 2")
+	}
+	if w := lw(); allow(lender, w, 23) || !w.ShareSpent {
+		t.Fatal("lender granted past its base after lending (or did not say its share was spent)")
+	}
+
+	for now := int64(30); now < 32; now++ {
+		if !allow(borrower, bw(), now) {
+			t.Fatal("borrower's base refused")
+		}
+	}
+	if w := bw(); allow(borrower, w, 33) || !w.ShareSpent {
+		t.Fatal("borrower granted past its base before any credit")
+	}
+	for range 2 {
+		if _, err := borrower.CreditWrite(bw(), "v", c, 19, 7); err != nil { // asked at 19, answered twice
+			t.Fatal(err)
+		}
+	}
+	if ok, err := borrower.LendWrite(bw(), "v", c, 33, 9); err != nil || ok {
+		t.Fatalf("the borrower lent on a borrowed unit: %v %v", ok, err)
+	}
+	if !allow(borrower, bw(), 34) {
+		t.Fatal("the credit did not let the borrower grant")
+	}
+	if allow(borrower, bw(), 35) {
+		t.Fatal("one credit, recorded twice, let the borrower grant twice")
+	}
+
+	// The credit counts until 19+window; the loan until 20+2*window.
+	if allow(borrower, bw(), 19+window) {
+		t.Fatal("the borrower granted on a credit aged out (its base is spent until 130)")
+	}
+	// The lender's grant at 10 aged out at 110: one unit is free beside the loan.
+	if !allow(lender, lw(), 111) || allow(lender, lw(), 112) {
+		t.Fatal("lender with a grant aged out and a loan running: want one grant, no more")
+	}
+	if !allow(lender, lw(), 212) || allow(lender, lw(), 219) {
+		t.Fatal("lender at 212-219: want one grant (111 aged out), then none while the loan runs")
+	}
+	if !allow(lender, lw(), 20+2*window) {
+		t.Fatal("the loan did not return to the lender after twice the window")
+	}
+
+	// Bad input is an error, not a loan.
+	for _, tc := range []struct {
+		name string
+		w    *engine.Write
+		c    fcap.Cap
+		id   uint64
+	}{
+		{"no shares", &engine.Write{}, c, 1},
+		{"transfer 0", lw(), c, 0},
+		{"soft cap", lw(), fcap.Cap{Scope: "campaign", ID: "c", Limit: 4, Window: time.Hour}, 1},
+		{"bad shares", &engine.Write{Shares: &engine.Shares{Index: 2, Regions: 2}}, c, 1},
+	} {
+		if _, err := lender.LendWrite(tc.w, "v", tc.c, 500, tc.id); !errors.Is(err, fcap.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", tc.name, err)
+		}
+	}
+}
+
+// TestEscrowNeverGrantsPastTheLimit drives three regions through random
+// grants, asks, loans, credits, delays and retried transfers, and checks
+// after every tick that the grants of all regions inside any window sum
+// to at most the limit, and that borrowing happens (so the check is not
+// vacuous).
+func TestEscrowNeverGrantsPastTheLimit(t *testing.T) {
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { escrowModel(t, seed) })
+	}
+}
+
+type modelAsk struct {
+	from, to    int
+	transfer    uint64
+	asked, next int64 // when it was first asked; when it next moves
+	lent        bool  // the lender answered (the answer is on its way)
+}
+
+func escrowModel(t *testing.T, seed uint64) {
+	const k, window, ticks = 3, 20, 600
+	rng := rand.New(rand.NewPCG(seed, 99))
+	shares := regionShares(k)
+	engines := make([]*engine.Engine, k)
+	for i := range engines {
+		engines[i] = newEngine(t)
+	}
+	caps := []fcap.Cap{strictCap("a", 5, window*time.Millisecond), strictCap("b", 2, window*time.Millisecond)}
+	viewers := []string{"x", "y"}
+	type key struct {
+		viewer string
+		c      int
+	}
+	grants := map[key][]int64{} // grant times of all regions
+	var asks []*modelAsk
+	asking := map[[3]int]bool{} // region, viewer, cap: an ask in flight
+	borrowed := 0
+	for now := int64(1); now <= ticks; now++ {
+		// Asks and answers move on.
+		for _, a := range asks {
+			if a.next != now {
+				continue
+			}
+			vi, ci := int(a.transfer>>32&1), int(a.transfer>>33&1)
+			if !a.lent || rng.IntN(4) == 0 { // a retry reaches the lender again
+				ok, err := engines[a.to].LendWrite(&engine.Write{Shares: shares[a.to]}, viewers[vi], caps[ci], now, a.transfer)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					a.next = -1
+					delete(asking, [3]int{a.from, vi, ci})
+					continue
+				}
+				a.lent, a.next = true, now+int64(rng.IntN(6))+1
+				continue
+			}
+			if _, err := engines[a.from].CreditWrite(&engine.Write{Shares: shares[a.from]}, viewers[vi], caps[ci], a.asked, a.transfer); err != nil {
+				t.Fatal(err)
+			}
+			borrowed++
+			a.next = -1
+			delete(asking, [3]int{a.from, vi, ci})
+		}
+		// Each region tries some grants.
+		for r := range k {
+			for range rng.IntN(3) {
+				vi, ci := rng.IntN(len(viewers)), rng.IntN(len(caps))
+				w := engine.Write{Shares: shares[r]}
+				vd, err := engines[r].AllowWrite(&w, viewers[vi], now, caps[ci:ci+1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				kk := key{viewers[vi], ci}
+				if vd.Allowed {
+					grants[kk] = append(grants[kk], now)
+					continue
+				}
+				if w.ShareSpent && !asking[[3]int{r, vi, ci}] {
+					asking[[3]int{r, vi, ci}] = true
+					to := (r + 1 + rng.IntN(k-1)) % k
+					id := rng.Uint64()&^(3<<32) | uint64(vi)<<32 | uint64(ci)<<33 | 1
+					asks = append(asks, &modelAsk{from: r, to: to, transfer: id, asked: now, next: now + int64(rng.IntN(6)) + 1})
+				}
+			}
+		}
+		for kk, ts := range grants {
+			n := 0
+			for _, g := range ts {
+				if g > now-window {
+					n++
+				}
+			}
+			if limit := caps[kk.c].Limit; int64(n) > limit {
+				t.Fatalf("tick %d: viewer %s cap %s: %d grants across the regions inside one window, limit %d", now, kk.viewer, caps[kk.c].ID, n, limit)
+			}
+		}
+	}
+	if borrowed == 0 {
+		t.Fatal("no unit was ever borrowed: the run shows nothing")
+	}
+}
