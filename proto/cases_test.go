@@ -186,6 +186,10 @@ func testCases() []testCase {
 		{name: "region-merge/empty", msg: &RegionMerge{}},
 		{name: "region-merge-result", msg: &RegionMergeResult{Epoch: 7, Applied: 31, Refused: []uint64{1, math.MaxUint64}}},
 		{name: "region-merge-result/empty", msg: &RegionMergeResult{}},
+		{name: "share-ask", msg: &ShareAsk{Region: "eu", Regions: []string{"ap", "eu", "us"}, Viewer: "viewer-1", Cap: fcap.Cap{Scope: "campaign", ID: "c1", Limit: 5, Window: time.Hour, Mode: fcap.Strict}, Transfer: math.MaxUint64}},
+		{name: "share-ask/empty", msg: &ShareAsk{}},
+		{name: "share-give", msg: &ShareGive{Epoch: 7, Given: true}},
+		{name: "share-give/refused", msg: &ShareGive{Epoch: 7}},
 		{name: "replicate", msg: &Replicate{From: "node-1", Epoch: 7, HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}, Done: []uint32{0, 270}, Handoff: []uint32{3}}},
 		{name: "replicate/empty", msg: &Replicate{}},
 		{name: "replicate/copied", msg: &Replicate{From: "node-1", Epoch: 7, Copied: []uint32{4, 270}}},
@@ -385,6 +389,14 @@ func wireForm(m Message) []any {
 			states = []byte{}
 		}
 		return []any{m.Region, m.HighWater, states}
+	case *ShareAsk:
+		regions := []any{}
+		for _, r := range m.Regions {
+			regions = append(regions, r)
+		}
+		return []any{m.Region, regions, m.Viewer, capsForm([]fcap.Cap{m.Cap})[0], u(m.Transfer)}
+	case *ShareGive:
+		return []any{u(m.Epoch), m.Given}
 	case *RegionMergeResult:
 		refused := []byte{}
 		for _, k := range m.Refused {
