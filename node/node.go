@@ -88,7 +88,8 @@ type Node struct {
 	// is the same links when they ship to peer regions, else nil: the
 	// write path's only cost of regions is its nil check (region.go).
 	region, shipping *region.Links
-	regionCaughtUp   atomic.Bool // catchUpRegions ran (once, at the first Active view)
+	shares           *engine.Shares // this region's place among those splitting strict caps (escrow.go); nil: none
+	regionCaughtUp   atomic.Bool    // catchUpRegions ran (once, at the first Active view)
 
 	drainOnce sync.Once
 	drainSent int
