@@ -139,6 +139,18 @@ func TestEscrowAcrossRegions(t *testing.T) {
 		if b := metricSum(t, regs["a"], "fcap_region_shares_borrowed_total"); b < limit-2 {
 			t.Errorf("region a counts %v units borrowed, want at least %d", b, limit-2)
 		}
+		// fcapctl status shows them, by peer region.
+		var st proto.Status
+		if err := rpc.Call(ctx, nodes["a"][0].DataAddr(), &proto.StatusRequest{}, &st); err != nil {
+			t.Fatal(err)
+		}
+		var borrowed uint64
+		for _, r := range st.Regions {
+			borrowed += r.Borrowed
+		}
+		if borrowed < limit-2 {
+			t.Errorf("region a's status shows %d units borrowed (%+v), want at least %d", borrowed, st.Regions, limit-2)
+		}
 	})
 
 	t.Run("a retried transfer gets the same loan", func(t *testing.T) {

@@ -200,7 +200,7 @@ func testCases() []testCase {
 			Departed: []DepartedMember{{Name: "n4", AtMillis: 1_700_000_001_000}, {Name: "n5", AtMillis: 1_700_000_000_500, Forgotten: true}},
 			Version:  "v1.2.0", UptimeMillis: 3_600_000, MemoryLimit: 4 << 30, RecentMillis: 60_000, RecentRequests: 1200, RecentErrors: 3, P99Nanos: 250_000, P99Over: true}},
 		{name: "status/regions", msg: &Status{Name: "n1", Epoch: 9, State: 2, Members: 3, Version: "v1.3.0",
-			Regions: []RegionStatus{{Name: "us-east", Reachable: true, LagMillis: 40, Queue: 12}, {Name: "ap", LagMillis: 600_000, Queue: 1 << 20}}}},
+			Regions: []RegionStatus{{Name: "us-east", Reachable: true, LagMillis: 40, Queue: 12, Lent: 3, Borrowed: 1 << 40}, {Name: "ap", LagMillis: 600_000, Queue: 1 << 20}}}},
 		{name: "forget", msg: &Forget{Node: "n3"}},
 		{name: "forget-result", msg: &ForgetResult{Failed: 1}},
 		{name: "drain", msg: &Drain{TimeoutMillis: 30000}},
@@ -494,7 +494,7 @@ func wireForm(m Message) []any {
 		if len(m.Regions) > 0 {
 			rs := []any{}
 			for _, r := range m.Regions {
-				rs = append(rs, []any{r.Name, r.Reachable, u(r.LagMillis), u(r.Queue)})
+				rs = append(rs, []any{r.Name, r.Reachable, u(r.LagMillis), u(r.Queue), u(r.Lent), u(r.Borrowed)})
 			}
 			form = append(form, rs)
 		}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -61,6 +62,10 @@ func (c *Config) Regions() []string {
 }
 
 // askKey names an ask: one per viewer and cap.
+// moved are the units of shares moved between this node and a peer
+// region.
+type moved struct{ lent, borrowed atomic.Uint64 }
+
 type askKey struct {
 	viewer, cap uint64
 	window      int64
@@ -82,6 +87,9 @@ type escrow struct {
 
 	borrowed, lent, dropped *prometheus.CounterVec
 	mismatch                prometheus.Counter
+	// moved counts the units lent to and borrowed from each peer region,
+	// by its name, for status.
+	moved map[string]*moved
 
 	mu sync.Mutex
 	// asking holds the asks waiting or in flight, guarded by mu.
@@ -122,8 +130,10 @@ func (ls *Links) EnableEscrow(deps EscrowDeps, reg prometheus.Registerer) error 
 			}
 		}
 	}
-	for range ls.links {
+	es.moved = map[string]*moved{}
+	for _, l := range ls.links {
 		es.rings = append(es.rings, &askRing{})
+		es.moved[l.peer.Name] = &moved{}
 	}
 	ls.escrow = es
 	for range askers {
@@ -176,7 +186,21 @@ func (ls *Links) CheckRegions(from string, regions []string) error {
 func (ls *Links) Lent(region string) {
 	if es := ls.escrow; es != nil {
 		es.lent.WithLabelValues(region).Inc()
+		if m := es.moved[region]; m != nil {
+			m.lent.Add(1)
+		}
 	}
+}
+
+// SharesMoved returns the units this node lent the peer region and
+// borrowed from it since it started.
+func (ls *Links) SharesMoved(region string) (lent, borrowed uint64) {
+	if es := ls.escrow; es != nil {
+		if m := es.moved[region]; m != nil {
+			return m.lent.Load(), m.borrowed.Load()
+		}
+	}
+	return 0, 0
 }
 
 // run sends asks until the links close. Its connections are its own.
@@ -230,6 +254,7 @@ func (es *escrow) serve(conns map[string]Conn, a ask) {
 			return
 		}
 		es.borrowed.WithLabelValues(l.peer.Name).Inc()
+		es.moved[l.peer.Name].borrowed.Add(1)
 		es.dropped.WithLabelValues("given").Inc()
 		return
 	}
