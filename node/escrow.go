@@ -97,6 +97,23 @@ func (h *handler) shareAsk(out []byte, v *view, hdr proto.Header, body []byte) (
 	return h.reply(out, hdr.ID, &proto.ShareGive{Epoch: epoch, Given: lent}, metrics.OpReplicate)
 }
 
+// regionSet refuses a peer region's TopologyRequest that names another
+// set of regions than this node splits strict caps among: its link stays
+// down (logged and counted) until the configurations agree.
+func (h *handler) regionSet(body []byte) error {
+	var m proto.TopologyRequest
+	if err := proto.Decode(body, &m); err != nil {
+		return err
+	}
+	if h.n.shares == nil || len(m.Regions) == 0 {
+		return nil
+	}
+	if err := h.n.region.CheckRegions(m.Region, m.Regions); err != nil {
+		return refusal(proto.CodeBadRequest, "%v", err)
+	}
+	return nil
+}
+
 // errNotCredited refuses a credit this node cannot take (it no longer
 // serves the viewer, or has no strict authority).
 var errNotCredited = errors.New("node: a lent share could not be credited here")

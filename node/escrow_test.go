@@ -194,5 +194,17 @@ func TestEscrowAcrossRegions(t *testing.T) {
 		if metricSum(t, regs["b"], "fcap_region_set_mismatch_total") == 0 {
 			t.Error("the mismatch was not counted")
 		}
+		// The region link's topology request too: the link stays down.
+		var top proto.Topology
+		err = rpc.Call(ctx, nodes["b"][0].DataAddr(), &proto.TopologyRequest{Region: "a", Regions: []string{"a", "b"}}, &top)
+		if !errors.Is(err, proto.ErrBadRequest) {
+			t.Errorf("a region link's topology request naming regions [a b] at a node of [a b c]: %v, want a bad request", err)
+		}
+		if err := rpc.Call(ctx, nodes["b"][0].DataAddr(), &proto.TopologyRequest{Region: "a", Regions: []string{"a", "b", "c"}}, &top); err != nil || len(top.Members) != 1 {
+			t.Errorf("a region link's topology request naming the same regions: %+v %v", top, err)
+		}
+		if err := rpc.Call(ctx, nodes["b"][0].DataAddr(), &proto.TopologyRequest{}, &top); err != nil {
+			t.Errorf("a client's topology request: %v", err)
+		}
 	})
 }

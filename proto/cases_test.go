@@ -104,6 +104,7 @@ func testCases() []testCase {
 		{name: "pong/zero", msg: &Pong{}},
 		{name: "pong/max", msg: &Pong{Epoch: math.MaxUint64, Name: "ノード"}},
 		{name: "topology-request", msg: &TopologyRequest{}},
+		{name: "topology-request/region-link", msg: &TopologyRequest{Region: "eu", Regions: []string{"ap", "eu", "us"}}},
 		{name: "topology", msg: &Topology{Epoch: 7, Partitions: 3, Replicas: 2, Members: members, Owners: []uint16{0, 1, 1, 2, NoOwner, NoOwner}}},
 		{name: "topology/empty", msg: &Topology{}},
 		{name: "topology/no-owners", msg: &Topology{Epoch: 1, Partitions: 271, Replicas: 1, Members: members[:1], Owners: repeat16(NoOwner, 271)}},
@@ -323,7 +324,14 @@ func wireForm(m Message) []any {
 		}
 		return []any{}
 	case *TopologyRequest:
-		return []any{}
+		if m.Region == "" && len(m.Regions) == 0 {
+			return []any{}
+		}
+		regions := []any{}
+		for _, r := range m.Regions {
+			regions = append(regions, r)
+		}
+		return []any{m.Region, regions}
 	case *Pong:
 		if m.Absent {
 			return []any{u(m.Epoch), m.Name, true}

@@ -38,17 +38,7 @@ func (*ShareAsk) Type() Type { return TypeShareAsk }
 
 func (m *ShareAsk) encode(e *encoder) {
 	e.array(5)
-	if len(m.Region) > MaxRegionNameLen {
-		e.fail(fmt.Errorf("region name of %d bytes, limit %d", len(m.Region), MaxRegionNameLen))
-	}
-	e.str(m.Region)
-	e.list("regions", len(m.Regions), MaxPeerRegions+1)
-	for _, r := range m.Regions {
-		if len(r) > MaxRegionNameLen {
-			e.fail(fmt.Errorf("region name of %d bytes, limit %d", len(r), MaxRegionNameLen))
-		}
-		e.str(r)
-	}
+	e.regionNames(m.Region, m.Regions)
 	e.str(m.Viewer)
 	e.cap(&m.Cap)
 	e.uint(m.Transfer)
@@ -56,11 +46,7 @@ func (m *ShareAsk) encode(e *encoder) {
 
 func (m *ShareAsk) decode(d *decoder) {
 	extra := d.array(5)
-	m.Region = string(d.bytes(MaxRegionNameLen))
-	m.Regions = resize(m.Regions, d.list("regions", MaxPeerRegions+1, 1))
-	for i := range m.Regions {
-		m.Regions[i] = string(d.bytes(MaxRegionNameLen))
-	}
+	m.Region, m.Regions = d.regionNames(m.Regions)
 	m.Viewer = d.str()
 	d.cap(&m.Cap)
 	m.Transfer = d.uint()
@@ -92,4 +78,29 @@ func (m *ShareGive) decode(d *decoder) {
 	m.Epoch = d.uint()
 	m.Given = d.bool()
 	d.end(extra)
+}
+
+// regionNames: region str, regions [str...]: a node's region and the
+// sorted set of regions it splits strict caps among.
+func (e *encoder) regionNames(region string, regions []string) {
+	if len(region) > MaxRegionNameLen {
+		e.fail(fmt.Errorf("region name of %d bytes, limit %d", len(region), MaxRegionNameLen))
+	}
+	e.str(region)
+	e.list("regions", len(regions), MaxPeerRegions+1)
+	for _, r := range regions {
+		if len(r) > MaxRegionNameLen {
+			e.fail(fmt.Errorf("region name of %d bytes, limit %d", len(r), MaxRegionNameLen))
+		}
+		e.str(r)
+	}
+}
+
+func (d *decoder) regionNames(dst []string) (string, []string) {
+	region := string(d.bytes(MaxRegionNameLen))
+	dst = resize(dst, d.list("regions", MaxPeerRegions+1, 1))
+	for i := range dst {
+		dst[i] = string(d.bytes(MaxRegionNameLen))
+	}
+	return region, dst
 }

@@ -166,8 +166,9 @@ func (ls *Links) Ask(viewer string, c fcap.Cap) {
 	es.ch <- ask{key: k, viewer: viewer, cap: c} // room: ch holds MaxAsks, asking bounds what is in it
 }
 
-// CheckRegions refuses an ask from a region that splits strict caps
-// among another set of regions than this one does; it logs and counts.
+// CheckRegions refuses a link or an ask from a region that splits strict
+// caps among another set of regions than this one does; it logs and
+// counts.
 func (ls *Links) CheckRegions(from string, regions []string) error {
 	es := ls.escrow
 	if es == nil {
@@ -175,7 +176,7 @@ func (ls *Links) CheckRegions(from string, regions []string) error {
 	}
 	if !slices.Equal(regions, es.regions) {
 		es.mismatch.Inc()
-		ls.log.Error("region: a peer region splits strict caps among another set of regions; its asks are refused until the configurations agree",
+		ls.log.Error("region: a peer region splits strict caps among another set of regions; its link and its asks are refused until the configurations agree",
 			"peer_region", from, "its_regions", regions, "our_regions", es.regions)
 		return fmt.Errorf("region %s splits strict caps among %v, region %s among %v: shares would not sum to the limits", from, regions, ls.cfg.Name, es.regions)
 	}
