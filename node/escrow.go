@@ -16,9 +16,9 @@ import (
 )
 
 // Escrowed strict caps across regions (ARCHITECTURE.md, "Regions",
-// "Strict caps: escrow"). With peer regions, every Allow and Reserve
-// judges its strict caps against this region's share (engine.Shares,
-// set on the write in begin); one refused because the share is spent
+// "Strict caps: escrow"). With peer regions, every Allow, Reserve and
+// Check judges its strict caps against this region's share (the engine's
+// Config.Shares, set at Start); one refused because the share is spent
 // fails closed at once and asks the peer regions for a unit, apart from
 // the request (region.Links.Ask). A peer region's ask is answered by
 // shareAsk: a unit lent from this region's base, recorded and
@@ -26,15 +26,15 @@ import (
 // creditShare, replicated the same way. Without peer regions none of
 // this runs: n.shares is nil.
 
-// startEscrow gives the node its place among the regions and starts the
-// askers.
+// sharesOf is the place of cfg's region among the regions that split
+// strict caps: the engine judges strict caps by it (engine.Config.Shares).
+func sharesOf(cfg region.Config) *engine.Shares {
+	names := cfg.Regions()
+	return &engine.Shares{Index: slices.Index(names, cfg.Name), Regions: len(names), Tag: engine.ShareTag(cfg.Name)}
+}
+
+// startEscrow starts the askers.
 func (n *Node) startEscrow(ls *region.Links) error {
-	names := n.cfg.Region.Regions()
-	i := slices.Index(names, n.cfg.Region.Name)
-	n.shares = &engine.Shares{Index: i, Regions: len(names), Tag: engine.ShareTag(n.cfg.Region.Name)}
-	if err := n.shares.Validate(); err != nil {
-		return err
-	}
 	return ls.EnableEscrow(region.EscrowDeps{Now: n.clock, Credit: n.creditShare}, n.cfg.Registerer)
 }
 

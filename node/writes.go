@@ -47,7 +47,7 @@ type write struct {
 func (h *handler) begin(wr *write, viewer string, backup bool, caps []fcap.Cap) proto.Code {
 	wr.v = h.enter()
 	wr.standIn, wr.caps, wr.local = false, caps, false
-	wr.eng = engine.Write{Journal: h.n.journal, Shares: h.n.shares}
+	wr.eng = engine.Write{Journal: h.n.journal}
 	if code := h.serves(wr.v, viewer); code != 0 {
 		if !backup || !h.standsIn(wr.v, code, viewer, caps) {
 			h.leave(wr.v)

@@ -26,9 +26,9 @@ import (
 // other counter, and one region's counters merged into another's (a soft
 // change ships a viewer whole) are never read there.
 
-// Shares is a region's place among the regions that split strict caps.
-// Every region must hold the same set of names: each takes Index in the
-// sorted set.
+// Shares is a region's place among the regions that split strict caps
+// (Config.Shares). Every region must hold the same set of names: each
+// takes Index in the sorted set.
 type Shares struct {
 	// Index is this region's place in the sorted set of region names.
 	Index int
@@ -108,19 +108,23 @@ func (s *Shares) limitOf(v *viewer, vk, kh uint64, c *fcap.Cap, now int64) int64
 	return max(0, s.Base(vk, kh, c)+s.escrowCount(v, c, kh, kindCredit, now)-s.escrowCount(v, c, kh, kindLent, now))
 }
 
-// evaluateWrite is v.evaluate for a write: with w.Shares, each strict
+// evaluateWrite is v.evaluate for a write: with Config.Shares, each strict
 // cap is judged against this region's share instead of its limit, and
 // w.ShareSpent says a strict cap blocked whose limit alone would not
 // have (a peer region may have units to lend).
 func (e *Engine) evaluateWrite(w *Write, v *viewer, vk uint64, caps []fcap.Cap, khs []uint64, now int64) fcap.Verdict {
-	if w == nil || w.Shares == nil || !anyStrict(caps) {
+	sh := e.cfg.Shares
+	if sh == nil || !anyStrict(caps) {
 		return v.evaluate(caps, khs, now)
+	}
+	if w == nil {
+		w = &Write{}
 	}
 	w.ShareSpent = false
 	judged := append(w.judged[:0], caps...)
 	for i := range judged {
 		if judged[i].Mode == fcap.Strict {
-			judged[i].Limit = w.Shares.limitOf(v, vk, khs[i], &caps[i], now)
+			judged[i].Limit = sh.limitOf(v, vk, khs[i], &caps[i], now)
 		}
 	}
 	vd := v.evaluate(judged, khs, now)
@@ -157,7 +161,7 @@ func transferHash(tag, transfer, kind uint64) uint64 {
 // the same id. The loan is a counter entry that stays twice the cap's
 // window; the caller replicates the viewer before it answers.
 func (e *Engine) LendWrite(w *Write, viewer string, c fcap.Cap, now int64, transfer uint64) (lent bool, err error) {
-	if err := e.escrowArgs(w, viewer, &c, now, transfer); err != nil {
+	if err := e.escrowArgs(viewer, &c, now, transfer); err != nil {
 		return false, err
 	}
 	kh := c.Key()
@@ -169,18 +173,18 @@ func (e *Engine) LendWrite(w *Write, viewer string, c fcap.Cap, now int64, trans
 	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	v := s.lookup(h)
-	idh := transferHash(w.Shares.Tag, transfer, kindLent)
+	idh := transferHash(e.cfg.Shares.Tag, transfer, kindLent)
 	if v != nil && v.ext != nil && v.ext.hasSeen(idh) {
 		return true, nil
 	}
 	var used int64
 	if v != nil {
-		used = v.used(&c, kh, now) + w.Shares.escrowCount(v, &c, kh, kindLent, now)
+		used = v.used(&c, kh, now) + e.cfg.Shares.escrowCount(v, &c, kh, kindLent, now)
 	}
-	if used+1 > w.Shares.Base(h, kh, &c) {
+	if used+1 > e.cfg.Shares.Base(h, kh, &c) {
 		return false, nil
 	}
-	ec, ek := w.Shares.escrowCap(&c, kh, kindLent)
+	ec, ek := e.cfg.Shares.escrowCap(&c, kh, kindLent)
 	if err := e.escrowRecord(w, s, v, h, ec, ek, now, idh); err != nil {
 		return false, err
 	}
@@ -193,7 +197,7 @@ func (e *Engine) LendWrite(w *Write, viewer string, c fcap.Cap, now int64, trans
 // out before the lender's loan does). A transfer already credited adds
 // nothing. It reports whether it added the credit.
 func (e *Engine) CreditWrite(w *Write, viewer string, c fcap.Cap, at int64, transfer uint64) (credited bool, err error) {
-	if err := e.escrowArgs(w, viewer, &c, at, transfer); err != nil {
+	if err := e.escrowArgs(viewer, &c, at, transfer); err != nil {
 		return false, err
 	}
 	kh := c.Key()
@@ -203,14 +207,14 @@ func (e *Engine) CreditWrite(w *Write, viewer string, c fcap.Cap, at int64, tran
 	h, s := e.lockViewer(viewer)
 	defer s.mu.Unlock()
 	v := s.lookup(h)
-	idh := transferHash(w.Shares.Tag, transfer, kindCredit)
+	idh := transferHash(e.cfg.Shares.Tag, transfer, kindCredit)
 	if v != nil && v.ext != nil && v.ext.hasSeen(idh) {
 		return false, nil
 	}
 	if at <= e.hw.Load()-c.WindowMillis() || (v != nil && !v.recordable(at)) {
 		return false, nil // aged out already: it would count for nothing
 	}
-	ec, ek := w.Shares.escrowCap(&c, kh, kindCredit)
+	ec, ek := e.cfg.Shares.escrowCap(&c, kh, kindCredit)
 	if err := e.escrowRecord(w, s, v, h, ec, ek, at, idh); err != nil {
 		return false, err
 	}
@@ -218,19 +222,16 @@ func (e *Engine) CreditWrite(w *Write, viewer string, c fcap.Cap, at int64, tran
 }
 
 // escrowArgs checks what LendWrite and CreditWrite are given.
-func (e *Engine) escrowArgs(w *Write, viewer string, c *fcap.Cap, t int64, transfer uint64) error {
+func (e *Engine) escrowArgs(viewer string, c *fcap.Cap, t int64, transfer uint64) error {
 	switch {
-	case w == nil || w.Shares == nil:
-		return fmt.Errorf("%w: an escrow write needs the region's shares", fcap.ErrInvalid)
+	case e.cfg.Shares == nil:
+		return fmt.Errorf("%w: an escrow write needs the region's shares (Config.Shares)", fcap.ErrInvalid)
 	case transfer == 0:
 		return fmt.Errorf("%w: transfer id 0", fcap.ErrInvalid)
 	case c.Mode != fcap.Strict:
 		return fmt.Errorf("%w: only strict caps are escrowed", fcap.ErrInvalid)
 	case c.Window > MaxEscrowWindow:
 		return fmt.Errorf("%w: a strict cap of window %v lends no share (at most %v)", fcap.ErrInvalid, c.Window, time.Duration(MaxEscrowWindow))
-	}
-	if err := w.Shares.Validate(); err != nil {
-		return err
 	}
 	if err := e.validateViewer(viewer); err != nil {
 		return err
@@ -254,7 +255,9 @@ func (e *Engine) escrowRecord(w *Write, s *stripe, v *viewer, h uint64, ec fcap.
 	e.record(v, []fcap.Cap{ec}, khs, t)
 	e.remember(v, idh, t+ec.WindowMillis())
 	e.settle(s, v, before, keys)
-	w.wrote(e, s, h)
+	if w != nil {
+		w.wrote(e, s, h)
+	}
 	return nil
 }
 

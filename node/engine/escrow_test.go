@@ -16,6 +16,11 @@ func strictCap(id string, limit int64, window time.Duration) fcap.Cap {
 	return fcap.Cap{Scope: "campaign", ID: id, Limit: limit, Window: window, Mode: fcap.Strict}
 }
 
+// withShares configures an engine of the region with shares s.
+func withShares(s *engine.Shares) func(*engine.Config) {
+	return func(c *engine.Config) { c.Shares = s }
+}
+
 // regionShares are the shares of k regions, in index order.
 func regionShares(k int) []*engine.Shares {
 	out := make([]*engine.Shares, k)
@@ -67,7 +72,7 @@ func TestStaticSharesHoldAcrossRegionsRacing(t *testing.T) {
 	shares := regionShares(3)
 	engines := make([]*engine.Engine, 3)
 	for i := range engines {
-		engines[i] = newEngine(t)
+		engines[i] = newEngine(t, withShares(shares[i]))
 	}
 	c := strictCap("c", limit, time.Hour)
 	var mu sync.Mutex
@@ -79,7 +84,7 @@ func TestStaticSharesHoldAcrossRegionsRacing(t *testing.T) {
 				for v := range viewers {
 					viewer := fmt.Sprint("v", v)
 					for range limit + 2 {
-						w := engine.Write{Shares: shares[r]}
+						var w engine.Write
 						vd, err := engines[r].AllowWrite(&w, viewer, 1000, []fcap.Cap{c})
 						if err != nil {
 							t.Error(err)
@@ -119,7 +124,7 @@ func TestStaticSharesHoldAcrossRegionsRacing(t *testing.T) {
 	// A soft cap is judged against its whole limit in every region.
 	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: limit, Window: time.Hour}
 	for range limit {
-		w := engine.Write{Shares: shares[0]}
+		var w engine.Write
 		if vd, err := engines[0].AllowWrite(&w, "s", 1000, []fcap.Cap{soft}); err != nil || !vd.Allowed {
 			t.Fatalf("soft cap: %+v %v", vd, err)
 		}
@@ -135,9 +140,9 @@ func TestLendAndCredit(t *testing.T) {
 	const window = 100
 	c := strictCap("c", 4, window*time.Millisecond) // bases 2 and 2
 	shares := regionShares(2)
-	lender, borrower := newEngine(t), newEngine(t)
-	lw := func() *engine.Write { return &engine.Write{Shares: shares[0]} }
-	bw := func() *engine.Write { return &engine.Write{Shares: shares[1]} }
+	lender, borrower := newEngine(t, withShares(shares[0])), newEngine(t, withShares(shares[1]))
+	lw := func() *engine.Write { return &engine.Write{} }
+	bw := func() *engine.Write { return &engine.Write{} }
 	allow := func(e *engine.Engine, w *engine.Write, now int64) bool {
 		t.Helper()
 		vd, err := e.AllowWrite(w, "v", now, []fcap.Cap{c})
@@ -212,18 +217,22 @@ func TestLendAndCredit(t *testing.T) {
 	// Bad input is an error, not a loan.
 	for _, tc := range []struct {
 		name string
-		w    *engine.Write
+		e    *engine.Engine
 		c    fcap.Cap
 		id   uint64
 	}{
-		{"no shares", &engine.Write{}, c, 1},
-		{"transfer 0", lw(), c, 0},
-		{"soft cap", lw(), fcap.Cap{Scope: "campaign", ID: "c", Limit: 4, Window: time.Hour}, 1},
-		{"bad shares", &engine.Write{Shares: &engine.Shares{Index: 2, Regions: 2}}, c, 1},
+		{"no shares", newEngine(t), c, 1},
+		{"transfer 0", lender, c, 0},
+		{"soft cap", lender, fcap.Cap{Scope: "campaign", ID: "c", Limit: 4, Window: time.Hour}, 1},
 	} {
-		if _, err := lender.LendWrite(tc.w, "v", tc.c, 500, tc.id); !errors.Is(err, fcap.ErrInvalid) {
+		if _, err := tc.e.LendWrite(lw(), "v", tc.c, 500, tc.id); !errors.Is(err, fcap.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", tc.name, err)
 		}
+	}
+	cfg := engine.DefaultConfig()
+	cfg.Shares = &engine.Shares{Index: 2, Regions: 2}
+	if _, err := engine.New(cfg); !errors.Is(err, fcap.ErrInvalid) {
+		t.Errorf("an engine with region 2 of 2: %v, want ErrInvalid", err)
 	}
 }
 
@@ -251,7 +260,7 @@ func escrowModel(t *testing.T, seed uint64) {
 	shares := regionShares(k)
 	engines := make([]*engine.Engine, k)
 	for i := range engines {
-		engines[i] = newEngine(t)
+		engines[i] = newEngine(t, withShares(shares[i]))
 	}
 	caps := []fcap.Cap{strictCap("a", 5, window*time.Millisecond), strictCap("b", 2, window*time.Millisecond)}
 	viewers := []string{"x", "y"}
@@ -271,7 +280,7 @@ func escrowModel(t *testing.T, seed uint64) {
 			}
 			vi, ci := int(a.transfer>>32&1), int(a.transfer>>33&1)
 			if !a.lent || rng.IntN(4) == 0 { // a retry reaches the lender again
-				ok, err := engines[a.to].LendWrite(&engine.Write{Shares: shares[a.to]}, viewers[vi], caps[ci], now, a.transfer)
+				ok, err := engines[a.to].LendWrite(&engine.Write{}, viewers[vi], caps[ci], now, a.transfer)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -283,7 +292,7 @@ func escrowModel(t *testing.T, seed uint64) {
 				a.lent, a.next = true, now+int64(rng.IntN(6))+1
 				continue
 			}
-			if _, err := engines[a.from].CreditWrite(&engine.Write{Shares: shares[a.from]}, viewers[vi], caps[ci], a.asked, a.transfer); err != nil {
+			if _, err := engines[a.from].CreditWrite(&engine.Write{}, viewers[vi], caps[ci], a.asked, a.transfer); err != nil {
 				t.Fatal(err)
 			}
 			borrowed++
@@ -294,7 +303,7 @@ func escrowModel(t *testing.T, seed uint64) {
 		for r := range k {
 			for range rng.IntN(3) {
 				vi, ci := rng.IntN(len(viewers)), rng.IntN(len(caps))
-				w := engine.Write{Shares: shares[r]}
+				var w engine.Write
 				vd, err := engines[r].AllowWrite(&w, viewers[vi], now, caps[ci:ci+1])
 				if err != nil {
 					t.Fatal(err)
@@ -326,5 +335,51 @@ func escrowModel(t *testing.T, seed uint64) {
 	}
 	if borrowed == 0 {
 		t.Fatal("no unit was ever borrowed: the run shows nothing")
+	}
+}
+
+// TestCheckSeesTheShare: with shares, a Check reports what the region may
+// still grant of a strict cap (its share), not what the limit leaves; a
+// credit raises it and a soft cap keeps its whole limit.
+func TestCheckSeesTheShare(t *testing.T) {
+	shares := regionShares(3)
+	e := newEngine(t, withShares(shares[0]))
+	c := strictCap("c", 5, time.Hour)
+	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 5, Window: time.Hour}
+	base := shares[0].Base(fcap.ViewerKey("v"), c.Key(), &c)
+	remaining := func(now int64, cp fcap.Cap) (int64, bool) {
+		t.Helper()
+		vds, err := e.Check("v", []fcap.Candidate{{Caps: []fcap.Cap{cp}}}, now, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vds[0].Remaining, vds[0].Allowed
+	}
+	if left, _ := remaining(10, c); left != base {
+		t.Fatalf("a fresh viewer: %d left of the strict cap, want the base %d", left, base)
+	}
+	for range base {
+		mustAllowWrite(t, e, "v", 20, c)
+	}
+	if left, ok := remaining(30, c); left != 0 || ok {
+		t.Fatalf("share spent: Check says %d left, allowed %v", left, ok)
+	}
+	if _, err := e.CreditWrite(&engine.Write{}, "v", c, 25, 42); err != nil {
+		t.Fatal(err)
+	}
+	if left, ok := remaining(30, c); left != 1 || !ok {
+		t.Fatalf("after a credit: Check says %d left, allowed %v; want 1", left, ok)
+	}
+	if left, _ := remaining(30, soft); left != 5 {
+		t.Fatalf("a soft cap: %d left, want its limit 5", left)
+	}
+}
+
+func mustAllowWrite(t *testing.T, e *engine.Engine, viewer string, now int64, c fcap.Cap) {
+	t.Helper()
+	var w engine.Write
+	vd, err := e.AllowWrite(&w, viewer, now, []fcap.Cap{c})
+	if err != nil || !vd.Allowed {
+		t.Fatalf("allow %s at %d: %+v %v", viewer, now, vd, err)
 	}
 }

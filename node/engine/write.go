@@ -47,12 +47,7 @@ type Write struct {
 	// out of every copy, not only this one (revoke.go).
 	Grant uint64
 
-	// Shares, if not nil, judges an Allow's or a Reserve's strict caps
-	// against this region's share of their limits (escrow.go), and is
-	// what LendWrite and CreditWrite lend from and credit to. Nil (a
-	// single region): the caps' limits.
-	Shares *Shares
-	// ShareSpent says the write was refused by a strict cap whose
+	// ShareSpent (with Config.Shares) says the write was refused by a strict cap whose
 	// region share is spent while its limit is not: a peer region may
 	// lend this one a unit.
 	ShareSpent bool
