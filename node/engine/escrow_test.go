@@ -383,3 +383,96 @@ func mustAllowWrite(t *testing.T, e *engine.Engine, viewer string, now int64, c 
 		t.Fatalf("allow %s at %d: %+v %v", viewer, now, vd, err)
 	}
 }
+
+// TestLoansAndCreditsTravelWithTheViewer: a viewer's state as replication
+// ships it (Export, Import on a backup) carries the loans, the credits and
+// the transfer ids, so a backup that takes over answers a retried
+// transfer with the same loan, grants no unit it lent, and keeps the
+// units it borrowed; merged into another region's copy, neither counts
+// there.
+func TestLoansAndCreditsTravelWithTheViewer(t *testing.T) {
+	shares := regionShares(2)
+	c := strictCap("c", 4, time.Hour) // bases 2 and 2
+	key := fcap.ViewerKey("v")
+	lender, borrower := newEngine(t, withShares(shares[0])), newEngine(t, withShares(shares[1]))
+	if ok, err := lender.LendWrite(&engine.Write{}, "v", c, 10, 7); err != nil || !ok {
+		t.Fatalf("lend: %v %v", ok, err)
+	}
+	if ok, err := borrower.CreditWrite(&engine.Write{}, "v", c, 9, 7); err != nil || !ok {
+		t.Fatalf("credit: %v %v", ok, err)
+	}
+	failover := func(from *engine.Engine, s *engine.Shares) *engine.Engine {
+		t.Helper()
+		to := newEngine(t, withShares(s))
+		if _, _, err := to.Import(from.Export(key, nil)); err != nil {
+			t.Fatal(err)
+		}
+		return to
+	}
+	grants := func(e *engine.Engine) int {
+		n := 0
+		for now := int64(20); now < 30; now++ {
+			var w engine.Write
+			vd, err := e.AllowWrite(&w, "v", now, []fcap.Cap{c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if vd.Allowed {
+				n++
+			}
+		}
+		return n
+	}
+	lender2 := failover(lender, shares[0])
+	if ok, err := lender2.LendWrite(&engine.Write{}, "v", c, 15, 7); err != nil || !ok {
+		t.Fatalf("the lender's backup answered the retried transfer %v %v, want its loan", ok, err)
+	}
+	if n := grants(lender2); n != 1 {
+		t.Errorf("the lender's backup granted %d, want 1 (base 2, one lent)", n)
+	}
+	if n := grants(failover(borrower, shares[1])); n != 3 {
+		t.Errorf("the borrower's backup granted %d, want 3 (base 2, one borrowed)", n)
+	}
+	// The lender's state merged into a third copy of the borrower's
+	// region: the loan is not read as the borrower's, nor is the credit
+	// read by the lender.
+	mixed := newEngine(t, withShares(shares[1]))
+	for _, e := range []*engine.Engine{lender, borrower} {
+		if _, _, err := mixed.MergeAll(e.Export(key, nil), func(uint64) bool { return true }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := grants(mixed); n != 3 {
+		t.Errorf("the borrower's copy with the lender's merged in granted %d, want 3", n)
+	}
+}
+
+// TestTransferIDsArePerRegion: a transfer id one region lent under,
+// merged into another region's copy of the viewer, does not make that
+// region answer the same id as lent without lending.
+func TestTransferIDsArePerRegion(t *testing.T) {
+	shares := regionShares(2)
+	c := strictCap("c", 4, time.Hour) // bases 2 and 2
+	key := fcap.ViewerKey("v")
+	a, b := newEngine(t, withShares(shares[0])), newEngine(t, withShares(shares[1]))
+	if ok, err := a.LendWrite(&engine.Write{}, "v", c, 10, 7); err != nil || !ok {
+		t.Fatalf("lend at a: %v %v", ok, err)
+	}
+	if _, _, err := b.MergeAll(a.Export(key, nil), func(uint64) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // b lends its two units to transfers 7 and 8
+		for _, id := range []uint64{7, 8} {
+			if ok, err := b.LendWrite(&engine.Write{}, "v", c, 11, id); err != nil || !ok {
+				t.Fatalf("lend %d at b: %v %v", id, ok, err)
+			}
+		}
+	}
+	if ok, err := b.LendWrite(&engine.Write{}, "v", c, 12, 9); err != nil || ok {
+		t.Fatalf("b lent a third unit of a base of 2 (transfer 7 answered from a's memory?): %v %v", ok, err)
+	}
+	var w engine.Write
+	if vd, err := b.AllowWrite(&w, "v", 13, []fcap.Cap{c}); err != nil || vd.Allowed {
+		t.Fatalf("b granted with its base lent: %+v %v", vd, err)
+	}
+}
