@@ -225,15 +225,24 @@ func (es *escrow) run() {
 	}
 }
 
-// serve asks the peer regions in turn, from one chosen by the viewer so
-// that asks spread, for a unit of a's cap, and credits the first given.
+// serve asks the peer regions in turn for a unit of a's cap, and
+// credits the first given: those its link reaches first (a region cut
+// off would hold the ask for its timeouts), each group from one chosen
+// by the viewer, so that asks spread.
 func (es *escrow) serve(conns map[string]Conn, a ask) {
 	at := es.deps.Now()
 	n := len(es.ls.links)
 	first := int(a.key.viewer % uint64(n))
+	order := make([]int, 0, n)
+	for _, up := range []bool{true, false} {
+		for i := range n {
+			if li := (first + i) % n; es.ls.links[li].up.Load() == up {
+				order = append(order, li)
+			}
+		}
+	}
 	failed := 0
-	for i := range n {
-		li := (first + i) % n
+	for _, li := range order {
 		l := es.ls.links[li]
 		transfer := rand.Uint64() | 1
 		given, err := es.askRegion(conns, li, a, transfer)

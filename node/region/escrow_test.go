@@ -30,10 +30,13 @@ type fakeLenders struct {
 	hold    chan struct{}         // when set, asks wait for it to close
 	regions [][]string            // the region sets asks named
 	clock   int64                 // the borrower's clock: each ask takes a tick
+	hang    map[string]bool       // regions whose nodes never answer (a cut WAN)
+	asked   map[string]int        // ShareAsks received, by region
+	topo    map[string]int        // TopologyRequests received, by region
 }
 
 func newFakeLenders(t *testing.T, budget map[string]int) *fakeLenders {
-	f := &fakeLenders{clock: 1000, rings: map[string]*ring.Ring{}, budget: budget, lent: map[uint64]string{}, asks: map[uint64]int{}}
+	f := &fakeLenders{clock: 1000, hang: map[string]bool{}, asked: map[string]int{}, topo: map[string]int{}, rings: map[string]*ring.Ring{}, budget: budget, lent: map[uint64]string{}, asks: map[uint64]int{}}
 	for r := range budget {
 		f.rings[r] = buildRing(t, 0, r+"-1")
 	}
@@ -55,8 +58,18 @@ func (c *lenderConn) Close() error { return nil }
 func (c *lenderConn) Call(ctx context.Context, req, resp proto.Message) error {
 	f := c.f
 	f.mu.Lock()
-	hold := f.hold
+	hold, hang := f.hold, f.hang[c.region]
+	switch req.(type) {
+	case *proto.ShareAsk:
+		f.asked[c.region]++
+	case *proto.TopologyRequest:
+		f.topo[c.region]++
+	}
 	f.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	if _, ask := req.(*proto.ShareAsk); ask && hold != nil {
 		select {
 		case <-hold:
@@ -106,9 +119,12 @@ type credit struct {
 // escrowLinks starts links of region a to the peers of budget (seeds
 // "<name>-1:7700") with escrow, and returns them with the credits they
 // make.
-func escrowLinks(t *testing.T, f *fakeLenders, maxAsks int, reg prometheus.Registerer) (*Links, func() []credit) {
+func escrowLinks(t *testing.T, f *fakeLenders, maxAsks int, reg prometheus.Registerer, mutate ...func(*Config)) (*Links, func() []credit) {
 	t.Helper()
 	cfg := testConfig()
+	for _, m := range mutate {
+		m(&cfg)
+	}
 	cfg.Peers = nil
 	for _, name := range []string{"b", "c"} {
 		if _, ok := f.budget[name]; ok {
@@ -231,5 +247,36 @@ func TestAskNextRegion(t *testing.T) {
 	})
 	if n := len(credits()); n != 1 {
 		t.Errorf("%d credits with no unit left anywhere", n)
+	}
+}
+
+// TestAskReachableRegionsFirst: a peer region the link cannot reach (it
+// never answers) is asked after those it reaches, so an ask does not
+// wait out its timeouts when another region has units.
+func TestAskReachableRegionsFirst(t *testing.T) {
+	f := newFakeLenders(t, map[string]int{"b": 5, "c": 5})
+	f.hang["b"] = true
+	// b's shipper, once it failed, backs off for a minute: what reaches
+	// b after that is the askers'.
+	ls, credits := escrowLinks(t, f, 0, nil, func(c *Config) {
+		c.Timeout, c.RetryMin, c.RetryMax = 100*time.Millisecond, time.Minute, time.Minute
+	})
+	eventually(t, "the links find b unreachable and c reachable", func() bool {
+		st := ls.Status()
+		return !st[0].Reachable && st[1].Reachable
+	})
+	f.mu.Lock()
+	before := f.topo["b"]
+	f.mu.Unlock()
+	v := "v" // a viewer whose asks would start at b (the first peer)
+	for i := 0; fcap.ViewerKey(v)%2 != 0; i++ {
+		v = fmt.Sprint("v", i)
+	}
+	ls.Ask(v, escrowCap)
+	eventually(t, "a credit", func() bool { return len(credits()) == 1 })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.asked["b"] != 0 || f.topo["b"] != before || f.asked["c"] != 1 {
+		t.Errorf("asks received: %v, topology requests at b %d after the link found it unreachable (%d before); want c's ask only", f.asked, f.topo["b"], before)
 	}
 }
