@@ -616,9 +616,28 @@ func (c *Client) install(r *ring.Ring) {
 	for _, s := range c.cfg.Seeds {
 		keep[s] = true
 	}
+	was := map[string]bool{}
+	if old.ring != nil {
+		for _, m := range old.ring.Members() {
+			was[m.Addr] = true
+		}
+	}
 	for i, m := range r.Members() {
 		if m.Addr == "" {
 			continue
+		}
+		if old.ring != nil && !was[m.Addr] {
+			// Back in the topology (a heal): a connection kept to it as a
+			// seed may have sent into a silent cut and sit in TCP's
+			// retransmission back-off for seconds; the first calls on it
+			// timed out (the partition suite's minority, 2.2 s after the
+			// heal). Dial afresh.
+			c.peersMu.Lock()
+			p := c.peers[m.Addr]
+			c.peersMu.Unlock()
+			if p != nil {
+				p.renew(fmt.Errorf("%w: %s is back in the topology; dialing it afresh", errPeerGone, m.Addr))
+			}
 		}
 		t.peers[i] = c.peerFor(m.Addr)
 		t.peers[i].pick() // start dialing now, not on the first call

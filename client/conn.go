@@ -35,6 +35,8 @@ type peer struct {
 	lastErr error // why the last dial failed; nil once one succeeds
 	// connected is set by the first successful dial and stays set.
 	connected bool
+	// wake cuts short a dial's back-off wait (renew).
+	wake chan struct{}
 }
 
 // firstDial reports whether the peer has never been reached and its first
@@ -46,7 +48,7 @@ func (p *peer) firstDial() bool {
 }
 
 func newPeer(cl *Client, addr string) *peer {
-	return &peer{cl: cl, addr: addr, conns: make([]*conn, cl.cfg.ConnsPerNode)}
+	return &peer{cl: cl, addr: addr, conns: make([]*conn, cl.cfg.ConnsPerNode), wake: make(chan struct{}, 1)}
 }
 
 // pick returns a live connection, or nil after starting a dial.
@@ -88,10 +90,13 @@ func (p *peer) dialLocked() {
 
 func (p *peer) dialAll(wait time.Duration) {
 	if wait > 0 {
+		t := time.NewTimer(wait)
 		select {
 		case <-p.cl.stop:
-		case <-time.After(wait):
+		case <-p.wake:
+		case <-t.C:
 		}
+		t.Stop()
 	}
 	var err error
 	for i := range p.conns {
@@ -177,6 +182,27 @@ func (p *peer) close(why error) {
 	p.closed = true
 	conns := append([]*conn(nil), p.conns...)
 	p.mu.Unlock()
+	for _, c := range conns {
+		if c != nil {
+			c.close(why)
+		}
+	}
+}
+
+// renew closes the peer's connections, keeping the peer, and ends any
+// back-off its failed dials built up: the next pick dials afresh at once
+// (the back-off grew to 2 s while the node was cut off, and calls fail
+// fast while no connection is up). Their pending calls fail with why,
+// and fail over.
+func (p *peer) renew(why error) {
+	p.mu.Lock()
+	conns := append([]*conn(nil), p.conns...)
+	p.backoff = 0
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
 	for _, c := range conns {
 		if c != nil {
 			c.close(why)

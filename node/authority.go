@@ -35,6 +35,9 @@ func (n *Node) startQuorum() {
 		n.metrics.Reacquired.Inc()
 		n.repl.Reacquire()
 	}
+	// Claims ask for copies only under the quorum: a heal's asks wait
+	// for it, and went out at the next pull tick, up to a second later.
+	cfg.Gained = n.repl.Kick
 	q := quorum.New(cfg, n.membership(), quorumDialer{n})
 	n.quorum.Store(q)
 	q.Update()

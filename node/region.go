@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/fcap-io/fcap/node/engine"
 	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/node/peers"
 	"github.com/fcap-io/fcap/node/region"
@@ -24,8 +25,13 @@ func (n *Node) startRegions() error {
 	if cfg.Name == "" {
 		return nil
 	}
+	for _, p := range cfg.Peers {
+		if err := n.engine.AddRegion(p.Name); err != nil { // checks count the peers' lanes
+			return fmt.Errorf("region links: %w", err)
+		}
+	}
 	ls, err := region.New(cfg, region.Deps{
-		Engine:     n.engine,
+		Engine:     localStates{n.engine},
 		Dialer:     regionDialer{n.peers},
 		Primary:    n.primaryOf,
 		Registerer: n.cfg.Registerer,
@@ -49,8 +55,8 @@ func (n *Node) startRegions() error {
 // shipSoft queues a changed viewer for the peer regions, unless the
 // write was strict: strict caps are counted per region in this version.
 // (A strict counter of a viewer still rides along with a later soft
-// change of it, whose state goes whole; merged in a peer region it can
-// only make that region deny sooner.)
+// change of it, whose state goes whole; in a peer region it lands in a
+// lane, which strict caps do not read.)
 func shipSoft(r *region.Links, wr *write) {
 	if wr.local || strict(wr.caps) {
 		return
@@ -78,8 +84,9 @@ func (n *Node) catchUpRegions() {
 
 // regionMerge answers a RegionMerge: another region's node sends the
 // states of viewers this node is the primary owner of. Each is merged
-// into the copy held (union with expiry), logged and marked for this
-// node's backups, and never shipped on to other regions. States of
+// into the viewer's lane of the sending region (engine/lane.go: never
+// united with this region's counters or another region's), logged and
+// marked for this node's backups, and never shipped on to other regions. States of
 // viewers this node does not serve now are refused by key: the sender
 // learns the ring again and sends them to their owner.
 func (h *handler) regionMerge(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
@@ -100,7 +107,7 @@ func (h *handler) regionMerge(out []byte, v *view, hdr proto.Header, body []byte
 	res := &proto.RegionMergeResult{}
 	var keys []uint64
 	wv := h.enter()
-	applied, _, err := h.n.engine.MergeAll(m.States, func(key uint64) bool {
+	applied, _, err := h.n.engine.MergeRegionAll(m.States, m.Region, func(key uint64) bool {
 		if !h.servesKey(wv, key) {
 			res.Refused = append(res.Refused, key)
 			return false
@@ -132,6 +139,12 @@ func (h *handler) servesKey(v *view, key uint64) bool {
 	p, owners := v.ring.LookupKey(key)
 	return len(owners) > 0 && owners[0] == v.self && !h.n.repl.Syncing(p)
 }
+
+// localStates is the engine as the links read it: what they export of a
+// viewer is its own counters, never the lanes other regions shipped.
+type localStates struct{ *engine.Engine }
+
+func (l localStates) Export(key uint64, dst []byte) []byte { return l.ExportLocal(key, dst) }
 
 // regionDialer dials peer regions' nodes as this node dials its peers:
 // peer TLS and the peer token.

@@ -209,7 +209,7 @@ func (e *Engine) prepare(s *stripe, v *viewer, h uint64, khs []uint64, newKeys b
 	if newKeys {
 		if miss := v.missing(khs); miss > 0 {
 			grows = true
-			if v != nil && v.nkeys()+miss > e.cfg.MaxKeysPerViewer {
+			if v != nil && v.localKeys()+miss > e.cfg.MaxKeysPerViewer {
 				return nil, fcap.ErrTooManyKeys
 			}
 		}

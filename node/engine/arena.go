@@ -6,7 +6,8 @@ import "github.com/fcap-io/fcap"
 // viewer costs one allocation and a counter holding five sliding-window
 // timestamps costs 44 bytes:
 //
-//	arena[0]                number of counters k
+//	arena[0]                number of counters k; the top bit (lanesBit)
+//	                        is set while the viewer may hold lanes (lane.go)
 //	arena[1 : 1+k*hdrWords] counter headers, sorted by key hash
 //	arena[1+k*hdrWords : ]  counter data, in header order
 //
@@ -14,7 +15,8 @@ import "github.com/fcap-io/fcap"
 //
 //	[0] [1]  key hash, low and high halves
 //	[2]      n (low 16 bits) | retention limit (high 16 bits)
-//	[3]      offset of the counter's data in the arena
+//	[3]      offset of the counter's data in the arena; the top bit
+//	         (laneFlag) marks a lane: another region's counter (lane.go)
 //	[4] [5]  window, low and high halves; the top two bits of [5] hold
 //	         the algorithm (windows are below 2^62)
 //
@@ -74,13 +76,14 @@ type header struct {
 	off    int
 	window int64
 	algo   fcap.Algorithm
+	lane   bool // another region's counter (lane.go)
 }
 
 func (v *viewer) nkeys() int {
 	if len(v.arena) == 0 {
 		return 0
 	}
-	return int(v.arena[0])
+	return int(v.arena[0] &^ lanesBit)
 }
 
 func (v *viewer) wide() bool { return v.ext != nil && v.ext.wide }
@@ -107,9 +110,10 @@ func (v *viewer) header(i int) header {
 		hash:   uint64(a[hHashHi])<<32 | uint64(a[hHashLo]),
 		n:      int(a[hMeta] & 0xffff),
 		limit:  int(a[hMeta] >> 16),
-		off:    int(a[hOff]),
+		off:    int(a[hOff] &^ laneFlag),
 		window: int64(a[hWinHi]&(1<<30-1))<<32 | int64(a[hWinLo]),
 		algo:   fcap.Algorithm(a[hWinHi] >> 30),
+		lane:   a[hOff]&laneFlag != 0,
 	}
 }
 
@@ -120,6 +124,9 @@ func (v *viewer) setHeader(i int, h header) {
 	a[hHashHi] = uint32(h.hash >> 32)
 	a[hMeta] = uint32(h.n) | uint32(h.limit)<<16
 	a[hOff] = uint32(h.off)
+	if h.lane {
+		a[hOff] |= laneFlag
+	}
 	a[hWinLo] = uint32(h.window)
 	a[hWinHi] = uint32(h.window>>32) | uint32(h.algo)<<30
 }
@@ -220,7 +227,7 @@ func (v *viewer) insertKey(i int, h header, words int) header {
 	v.splice(off, 0, words)
 	v.shiftOffsets(i, words)
 	v.splice(hdrPos(i), 0, hdrWords)
-	v.arena[0] = uint32(k + 1)
+	v.arena[0] = v.arena[0]&lanesBit | uint32(k+1)
 	v.shiftOffsets(0, hdrWords)
 	h.off = off + hdrWords
 	h.n = 0
@@ -240,7 +247,7 @@ func (v *viewer) removeKey(i int) {
 	v.splice(hdrPos(i), hdrWords, 0)
 	v.arena[0]--
 	v.shiftOffsets(0, -hdrWords)
-	if v.arena[0] == 0 {
+	if v.nkeys() == 0 {
 		v.arena = nil
 		if v.ext != nil {
 			v.ext.wide = false

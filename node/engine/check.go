@@ -114,7 +114,7 @@ func (e *Engine) check(viewer string, now int64, out []fcap.Verdict, sc *checkSc
 	for i, c := range sc.caps {
 		var used int64
 		if v != nil {
-			used = v.used(c, sc.khs[i], now)
+			used = e.used(v, c, sc.khs[i], now)
 		}
 		if sh != nil && c.Mode == fcap.Strict {
 			// What the region's share lacks of the limit counts as used:

@@ -6,8 +6,10 @@ import "github.com/fcap-io/fcap"
 // operation. All of it runs under the viewer's stripe lock.
 
 // used is how many impressions cap c, whose counter hashes to kh, sees at
-// now: recorded impressions plus live reservations.
-func (v *viewer) used(c *fcap.Cap, kh uint64, now int64) int64 {
+// now: recorded impressions plus live reservations, and for a soft cap
+// what the lanes of other regions counted (lane.go; a strict cap's limit
+// is split between regions, each granting from its own share).
+func (e *Engine) used(v *viewer, c *fcap.Cap, kh uint64, now int64) int64 {
 	var n int64
 	if i, ok := v.find(kh); ok {
 		h := v.header(i)
@@ -16,18 +18,21 @@ func (v *viewer) used(c *fcap.Cap, kh uint64, now int64) int64 {
 	if v.ext != nil {
 		n += v.ext.reserved(kh, now)
 	}
+	if v.hasLanes() && c.Mode != fcap.Strict {
+		n += e.lanesUsed(v, kh, now, c.WindowMillis())
+	}
 	return n
 }
 
 // evaluate returns the verdict of caps at now; v may be nil (a viewer
 // with no state).
-func (v *viewer) evaluate(caps []fcap.Cap, khs []uint64, now int64) fcap.Verdict {
+func (e *Engine) evaluate(v *viewer, caps []fcap.Cap, khs []uint64, now int64) fcap.Verdict {
 	vd := fcap.Verdict{Allowed: true, Remaining: fcap.MaxLimit, Blocking: -1}
 	for i := range caps {
 		c := &caps[i]
 		left := c.Limit
 		if v != nil {
-			left -= v.used(c, khs[i], now)
+			left -= e.used(v, c, khs[i], now)
 		}
 		if left <= 0 {
 			left = 0

@@ -47,7 +47,8 @@ type Engine struct {
 	refused  atomic.Int64 // requests refused by the memory limit
 	overflow atomic.Int64 // dedupe ids forgotten early (MaxDedupePerViewer)
 
-	names names // counter names, for inspection (names.go)
+	names names    // counter names, for inspection (names.go)
+	lanes laneTags // the regions whose lanes checks count (lane.go)
 
 	sweepMu sync.Mutex
 	// The cursor below is guarded by sweepMu.

@@ -1,6 +1,13 @@
 package engine
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrTooManyRegions refuses a region past the lanes a viewer may hold
+// (lane.go): a node counts the lanes of at most maxLaneRegions regions.
+var ErrTooManyRegions = errors.New("too many regions")
 
 // capError names the cap a validation error is about.
 func capError(i int, err error) error {

@@ -115,7 +115,7 @@ func (s *Shares) limitOf(v *viewer, vk, kh uint64, c *fcap.Cap, now int64) int64
 func (e *Engine) evaluateWrite(w *Write, v *viewer, vk uint64, caps []fcap.Cap, khs []uint64, now int64) fcap.Verdict {
 	sh := e.cfg.Shares
 	if sh == nil || !anyStrict(caps) {
-		return v.evaluate(caps, khs, now)
+		return e.evaluate(v, caps, khs, now)
 	}
 	if w == nil {
 		w = &Write{}
@@ -127,12 +127,12 @@ func (e *Engine) evaluateWrite(w *Write, v *viewer, vk uint64, caps []fcap.Cap, 
 			judged[i].Limit = sh.limitOf(v, vk, khs[i], &caps[i], now)
 		}
 	}
-	vd := v.evaluate(judged, khs, now)
+	vd := e.evaluate(v, judged, khs, now)
 	clear(judged) // drop references to the caller's strings
 	w.judged = judged[:0]
 	if !vd.Allowed {
 		c := &caps[vd.Blocking]
-		w.ShareSpent = c.Mode == fcap.Strict && (v == nil || v.used(c, khs[vd.Blocking], now) < c.Limit)
+		w.ShareSpent = c.Mode == fcap.Strict && (v == nil || e.used(v, c, khs[vd.Blocking], now) < c.Limit)
 	}
 	return vd
 }
@@ -179,7 +179,7 @@ func (e *Engine) LendWrite(w *Write, viewer string, c fcap.Cap, now int64, trans
 	}
 	var used int64
 	if v != nil {
-		used = v.used(&c, kh, now) + e.cfg.Shares.escrowCount(v, &c, kh, kindLent, now)
+		used = e.used(v, &c, kh, now) + e.cfg.Shares.escrowCount(v, &c, kh, kindLent, now)
 	}
 	if used+1 > e.cfg.Shares.Base(h, kh, &c) {
 		return false, nil

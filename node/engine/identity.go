@@ -305,7 +305,9 @@ func (e *Engine) AddDevice(viewer, device string, at int64, deviceState []byte, 
 	var khs []uint64
 	if !dev.absent {
 		for i := range dev.v.nkeys() {
-			khs = append(khs, dev.v.header(i).hash)
+			if h := dev.v.header(i); !h.lane { // lanes are not bounded by the key limit
+				khs = append(khs, h.hash)
+			}
 		}
 	}
 	v, err = e.prepare(s, v, h, khs, true)

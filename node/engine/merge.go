@@ -58,6 +58,9 @@ func (e *Engine) mergeCounters(v, nv *viewer, floor int64) {
 // another viewer or copy, creating it like nh. The caller has checked the
 // counter limits.
 func (e *Engine) replay(v *viewer, nh *header, t, n int64) {
+	if nh.lane && n > 0 {
+		e.ensureLane(v, nh) // record makes counters of this region's own
+	}
 	c := [1]fcap.Cap{{Limit: int64(nh.limit), Window: fcap.Millis(nh.window), Algorithm: nh.algo}}
 	kh := [1]uint64{nh.hash}
 	for range n {
@@ -73,6 +76,11 @@ func (e *Engine) mergeExt(v, nv *viewer) {
 	for _, s := range nv.ext.seen {
 		e.remember(v, s.hash(), s.untilMillis())
 	}
+	e.mergeReservations(v, nv)
+}
+
+// mergeReservations unites nv's live reservations into v's.
+func (e *Engine) mergeReservations(v, nv *viewer) {
 	for _, r := range nv.ext.res {
 		if v.ext == nil {
 			v.ext = &viewerExt{}

@@ -461,13 +461,17 @@ func (e *Engine) checkState(v *viewer) error {
 	if len(v.arena) == 0 {
 		return nil
 	}
-	k := int(v.arena[0])
-	if k == 0 || k > e.cfg.MaxKeysPerViewer || hdrPos(k) > len(v.arena) {
+	k := v.nkeys()
+	if k == 0 || k > e.cfg.MaxKeysPerViewer*(1+maxLaneRegions) || hdrPos(k) > len(v.arena) {
 		return bad("%d counters in %d words", k, len(v.arena))
 	}
 	off := hdrPos(k)
+	lanes := 0
 	for i := range k {
 		h := v.header(i)
+		if h.lane {
+			lanes++
+		}
 		if i > 0 && v.hashAt(i-1) >= h.hash {
 			return bad("counters not sorted by hash")
 		}
@@ -501,6 +505,14 @@ func (e *Engine) checkState(v *viewer) error {
 	}
 	if off != len(v.arena) {
 		return bad("%d words of data, %d expected", len(v.arena)-hdrPos(k), off-hdrPos(k))
+	}
+	if k-lanes > e.cfg.MaxKeysPerViewer || lanes > e.cfg.MaxKeysPerViewer*maxLaneRegions {
+		return bad("%d counters and %d lanes", k-lanes, lanes)
+	}
+	// The viewer's lane bit says what its headers say (lane.go).
+	v.arena[0] = uint32(k)
+	if lanes > 0 {
+		v.arena[0] |= lanesBit
 	}
 	return nil
 }

@@ -50,6 +50,7 @@ type KeyState struct {
 	Times     []int64        // Sliding: timestamps, ascending
 	Bucket    int64          // Fixed: the calendar window index; Buckets: the newest bucket's index
 	Counts    []int64        // Fixed: the count; Buckets: counts, oldest bucket first
+	Lane      bool           // another region's counter (lane.go); Hash is then its lane key
 }
 
 // Values are the counter's times when its algorithm keeps them
@@ -86,7 +87,7 @@ func (e *Engine) Viewer(viewer string) (ViewerState, bool) {
 	var st ViewerState
 	for i := range v.nkeys() {
 		h := v.header(i)
-		k := KeyState{Hash: h.hash, Algorithm: h.algo, Window: h.window}
+		k := KeyState{Hash: h.hash, Algorithm: h.algo, Window: h.window, Lane: h.lane}
 		v.exportCounter(&h, &k)
 		st.Keys = append(st.Keys, k)
 	}

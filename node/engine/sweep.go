@@ -82,6 +82,7 @@ func (v *viewer) sweep(hw int64) bool {
 			v.removeKey(i)
 		}
 	}
+	v.dropLanesBit()
 	if x := v.ext; x != nil {
 		x.pruneReservations(hw)
 		x.pruneSeen(hw)

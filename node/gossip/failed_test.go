@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,5 +160,71 @@ func TestMergeStateRefusesBadInput(t *testing.T) {
 	}
 	if got := failedNames(m); len(got) != 0 {
 		t.Errorf("failed after tombstones = %v, want none", got)
+	}
+}
+
+// Members declared dead close together leave the ring in one change, and
+// come back in one:
+// each ring between would move partitions to owners that never receive
+// them whole (the partition suite's 3/2 split declared its two minority
+// nodes dead 20 ms apart). A drained member leaves at once.
+func TestFailuresCoalesceIntoOneRingChange(t *testing.T) {
+	var rings []*ring.Ring
+	var mu sync.Mutex
+	nodes := all(1, ring.Active)
+	nodes[0].edit = func(c *Config) {
+		c.Coalesce = 2 * time.Second
+		c.OnChange = func(_, r *ring.Ring) {
+			mu.Lock()
+			rings = append(rings, r)
+			mu.Unlock()
+		}
+	}
+	m := cluster(t, nodes)[0]
+	// Three more members as if gossip had brought them (their processes
+	// are not needed to build rings).
+	add := func(name string, st ring.State) {
+		meta, err := ring.Member{Name: name, Addr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2", State: st, Incarnation: 1}.MarshalMeta()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.viewMu.Lock()
+		m.view[name] = nodeView{meta: meta}
+		m.viewMu.Unlock()
+		m.markDirty()
+	}
+	drop := func(name string) {
+		m.viewMu.Lock()
+		delete(m.view, name)
+		m.viewMu.Unlock()
+		m.markDirty()
+	}
+	add("x1", ring.Active)
+	add("x2", ring.Active)
+	add("x3", ring.Leaving)
+	waitFor(t, "a ring of four", func() bool { return len(m.Ring().Members()) == 4 })
+	mu.Lock()
+	before := len(rings)
+	mu.Unlock()
+
+	drop("x3") // a drain: at once
+	waitFor(t, "the drained member out", func() bool { return len(m.Ring().Members()) == 3 })
+	drop("x1")
+	time.Sleep(20 * time.Millisecond) // the second death, 20 ms after the first (what the test is about)
+	drop("x2")
+	waitFor(t, "both failed members out", func() bool { return len(m.Ring().Members()) == 1 })
+	// The heal: both come back 20 ms apart, in one ring change too.
+	add("x1", ring.Active)
+	time.Sleep(20 * time.Millisecond)
+	add("x2", ring.Active)
+	waitFor(t, "both back", func() bool { return len(m.Ring().Members()) == 3 })
+	mu.Lock()
+	defer mu.Unlock()
+	if n := len(rings) - before; n != 3 {
+		var sizes []int
+		for _, r := range rings[before:] {
+			sizes = append(sizes, len(r.Members()))
+		}
+		t.Fatalf("%d ring changes (members %v): want 3, the drain's, one for both failures and one for both returns", n, sizes)
 	}
 }

@@ -288,8 +288,40 @@ func (m *Membership) rebuildLoop() {
 			return
 		case <-m.dirty:
 		}
+		if d := m.cfg.Coalesce; d > 0 && m.setChanges() {
+			t := time.NewTimer(d)
+			select {
+			case <-m.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
 		m.rebuild()
 	}
+}
+
+// setChanges reports whether a rebuild now would change the member set
+// other than by a drain: drop a member of the current ring that was not
+// leaving (it failed), or add one.
+func (m *Membership) setChanges() bool {
+	cur := m.current.Load()
+	if cur == nil {
+		return false
+	}
+	m.viewMu.Lock()
+	defer m.viewMu.Unlock()
+	for _, mem := range cur.Members() {
+		if _, ok := m.view[mem.Name]; !ok && mem.State != ring.Leaving {
+			return true
+		}
+	}
+	for name := range m.view {
+		if _, ok := cur.Find(name); !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeView is what Membership keeps of a live memberlist node.

@@ -82,6 +82,12 @@ type Config struct {
 	// It is called on a pinger's goroutine before the confirmation in the
 	// same Pong counts, and must not block.
 	Reacquire func()
+	// Gained, if not nil, is called each time this node comes to hold
+	// the quorum (its ring confirmed by a majority), with the tracker's
+	// lock held: it must not block nor call the Tracker. The node asks
+	// at once for the copies its claims wait for, which count only when
+	// asked under the quorum (replication/copies.go).
+	Gained func()
 }
 
 // DefaultConfig returns the defaults for a node named self.
@@ -385,6 +391,9 @@ func (t *Tracker) storeLocked() {
 		if holds {
 			t.cfg.Logger.Info("quorum: a majority of the member set routes by this node's ring; strict writes allowed",
 				"members", h.state.Members, "confirmed", h.state.Confirmed)
+			if t.cfg.Gained != nil {
+				t.cfg.Gained()
+			}
 		} else {
 			t.cfg.Logger.Warn("quorum: lost the majority of the member set; strict writes fail closed",
 				"members", h.state.Members, "confirmed", h.state.Confirmed, "needed", h.state.Needed)

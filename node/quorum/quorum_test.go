@@ -389,3 +389,36 @@ func TestPromiseReleasedWhenTheMemberLeft(t *testing.T) {
 		t.Fatalf("after gone left: %d, want 22", got)
 	}
 }
+
+// Gained is called each time the quorum forms: the node asks then for the
+// copies its claims wait for (they count only when asked under it), not
+// at its next pull, up to a second later.
+func TestGainedCalledEachTimeTheQuorumForms(t *testing.T) {
+	r := buildRing(t, "a", "b", "c")
+	m := &fakeMembers{r: r}
+	n := newNetwork()
+	c := newClock()
+	n.set(addrOf(r, 1), r.Epoch(), false)
+	n.set(addrOf(r, 2), r.Epoch(), true)
+	var gained atomic.Int32
+	tr := New(Config{Self: "a", Interval: time.Millisecond, Lease: time.Second, Logger: quiet(), Now: c.Now,
+		Gained: func() { gained.Add(1) }}, m, n)
+	t.Cleanup(tr.Close)
+	tr.Update()
+	waitFor(t, "the quorum", func() bool { return tr.Holds(r.Epoch()) })
+	waitFor(t, "Gained once", func() bool { return gained.Load() == 1 })
+	n.set(addrOf(r, 1), r.Epoch(), true)
+	c.Add(2 * time.Second)
+	// A pinger's cycle after the clock moved publishes the lapse (each
+	// ends with a refresh); b's cycles redial, since it is cut.
+	dialed := n.dialed.Load()
+	waitFor(t, "the lapse published", func() bool { return n.dialed.Load() > dialed+2 && !tr.Holds(r.Epoch()) })
+	if g := gained.Load(); g != 1 {
+		t.Fatalf("Gained called %d times while the quorum formed once", g)
+	}
+	n.set(addrOf(r, 2), r.Epoch(), false)
+	waitFor(t, "Gained again when the quorum forms again", func() bool { return gained.Load() >= 2 })
+	if g := gained.Load(); g != 2 {
+		t.Fatalf("Gained called %d times for two formations", g)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 )
 
@@ -375,5 +376,37 @@ func TestOrphanClaimedEarly(t *testing.T) {
 	c2.nodes["c"].r.ClaimStale(context.Background(), c2.nodes["c"].r.cfg.SyncTimeout)
 	if !c2.nodes["c"].r.Syncing(q) {
 		t.Fatalf("partition %d, held by b which is still in c's ring, was claimed before SyncTimeout", q)
+	}
+}
+
+// A replan of the same ring (every arriving partition makes one) does not
+// ask again for the copies a claim waits for: only a new ring, or the
+// backoff, does. Asking again at each replan flooded the members with
+// transfers after a 3/2 split's heal, and each claim's answer queued
+// behind the others'.
+func TestReplanDoesNotAskForClaimsAgain(t *testing.T) {
+	c := newCluster(t, nil, "a", "b")
+	c.form("a", "b")
+	b, x := restartCutAndClaim(c)
+	if b.r.NumClaimed() == 0 {
+		t.Fatal("b claimed nothing")
+	}
+	b.r.Kick() // as the quorum's forming does
+	b.r.pull(context.Background())
+	asked := c.net.count("b", "a", proto.TypeSyncRequest)
+	if asked == 0 {
+		t.Fatal("b did not ask a for the copies its claims wait for")
+	}
+	for range 3 {
+		c.onRing(x, "b")
+		b.r.pull(context.Background())
+	}
+	if n := c.net.count("b", "a", proto.TypeSyncRequest); n != asked {
+		t.Fatalf("b asked %d times more after replans of the same ring", n-asked)
+	}
+	c.onRing(c.ring(nil, "a", "b", "c"), "b") // a new ring: ask at once
+	b.r.pull(context.Background())
+	if n := c.net.count("b", "a", proto.TypeSyncRequest); n == asked {
+		t.Fatal("b did not ask again after a new ring")
 	}
 }

@@ -161,6 +161,12 @@ func (r *Replicator) received(from string, done, handoff []uint32) {
 			continue
 		}
 		if part.handoffFrom() == "" {
+			if part.lostAt.Load() != 0 {
+				// Ahead of the ring that makes this node its owner
+				// (planner.holding keeps it): the grace before an unowned
+				// copy is dropped starts again.
+				part.lostAt.Store(r.now().UnixNano())
+			}
 			part.got()
 			r.log.Debug("partition: received", "partition", p, "from", from)
 		}
@@ -260,17 +266,16 @@ func (r *Replicator) ClaimStale(ctx context.Context, timeout time.Duration) {
 			}
 		}
 	}
-	asks := map[string][]uint32{}
+	asks := map[string]*proto.SyncRequest{}
 	for _, p := range claimed {
 		for _, m := range holders(prev, pl.ring, p, r.cfg.Name) {
-			asks[m.Addr] = append(asks[m.Addr], uint32(p))
+			if asks[m.Addr] == nil {
+				asks[m.Addr] = &proto.SyncRequest{From: r.cfg.Name}
+			}
+			asks[m.Addr].Partitions = append(asks[m.Addr].Partitions, uint32(p))
 		}
 	}
-	for addr, ps := range asks {
-		if err := r.ask(ctx, addr, &proto.SyncRequest{From: r.cfg.Name, Partitions: ps}); err != nil {
-			r.log.Debug("partition: asking for copies of claimed partitions", "from", addr, "partitions", len(ps), "err", err)
-		}
-	}
+	r.askAll(ctx, asks)
 }
 
 // Reacquire marks every partition this node holds claimed: its quorum
@@ -303,6 +308,16 @@ func (r *Replicator) Reacquire() int {
 		}
 	}
 	return n
+}
+
+// Kick makes the puller run now rather than at its next tick: the node
+// came to hold the quorum, and the copies its claims wait for may be
+// asked for only now (askForClaimed). It never blocks.
+func (r *Replicator) Kick() {
+	select {
+	case r.pullKick <- struct{}{}:
+	default:
+	}
 }
 
 // Claimed reports whether partition p was claimed without any holder's

@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/fcap-io/fcap/proto"
@@ -77,6 +78,10 @@ func (r *Replicator) ServeSync(from string, ps, handoffs, relayed, copies []uint
 			continue
 		}
 		if !r.current(int(p)) {
+			part := &r.parts[p]
+			r.log.Debug("partition: declining a pull: no current copy", "partition", p, "to", from,
+				"have", part.have.Load(), "waiting", part.waitSince.Load() != 0, "claimed", part.claimed.Load(),
+				"lost", part.lostAt.Load() != 0, "whole_at_loss", part.wholeAtLoss.Load())
 			// Not a current copy: none, one still awaited, or a claimed
 			// one, which may miss what the members that served p
 			// meanwhile granted (rule 5). A copy held whole until the
@@ -191,12 +196,33 @@ func (r *Replicator) pull(ctx context.Context) {
 		// A different candidate on each attempt.
 		who := cands[int((now-since)/int64(pullAfter))%len(cands)]
 		ask(who.Addr).Partitions = append(ask(who.Addr).Partitions, uint32(p))
+		r.log.Debug("partition: pulling", "partition", p, "from", who.Name, "waited", time.Duration(now-since))
 	}
+	r.askAll(ctx, asks)
+}
+
+// askTimeout bounds one pull's ask: a connection that went through a
+// silent cut may sit in TCP's retransmission back-off for seconds after
+// the heal, and the next pull redials it.
+const askTimeout = 2 * pullAfter
+
+// askAll sends the asks at once, each bounded by askTimeout, and waits
+// for them. One after the other, an ask on a connection still backing
+// off after a heal held up the asks behind it: a 3/2 split's minority
+// asked for the copies its claims waited for 1.6 s after it regained the
+// quorum.
+func (r *Replicator) askAll(ctx context.Context, asks map[string]*proto.SyncRequest) {
+	var wg sync.WaitGroup
 	for addr, req := range asks {
-		if err := r.ask(ctx, addr, req); err != nil {
-			r.log.Debug("partition: pull", "from", addr, "partitions", len(req.Partitions), "handoffs", len(req.Handoffs), "relays", len(req.Relays), "err", err)
-		}
+		wg.Go(func() {
+			actx, cancel := context.WithTimeout(ctx, askTimeout)
+			defer cancel()
+			if err := r.ask(actx, addr, req); err != nil {
+				r.log.Debug("partition: pull", "from", addr, "partitions", len(req.Partitions), "handoffs", len(req.Handoffs), "relays", len(req.Relays), "copies", len(req.Copies), "err", err)
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // askForClaimed asks for copies of partition p, which this node claimed

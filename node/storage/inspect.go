@@ -28,6 +28,9 @@ func Inspect(eng *engine.Engine, viewer string, res *proto.ViewerState) {
 		}
 		ki := proto.KeyInfo{Hash: k.Hash, Algorithm: uint8(k.Algorithm), Window: k.Window, Limit: int64(k.Limit), Bucket: k.Bucket}
 		ki.Name, _ = eng.CounterName(k.Hash)
+		if k.Lane {
+			ki.Name = "(another region's lane)" // its hash mixes the cap key with the region's name
+		}
 		ki.Values = k.Values()
 		if len(ki.Values) > proto.MaxInspectValues {
 			ki.Values = ki.Values[len(ki.Values)-proto.MaxInspectValues:]

@@ -59,6 +59,8 @@ func (r result) linearizable() bool { return r.illegal == 0 && r.undecided == 0 
 func (r result) assert(t *testing.T) {
 	t.Logf("%s: %d Allows (%d granted, %d unknown; %d late grants given back) over %d viewers; most granted to one viewer %d; %d viewers counted exactly their acknowledged grants",
 		r.nemesis, r.ops, r.grants, r.unknown, r.givenBack, r.viewers, r.maxGranted, r.exact)
+	t.Logf("recovery: the majority's last unanswered call on a viewer with an owner on its side %v after the cut (%d of its calls past %v, %d unanswered); the minority's last unanswered call %v after the heal (%d calls past %v, %d unanswered)",
+		r.majorityFailTo, r.majorityLate, servedWithin, r.majorityLateUnknown, r.minorityHealFailTo, r.minorityHealLate, servedWithin, r.minorityHealLateUnknown)
 	if r.ops == 0 || r.grants == 0 {
 		t.Errorf("the drivers made %d Allows and %d grants: the run tested nothing", r.ops, r.grants)
 	}
