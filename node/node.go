@@ -88,7 +88,8 @@ type Node struct {
 	// is the same links when they ship to peer regions, else nil: the
 	// write path's only cost of regions is its nil check (region.go).
 	region, shipping *region.Links
-	regionCaughtUp   atomic.Bool // catchUpRegions ran (once, at the first Active view)
+	shares           *engine.Shares // this region's place among those splitting strict caps (escrow.go); nil: none
+	regionCaughtUp   atomic.Bool    // catchUpRegions ran (once, at the first Active view)
 
 	drainOnce sync.Once
 	drainSent int
@@ -129,6 +130,9 @@ func Start(cfg Config) (*Node, error) {
 	if err := cfg.Membership.Ring.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Region.Enabled() {
+		cfg.Engine.Shares = sharesOf(cfg.Region) // escrow.go
+	}
 	n := &Node{
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.Name),
@@ -143,6 +147,7 @@ func Start(cfg Config) (*Node, error) {
 	n.peers = peers.New(cfg.Security.PeerTLS, cfg.MaxFrame, n.tokens)
 	n.page = statuspage.New(pageSource{n}, rpc.NodeStatus, n.log)
 	n.gossipKeys = security.NewGossipKeys(cfg.Membership.Memberlist, cfg.Name, n.log)
+	n.shares = cfg.Engine.Shares
 	eng, err := engine.New(cfg.Engine)
 	if err != nil {
 		return nil, err

@@ -32,7 +32,12 @@ func (h *handler) ping(out []byte, v *view, hdr proto.Header, body []byte) ([]by
 	return h.reply(out, hdr.ID, &proto.Pong{Epoch: epoch, Name: h.n.cfg.Name, Absent: absent}, metrics.OpPing)
 }
 
-func (h *handler) topology(out []byte, v *view, hdr proto.Header, _ []byte) ([]byte, metrics.Op, metrics.Outcome) {
+func (h *handler) topology(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
+	if len(body) > 1 { // not the empty form: a peer region's link (escrow.go)
+		if err := h.regionSet(body); err != nil {
+			return h.failErr(out, hdr, err, v.ring.Epoch(), metrics.OpTopology)
+		}
+	}
 	return h.reply(out, hdr.ID, topologyOf(v.ring), metrics.OpTopology)
 }
 

@@ -43,12 +43,11 @@ func (n *Node) startRegions() error {
 	n.region = ls
 	if cfg.Enabled() {
 		n.shipping = ls
-		names := make([]string, len(cfg.Peers))
-		for i, p := range cfg.Peers {
-			names[i] = p.Name
+		if err := n.startEscrow(ls); err != nil {
+			return fmt.Errorf("region links: %w", err)
 		}
-		n.log.Info("region links: soft changes are shipped to the peer regions; strict caps are counted per region until escrow lands (a viewer may get a strict cap's limit in each region)",
-			"region", cfg.Name, "peers", names)
+		n.log.Info("region links: soft changes are shipped to the peer regions; strict caps are split among the regions (escrow)",
+			"region", cfg.Name, "regions", cfg.Regions())
 	}
 	return nil
 }

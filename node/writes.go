@@ -121,6 +121,9 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 	}
 	vd, err := h.n.engine.AllowWrite(&wr.eng, m.Viewer, now, m.Caps)
 	seq := h.commit(wr)
+	if wr.eng.ShareSpent {
+		h.shareSpent(m.Viewer, &m.Caps[vd.Blocking])
+	}
 	sync := err == nil && vd.Allowed && isStrict
 	if isStrict && !sync {
 		h.n.inflight.done(vkey)
@@ -282,6 +285,9 @@ func (h *handler) reserve(out []byte, v *view, hdr proto.Header, body []byte) ([
 	now := h.now(m.Now, m.HasNow)
 	vd, id, err := h.n.engine.ReserveWrite(&wr.eng, m.Viewer, fcap.Candidate{Caps: m.Caps}, now, m.TTL)
 	seq := h.commit(wr)
+	if wr.eng.ShareSpent {
+		h.shareSpent(m.Viewer, &m.Caps[vd.Blocking])
+	}
 	if err != nil {
 		return h.failErr(out, hdr, err, epoch, metrics.OpReserve)
 	}

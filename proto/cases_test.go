@@ -104,6 +104,7 @@ func testCases() []testCase {
 		{name: "pong/zero", msg: &Pong{}},
 		{name: "pong/max", msg: &Pong{Epoch: math.MaxUint64, Name: "ノード"}},
 		{name: "topology-request", msg: &TopologyRequest{}},
+		{name: "topology-request/region-link", msg: &TopologyRequest{Region: "eu", Regions: []string{"ap", "eu", "us"}}},
 		{name: "topology", msg: &Topology{Epoch: 7, Partitions: 3, Replicas: 2, Members: members, Owners: []uint16{0, 1, 1, 2, NoOwner, NoOwner}}},
 		{name: "topology/empty", msg: &Topology{}},
 		{name: "topology/no-owners", msg: &Topology{Epoch: 1, Partitions: 271, Replicas: 1, Members: members[:1], Owners: repeat16(NoOwner, 271)}},
@@ -186,6 +187,10 @@ func testCases() []testCase {
 		{name: "region-merge/empty", msg: &RegionMerge{}},
 		{name: "region-merge-result", msg: &RegionMergeResult{Epoch: 7, Applied: 31, Refused: []uint64{1, math.MaxUint64}}},
 		{name: "region-merge-result/empty", msg: &RegionMergeResult{}},
+		{name: "share-ask", msg: &ShareAsk{Region: "eu", Regions: []string{"ap", "eu", "us"}, Viewer: "viewer-1", Cap: fcap.Cap{Scope: "campaign", ID: "c1", Limit: 5, Window: time.Hour, Mode: fcap.Strict}, Transfer: math.MaxUint64}},
+		{name: "share-ask/empty", msg: &ShareAsk{}},
+		{name: "share-give", msg: &ShareGive{Epoch: 7, Given: true}},
+		{name: "share-give/refused", msg: &ShareGive{Epoch: 7}},
 		{name: "replicate", msg: &Replicate{From: "node-1", Epoch: 7, HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}, Done: []uint32{0, 270}, Handoff: []uint32{3}}},
 		{name: "replicate/empty", msg: &Replicate{}},
 		{name: "replicate/copied", msg: &Replicate{From: "node-1", Epoch: 7, Copied: []uint32{4, 270}}},
@@ -196,7 +201,7 @@ func testCases() []testCase {
 			Departed: []DepartedMember{{Name: "n4", AtMillis: 1_700_000_001_000}, {Name: "n5", AtMillis: 1_700_000_000_500, Forgotten: true}},
 			Version:  "v1.2.0", UptimeMillis: 3_600_000, MemoryLimit: 4 << 30, RecentMillis: 60_000, RecentRequests: 1200, RecentErrors: 3, P99Nanos: 250_000, P99Over: true}},
 		{name: "status/regions", msg: &Status{Name: "n1", Epoch: 9, State: 2, Members: 3, Version: "v1.3.0",
-			Regions: []RegionStatus{{Name: "us-east", Reachable: true, LagMillis: 40, Queue: 12}, {Name: "ap", LagMillis: 600_000, Queue: 1 << 20}}}},
+			Regions: []RegionStatus{{Name: "us-east", Reachable: true, LagMillis: 40, Queue: 12, Lent: 3, Borrowed: 1 << 40}, {Name: "ap", LagMillis: 600_000, Queue: 1 << 20}}}},
 		{name: "forget", msg: &Forget{Node: "n3"}},
 		{name: "forget-result", msg: &ForgetResult{Failed: 1}},
 		{name: "drain", msg: &Drain{TimeoutMillis: 30000}},
@@ -319,7 +324,14 @@ func wireForm(m Message) []any {
 		}
 		return []any{}
 	case *TopologyRequest:
-		return []any{}
+		if m.Region == "" && len(m.Regions) == 0 {
+			return []any{}
+		}
+		regions := []any{}
+		for _, r := range m.Regions {
+			regions = append(regions, r)
+		}
+		return []any{m.Region, regions}
 	case *Pong:
 		if m.Absent {
 			return []any{u(m.Epoch), m.Name, true}
@@ -385,6 +397,14 @@ func wireForm(m Message) []any {
 			states = []byte{}
 		}
 		return []any{m.Region, m.HighWater, states}
+	case *ShareAsk:
+		regions := []any{}
+		for _, r := range m.Regions {
+			regions = append(regions, r)
+		}
+		return []any{m.Region, regions, m.Viewer, capsForm([]fcap.Cap{m.Cap})[0], u(m.Transfer)}
+	case *ShareGive:
+		return []any{u(m.Epoch), m.Given}
 	case *RegionMergeResult:
 		refused := []byte{}
 		for _, k := range m.Refused {
@@ -482,7 +502,7 @@ func wireForm(m Message) []any {
 		if len(m.Regions) > 0 {
 			rs := []any{}
 			for _, r := range m.Regions {
-				rs = append(rs, []any{r.Name, r.Reachable, u(r.LagMillis), u(r.Queue)})
+				rs = append(rs, []any{r.Name, r.Reachable, u(r.LagMillis), u(r.Queue), u(r.Lent), u(r.Borrowed)})
 			}
 			form = append(form, rs)
 		}

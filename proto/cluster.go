@@ -87,17 +87,42 @@ func (m *Pong) decode(d *decoder) {
 }
 
 // TopologyRequest asks a node for its view of the ring. It is answered
-// with a Topology.
+// with a Topology. A peer region's link names its region and the sorted
+// set of regions it splits strict caps among: a node that splits among
+// another set refuses it (BadRequest), so the link stays down until the
+// configurations agree (escrow: the shares would not sum to the limits).
 //
-// Wire: [].
-type TopologyRequest struct{}
+// Wire: [] from a client; [region str, regions [str...]] from a region
+// link (both fields added after the empty form).
+type TopologyRequest struct {
+	// Region is the asking node's region; empty from a client.
+	Region string
+	// Regions are the regions the asking node splits strict caps among,
+	// its own included, sorted; at most MaxPeerRegions+1.
+	Regions []string
+}
 
 // Type returns TypeTopologyRequest.
 func (*TopologyRequest) Type() Type { return TypeTopologyRequest }
 
-func (*TopologyRequest) encode(e *encoder) { e.array(0) }
+func (m *TopologyRequest) encode(e *encoder) {
+	if m.Region == "" && len(m.Regions) == 0 {
+		e.array(0)
+		return
+	}
+	e.array(2)
+	e.regionNames(m.Region, m.Regions)
+}
 
-func (*TopologyRequest) decode(d *decoder) { d.end(d.array(0)) }
+func (m *TopologyRequest) decode(d *decoder) {
+	extra := d.array(0)
+	m.Region, m.Regions = "", m.Regions[:0]
+	if extra >= 2 { // optional: a region link's
+		m.Region, m.Regions = d.regionNames(m.Regions)
+		extra -= 2
+	}
+	d.end(extra)
+}
 
 // Member is one node of the cluster as a Topology carries it.
 //

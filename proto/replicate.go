@@ -234,7 +234,9 @@ const MaxPeerRegions = 64
 
 // RegionStatus is a node's link to one peer region.
 //
-// Wire: [name str, reachable bool, lag_ms uint, queue uint].
+// Wire: [name str, reachable bool, lag_ms uint, queue uint, lent uint,
+// borrowed uint]; lent and borrowed were added after the first four
+// fields: a body without them decodes with 0.
 type RegionStatus struct {
 	// Name is the peer region's name.
 	Name string
@@ -245,6 +247,9 @@ type RegionStatus struct {
 	LagMillis uint64
 	// Queue counts the changed viewers waiting to be shipped.
 	Queue uint64
+	// Lent and Borrowed count the units of strict caps' shares this node
+	// lent the region and borrowed from it since it started (escrow).
+	Lent, Borrowed uint64
 }
 
 // minRegionStatusSize is the smallest encoding of a RegionStatus.
@@ -324,11 +329,13 @@ func (m *Status) encode(e *encoder) {
 	if len(m.Regions) > 0 {
 		e.list("peer regions", len(m.Regions), MaxPeerRegions)
 		for _, r := range m.Regions {
-			e.array(4)
+			e.array(6)
 			e.str(r.Name)
 			e.bool(r.Reachable)
 			e.uint(r.LagMillis)
 			e.uint(r.Queue)
+			e.uint(r.Lent)
+			e.uint(r.Borrowed)
 		}
 	}
 }
@@ -398,6 +405,11 @@ func (m *Status) decode(d *decoder) {
 			r := &m.Regions[i]
 			x := d.array(4)
 			r.Name, r.Reachable, r.LagMillis, r.Queue = d.str(), d.bool(), d.uint(), d.uint()
+			r.Lent, r.Borrowed = 0, 0
+			if x >= 2 { // optional: added after queue
+				r.Lent, r.Borrowed = d.uint(), d.uint()
+				x -= 2
+			}
 			d.end(x)
 		}
 		extra--

@@ -74,6 +74,8 @@ const (
 	TypePullResult        Type = 61 // PullResult: answers Pull
 	TypeRegionMerge       Type = 62 // RegionMerge: viewer states from another region's node (region link)
 	TypeRegionMergeResult Type = 63 // RegionMergeResult: answers RegionMerge
+	TypeShareAsk          Type = 64 // ShareAsk: one unit of a strict cap's share, from another region's node (escrow)
+	TypeShareGive         Type = 65 // ShareGive: answers ShareAsk
 )
 
 // Sender is a set of the connections that may send a request, by their
@@ -220,6 +222,10 @@ var table = [256]row{
 		answer: TypeRegionMergeResult, senders: SenderPeer}, // a node of a peer region, with its peer token
 	TypeRegionMergeResult: {name: "region_merge_result", new: func() Message { return new(RegionMergeResult) },
 		epoch: func(m Message) uint64 { return m.(*RegionMergeResult).Epoch }},
+	TypeShareAsk: {name: "share_ask", new: func() Message { return new(ShareAsk) },
+		answer: TypeShareGive, senders: SenderPeer, apart: true}, // a node of a peer region; waits for the loan's backups
+	TypeShareGive: {name: "share_give", new: func() Message { return new(ShareGive) },
+		epoch: func(m Message) uint64 { return m.(*ShareGive).Epoch }},
 }
 
 // String returns the type's name in snake case ("check_result"), fit for

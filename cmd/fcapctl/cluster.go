@@ -76,6 +76,10 @@ type statusRegion struct {
 	Reachable bool   `json:"reachable"`
 	LagMillis uint64 `json:"lag_ms"`
 	Queue     uint64 `json:"queue"`
+	// Lent and Borrowed are the units of strict caps' shares the member
+	// lent the region and borrowed from it since it started.
+	Lent     uint64 `json:"shares_lent"`
+	Borrowed uint64 `json:"shares_borrowed"`
 }
 
 // failedMember is a member the cluster counts as failed: vanished
@@ -160,7 +164,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 			row.Version, row.UptimeMillis, row.MemoryLimit = strings.Clone(st.Version), st.UptimeMillis, st.MemoryLimit
 			row.RecentMillis, row.RecentRequests, row.RecentErrors, row.P99Nanos, row.P99Over = st.RecentMillis, st.RecentRequests, st.RecentErrors, st.P99Nanos, st.P99Over
 			for _, r := range st.Regions {
-				row.Regions = append(row.Regions, statusRegion{Name: strings.Clone(r.Name), Reachable: r.Reachable, LagMillis: r.LagMillis, Queue: r.Queue})
+				row.Regions = append(row.Regions, statusRegion{Name: strings.Clone(r.Name), Reachable: r.Reachable, LagMillis: r.LagMillis, Queue: r.Queue, Lent: r.Lent, Borrowed: r.Borrowed})
 			}
 			for _, f := range st.Failed {
 				row.failed = append(row.failed, proto.FailedMember{Name: strings.Clone(f.Name), Addr: strings.Clone(f.Addr), SinceMillis: f.SinceMillis})
@@ -340,14 +344,14 @@ func printRegions(stdout io.Writer, out *statusOut) {
 	}
 	fmt.Fprintln(stdout, "\nREGIONS")
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tPEER-REGION\tREACHABLE\tLAG\tQUEUE")
+	fmt.Fprintln(w, "NAME\tPEER-REGION\tREACHABLE\tLAG\tQUEUE\tLENT\tBORROWED")
 	for _, m := range out.Members {
 		for _, r := range m.Regions {
 			reach := "yes"
 			if !r.Reachable {
 				reach = "NO"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", m.Name, r.Name, reach, (time.Duration(r.LagMillis) * time.Millisecond).String(), r.Queue)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\n", m.Name, r.Name, reach, (time.Duration(r.LagMillis) * time.Millisecond).String(), r.Queue, r.Lent, r.Borrowed)
 		}
 	}
 	w.Flush()

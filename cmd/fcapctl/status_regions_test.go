@@ -12,7 +12,7 @@ import (
 func TestStatusShowsRegions(t *testing.T) {
 	out := statusOut{Epoch: epochString(1), Partitions: 271, Replicas: 1, Members: []statusMember{
 		{Name: "a", Addr: "10.0.0.1:7700", State: "active", Reachable: true, Primaries: 271, Regions: []statusRegion{
-			{Name: "us-east", Reachable: true, LagMillis: 40, Queue: 3},
+			{Name: "us-east", Reachable: true, LagMillis: 40, Queue: 3, Lent: 2, Borrowed: 7},
 			{Name: "ap", LagMillis: 90_000, Queue: 1200},
 		}},
 	}}
@@ -32,14 +32,14 @@ func TestStatusShowsRegions(t *testing.T) {
 	}
 	rows := map[string][]string{}
 	for _, line := range strings.Split(regions, "\n") {
-		if f := strings.Fields(line); len(f) == 5 {
+		if f := strings.Fields(line); len(f) == 7 {
 			rows[f[1]] = f
 		}
 	}
-	if got := strings.Join(rows["us-east"], " "); got != "a us-east yes 40ms 3" {
+	if got := strings.Join(rows["us-east"], " "); got != "a us-east yes 40ms 3 2 7" {
 		t.Errorf("us-east row %q", got)
 	}
-	if got := strings.Join(rows["ap"], " "); got != "a ap NO 1m30s 1200" {
+	if got := strings.Join(rows["ap"], " "); got != "a ap NO 1m30s 1200 0 0" {
 		t.Errorf("ap row %q", got)
 	}
 

@@ -45,7 +45,7 @@ func (e *Engine) AllowWrite(w *Write, viewer string, now int64, caps []fcap.Cap)
 		}()
 	}
 	v := s.lookup(h)
-	vd = e.evaluate(v, caps, khs, now)
+	vd = e.evaluateWrite(w, v, h, caps, khs, now)
 	if !vd.Allowed {
 		return vd, nil
 	}
@@ -110,7 +110,7 @@ func (e *Engine) ReserveWrite(w *Write, viewer string, c fcap.Candidate, now, tt
 		}()
 	}
 	v := s.lookup(h)
-	vd = e.evaluate(v, c.Caps, khs, now)
+	vd = e.evaluateWrite(w, v, h, c.Caps, khs, now)
 	if !vd.Allowed {
 		return vd, 0, nil
 	}

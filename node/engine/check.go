@@ -110,10 +110,16 @@ func (e *Engine) check(viewer string, now int64, out []fcap.Verdict, sc *checkSc
 
 	h, s := e.lockViewer(viewer)
 	v := s.lookup(h)
+	sh := e.cfg.Shares
 	for i, c := range sc.caps {
 		var used int64
 		if v != nil {
 			used = e.used(v, c, sc.khs[i], now)
+		}
+		if sh != nil && c.Mode == fcap.Strict {
+			// What the region's share lacks of the limit counts as used:
+			// a strict cap has left what the region may still grant.
+			used += c.Limit - sh.limitOf(v, h, sc.khs[i], c, now)
 		}
 		sc.used = append(sc.used, used)
 	}

@@ -87,6 +87,13 @@ type Config struct {
 	// (the callers' clock skew). It is used only with Clock. Default 0;
 	// a node sets it from its MaxClockSkew (one minute).
 	MaxFuture int64
+
+	// Shares, if not nil, is this region's place among the regions that
+	// split strict caps (escrow.go): Allow, Reserve and Check judge a
+	// strict cap against the region's share of its limit, and LendWrite
+	// and CreditWrite move units of it. Default nil: a single region,
+	// the caps' limits.
+	Shares *Shares
 }
 
 // DefaultConfig returns the production defaults.
@@ -172,6 +179,11 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxFuture < 0 || c.MaxFuture > fcap.MaxTime {
 		errs = append(errs, fmt.Errorf("config: MaxFuture must be in [0, %d], got %d", int64(fcap.MaxTime), c.MaxFuture))
+	}
+	if c.Shares != nil {
+		if err := c.Shares.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("config: %w", err))
+		}
 	}
 	if c.SweepBatch < 1 {
 		errs = append(errs, fmt.Errorf("config: SweepBatch must be positive, got %d", c.SweepBatch))

@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/fcap-io/fcap"
+
 // Writes and their journal.
 //
 // A node logs the state a write leaves a viewer in (node/wal), and
@@ -45,6 +47,11 @@ type Write struct {
 	// out of every copy, not only this one (revoke.go).
 	Grant uint64
 
+	// ShareSpent (with Config.Shares) says the write was refused by a strict cap whose
+	// region share is spent while its limit is not: a peer region may
+	// lend this one a unit.
+	ShareSpent bool
+
 	// Changed says the write changed a viewer; Key is that viewer's key
 	// (fcap.ViewerKey of its id), Seq the journal's sequence number of its
 	// new state (0 without a journal, or when the journal kept none).
@@ -52,8 +59,9 @@ type Write struct {
 	Key     uint64
 	Seq     uint64
 
-	e *Engine
-	v *viewer // the changed viewer, while fill runs
+	e      *Engine
+	v      *viewer    // the changed viewer, while fill runs
+	judged []fcap.Cap // scratch: the caps with their shares as limits
 }
 
 // wrote records that the write changed the viewer with key h, and logs

@@ -360,7 +360,7 @@ func (l *Link) topology(addr string) (*ring.Ring, error) {
 	}
 	defer c.Close()
 	var t proto.Topology
-	if err := callOn(ctx, c, &proto.TopologyRequest{}, &t); err != nil {
+	if err := callOn(ctx, c, &proto.TopologyRequest{Region: l.cfg.Name, Regions: l.cfg.Regions()}, &t); err != nil {
 		return nil, fmt.Errorf("topology from %s: %w", addr, err)
 	}
 	members := make([]ring.Member, len(t.Members))

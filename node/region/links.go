@@ -77,6 +77,7 @@ type Links struct {
 	log     *slog.Logger
 	links   []*Link
 	metrics *metrics
+	escrow  *escrow // strict caps' shares (escrow.go); nil: none
 
 	ctx    context.Context // cancelled by Close: ends every call in flight
 	cancel context.CancelFunc
