@@ -53,8 +53,9 @@ func (n *Node) startRegions() error {
 }
 
 // shipSoft queues a changed viewer for the peer regions, unless the
-// write was strict: strict caps are counted per region in this version.
-// (A strict counter of a viewer still rides along with a later soft
+// write was strict: each region grants a strict cap from its own share
+// of the limit (escrow, node/escrow.go), and only its own grants count
+// against that share, so strict grants need not travel. (A strict counter of a viewer still rides along with a later soft
 // change of it, whose state goes whole; in a peer region it lands in a
 // lane, which strict caps do not read.)
 func shipSoft(r *region.Links, wr *write) {
