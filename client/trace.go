@@ -17,9 +17,10 @@ import (
 // call whose context carries none.
 //
 // The times are those of the request that answered: the owner's, or
-// the backup's when a hedge won (Backup). Written may be zero when the
-// answer came back before the writer had noted its write's end (a
-// loaded process): the answer is still good.
+// the backup's when a hedge won (Backup). Written may be zero, or later
+// than Read, when the answer came back before the writer had noted its
+// write's end (a loaded process), and Writing zero too when the caller
+// ran again before the writer noted anything: the answer is still good.
 type CallTrace struct {
 	Queued  time.Time // the request, encoded, reached its connection
 	Writing time.Time // the write carrying it began: after a yield to gather other callers' frames, or behind writes ahead of it

@@ -64,11 +64,23 @@ func (p *phaseHists) add(picked, done time.Time, tr *client.CallTrace) {
 	if tr.Resumed.IsZero() {
 		return
 	}
-	written := tr.Written
-	if written.IsZero() { // the reader was first: the write is not told apart
-		written = tr.Writing
+	// The writer notes its write's start and end once the write returned.
+	// On a loaded process the answer can be read before that (the writer
+	// was not scheduled again in time): the end is then unknown, or noted
+	// after the answer came, and the write is not told apart from the
+	// wire, which counts from the write's start; no stamp at all (the
+	// caller resumed first) leaves the wire counting from the queue. Taken
+	// as they are, the wire would read 0 (an end past the answer, clamped)
+	// or centuries (a zero start): in a tail of a few such calls, its mean
+	// would say the wire took nothing.
+	writing, written := tr.Writing, tr.Written
+	if writing.IsZero() {
+		writing = tr.Queued
 	}
-	steps := [nPhases + 1]time.Time{picked, tr.Queued, tr.Writing, written, tr.Read, tr.Resumed, done}
+	if written.IsZero() || written.After(tr.Read) {
+		written = writing
+	}
+	steps := [nPhases + 1]time.Time{picked, tr.Queued, writing, written, tr.Read, tr.Resumed, done}
 	var us [nPhases]int64
 	for i := range us {
 		us[i] = max(steps[i+1].Sub(steps[i]).Microseconds(), 0)

@@ -68,6 +68,20 @@ func TestConnectionLimitFlags(t *testing.T) {
 	}
 }
 
+// TestSyncTimeoutFlag: --sync-timeout (FCAP_SYNC_TIMEOUT) sets how long
+// a node waits for a hand-over, and for its seeds; by default 10 s.
+func TestSyncTimeoutFlag(t *testing.T) {
+	if _, cfg := configFor(t, nil, nil); cfg.Replication.SyncTimeout != 10*time.Second {
+		t.Errorf("default sync timeout %v, want 10s", cfg.Replication.SyncTimeout)
+	}
+	if _, cfg := configFor(t, []string{"--sync-timeout", "2s"}, map[string]string{"FCAP_SYNC_TIMEOUT": "5s"}); cfg.Replication.SyncTimeout != 2*time.Second {
+		t.Errorf("--sync-timeout 2s: %v", cfg.Replication.SyncTimeout)
+	}
+	if _, cfg := configFor(t, nil, map[string]string{"FCAP_SYNC_TIMEOUT": "5s"}); cfg.Replication.SyncTimeout != 5*time.Second {
+		t.Errorf("FCAP_SYNC_TIMEOUT=5s: %v", cfg.Replication.SyncTimeout)
+	}
+}
+
 func TestBadFlagsAreClearErrors(t *testing.T) {
 	for name, args := range map[string][]string{
 		"replicas":   {"--replicas", "0"},
@@ -80,6 +94,7 @@ func TestBadFlagsAreClearErrors(t *testing.T) {
 		"tiny-frame": {"--max-frame", "100"},
 		"idle":       {"--idle-timeout", "0s"},
 		"write":      {"--write-timeout", "soon"},
+		"sync":       {"--sync-timeout", "0s"},
 		"positional": {"extra"},
 	} {
 		err := configErr(args, nil)

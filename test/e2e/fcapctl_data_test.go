@@ -150,17 +150,27 @@ func TestFcapctlDataCommands(t *testing.T) {
 // runFcapctlCode runs fcapctl and returns its exit code and outputs.
 func runFcapctlCode(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	var stdout, stderr strings.Builder
-	cmd := exec.Command(fcapctl(t), args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	code, stdout, stderr, err := execFcapctl(fcapctl(t), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, stdout, stderr
+}
+
+// execFcapctl runs the fcapctl binary bin and returns its exit code and
+// outputs; err only when it could not be run. It touches no testing.T,
+// so it may run off the test's goroutine.
+func execFcapctl(bin string, args ...string) (code int, stdout, stderr string, err error) {
+	var out, errOut strings.Builder
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
-		return 0, stdout.String(), stderr.String()
+		return 0, out.String(), errOut.String(), nil
 	case errors.As(err, &exit):
-		return exit.ExitCode(), stdout.String(), stderr.String()
+		return exit.ExitCode(), out.String(), errOut.String(), nil
 	}
-	t.Fatal(err)
-	return 0, "", ""
+	return 0, "", "", err
 }

@@ -24,14 +24,22 @@ func readyz(t *testing.T, n *cluster.Node) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// syncTimeout is the formation tests' --sync-timeout: what they show
+// happens once it has passed, whatever its length (10 s by default).
+//
+// The formation tests run in parallel: each starts one or two nodes of
+// its own that mostly wait on timers, and none looks at another's.
+var syncTimeout = []string{"--sync-timeout", "2s"}
+
 // TestTypoInJoinFormsNoCluster: a node whose only seed answers nothing
 // used to log "fcapd ready", never say the join failed, and after the
 // sync timeout claim every partition alone: a second cluster. It now
 // warns with the seed and the reason, says so on /readyz and in fcapctl
 // status, and claims nothing.
 func TestTypoInJoinFormsNoCluster(t *testing.T) {
+	t.Parallel()
 	typo := fmt.Sprintf("127.0.0.1:%d", cluster.FreePort(t))
-	n := cluster.Start(t, "lonely", cluster.Options{Seeds: []string{typo}})
+	n := cluster.Start(t, "lonely", cluster.Options{Seeds: []string{typo}, Args: syncTimeout})
 	cluster.Eventually(t, 30*time.Second, func() bool {
 		for _, line := range strings.Split(n.Logs(), "\n") {
 			if strings.Contains(line, `"level":"WARN"`) && strings.Contains(line, "join failed") &&
@@ -41,7 +49,7 @@ func TestTypoInJoinFormsNoCluster(t *testing.T) {
 		}
 		return false
 	}, "no warning naming the seed %s and why it failed:\n%s", typo, n.Logs())
-	// Past the sync timeout (10 s), where the node used to claim everything.
+	// Past the sync timeout, where the node used to claim everything.
 	cluster.Eventually(t, 60*time.Second, func() bool {
 		return strings.Contains(n.Logs(), "not forming a cluster alone")
 	}, "the node never reached the point of claiming partitions alone:\n%s", n.Logs())
@@ -71,8 +79,9 @@ func TestTypoInJoinFormsNoCluster(t *testing.T) {
 // TestBootstrapFormsAloneWhenTold: the same node started with
 // --bootstrap forms a cluster of its own once no seed answered.
 func TestBootstrapFormsAloneWhenTold(t *testing.T) {
+	t.Parallel()
 	typo := fmt.Sprintf("127.0.0.1:%d", cluster.FreePort(t))
-	n := cluster.Start(t, "founder", cluster.Options{Seeds: []string{typo}, Args: []string{"--bootstrap"}})
+	n := cluster.Start(t, "founder", cluster.Options{Seeds: []string{typo}, Args: append([]string{"--bootstrap"}, syncTimeout...)})
 	cluster.Eventually(t, 60*time.Second, n.Ready, "a --bootstrap node with no seed answering did not form a cluster:\n%s", n.Logs())
 	// The node takes its partitions before it logs why, and its log
 	// reaches n.Logs() through a pipe the test copies: a ready node's line
@@ -85,6 +94,7 @@ func TestBootstrapFormsAloneWhenTold(t *testing.T) {
 // member used to log "Conflicting address" forever and keep running
 // beside it. It now exits with status 3 and one line saying why.
 func TestNameTakenRefusesToStart(t *testing.T) {
+	t.Parallel()
 	first := cluster.Start(t, "twin", cluster.Options{})
 	cluster.Eventually(t, 60*time.Second, first.Ready, "the first node is not ready")
 	second := cluster.Start(t, "twin", cluster.Options{Seeds: []string{first.Gossip}})

@@ -20,6 +20,7 @@ type ledger struct {
 	mu sync.Mutex
 	// The fields below are guarded by mu.
 	acked   map[string]int // per viewer: impressions acknowledged
+	nAcked  int            // impressions acknowledged, every viewer's
 	unknown map[string]int // per viewer: calls whose fate is unknown (failed over after sending)
 	errors  int            // errors returned to the caller
 	failed  int            // verdicts decided by the failure policy
@@ -41,7 +42,15 @@ func (l *ledger) allowed(v string, vd client.Verdict, err error) {
 		l.unknown[v]++
 	case vd.Allowed:
 		l.acked[v]++
+		l.nAcked++
 	}
+}
+
+// ackedTotal is how many impressions were acknowledged so far.
+func (l *ledger) ackedTotal() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nAcked
 }
 
 // traffic runs Allow calls on a set of viewers until stop, each a new
@@ -114,6 +123,16 @@ func (tr *trafficRun) started(t *testing.T, n int) {
 		defer tr.l.mu.Unlock()
 		return len(tr.l.acked) > n
 	}, "traffic did not start")
+}
+
+// ran waits until the traffic has had another impression acknowledged
+// for each of its viewers (on average) since the call: it ran on the
+// cluster as the last step left it.
+func (tr *trafficRun) ran(t *testing.T) {
+	t.Helper()
+	want := tr.l.ackedTotal() + len(tr.viewers)
+	cluster.Eventually(t, time.Minute, func() bool { return tr.l.ackedTotal() >= want },
+		"the traffic did not go on: fewer than %d impressions acknowledged", want)
 }
 
 // end stops the traffic and waits until every caller has returned.
@@ -204,7 +223,7 @@ func waitStable(t *testing.T, nodes []*cluster.Node) {
 func TestScaleUpAndDownUnderTraffic(t *testing.T) {
 	tr := startTraffic(t, "scale", 300, 4)
 	nodes, c, l := tr.nodes, tr.c, tr.l
-	pause := func() { time.Sleep(1500 * time.Millisecond) } // let traffic run between steps
+	pause := func() { tr.ran(t) } // let traffic run between steps
 
 	// checkpoint compares, between steps, the impressions acknowledged
 	// before the step with what the cluster counts after it.
@@ -382,14 +401,14 @@ func TestKillTwoOfFive(t *testing.T) { crashTest(t, 5, 3, []int{1, 3}, false) }
 func TestRollingRestart(t *testing.T) {
 	tr := startTraffic(t, "rolling", 200, 3)
 	nodes, l := tr.nodes, tr.l
-	time.Sleep(time.Second)
+	tr.ran(t)
 	for _, n := range nodes {
 		if !n.Stop(60 * time.Second) {
 			t.Fatalf("%s did not stop gracefully", n.Name)
 		}
 		n.Restart()
 		waitStable(t, nodes)
-		time.Sleep(time.Second)
+		tr.ran(t)
 	}
 	tr.end()
 	lost, extra := tr.verify(t)

@@ -22,11 +22,17 @@ import (
 // processes, with the default --max-clock-skew (so the same test runs
 // against a binary that predates it), and check that every cap holds.
 
+// The two run in parallel (with the formation tests): each has a
+// cluster of its own and spends most of its time in capsHold's window,
+// a few checks every half second.
+
 func TestFutureTimeCannotDisableCapping(t *testing.T) {
+	t.Parallel()
 	futureTimeAttack(t, false)
 }
 
 func TestFutureTimeCannotDisableCappingAcrossRestart(t *testing.T) {
+	t.Parallel()
 	futureTimeAttack(t, true)
 }
 
