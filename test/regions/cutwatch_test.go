@@ -79,7 +79,11 @@ func startCutWatch(t *testing.T, b *Bed, cut time.Duration) *cutWatch {
 		w.clients[r.Name] = cluster.Client(t, client.DefaultConfig(r.Seeds()...))
 	}
 	t.Cleanup(w.close)
-	w.setPhase("before the cut")
+	if cut >= cutLong {
+		w.setPhase("before the cut")
+	} else {
+		w.setPhase("during the cut")
+	}
 	for _, r := range w.regions {
 		w.wg.Add(1)
 		go func() {
@@ -91,8 +95,8 @@ func startCutWatch(t *testing.T, b *Bed, cut time.Duration) *cutWatch {
 		// The checks' figures without a cut, in the same run: a window
 		// of measurement, not a wait for a condition.
 		time.Sleep(min(cut, 30*time.Second))
+		w.setPhase("during the cut")
 	}
-	w.setPhase("during the cut")
 	return w
 }
 
