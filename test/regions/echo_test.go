@@ -239,12 +239,21 @@ func startEchoLoad(t testing.TB, addr string, s echoSize, rate float64, conns in
 	t.Helper()
 	l := &echoLoad{lat: newLatencyHist(), stop: make(chan struct{})}
 	pool := make(chan *echoConn, conns)
+	warm := make(chan error, conns)
 	for range conns {
 		c, err := dialEcho(addr, s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pool <- c
+		// One call each before the clock starts: a proxy in between
+		// dials its upstream at a connection's first bytes.
+		go func() { warm <- c.call(time.Minute) }()
+	}
+	for range conns {
+		if err := <-warm; err != nil {
+			t.Fatalf("echo: warm-up call: %v", err)
+		}
 	}
 	l.wg.Add(1)
 	go func() {
