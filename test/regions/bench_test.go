@@ -394,13 +394,16 @@ func BenchmarkRegionLag(b *testing.B) {
 			rate, float64(sent)/elapsed.Seconds()/float64(len(names)), elapsed.Round(time.Millisecond), dropped)
 		b.Logf("cross-region lag (ack in x -> a read in y counts it, polled every %v): %s; %d probes acknowledged, %d not counted everywhere within %v, %d not acknowledged, %d skipped (%d in flight at most)",
 			poll, pr.lat.summary(), written, pr.unseen.Load(), pr.limit, pr.failed.Load(), pr.skipped.Load(), inflight)
+		var pairs []string
 		for _, x := range names {
 			for _, y := range names {
 				if x != y {
-					b.Logf("  %s->%s: %s", x, y, pr.pairs[x+"->"+y].summary())
+					l := pr.pairs[x+"->"+y]
+					pairs = append(pairs, fmt.Sprintf("%s->%s p50 %.0f p99 %.0f max %.0f", x, y, l.ms(50), l.ms(99), l.maxMS()))
 				}
 			}
 		}
+		b.Logf("  by pair (ms): %s", strings.Join(pairs, "; "))
 		b.Logf("union: %.2f%% of probes counted in every region within 2 s of their write (the last region to count a probe: %s)", 100*union, pr.union.summary())
 		b.Logf("floor: a bare echo of a probe's Record (and its answer) through a wanproxy of %v ± %v one way, same run: round trip %s (%d errors, %d skipped); lag p99 / echo round-trip p99 = %.2f",
 			link.Latency, link.Jitter, floor.lat.summary(), floor.errs.Load(), floor.skipped.Load(), ratio)
