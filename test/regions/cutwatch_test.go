@@ -11,6 +11,7 @@ package regions
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -41,6 +42,11 @@ type cutWatch struct {
 	clients map[string]*client.Client
 	echo    string
 	rate    float64 // checks a second per region
+	// loads are the soft impressions recorded in every region meanwhile
+	// (FCAP_REGIONS_CUT_LOAD a second per region; none by default), by
+	// region, through loaders' clients.
+	loads   map[string]*recordLoad
+	loaders map[string]*client.Client
 	stop    chan struct{}
 	wg      sync.WaitGroup
 
@@ -79,6 +85,15 @@ func startCutWatch(t *testing.T, b *Bed, cut time.Duration) *cutWatch {
 		w.clients[r.Name] = cluster.Client(t, client.DefaultConfig(r.Seeds()...))
 	}
 	t.Cleanup(w.close)
+	if os.Getenv("FCAP_REGIONS_CUT_LOAD") != "" {
+		rate := envFloat(t, "FCAP_REGIONS_CUT_LOAD", 1)
+		w.loads, w.loaders = map[string]*recordLoad{}, map[string]*client.Client{}
+		for _, r := range w.regions {
+			w.loaders[r] = benchClient(t, b, r)
+			w.loads[r] = startRecordLoad(w.loaders[r], "cutload-"+r+"-", rate)
+		}
+		t.Cleanup(w.stopLoads)
+	}
 	if cut >= cutLong {
 		w.setPhase("before the cut")
 	} else {
@@ -156,6 +171,7 @@ func (w *cutWatch) healed(counters map[string]*client.Client, want map[string]in
 	w.t.Helper()
 	heal := time.Now()
 	w.setPhase("after the heal")
+	want = w.loadViewers(want)
 	took := catchUp(w.t, counters, w.regions, want, heal)
 	w.close()
 	w.t.Logf("catch-up: every region counts every acknowledged impression (%d viewers) %v after the heal of a %v cut (bound %v for cuts of %v or more)",
@@ -189,6 +205,49 @@ func (w *cutWatch) log() {
 	}
 }
 
+// stopLoads stops the impression loads. Safe to call twice.
+func (w *cutWatch) stopLoads() {
+	for _, l := range w.loads {
+		l.stopLoad()
+	}
+}
+
+// loadViewers stops the impression loads and, once their clients have
+// sent everything (every impression acknowledged: none given up), adds
+// about 2,000 of their viewers per region, evenly spread, to a copy of
+// want, each counted once. When a client gave impressions up (its queue
+// was full, or its attempts ran out) the load's viewers are left out:
+// which of them were acknowledged is not known.
+func (w *cutWatch) loadViewers(want map[string]int) map[string]int {
+	w.t.Helper()
+	if w.loads == nil {
+		return want
+	}
+	w.stopLoads()
+	out := maps.Clone(want)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, r := range w.regions {
+		c, l := w.loaders[r], w.loads[r]
+		if err := c.Flush(ctx); err != nil {
+			w.t.Errorf("region %s: the load's impressions were not all sent a minute after the heal: %v", r, err)
+			continue
+		}
+		st := c.Stats()
+		sent := l.sent.Load()
+		w.t.Logf("region %s: the load recorded %d impressions during the test (%d acknowledged, %d given up by the client)", r, sent, st.RecordsAcked, st.RecordsDropped)
+		if st.RecordsDropped > 0 {
+			w.t.Logf("region %s: the load's viewers are not checked: its client gave %d impressions up (lower FCAP_REGIONS_CUT_LOAD)", r, st.RecordsDropped)
+			continue
+		}
+		step := max(sent/2000, 1)
+		for i := int64(1); i <= sent; i += step {
+			out[fmt.Sprintf("cutload-%s-%d", r, i)] = 1
+		}
+	}
+	return out
+}
+
 // close stops the checks and the echo floor. Safe to call twice.
 func (w *cutWatch) close() {
 	select {
@@ -208,19 +267,22 @@ func (w *cutWatch) close() {
 }
 
 // catchUp polls every region's count of every viewer of want, the
-// regions at once, each rechecking only the viewers it still counts
-// short (a soft count only grows while the window holds it), and returns
-// the time from heal until the last region counted them all. A count
-// above want fails at once; not done within 5 minutes fails too.
+// regions at once and 8 readers per region, each region rechecking only
+// the viewers it still counts short (a soft count only grows while the
+// window holds it), and returns the time from heal until the last
+// region counted them all. A count above want fails at once; not done
+// within FCAP_REGIONS_CATCHUP_LIMIT (5 minutes) fails too.
 func catchUp(t *testing.T, counters map[string]*client.Client, regions []string, want map[string]int, heal time.Time) time.Duration {
 	t.Helper()
-	limit := 5 * time.Minute
-	if v := os.Getenv("FCAP_REGIONS_CATCHUP_LIMIT"); v != "" {
-		limit = envDuration(t, "FCAP_REGIONS_CATCHUP_LIMIT", limit)
-	}
+	limit := envDuration(t, "FCAP_REGIONS_CATCHUP_LIMIT", 5*time.Minute)
 	var mu sync.Mutex
 	var last time.Duration
 	var failures []string
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		failures = append(failures, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
 	var wg sync.WaitGroup
 	for _, r := range regions {
 		wg.Add(1)
@@ -232,28 +294,15 @@ func catchUp(t *testing.T, counters map[string]*client.Client, regions []string,
 			}
 			tick := time.NewTicker(20 * time.Millisecond)
 			defer tick.Stop()
-			for len(short) > 0 {
-				left := short[:0]
-				for _, v := range short {
-					n, ok := Counted(context.Background(), counters[r], v, softCap)
-					if ok && n > want[v] {
-						mu.Lock()
-						failures = append(failures, fmt.Sprintf("region %s counts %d for %s, more than the %d recorded", r, n, v, want[v]))
-						mu.Unlock()
-						return
-					}
-					if !ok || n < want[v] {
-						left = append(left, v)
-					}
-				}
-				short = left
+			for {
+				short = recheck(counters[r], short, want, func(v string, n int) {
+					fail("region %s counts %d for %s, more than the %d recorded", r, n, v, want[v])
+				})
 				if len(short) == 0 {
 					break
 				}
 				if time.Since(heal) > limit {
-					mu.Lock()
-					failures = append(failures, fmt.Sprintf("region %s still counts %d of %d viewers short %v after the heal (e.g. %s)", r, len(short), len(want), limit, short[0]))
-					mu.Unlock()
+					fail("region %s still counts %d of %d viewers short %v after the heal (e.g. %s)", r, len(short), len(want), limit, short[0])
 					return
 				}
 				<-tick.C
@@ -268,4 +317,34 @@ func catchUp(t *testing.T, counters map[string]*client.Client, regions []string,
 		t.Fatalf("catch-up after the heal: %v", failures)
 	}
 	return last
+}
+
+// recheck reads the count of every viewer of short through c, 8 at a
+// time, and returns those still counted short of want (or not
+// answered); over is told of a count above want.
+func recheck(c *client.Client, short []string, want map[string]int, over func(v string, n int)) []string {
+	const readers = 8
+	var mu sync.Mutex
+	var left []string
+	var wg sync.WaitGroup
+	for w := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(short); i += readers {
+				v := short[i]
+				n, ok := Counted(context.Background(), c, v, softCap)
+				if ok && n > want[v] {
+					over(v, n)
+				}
+				if !ok || n < want[v] {
+					mu.Lock()
+					left = append(left, v)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return left
 }
