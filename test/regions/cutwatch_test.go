@@ -72,12 +72,35 @@ type checkFigures struct {
 
 // startCutWatch starts the checks (FCAP_REGIONS_CUT_CHECKS a second per
 // region, default 50, on 1,000 viewers) and, when the cut is long
-// (>= cutLong), measures them for min(cut, 30 s) before the cut. Call it
-// before the cut.
+// (>= cutLong), measures them for cutBaseline(cut) before the cut. Call
+// it before the cut.
 func startCutWatch(t *testing.T, b *Bed, cut time.Duration) *cutWatch {
 	t.Helper()
+	first := "during the cut"
+	if cut >= cutLong {
+		first = "before the cut"
+	}
+	w := newCutWatch(t, b, cut, startEcho(t), first)
+	if cut >= cutLong {
+		// The checks' figures without a cut, in the same run: a window
+		// of measurement, not a wait for a condition.
+		time.Sleep(cutBaseline(cut))
+		w.setPhase("during the cut")
+	}
+	return w
+}
+
+// cutBaseline is how long the checks are measured without a cut: before
+// it, and in a single region after the test (singleRegion).
+func cutBaseline(cut time.Duration) time.Duration { return min(cut, 30*time.Second) }
+
+// newCutWatch starts the checks (and the load, with
+// FCAP_REGIONS_CUT_LOAD) in every region of b, in a phase named first;
+// echo is the echo server of the floor.
+func newCutWatch(t *testing.T, b *Bed, cut time.Duration, echo, first string) *cutWatch {
+	t.Helper()
 	w := &cutWatch{
-		t: t, cut: cut, clients: map[string]*client.Client{}, echo: startEcho(t),
+		t: t, cut: cut, clients: map[string]*client.Client{}, echo: echo,
 		rate: envFloat(t, "FCAP_REGIONS_CUT_CHECKS", 50), stop: make(chan struct{}),
 	}
 	for _, r := range b.Regions {
@@ -94,11 +117,7 @@ func startCutWatch(t *testing.T, b *Bed, cut time.Duration) *cutWatch {
 		}
 		t.Cleanup(w.stopLoads)
 	}
-	if cut >= cutLong {
-		w.setPhase("before the cut")
-	} else {
-		w.setPhase("during the cut")
-	}
+	w.setPhase(first)
 	for _, r := range w.regions {
 		w.wg.Add(1)
 		go func() {
@@ -106,13 +125,29 @@ func startCutWatch(t *testing.T, b *Bed, cut time.Duration) *cutWatch {
 			w.checks(r)
 		}()
 	}
-	if cut >= cutLong {
-		// The checks' figures without a cut, in the same run: a window
-		// of measurement, not a wait for a condition.
-		time.Sleep(min(cut, 30*time.Second))
-		w.setPhase("during the cut")
-	}
 	return w
+}
+
+// singleRegion, after a long cut (>= cutLong) or with
+// FCAP_REGIONS_CUT_SINGLE=1, stops the linked bed's nodes and measures
+// the same checks (and load) for cutBaseline(cut) in one region of as
+// many nodes with no peer region: the single-region run the issue
+// compares the checks during the cut with, in the same run.
+func (w *cutWatch) singleRegion(linked *Bed) {
+	w.t.Helper()
+	if w.cut < cutLong && os.Getenv("FCAP_REGIONS_CUT_SINGLE") != "1" {
+		return
+	}
+	nodes := len(linked.Regions[0].Nodes)
+	for _, r := range linked.Regions {
+		cluster.KillAll(r.Nodes)
+	}
+	solo := Start(w.t, Config{Regions: []string{"solo"}, Nodes: nodes})
+	sw := newCutWatch(w.t, solo, w.cut, w.echo, "in a single region, no peer region")
+	time.Sleep(cutBaseline(w.cut)) // a window of measurement
+	sw.stopLoads()
+	sw.close()
+	sw.log()
 }
 
 // checks runs region r's checks until close.
@@ -189,7 +224,7 @@ func (w *cutWatch) log() {
 	defer w.mu.Unlock()
 	for _, p := range w.phases {
 		fl := p.floor.lat
-		w.t.Logf("checks %s (%v, %.0f/s per region, production deadline): echo floor of a check's size, same run: %s",
+		w.t.Logf("checks %s (%v, %.0f/s per region, production deadline; a fail-open answers at the deadline and its latency counts): echo floor of a check's size, same run: %s",
 			p.name, p.took.Round(time.Millisecond), w.rate, fl.summary())
 		for _, r := range w.regions {
 			f := p.byRegion[r]

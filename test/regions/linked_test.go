@@ -92,8 +92,9 @@ func TestLinkedSoftRecordReachesEveryRegion(t *testing.T) {
 // region counts every acknowledged impression of every region, once.
 // It logs the catch-up (heal to every region counting everything; over
 // 60 s after a cut of a minute or more fails) and the checks of every
-// region before (long form), during and after the cut beside an echo
-// floor (cutwatch_test.go).
+// region before (long form), during and after the cut, and (long form)
+// in a single region after the test, beside an echo floor
+// (cutwatch_test.go).
 func TestLinkedCutLosesNothing(t *testing.T) {
 	cut := envDuration(t, "FCAP_REGIONS_CUT", 3*time.Second)
 	b, c := linkedBed(t)
@@ -146,6 +147,7 @@ func TestLinkedCutLosesNothing(t *testing.T) {
 	for _, r := range []string{"a", "b", "c"} {
 		waitCounts(t, c[r], r, want)
 	}
+	watch.singleRegion(b)
 }
 
 // TestLinkedSameMillisecond (needs the region link): one viewer gets an
