@@ -520,7 +520,11 @@ func BenchmarkRegionCost(b *testing.B) {
 				what := "unlinked"
 				if linked {
 					lag, queue, _ := metrics.finish()
-					what = fmt.Sprintf("linked to b and c (fcap_region_lag_seconds at most %.3f s, queue at most %.0f viewers)", lag, queue)
+					ab, ac := bed.Carried("a", "b"), bed.Carried("a", "c")
+					if ab == 0 || ac == 0 {
+						b.Fatalf("linked, yet a carried %d bytes to b and %d to c: nothing was shipped", ab, ac)
+					}
+					what = fmt.Sprintf("linked to b and c (%d and %d bytes carried a->b and a->c; fcap_region_lag_seconds at most %.3f s, queue at most %.0f viewers)", ab, ac, lag, queue)
 					with = append(with, peak)
 				} else {
 					without = append(without, peak)
