@@ -90,6 +90,11 @@ func TestLinkedSoftRecordReachesEveryRegion(t *testing.T) {
 // acknowledged. During the cut b's checks answer from b (no fail-open),
 // a's impressions still reach c, and none reaches b; after the heal every
 // region counts every acknowledged impression of every region, once.
+// It logs the catch-up (heal to every region counting everything; over
+// 60 s after a cut of a minute or more fails) and the checks of every
+// region before (long form), during and after the cut, and (long form)
+// in a single region after the test, beside an echo floor
+// (cutwatch_test.go).
 func TestLinkedCutLosesNothing(t *testing.T) {
 	cut := envDuration(t, "FCAP_REGIONS_CUT", 3*time.Second)
 	b, c := linkedBed(t)
@@ -102,6 +107,7 @@ func TestLinkedCutLosesNothing(t *testing.T) {
 		waitCounts(t, c[r], r, warm)
 	}
 
+	watch := startCutWatch(t, b, cut) // checks in every region, the catch-up (cutwatch_test.go)
 	b.Cut("a", "b")
 	want := map[string]int{} // every acknowledged impression, by viewer
 	fromA := map[string]int{}
@@ -137,9 +143,11 @@ func TestLinkedCutLosesNothing(t *testing.T) {
 		}
 	}
 	b.Heal("a", "b")
+	watch.healed(c, want)
 	for _, r := range []string{"a", "b", "c"} {
 		waitCounts(t, c[r], r, want)
 	}
+	watch.singleRegion(b)
 }
 
 // TestLinkedSameMillisecond (needs the region link): one viewer gets an
