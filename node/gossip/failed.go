@@ -185,6 +185,35 @@ func (m *Membership) NumFailed() int {
 	return len(m.failed)
 }
 
+// OutsideRing counts the members of the member set that ring r does not
+// hold: failed members, and live members r does not show yet. A member
+// back from a cut leaves the failed set when gossip sees it alive, but
+// enters the ring only at the next ring change, which waits
+// Config.Coalesce for others; counted as neither meanwhile, it shrank
+// the member set, and a minority's quorum formed on its old ring (the
+// partition suite's 3/2 split: n5 held a majority of 3 with n4 at the
+// heal and granted a viewer its ninth). A failed member the ring still
+// holds (the change that drops it waits too) counts once.
+func (m *Membership) OutsideRing(r *ring.Ring) int {
+	m.viewMu.Lock()
+	defer m.viewMu.Unlock()
+	n := 0
+	for name := range m.failed {
+		if _, in := r.Find(name); !in {
+			n++
+		}
+	}
+	for name := range m.view {
+		if _, failed := m.failed[name]; failed {
+			continue
+		}
+		if _, in := r.Find(name); !in {
+			n++
+		}
+	}
+	return n
+}
+
 // Forget removes a failed member from the member set: an operator's
 // word that it will not come back (or, if it does, as a new member). It
 // refuses a member that is alive (drain it instead), this node, and a

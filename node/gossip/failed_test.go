@@ -228,3 +228,48 @@ func TestFailuresCoalesceIntoOneRingChange(t *testing.T) {
 		t.Fatalf("%d ring changes (members %v): want 3, the drain's, one for both failures and one for both returns", n, sizes)
 	}
 }
+
+// The member set counts every member once, whether the ring shows it or
+// not yet: a member back from a cut (alive again, not failed) while the
+// ring change that adds it waits, and a failed member the ring still
+// holds while the change that drops it waits. Counted as neither, a
+// returning member shrank the set and a minority's quorum formed on its
+// old ring (the partition suite's 3/2 split over-granted at the heal).
+func TestOutsideRingCountsMembersTheRingDoesNotShowYet(t *testing.T) {
+	nodes := all(1, ring.Active)
+	// The test changes the view without marking it dirty: no ring
+	// change follows, as while one waits for Config.Coalesce.
+	m := cluster(t, nodes)[0]
+	r := m.Ring()
+	if n := m.OutsideRing(r); n != 0 {
+		t.Fatalf("a lone node counts %d members outside its ring", n)
+	}
+	meta, err := ring.Member{Name: "back", Addr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2", State: ring.Active, Incarnation: 1}.MarshalMeta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.viewMu.Lock()
+	m.failed["back"] = FailedMember{Name: "back", Incarnation: 1, Since: time.Now()}
+	m.failed["gone"] = FailedMember{Name: "gone", Incarnation: 1, Since: time.Now()}
+	m.viewMu.Unlock()
+	if n := m.OutsideRing(r); n != 2 {
+		t.Fatalf("%d members outside the ring, want the 2 failed", n)
+	}
+	// "back" is seen alive: it leaves the failed set at once, and the
+	// ring that holds it waits for Coalesce.
+	m.viewMu.Lock()
+	delete(m.failed, "back")
+	m.view["back"] = nodeView{meta: meta}
+	m.viewMu.Unlock()
+	if n := m.OutsideRing(r); n != 2 {
+		t.Fatalf("%d members outside the ring after one came back, want 2 (it is alive, not in the ring yet)", n)
+	}
+	// A failed member the ring still holds counts once, with the ring.
+	withGone, err := ring.Build(ring.DefaultConfig(), append(r.Members(), ring.Member{Name: "gone", Addr: "127.0.0.1:3", HTTPAddr: "127.0.0.1:4", State: ring.Active, Incarnation: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := m.OutsideRing(withGone); n != 1 {
+		t.Fatalf("%d members outside a ring that still holds the failed one, want 1 (back)", n)
+	}
+}

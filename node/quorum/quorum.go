@@ -53,8 +53,11 @@ type Dialer interface {
 type Members interface {
 	// Ring is the current ring.
 	Ring() *ring.Ring
-	// NumFailed is how many members failed and were not forgotten.
-	NumFailed() int
+	// OutsideRing counts the members of the member set that ring r does
+	// not hold: failed members not forgotten, and live members r does
+	// not show yet (back from a cut, or joining, while the ring change
+	// that adds them waits). The member set is r's members and those.
+	OutsideRing(r *ring.Ring) int
 }
 
 // Config configures a Tracker.
@@ -407,7 +410,7 @@ func (t *Tracker) computeLocked() *holding {
 	r := t.members.Ring()
 	epoch := r.Epoch()
 	_, in := r.Find(t.cfg.Self)
-	n := len(r.Members()) + t.members.NumFailed()
+	n := len(r.Members()) + t.members.OutsideRing(r)
 	if !in {
 		n++ // not in its own ring (it left): it still counts itself
 	}

@@ -41,7 +41,11 @@ type fakeMembers struct {
 }
 
 func (f *fakeMembers) Ring() *ring.Ring { f.mu.Lock(); defer f.mu.Unlock(); return f.r }
-func (f *fakeMembers) NumFailed() int   { f.mu.Lock(); defer f.mu.Unlock(); return f.failed }
+func (f *fakeMembers) OutsideRing(*ring.Ring) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failed
+}
 
 func buildRing(t *testing.T, names ...string) *ring.Ring {
 	t.Helper()
