@@ -6,6 +6,7 @@ package regions
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -75,6 +76,7 @@ func TestLinkedStrictShares(t *testing.T) {
 		if total == 0 {
 			t.Fatalf("%s: no grant at all: the race shows nothing", phase)
 		}
+		t.Logf("%s: %d viewers, %d grants in all regions together, at most %d to one viewer (limit %d)", phase, len(counts), total, slices.Max(counts), strictCap.Limit)
 	}
 
 	check("healthy WAN", race(clients, "healthy", viewers, rounds))
