@@ -45,7 +45,7 @@ type result struct {
 
 	// The soft Allows (tallySoft).
 	softOps, softFailOpen, softUnknown int
-	softRefusedWithRoom                int // refused while the side's own clients had fewer than Limit
+	softRefusedWithRoom                int // refused while the viewer had fewer than Limit granted calls, every side
 	softBound                          int // Limit per side
 	softMaxNode                        int // most grants one side's nodes gave one viewer
 	softMaxCounted                     int // most grants nodes gave one viewer, both sides

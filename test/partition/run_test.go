@@ -256,11 +256,16 @@ func tally(r *result, nm nemesis, ops []Op, checks []ViewerCheck, counts map[str
 // tallySoft adds up the soft Allows: each viewer's grants (answered by
 // a node, and allowed by the client for want of an answer), and the
 // refusals the partition caused: a refusal answered while the fault
-// lasted, to a side whose clients had started fewer than Limit granted
-// calls before it returned (a refusal without room; calls still in
-// flight, and calls the client allowed failing open, which the node may
-// have applied late, are given the benefit of the doubt). After the heal the sides
-// are one cluster again and a refusal is judged by nothing here.
+// lasted, of a viewer that had fewer than Limit granted calls started
+// before it returned, on any side (a refusal without room; calls still
+// in flight, and calls the client allowed failing open, which the node
+// may have applied late, are given the benefit of the doubt). Any side:
+// a side that counts grants of the other one refuses rightly (those made
+// before the cut, and, in the one-way nemesis, those the cut-off node
+// made and replicated through the direction still open); counting only
+// the refusing side's clients called 30 such refusals in one run of
+// one-way "with room". After the heal the sides are one cluster again
+// and a refusal is judged by nothing here.
 //
 // The bound (ARCHITECTURE.md, "Soft caps under a partition"): each side
 // counts only its own grants while the fault lasts, so at most Limit per
@@ -281,8 +286,8 @@ func tallySoft(r *result, nm nemesis, ops []Op, faultAt, healAt time.Time) {
 		viewer   string
 		minority bool
 	}
-	calls := map[key][]int64{} // the call times of each side's granted calls
-	granted := map[key]int{}   // answered by a node, by side
+	calls := map[string][]int64{} // the call times of each viewer's granted calls, every side
+	granted := map[key]int{}      // answered by a node, by side
 	total := map[string]int{}
 	for _, op := range ops {
 		r.softOps++
@@ -293,11 +298,11 @@ func tallySoft(r *result, nm nemesis, ops []Op, faultAt, healAt time.Time) {
 			total[op.Viewer]++
 			// The client gave up waiting; the node may still have
 			// applied it (a starved node does, late).
-			calls[k] = append(calls[k], op.Call)
+			calls[op.Viewer] = append(calls[op.Viewer], op.Call)
 		case op.Result == Granted:
 			granted[k]++
 			total[op.Viewer]++
-			calls[k] = append(calls[k], op.Call)
+			calls[op.Viewer] = append(calls[op.Viewer], op.Call)
 		case op.Result == Refused:
 		default:
 			r.softUnknown++
@@ -308,7 +313,7 @@ func tallySoft(r *result, nm nemesis, ops []Op, faultAt, healAt time.Time) {
 			continue
 		}
 		before := 0
-		for _, c := range calls[key{op.Viewer, minority[op.Side]}] {
+		for _, c := range calls[op.Viewer] {
 			if c < op.Return {
 				before++
 			}
