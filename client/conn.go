@@ -189,26 +189,35 @@ func (p *peer) close(why error) {
 	}
 }
 
-// renew closes the peer's connections, keeping the peer, and ends any
+// renew retires the peer's connections, keeping the peer, and ends any
 // back-off its failed dials built up: the next pick dials afresh at once
 // (the back-off grew to 2 s while the node was cut off, and calls fail
-// fast while no connection is up). Their pending calls fail with why,
-// and fail over.
+// fast while no connection is up). A retired connection takes no new
+// call; the calls already on it keep waiting for their answers (the
+// node may have applied them: failing a strict call there would report
+// a grant the node counted as refused) and it is closed once every one
+// of them is past its deadline.
 func (p *peer) renew(why error) {
 	p.mu.Lock()
-	conns := append([]*conn(nil), p.conns...)
+	old := append([]*conn(nil), p.conns...)
+	clear(p.conns)
 	p.backoff = 0
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
 	default:
 	}
-	for _, c := range conns {
-		if c != nil {
-			c.close(why)
+	after := max(p.cl.cfg.Timeout, p.cl.cfg.RecordTimeout) + retireMargin
+	for _, c := range old {
+		if c != nil && !c.isClosed() {
+			time.AfterFunc(after, func() { c.close(why) })
 		}
 	}
 }
+
+// retireMargin is how long past the longest call deadline a retired
+// connection stays open.
+const retireMargin = 100 * time.Millisecond
 
 // conn is one multiplexed connection. A caller that finds no write in
 // progress writes its frame itself (no goroutine hand-off on an idle

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -160,8 +161,22 @@ func TestMemberBackInTheTopologyIsDialedAfresh(t *testing.T) {
 		t.Fatal("the connection to b, a seed, was closed when b left the topology: the test shows nothing")
 	}
 	c.install(build("a", "b")) // the heal
-	if !first.isClosed() {
+	p := bed.peerB()
+	p.mu.Lock()
+	kept := slices.Contains(p.conns, first)
+	p.mu.Unlock()
+	if kept {
 		t.Fatal("b is back in the topology and its old connection is still used")
+	}
+	// Retired, not cut: calls already on it wait for their answers (the
+	// node may have applied them); it closes once they are past their
+	// deadlines.
+	deadline := time.Now().Add(20 * time.Second)
+	for !first.isClosed() {
+		if time.Now().After(deadline) {
+			t.Fatal("b's retired connection was never closed")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	if again := liveConn(); again == first {
 		t.Fatal("b's old connection picked again")
