@@ -50,6 +50,15 @@ type Config struct {
 	// clusters that formed apart. Default 10s.
 	ReconcileInterval time.Duration
 
+	// ReconnectInterval is how often (jittered by ±25%) a node tries to
+	// reach a few of its failed members again at their last gossip
+	// address (reconnect.go): memberlist itself never probes a member it
+	// declared dead, so without this two sides of a healed cut that
+	// declared each other dead could wait for ReconcileInterval, or
+	// longer when neither lists the other as a seed. Each try dials for
+	// at most this long first. Default 500ms.
+	ReconnectInterval time.Duration
+
 	// UpdateTimeout bounds how long SetState waits for memberlist to
 	// send the new state to some other node. Default 5s; 0 means the
 	// default.
@@ -104,6 +113,7 @@ func DefaultConfig(self ring.Member) Config {
 		JoinBackoffMin:    100 * time.Millisecond,
 		JoinBackoffMax:    5 * time.Second,
 		ReconcileInterval: 10 * time.Second,
+		ReconnectInterval: 500 * time.Millisecond,
 		UpdateTimeout:     defaultUpdateTimeout,
 		Coalesce:          defaultCoalesce,
 		Logger:            slog.Default(),
@@ -219,6 +229,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReconcileInterval <= 0 {
 		errs = append(errs, fmt.Errorf("%w: ReconcileInterval must be positive, got %v", ring.ErrConfig, c.ReconcileInterval))
+	}
+	if c.ReconnectInterval <= 0 || c.ReconnectInterval > time.Minute {
+		errs = append(errs, fmt.Errorf("%w: ReconnectInterval must be within (0, 1m], got %v", ring.ErrConfig, c.ReconnectInterval))
 	}
 	if c.Coalesce < 0 || c.Coalesce > 5*time.Second {
 		errs = append(errs, fmt.Errorf("%w: Coalesce must be within [0, 5s], got %v", ring.ErrConfig, c.Coalesce))

@@ -20,10 +20,11 @@ import (
 // or changing its metadata) builds a new immutable Ring on Membership's own
 // goroutine and swaps it in whole; readers load it without a lock.
 //
-// It owns two goroutines, both stopped and waited for by Shutdown: one
+// It owns three goroutines, all stopped and waited for by Shutdown: one
 // rebuilds the ring, one joins seeds (retrying with backoff until some seed
 // answers, and re-joining seeds that are not members every
-// ReconcileInterval so clusters that formed apart merge).
+// ReconcileInterval so clusters that formed apart merge), and one tries
+// to reach failed members again (reconnect.go).
 type Membership struct {
 	cfg     Config
 	log     *slog.Logger
@@ -75,6 +76,10 @@ type Membership struct {
 	// (size 1, never blocks memberlist).
 	nameTaken chan *ErrNameTaken
 
+	// reconnecting is guarded by viewMu: the failed members a reconnect
+	// try is under way for (reconnect.go).
+	reconnecting map[string]bool
+
 	joinMu sync.Mutex
 	// joinFailures and lastJoinWarn are guarded by joinMu: each seed's
 	// last failed join (cleared when it answers), and when the node last
@@ -121,6 +126,8 @@ func New(cfg Config) (*Membership, error) {
 		failed:  make(map[string]FailedMember),
 		tombs:   make(map[string]tombstone),
 
+		reconnecting: make(map[string]bool),
+
 		nameTaken:    make(chan *ErrNameTaken, 1),
 		joinFailures: make(map[string]SeedFailure),
 	}
@@ -145,9 +152,10 @@ func New(cfg Config) (*Membership, error) {
 	m.list = list
 	local := list.LocalNode()
 	m.gossip = netip.AddrPortFrom(addrOf(local.Addr), local.Port)
-	m.wg.Add(2)
+	m.wg.Add(3)
 	go m.rebuildLoop()
 	go m.joinLoop(ctx)
+	go m.reconnectLoop()
 	m.markDirty()
 	return m, nil
 }
