@@ -348,26 +348,13 @@ func (rr *askRing) get(l *Link, fresh bool) (*ring.Ring, error) {
 	if rr.r != nil && !fresh {
 		return rr.r, nil
 	}
-	addrs := []string{}
-	if rr.r != nil {
-		for _, m := range rr.r.Members() {
-			if m.State.Owns() && m.Addr != "" {
-				addrs = append(addrs, m.Addr)
-			}
-		}
-	}
-	addrs = append(addrs, l.peer.Seeds...)
-	var errs []error
-	for _, addr := range addrs {
-		r, err := l.topology(addr)
-		if err == nil {
-			rr.r = r
-			return r, nil
-		}
-		errs = append(errs, err)
+	r, _, err := l.fetchRing(rr.r)
+	if err == nil {
+		rr.r = r
+		return r, nil
 	}
 	if rr.r != nil {
 		return rr.r, nil
 	}
-	return nil, fmt.Errorf("region %s: no node answered: %w", l.peer.Name, errors.Join(errs...))
+	return nil, err
 }

@@ -317,9 +317,27 @@ func (l *Link) call(o *owner, states []byte, part []entry) error {
 // refresh learns the peer region's ring from the members it knows, then
 // its seeds, the first that answers.
 func (l *Link) refresh() error {
+	r, from, err := l.fetchRing(l.ring)
+	if err == nil {
+		if l.ring == nil || l.ring.Epoch() != r.Epoch() {
+			l.log.Info("region link: peer ring", "epoch", fmt.Sprintf("%016x", r.Epoch()), "members", len(r.Members()), "from", from)
+		}
+		l.ring, l.fetched, l.stale = r, l.deps.Clock(), false
+		return nil
+	}
+	if l.ring == nil && l.failures == 0 {
+		l.log.Warn("region link: peer region unreachable; changes wait and are retried", "err", err)
+	}
+	return err
+}
+
+// fetchRing asks the owning members of known (which may be nil), then
+// the peer's seeds, for the peer region's ring, and returns the first
+// answer and whom it came from. It gives up early once the link stops.
+func (l *Link) fetchRing(known *ring.Ring) (*ring.Ring, string, error) {
 	var addrs []string
-	if l.ring != nil {
-		for _, m := range l.ring.Members() {
+	if known != nil {
+		for _, m := range known.Members() {
 			if m.State.Owns() && m.Addr != "" {
 				addrs = append(addrs, m.Addr)
 			}
@@ -330,24 +348,16 @@ func (l *Link) refresh() error {
 	for _, addr := range addrs {
 		r, err := l.topology(addr)
 		if err == nil {
-			if l.ring == nil || l.ring.Epoch() != r.Epoch() {
-				l.log.Info("region link: peer ring", "epoch", fmt.Sprintf("%016x", r.Epoch()), "members", len(r.Members()), "from", addr)
-			}
-			l.ring, l.fetched, l.stale = r, l.deps.Clock(), false
-			return nil
+			return r, addr, nil
 		}
 		errs = append(errs, err)
 		select {
 		case <-l.stop:
-			return errors.Join(errs...)
+			return nil, "", fmt.Errorf("region %s: %w", l.peer.Name, errors.Join(errs...))
 		default:
 		}
 	}
-	err := fmt.Errorf("region %s: no node answered: %w", l.peer.Name, errors.Join(errs...))
-	if l.ring == nil && l.failures == 0 {
-		l.log.Warn("region link: peer region unreachable; changes wait and are retried", "err", err)
-	}
-	return err
+	return nil, "", fmt.Errorf("region %s: no node answered: %w", l.peer.Name, errors.Join(errs...))
 }
 
 // topology asks the node at addr for its ring.
