@@ -99,16 +99,25 @@ func (h *handler) shareAsk(out []byte, v *view, hdr proto.Header, body []byte) (
 
 // regionSet refuses a peer region's TopologyRequest that names another
 // set of regions than this node splits strict caps among: its link stays
-// down (logged and counted) until the configurations agree.
+// down (logged and counted) until the configurations agree. A node that
+// splits nothing refuses every region link too: one with a region name
+// but no peers (receive-only), or with no region at all, grants strict
+// caps whole, while the sender counts it as a region holding one share
+// of each limit and grants the rest: together they would pass it.
 func (h *handler) regionSet(body []byte) error {
 	var m proto.TopologyRequest
 	if err := proto.Decode(body, &m); err != nil {
 		return err
 	}
-	if h.n.shares == nil || len(m.Regions) == 0 {
+	if len(m.Regions) == 0 { // a client's request, or a link that splits nothing
 		return nil
 	}
-	if err := h.n.region.CheckRegions(m.Region, m.Regions); err != nil {
+	rl := h.n.region
+	if rl == nil {
+		h.n.log.Error("region: a peer region's link reached this node, which has no region (--region); it is refused", "peer_region", m.Region, "its_regions", m.Regions)
+		return refusal(proto.CodeBadRequest, "region %s splits strict caps among %v, but this cluster names no region (--region): it would grant strict caps whole", m.Region, m.Regions)
+	}
+	if err := rl.CheckRegions(m.Region, m.Regions); err != nil {
 		return refusal(proto.CodeBadRequest, "%v", err)
 	}
 	return nil

@@ -208,3 +208,24 @@ func TestEscrowAcrossRegions(t *testing.T) {
 		}
 	})
 }
+
+// A node that splits nothing refuses a region link that counts it as a
+// region holding a share: one with a region name but no peers (it would
+// grant strict caps whole, and the sender its own share and the rest's
+// borrowed units: together past the limit), and one of a cluster with no
+// region at all. A client's topology request is still answered.
+func TestRegionLinkRefusedWhereNothingIsSplit(t *testing.T) {
+	ctx := context.Background()
+	receiveOnly := settledCluster(t, "recv", 1, regionNodes("c", &sync.Map{}))
+	plain := settledCluster(t, "plain", 1)
+	for name, n := range map[string]*node.Node{"receive-only region c": receiveOnly[0], "no region": plain[0]} {
+		var top proto.Topology
+		err := rpc.Call(ctx, n.DataAddr(), &proto.TopologyRequest{Region: "a", Regions: []string{"a", "b", "c"}}, &top)
+		if !errors.Is(err, proto.ErrBadRequest) {
+			t.Errorf("%s: a region link's topology request naming [a b c]: %v, want a bad request", name, err)
+		}
+		if err := rpc.Call(ctx, n.DataAddr(), &proto.TopologyRequest{}, &top); err != nil || len(top.Members) != 1 {
+			t.Errorf("%s: a client's topology request: %+v %v", name, top, err)
+		}
+	}
+}

@@ -172,7 +172,9 @@ func (ls *Links) Ask(viewer string, c fcap.Cap) {
 func (ls *Links) CheckRegions(from string, regions []string) error {
 	es := ls.escrow
 	if es == nil {
-		return fmt.Errorf("region %s lends no share: it has no peer regions", ls.cfg.Name)
+		ls.log.Error("region: a peer region counts this region among those that split strict caps, but it has no peer regions (--peer-region) and grants them whole; its link is refused until every region lists every other",
+			"peer_region", from, "its_regions", regions)
+		return fmt.Errorf("region %s lends no share and splits nothing: it has no peer regions (region %s splits among %v; list every region as a peer of every other)", ls.cfg.Name, from, regions)
 	}
 	if !slices.Equal(regions, es.regions) {
 		es.mismatch.Inc()
