@@ -280,6 +280,9 @@ func tallySoft(r *result, nm nemesis, ops []Op, faultAt, healAt time.Time) {
 	if len(nm.minority) > 0 {
 		sides = 2
 	}
+	if nm.softSides > 0 {
+		sides = nm.softSides
+	}
 	r.softBound = sides * Limit
 	t0, t1 := faultAt.UnixNano(), healAt.UnixNano()
 	type key struct {

@@ -6,6 +6,7 @@ package regions
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -57,8 +58,9 @@ func race(clients map[string]*client.Client, prefix string, n, rounds int) []int
 
 // TestLinkedStrictShares (needs the region link): clients in all three
 // regions race on the same viewers with a strict cap of 5, over a
-// healthy WAN, a lossy one (5%), and with region a cut off from the
-// others: no viewer is granted more than 5 in all. Then a region whose
+// healthy WAN, a lossy one (5%), with region a cut off from the
+// others, with cuts that flap between regions, and across a kill -9 and
+// restart of a node: no viewer is granted more than 5 in all. Then a region whose
 // share is spent gets the peers' units through the WAN, until it holds
 // all 5 and the peers refuse.
 func TestLinkedStrictShares(t *testing.T) {
@@ -101,6 +103,55 @@ func TestLinkedStrictShares(t *testing.T) {
 	}
 	check("region a cut off", total)
 	b.HealAll()
+
+	// The partition suite's flapping nemesis, on the WAN: every 1-3 s a
+	// region picked at random is cut off from the others (and the last
+	// cut heals), for FCAP_REGIONS_FLAP (5 s by default), racing on the
+	// same viewers throughout.
+	flapFor := envDuration(t, "FCAP_REGIONS_FLAP", 5*time.Second)
+	stop, flapped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(flapped)
+		names := []string{"a", "b", "c"}
+		for {
+			b.HealAll()
+			b.Isolate(names[rand.IntN(len(names))])
+			select {
+			case <-stop:
+				b.HealAll()
+				return
+			case <-time.After(time.Second + rand.N(2*time.Second)): // the nemesis's pace, not a wait for a condition
+			}
+		}
+	}()
+	total = make([]int64, viewers)
+	for end := time.Now().Add(flapFor); time.Now().Before(end); {
+		for v, n := range race(clients, "flap", viewers, rounds) {
+			total[v] += n
+		}
+	}
+	close(stop)
+	<-flapped
+	check("flapping WAN", total)
+
+	// kill -9 of a region's node in the middle of a race, and its restart:
+	// its loans and credits are strict state, on its backups before any
+	// answer, so the node taking its viewers over lends and grants no
+	// more than it did.
+	total = make([]int64, viewers)
+	raced := make(chan struct{})
+	go func() {
+		defer close(raced)
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+			for v, n := range race(clients, "kill9", viewers, rounds) {
+				total[v] += n
+			}
+		}
+	}()
+	time.Sleep(time.Second) // into the race: a moment of the nemesis, not a wait for a condition
+	b.Restart("b", 0)
+	<-raced
+	check("a node of region b killed and restarted", total)
 
 	// A spent region borrows: region a alone asks for one viewer until
 	// it holds all five grants; then b and c, having lent all they had,
