@@ -45,6 +45,7 @@ func TestRetireStopsTheLinkAndLeavesTheRegionOut(t *testing.T) {
 		t.Errorf("status after retiring c: %+v", st)
 	}
 	f.mu.Lock()
+	f.hang["c"], f.hangAsk["c"] = false, true // an ask to c would be seen now
 	askedC := f.asked["c"]
 	f.mu.Unlock()
 	for i := range 8 {
