@@ -23,59 +23,61 @@ type Type uint8
 // response carries the request's id. Any request may be answered with
 // an Error instead.
 const (
-	TypeError             Type = 1  // Error: the request failed
-	TypePing              Type = 2  // Ping: liveness probe
-	TypePong              Type = 3  // Pong: answers Ping
-	TypeTopologyRequest   Type = 4  // TopologyRequest: asks for the ring
-	TypeTopology          Type = 5  // Topology: the ring
-	TypeCheck             Type = 6  // Check: read-only verdicts
-	TypeCheckResult       Type = 7  // CheckResult: answers Check
-	TypeAllow             Type = 8  // Allow: atomic check-and-record
-	TypeAllowResult       Type = 9  // AllowResult: answers Allow
-	TypeRecord            Type = 10 // Record: impressions that played
-	TypeRecordResult      Type = 11 // RecordResult: answers Record
-	TypeReserve           Type = 12 // Reserve: take a reservation
-	TypeReserveResult     Type = 13 // ReserveResult: answers Reserve
-	TypeRelease           Type = 14 // Release: drop a reservation
-	TypeReleaseResult     Type = 15 // ReleaseResult: answers Release
-	TypeReplicate         Type = 16 // Replicate: viewer states, node to node
-	TypeReplicateResult   Type = 17 // ReplicateResult: answers Replicate
-	TypeStatusRequest     Type = 18 // StatusRequest: asks a node how it is
-	TypeStatus            Type = 19 // Status: answers StatusRequest
-	TypeDrain             Type = 20 // Drain: hand partitions over and leave
-	TypeDrainResult       Type = 21 // DrainResult: answers Drain
-	TypeSyncRequest       Type = 22 // SyncRequest: a new owner asks for partitions
-	TypeSyncResult        Type = 23 // SyncResult: answers SyncRequest
-	TypeGossipKey         Type = 24 // GossipKey: change or list a node's gossip keyring
-	TypeGossipKeyResult   Type = 25 // GossipKeyResult: answers GossipKey
-	TypeHello             Type = 26 // Hello: authenticates a connection with a token
-	TypeHelloResult       Type = 27 // HelloResult: answers Hello
-	TypeInspect           Type = 40 // Inspect: one viewer's state, for operators
-	TypeViewerState       Type = 41 // ViewerState: answers Inspect
-	TypeVerify            Type = 42 // Verify: digests of a node's counters, for reconciliation
-	TypeVerifyResult      Type = 43 // VerifyResult: answers Verify
-	TypeLink              Type = 44 // Link: link a device to a viewer
-	TypeLinkResult        Type = 45 // LinkResult: answers Link
-	TypeUnlink            Type = 46 // Unlink: make a device its own viewer again
-	TypeUnlinkResult      Type = 47 // UnlinkResult: answers Unlink
-	TypeResolve           Type = 48 // Resolve: the viewers devices count as
-	TypeResolveResult     Type = 49 // ResolveResult: answers Resolve
-	TypeLinkDevice        Type = 50 // LinkDevice: one side of a link or unlink, node to node
-	TypeLinkDeviceResult  Type = 51 // LinkDeviceResult: answers LinkDevice
-	TypeUndo              Type = 52 // Undo: give back a strict grant the caller gave up on
-	TypeUndoResult        Type = 53 // UndoResult: answers Undo
-	TypeErase             Type = 54 // Erase: forget a viewer (privacy requests)
-	TypeEraseResult       Type = 55 // EraseResult: answers Erase
-	TypeVoid              Type = 56 // Void: take a recorded impression back (invalid traffic)
-	TypeVoidResult        Type = 57 // VoidResult: answers Void
-	TypeForget            Type = 58 // Forget: drop a failed member from the member set
-	TypeForgetResult      Type = 59 // ForgetResult: answers Forget
-	TypePull              Type = 60 // Pull: a peer's copies of some viewers, node to node (anti-entropy)
-	TypePullResult        Type = 61 // PullResult: answers Pull
-	TypeRegionMerge       Type = 62 // RegionMerge: viewer states from another region's node (region link)
-	TypeRegionMergeResult Type = 63 // RegionMergeResult: answers RegionMerge
-	TypeShareAsk          Type = 64 // ShareAsk: one unit of a strict cap's share, from another region's node (escrow)
-	TypeShareGive         Type = 65 // ShareGive: answers ShareAsk
+	TypeError              Type = 1  // Error: the request failed
+	TypePing               Type = 2  // Ping: liveness probe
+	TypePong               Type = 3  // Pong: answers Ping
+	TypeTopologyRequest    Type = 4  // TopologyRequest: asks for the ring
+	TypeTopology           Type = 5  // Topology: the ring
+	TypeCheck              Type = 6  // Check: read-only verdicts
+	TypeCheckResult        Type = 7  // CheckResult: answers Check
+	TypeAllow              Type = 8  // Allow: atomic check-and-record
+	TypeAllowResult        Type = 9  // AllowResult: answers Allow
+	TypeRecord             Type = 10 // Record: impressions that played
+	TypeRecordResult       Type = 11 // RecordResult: answers Record
+	TypeReserve            Type = 12 // Reserve: take a reservation
+	TypeReserveResult      Type = 13 // ReserveResult: answers Reserve
+	TypeRelease            Type = 14 // Release: drop a reservation
+	TypeReleaseResult      Type = 15 // ReleaseResult: answers Release
+	TypeReplicate          Type = 16 // Replicate: viewer states, node to node
+	TypeReplicateResult    Type = 17 // ReplicateResult: answers Replicate
+	TypeStatusRequest      Type = 18 // StatusRequest: asks a node how it is
+	TypeStatus             Type = 19 // Status: answers StatusRequest
+	TypeDrain              Type = 20 // Drain: hand partitions over and leave
+	TypeDrainResult        Type = 21 // DrainResult: answers Drain
+	TypeSyncRequest        Type = 22 // SyncRequest: a new owner asks for partitions
+	TypeSyncResult         Type = 23 // SyncResult: answers SyncRequest
+	TypeGossipKey          Type = 24 // GossipKey: change or list a node's gossip keyring
+	TypeGossipKeyResult    Type = 25 // GossipKeyResult: answers GossipKey
+	TypeHello              Type = 26 // Hello: authenticates a connection with a token
+	TypeHelloResult        Type = 27 // HelloResult: answers Hello
+	TypeInspect            Type = 40 // Inspect: one viewer's state, for operators
+	TypeViewerState        Type = 41 // ViewerState: answers Inspect
+	TypeVerify             Type = 42 // Verify: digests of a node's counters, for reconciliation
+	TypeVerifyResult       Type = 43 // VerifyResult: answers Verify
+	TypeLink               Type = 44 // Link: link a device to a viewer
+	TypeLinkResult         Type = 45 // LinkResult: answers Link
+	TypeUnlink             Type = 46 // Unlink: make a device its own viewer again
+	TypeUnlinkResult       Type = 47 // UnlinkResult: answers Unlink
+	TypeResolve            Type = 48 // Resolve: the viewers devices count as
+	TypeResolveResult      Type = 49 // ResolveResult: answers Resolve
+	TypeLinkDevice         Type = 50 // LinkDevice: one side of a link or unlink, node to node
+	TypeLinkDeviceResult   Type = 51 // LinkDeviceResult: answers LinkDevice
+	TypeUndo               Type = 52 // Undo: give back a strict grant the caller gave up on
+	TypeUndoResult         Type = 53 // UndoResult: answers Undo
+	TypeErase              Type = 54 // Erase: forget a viewer (privacy requests)
+	TypeEraseResult        Type = 55 // EraseResult: answers Erase
+	TypeVoid               Type = 56 // Void: take a recorded impression back (invalid traffic)
+	TypeVoidResult         Type = 57 // VoidResult: answers Void
+	TypeForget             Type = 58 // Forget: drop a failed member from the member set
+	TypeForgetResult       Type = 59 // ForgetResult: answers Forget
+	TypePull               Type = 60 // Pull: a peer's copies of some viewers, node to node (anti-entropy)
+	TypePullResult         Type = 61 // PullResult: answers Pull
+	TypeRegionMerge        Type = 62 // RegionMerge: viewer states from another region's node (region link)
+	TypeRegionMergeResult  Type = 63 // RegionMergeResult: answers RegionMerge
+	TypeShareAsk           Type = 64 // ShareAsk: one unit of a strict cap's share, from another region's node (escrow)
+	TypeShareGive          Type = 65 // ShareGive: answers ShareAsk
+	TypeRetireRegion       Type = 66 // RetireRegion: retire a peer region lost for good (operators)
+	TypeRetireRegionResult Type = 67 // RetireRegionResult: answers RetireRegion
 )
 
 // Sender is a set of the connections that may send a request, by their
@@ -226,6 +228,9 @@ var table = [256]row{
 		answer: TypeShareGive, senders: SenderPeer, apart: true}, // a node of a peer region; waits for the loan's backups
 	TypeShareGive: {name: "share_give", new: func() Message { return new(ShareGive) },
 		epoch: func(m Message) uint64 { return m.(*ShareGive).Epoch }},
+	TypeRetireRegion: {name: "retire_region", new: func() Message { return new(RetireRegion) },
+		answer: TypeRetireRegionResult, apart: true}, // operators only: it writes the data dir
+	TypeRetireRegionResult: {name: "retire_region_result", new: func() Message { return new(RetireRegionResult) }},
 }
 
 // String returns the type's name in snake case ("check_result"), fit for
