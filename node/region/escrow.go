@@ -79,10 +79,10 @@ type ask struct {
 
 // escrow holds the askers' state.
 type escrow struct {
-	ls      *Links
-	deps    EscrowDeps
-	ch      chan ask
-	rings   []*askRing // per link, in the order of ls.links
+	ls    *Links
+	deps  EscrowDeps
+	ch    chan ask
+	rings []*askRing // per link, in the order of ls.links
 
 	borrowed, lent, dropped *prometheus.CounterVec
 	mismatch                prometheus.Counter
