@@ -29,12 +29,13 @@ type Link struct {
 	catchUp chan struct{} // a change overflowed, or a restart asks for a catch-up
 
 	up      atomic.Bool
-	pending atomic.Int64
+	pending atomic.Int64 // when the oldest viewer taken but not acknowledged was marked (Unix ns); 0: none
+
 	// retired says an operator retired the peer region (retire.go), as
 	// of retiredAt (the node's clock, ms): the link stops for good.
 	retired   atomic.Bool
 	retiredAt atomic.Int64
-	regions   func() []string // the regions named to the peer: Links.LiveRegions // when the oldest viewer taken but not acknowledged was marked (Unix ns); 0: none
+	regions   func() []string // the regions named to the peer: Links.LiveRegions
 
 	// The fields below belong to the shipper goroutine.
 	ring     *ring.Ring
