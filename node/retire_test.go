@@ -151,3 +151,39 @@ func TestRetireRegionSurvivesARestart(t *testing.T) {
 		t.Error("b retired after the restart, never retired before")
 	}
 }
+
+// TestRetireInOneRegionThenTheOther: regions a and b, peers of each
+// other and of c (lost). Once a retired c and b not yet, each names
+// another set of regions than the other: their links are refused both
+// ways (counted), so neither borrows from the other (fewer grants,
+// never more). Once b retired c too, both name {a, b} and their links
+// are up again.
+func TestRetireInOneRegionThenTheOther(t *testing.T) {
+	addrs := freeAddrs(t, 3) // a, b, and c's, where nothing listens
+	regs := map[string]*sync.Map{"a": {}, "b": {}}
+	nodes := map[string]*node.Node{}
+	for i, name := range []string{"a", "b"} {
+		other := map[string]string{"a": "b", "b": "a"}[name]
+		addr := addrs[i]
+		nodes[name] = settledCluster(t, "rt1"+name, 1, regionNodes(name, regs[name],
+			region.Peer{Name: other, Seeds: []string{addrs[1-i]}},
+			region.Peer{Name: "c", Seeds: []string{addrs[2]}}),
+			func(c *node.Config) { c.DataAddr = addr; c.Region.TopologyInterval = 100 * time.Millisecond })[0]
+	}
+	linked := func(from, to string) bool { return regionStatus(t, nodes[from], to).Reachable }
+	testwait.Eventually(t, 60*time.Second, func() bool { return linked("a", "b") && linked("b", "a") }, "a and b linked")
+
+	if _, err := retire(nodes["a"], "c", false); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 60*time.Second, func() bool { return !linked("a", "b") && !linked("b", "a") },
+		"a retired c, b did not: their links are still up")
+	if metricSum(t, regs["b"], "fcap_region_set_mismatch_total") == 0 || metricSum(t, regs["a"], "fcap_region_set_mismatch_total") == 0 {
+		t.Error("the refused links were not counted as a set mismatch on both sides")
+	}
+	if _, err := retire(nodes["b"], "c", false); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 60*time.Second, func() bool { return linked("a", "b") && linked("b", "a") },
+		"both retired c: their links did not come back")
+}
