@@ -90,6 +90,7 @@ type Node struct {
 	region, shipping *region.Links
 	shares           *engine.Shares // this region's place among those splitting strict caps (escrow.go); nil: none
 	regionCaughtUp   atomic.Bool    // catchUpRegions ran (once, at the first Active view)
+	retireMu         sync.Mutex     // serializes retires and the data dir's file of them (retire.go)
 
 	drainOnce sync.Once
 	drainSent int
@@ -302,11 +303,13 @@ func (n *Node) joinGossip() error {
 	mcfg.Logger = n.log
 	mcfg.OnChange = n.onRingChange
 	mcfg.OnForget = n.onForget
+	mcfg.OnRetireRegion = n.onRetireRegion
 	m, err := gossip.New(mcfg)
 	if err != nil {
 		return err
 	}
 	n.members.Store(m)
+	n.spreadRetired(m)
 	n.startQuorum()
 	n.ringMu.Lock()
 	if n.view.Load() == nil { // a ring change may have set it already

@@ -46,6 +46,9 @@ func (n *Node) startRegions() error {
 		if err := n.startEscrow(ls); err != nil {
 			return fmt.Errorf("region links: %w", err)
 		}
+		if err := n.loadRetired(); err != nil {
+			return fmt.Errorf("region links: %w", err)
+		}
 		n.log.Info("region links: soft changes are shipped to the peer regions; strict caps are split among the regions (escrow)",
 			"region", cfg.Name, "regions", cfg.Regions())
 	}
@@ -104,6 +107,9 @@ func (h *handler) regionMerge(out []byte, v *view, hdr proto.Header, body []byte
 		return h.failErr(out, hdr, refusal(proto.CodeBadRequest, "region merge from a bad region name %q", m.Region), epoch, metrics.OpReplicate)
 	case m.Region == rl.Name():
 		return h.failErr(out, hdr, refusal(proto.CodeBadRequest, "region merge from this node's own region %q: two clusters share a region name", m.Region), epoch, metrics.OpReplicate)
+	}
+	if err := rl.CheckFrom(m.Region); err != nil { // retired here (retire.go)
+		return h.failErr(out, hdr, refusal(proto.CodeBadRequest, "%v", err), epoch, metrics.OpReplicate)
 	}
 	res := &proto.RegionMergeResult{}
 	var keys []uint64

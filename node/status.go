@@ -44,7 +44,8 @@ func (n *Node) status() *proto.Status {
 	if n.shipping != nil {
 		for _, r := range n.shipping.Status() {
 			lent, borrowed := n.shipping.SharesMoved(r.Name)
-			s.Regions = append(s.Regions, proto.RegionStatus{Name: r.Name, Reachable: r.Reachable, LagMillis: uint64(r.Lag.Milliseconds()), Queue: uint64(r.Queue), Lent: lent, Borrowed: borrowed})
+			s.Regions = append(s.Regions, proto.RegionStatus{Name: r.Name, Reachable: r.Reachable, LagMillis: uint64(r.Lag.Milliseconds()), Queue: uint64(r.Queue), Lent: lent, Borrowed: borrowed,
+				Retired: r.Retired, RetiredAtMillis: r.RetiredAt})
 		}
 	}
 	for _, d := range n.membership().Departed(proto.MaxMembers) {

@@ -202,6 +202,10 @@ func testCases() []testCase {
 			Version:  "v1.2.0", UptimeMillis: 3_600_000, MemoryLimit: 4 << 30, RecentMillis: 60_000, RecentRequests: 1200, RecentErrors: 3, P99Nanos: 250_000, P99Over: true}},
 		{name: "status/regions", msg: &Status{Name: "n1", Epoch: 9, State: 2, Members: 3, Version: "v1.3.0",
 			Regions: []RegionStatus{{Name: "us-east", Reachable: true, LagMillis: 40, Queue: 12, Lent: 3, Borrowed: 1 << 40}, {Name: "ap", LagMillis: 600_000, Queue: 1 << 20}}}},
+		{name: "status/retired-region", msg: &Status{Name: "n1", Epoch: 9, State: 2, Members: 3, Version: "v1.3.0",
+			Regions: []RegionStatus{{Name: "eu", Reachable: true}, {Name: "ap", Retired: true, RetiredAtMillis: 1_700_000_000_000}}}},
+		{name: "retire-region", msg: &RetireRegion{Region: "ap", Force: true}},
+		{name: "retire-region-result", msg: &RetireRegionResult{AtMillis: 1_700_000_000_000, New: true}},
 		{name: "forget", msg: &Forget{Node: "n3"}},
 		{name: "forget-result", msg: &ForgetResult{Failed: 1}},
 		{name: "drain", msg: &Drain{TimeoutMillis: 30000}},
@@ -502,11 +506,19 @@ func wireForm(m Message) []any {
 		if len(m.Regions) > 0 {
 			rs := []any{}
 			for _, r := range m.Regions {
-				rs = append(rs, []any{r.Name, r.Reachable, u(r.LagMillis), u(r.Queue), u(r.Lent), u(r.Borrowed)})
+				f := []any{r.Name, r.Reachable, u(r.LagMillis), u(r.Queue), u(r.Lent), u(r.Borrowed)}
+				if r.Retired {
+					f = append(f, r.RetiredAtMillis)
+				}
+				rs = append(rs, f)
 			}
 			form = append(form, rs)
 		}
 		return form
+	case *RetireRegion:
+		return []any{m.Region, m.Force}
+	case *RetireRegionResult:
+		return []any{m.AtMillis, m.New}
 	case *Forget:
 		return []any{m.Node}
 	case *ForgetResult:

@@ -235,8 +235,9 @@ const MaxPeerRegions = 64
 // RegionStatus is a node's link to one peer region.
 //
 // Wire: [name str, reachable bool, lag_ms uint, queue uint, lent uint,
-// borrowed uint]; lent and borrowed were added after the first four
-// fields: a body without them decodes with 0.
+// borrowed uint, retired_at_ms int]; lent and borrowed were added after
+// the first four fields: a body without them decodes with 0;
+// retired_at_ms is there only when the region is retired.
 type RegionStatus struct {
 	// Name is the peer region's name.
 	Name string
@@ -250,6 +251,11 @@ type RegionStatus struct {
 	// Lent and Borrowed count the units of strict caps' shares this node
 	// lent the region and borrowed from it since it started (escrow).
 	Lent, Borrowed uint64
+	// Retired says an operator retired the region (RetireRegion), as of
+	// RetiredAtMillis (the node's clock, Unix ms): its link no longer
+	// runs.
+	Retired         bool
+	RetiredAtMillis int64
 }
 
 // minRegionStatusSize is the smallest encoding of a RegionStatus.
@@ -329,13 +335,20 @@ func (m *Status) encode(e *encoder) {
 	if len(m.Regions) > 0 {
 		e.list("peer regions", len(m.Regions), MaxPeerRegions)
 		for _, r := range m.Regions {
-			e.array(6)
+			if r.Retired {
+				e.array(7)
+			} else {
+				e.array(6)
+			}
 			e.str(r.Name)
 			e.bool(r.Reachable)
 			e.uint(r.LagMillis)
 			e.uint(r.Queue)
 			e.uint(r.Lent)
 			e.uint(r.Borrowed)
+			if r.Retired {
+				e.int(r.RetiredAtMillis)
+			}
 		}
 	}
 }
@@ -405,10 +418,14 @@ func (m *Status) decode(d *decoder) {
 			r := &m.Regions[i]
 			x := d.array(4)
 			r.Name, r.Reachable, r.LagMillis, r.Queue = d.str(), d.bool(), d.uint(), d.uint()
-			r.Lent, r.Borrowed = 0, 0
+			r.Lent, r.Borrowed, r.Retired, r.RetiredAtMillis = 0, 0, false, 0
 			if x >= 2 { // optional: added after queue
 				r.Lent, r.Borrowed = d.uint(), d.uint()
 				x -= 2
+			}
+			if x >= 1 { // only for a retired region
+				r.Retired, r.RetiredAtMillis = true, d.int()
+				x--
 			}
 			d.end(x)
 		}

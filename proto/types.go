@@ -76,6 +76,9 @@ const (
 	TypeRegionMergeResult Type = 63 // RegionMergeResult: answers RegionMerge
 	TypeShareAsk          Type = 64 // ShareAsk: one unit of a strict cap's share, from another region's node (escrow)
 	TypeShareGive         Type = 65 // ShareGive: answers ShareAsk
+
+	TypeRetireRegion       Type = 66 // RetireRegion: retire a peer region lost for good (operators)
+	TypeRetireRegionResult Type = 67 // RetireRegionResult: answers RetireRegion
 )
 
 // Sender is a set of the connections that may send a request, by their
@@ -226,6 +229,9 @@ var table = [256]row{
 		answer: TypeShareGive, senders: SenderPeer, apart: true}, // a node of a peer region; waits for the loan's backups
 	TypeShareGive: {name: "share_give", new: func() Message { return new(ShareGive) },
 		epoch: func(m Message) uint64 { return m.(*ShareGive).Epoch }},
+	TypeRetireRegion: {name: "retire_region", new: func() Message { return new(RetireRegion) },
+		answer: TypeRetireRegionResult, apart: true}, // operators only: it writes the data dir
+	TypeRetireRegionResult: {name: "retire_region_result", new: func() Message { return new(RetireRegionResult) }},
 }
 
 // String returns the type's name in snake case ("check_result"), fit for

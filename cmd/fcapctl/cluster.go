@@ -80,6 +80,9 @@ type statusRegion struct {
 	// lent the region and borrowed from it since it started.
 	Lent     uint64 `json:"shares_lent"`
 	Borrowed uint64 `json:"shares_borrowed"`
+	// RetiredSince is when an operator retired the region on the member
+	// (fcapctl region retire), RFC 3339; empty: not retired.
+	RetiredSince string `json:"retired_since,omitempty"`
 }
 
 // failedMember is a member the cluster counts as failed: vanished
@@ -164,7 +167,11 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 			row.Version, row.UptimeMillis, row.MemoryLimit = strings.Clone(st.Version), st.UptimeMillis, st.MemoryLimit
 			row.RecentMillis, row.RecentRequests, row.RecentErrors, row.P99Nanos, row.P99Over = st.RecentMillis, st.RecentRequests, st.RecentErrors, st.P99Nanos, st.P99Over
 			for _, r := range st.Regions {
-				row.Regions = append(row.Regions, statusRegion{Name: strings.Clone(r.Name), Reachable: r.Reachable, LagMillis: r.LagMillis, Queue: r.Queue, Lent: r.Lent, Borrowed: r.Borrowed})
+				sr := statusRegion{Name: strings.Clone(r.Name), Reachable: r.Reachable, LagMillis: r.LagMillis, Queue: r.Queue, Lent: r.Lent, Borrowed: r.Borrowed}
+				if r.Retired {
+					sr.RetiredSince = time.UnixMilli(r.RetiredAtMillis).UTC().Format(time.RFC3339)
+				}
+				row.Regions = append(row.Regions, sr)
 			}
 			for _, f := range st.Failed {
 				row.failed = append(row.failed, proto.FailedMember{Name: strings.Clone(f.Name), Addr: strings.Clone(f.Addr), SinceMillis: f.SinceMillis})
@@ -272,7 +279,7 @@ func (out *statusOut) judge() {
 	}
 	for _, m := range out.Members {
 		for _, r := range m.Regions {
-			if !r.Reachable {
+			if !r.Reachable && r.RetiredSince == "" {
 				out.Warnings = append(out.Warnings, fmt.Sprintf("%s cannot reach peer region %s: %d changed viewers wait, the oldest for %s (soft caps overshoot across regions meanwhile)",
 					m.Name, r.Name, r.Queue, (time.Duration(r.LagMillis)*time.Millisecond).String()))
 			}
@@ -348,7 +355,10 @@ func printRegions(stdout io.Writer, out *statusOut) {
 	for _, m := range out.Members {
 		for _, r := range m.Regions {
 			reach := "yes"
-			if !r.Reachable {
+			switch {
+			case r.RetiredSince != "":
+				reach = "RETIRED since " + r.RetiredSince
+			case !r.Reachable:
 				reach = "NO"
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\n", m.Name, r.Name, reach, (time.Duration(r.LagMillis) * time.Millisecond).String(), r.Queue, r.Lent, r.Borrowed)

@@ -23,6 +23,7 @@ var commands = map[string]command{
 	"status":      {"show every member: state, partitions, replication, memory", runStatus},
 	"drain":       {"hand a node's partitions over and make it leave the cluster", runDrain},
 	"forget":      {"drop failed members (vanished without a drain) from the member set", runForget},
+	"region":      {"retire a peer region lost for good (its shares of strict caps move to the others)", runRegion},
 	"ring":        {"partition ownership and load per node", runRing},
 	"keys":        {"every counter of one viewer, on each of its owners", runKeys},
 	"erase":       {"forget a viewer everywhere (privacy requests), for good", runErase},

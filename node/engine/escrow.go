@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -37,6 +38,10 @@ type Shares struct {
 	// Tag names this region's loan and credit counters (ShareTag of its
 	// name).
 	Tag uint64
+
+	// retired are the regions an operator retired (Retire, retire.go):
+	// an immutable slice swapped whole; nil: none.
+	retired atomic.Pointer[[]retirement]
 }
 
 // ShareTag is the Tag of the region named name.
@@ -50,16 +55,21 @@ func (s *Shares) Validate() error {
 	return nil
 }
 
-// Base is the static share of a limit this region starts with for the
-// viewer with key vk and the cap c with key kh: floor(L/k), plus one
-// of the L mod k units left over, which go to the regions at a rotation
-// keyed by the viewer and the cap, so that a cap with fewer units than
-// regions does not always favour the same region. The bases of all the
-// regions sum to L.
-func (s *Shares) Base(vk, kh uint64, c *fcap.Cap) int64 {
+// Base is the share of a limit this region holds at now for the viewer
+// with key vk and the cap c with key kh. It starts static: floor(L/k),
+// plus one of the L mod k units left over, which go to the regions at a
+// rotation keyed by the viewer and the cap, so that a cap with fewer
+// units than regions does not always favour the same region: unit u of
+// L belongs to region (rot+u) mod k. The bases of all the regions sum
+// to L. Once a retired region's units are free for c (retire.go), they
+// go to the remaining regions, and this region's base only grows.
+func (s *Shares) Base(vk, kh uint64, c *fcap.Cap, now int64) int64 {
 	k := int64(s.Regions)
-	base, extra := c.Limit/k, c.Limit%k
 	rot := int64(mix(vk^kh*0x9e3779b97f4a7c15^uint64(c.WindowMillis())) % uint64(k))
+	if gone := s.gone(c, now); gone != nil {
+		return s.inherited(rot, c.Limit, gone)
+	}
+	base, extra := c.Limit/k, c.Limit%k
 	if (int64(s.Index)-rot+k)%k < extra {
 		base++
 	}
@@ -105,7 +115,7 @@ func (s *Shares) escrowCount(v *viewer, c *fcap.Cap, kh uint64, kind uint64, now
 // limitOf is what region s may count against c now: base + I - O, at
 // least 0.
 func (s *Shares) limitOf(v *viewer, vk, kh uint64, c *fcap.Cap, now int64) int64 {
-	return max(0, s.Base(vk, kh, c)+s.escrowCount(v, c, kh, kindCredit, now)-s.escrowCount(v, c, kh, kindLent, now))
+	return max(0, s.Base(vk, kh, c, now)+s.escrowCount(v, c, kh, kindCredit, now)-s.escrowCount(v, c, kh, kindLent, now))
 }
 
 // evaluateWrite is v.evaluate for a write: with Config.Shares, each strict
@@ -181,7 +191,7 @@ func (e *Engine) LendWrite(w *Write, viewer string, c fcap.Cap, now int64, trans
 	if v != nil {
 		used = e.used(v, &c, kh, now) + e.cfg.Shares.escrowCount(v, &c, kh, kindLent, now)
 	}
-	if used+1 > e.cfg.Shares.Base(h, kh, &c) {
+	if used+1 > e.cfg.Shares.Base(h, kh, &c, now) {
 		return false, nil
 	}
 	ec, ek := e.cfg.Shares.escrowCap(&c, kh, kindLent)

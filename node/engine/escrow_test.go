@@ -43,7 +43,7 @@ func TestShareBasesSumToTheLimit(t *testing.T) {
 				vk, kh := fcap.ViewerKey(fmt.Sprint("v", v)), c.Key()
 				var sum int64
 				for i, s := range shares {
-					b := s.Base(vk, kh, &c)
+					b := s.Base(vk, kh, &c, 0)
 					if b != limit/int64(k) && b != limit/int64(k)+1 {
 						t.Fatalf("k=%d L=%d: region %d base %d", k, limit, i, b)
 					}
@@ -112,7 +112,7 @@ func TestStaticSharesHoldAcrossRegionsRacing(t *testing.T) {
 		viewer := fmt.Sprint("v", v)
 		var sum int64
 		for r, n := range granted[viewer] {
-			if base := shares[r].Base(fcap.ViewerKey(viewer), c.Key(), &c); n != base {
+			if base := shares[r].Base(fcap.ViewerKey(viewer), c.Key(), &c, 0); n != base {
 				t.Errorf("%s region %d granted %d, base %d", viewer, r, n, base)
 			}
 			sum += n
@@ -346,7 +346,7 @@ func TestCheckSeesTheShare(t *testing.T) {
 	e := newEngine(t, withShares(shares[0]))
 	c := strictCap("c", 5, time.Hour)
 	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 5, Window: time.Hour}
-	base := shares[0].Base(fcap.ViewerKey("v"), c.Key(), &c)
+	base := shares[0].Base(fcap.ViewerKey("v"), c.Key(), &c, 0)
 	remaining := func(now int64, cp fcap.Cap) (int64, bool) {
 		t.Helper()
 		vds, err := e.Check("v", []fcap.Candidate{{Caps: []fcap.Cap{cp}}}, now, nil)

@@ -90,6 +90,14 @@ type Config struct {
 	// goroutine: it must not block).
 	OnForget func(name string)
 
+	// OnRetireRegion, if not nil, is called when gossip brings the news
+	// that an operator retired a peer region (retired.go) this node has
+	// not retired yet, on memberlist's goroutine: it applies the retire
+	// and returns its time (the node's clock, ms), or false to ignore
+	// the name (not a peer region here). Default nil: such news is
+	// ignored.
+	OnRetireRegion func(name string) (at int64, ok bool)
+
 	// Logger receives Membership's logs and memberlist's (at the level
 	// memberlist gives them). Default slog.Default().
 	Logger *slog.Logger

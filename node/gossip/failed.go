@@ -62,6 +62,9 @@ type tombstone struct {
 type pushState struct {
 	Failed     []FailedMember `msgpack:"f"`
 	Tombstones []tombstone    `msgpack:"t"`
+	// Retired are the peer regions an operator retired (retired.go);
+	// a node of an older version ignores the field.
+	Retired []RetiredRegion `msgpack:"r,omitempty"`
 }
 
 // Bounds on what a push-pull may carry: a hostile or corrupt state must
@@ -253,8 +256,11 @@ func (m *Membership) localState() []byte {
 	for _, t := range m.tombs {
 		st.Tombstones = append(st.Tombstones, t)
 	}
+	for _, r := range m.retired {
+		st.Retired = append(st.Retired, r)
+	}
 	m.viewMu.Unlock()
-	if len(st.Failed) == 0 && len(st.Tombstones) == 0 {
+	if len(st.Failed) == 0 && len(st.Tombstones) == 0 && len(st.Retired) == 0 {
 		return nil
 	}
 	b, err := msgpack.Marshal(&st)
@@ -278,7 +284,7 @@ func (m *Membership) mergeState(buf []byte) error {
 	if err := msgpack.NewDecoder(bytes.NewReader(buf)).Decode(&st); err != nil {
 		return fmt.Errorf("gossip: push-pull state does not decode: %w", err)
 	}
-	if len(st.Failed) > maxFailed || len(st.Tombstones) > maxTombstones {
+	if len(st.Failed) > maxFailed || len(st.Tombstones) > maxTombstones || len(st.Retired) > maxRetired {
 		return fmt.Errorf("gossip: push-pull state with %d failed members and %d tombstones, more than %d and %d",
 			len(st.Failed), len(st.Tombstones), maxFailed, maxTombstones)
 	}
@@ -325,5 +331,6 @@ func (m *Membership) mergeState(buf []byte) error {
 			m.cfg.OnForget(name)
 		}
 	}
+	m.mergeRetired(st.Retired)
 	return nil
 }

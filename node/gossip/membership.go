@@ -50,6 +50,9 @@ type Membership struct {
 	// forgotten (failed.go).
 	failed map[string]FailedMember
 	tombs  map[string]tombstone
+	// retired is guarded by viewMu too: the peer regions an operator
+	// retired (retired.go).
+	retired map[string]RetiredRegion
 
 	// gossip is our gossip address, read once after memberlist.Create
 	// (only our own UpdateNode rewrites it afterwards, to the same value).
@@ -125,6 +128,7 @@ func New(cfg Config) (*Membership, error) {
 		view:    make(map[string]nodeView),
 		failed:  make(map[string]FailedMember),
 		tombs:   make(map[string]tombstone),
+		retired: make(map[string]RetiredRegion),
 
 		reconnecting: make(map[string]bool),
 

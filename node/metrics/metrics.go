@@ -41,10 +41,11 @@ const (
 	OpErase
 	OpVoid
 	OpForget
+	OpRetireRegion
 	NumOps
 )
 
-var opNames = [NumOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown", "gossip_key", "hello", "denied", "verify", "identity", "undo", "erase", "void", "forget"}
+var opNames = [NumOps]string{"ping", "topology", "check", "allow", "record", "reserve", "release", "replicate", "status", "drain", "unknown", "gossip_key", "hello", "denied", "verify", "identity", "undo", "erase", "void", "forget", "retire_region"}
 
 // Outcome classifies a response in metrics.
 type Outcome uint8

@@ -16,3 +16,14 @@ var (
 	// ErrDuplicate rejects a peer region named twice.
 	ErrDuplicate = errors.New("region: peer region named twice")
 )
+
+// Retire errors (Links.Retire): an operator's retire that cannot be
+// taken. Each is wrapped with %w and the region's name.
+var (
+	// ErrNotPeer refuses to retire a region that is not a configured
+	// peer region (this node's own region included).
+	ErrNotPeer = errors.New("region: not a peer region of this node")
+	// ErrReachable refuses to retire a peer region this node's link
+	// reaches now (without force): a region that answers is not lost.
+	ErrReachable = errors.New("region: the peer region is reachable from this node")
+)

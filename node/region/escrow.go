@@ -79,11 +79,10 @@ type ask struct {
 
 // escrow holds the askers' state.
 type escrow struct {
-	ls      *Links
-	deps    EscrowDeps
-	regions []string
-	ch      chan ask
-	rings   []*askRing // per link, in the order of ls.links
+	ls    *Links
+	deps  EscrowDeps
+	ch    chan ask
+	rings []*askRing // per link, in the order of ls.links
 
 	borrowed, lent, dropped *prometheus.CounterVec
 	mismatch                prometheus.Counter
@@ -114,7 +113,7 @@ func (ls *Links) EnableEscrow(deps EscrowDeps, reg prometheus.Registerer) error 
 	if deps.MaxAsks <= 0 {
 		deps.MaxAsks = DefaultMaxAsks
 	}
-	es := &escrow{ls: ls, deps: deps, regions: ls.cfg.Regions(), ch: make(chan ask, deps.MaxAsks), asking: map[askKey]struct{}{}}
+	es := &escrow{ls: ls, deps: deps, ch: make(chan ask, deps.MaxAsks), asking: map[askKey]struct{}{}}
 	es.borrowed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_region_shares_borrowed_total",
 		Help: "Units of strict caps' shares peer regions lent this node's region, by lending region."}, []string{"region"})
 	es.lent = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_region_shares_lent_total",
@@ -176,11 +175,17 @@ func (ls *Links) CheckRegions(from string, regions []string) error {
 			"peer_region", from, "its_regions", regions)
 		return fmt.Errorf("region %s lends no share and splits nothing: it has no peer regions (region %s splits among %v; list every region as a peer of every other)", ls.cfg.Name, from, regions)
 	}
-	if !slices.Equal(regions, es.regions) {
+	if err := ls.CheckFrom(from); err != nil {
+		return err
+	}
+	// Both sides leave the regions they retired out (retire.go): two
+	// regions that retired the same one agree; one that did not yet is
+	// refused until it does (fewer grants meanwhile, never more).
+	if ours := ls.LiveRegions(); !slices.Equal(regions, ours) {
 		es.mismatch.Inc()
-		ls.log.Error("region: a peer region splits strict caps among another set of regions; its link and its asks are refused until the configurations agree",
-			"peer_region", from, "its_regions", regions, "our_regions", es.regions)
-		return fmt.Errorf("region %s splits strict caps among %v, region %s among %v: shares would not sum to the limits", from, regions, ls.cfg.Name, es.regions)
+		ls.log.Error("region: a peer region splits strict caps among another set of regions; its link and its asks are refused until the configurations (and retired regions) agree",
+			"peer_region", from, "its_regions", regions, "our_regions", ours)
+		return fmt.Errorf("region %s splits strict caps among %v, region %s among %v: shares would not sum to the limits", from, regions, ls.cfg.Name, ours)
 	}
 	return nil
 }
@@ -238,11 +243,12 @@ func (es *escrow) serve(conns map[string]Conn, a ask) {
 	order := make([]int, 0, n)
 	for _, up := range []bool{true, false} {
 		for i := range n {
-			if li := (first + i) % n; es.ls.links[li].up.Load() == up {
+			if li := (first + i) % n; es.ls.links[li].up.Load() == up && !es.ls.links[li].retired.Load() {
 				order = append(order, li)
 			}
 		}
 	}
+	n = len(order) // a retired region is asked nothing
 	failed := 0
 	for _, li := range order {
 		l := es.ls.links[li]
@@ -270,7 +276,7 @@ func (es *escrow) serve(conns map[string]Conn, a ask) {
 		es.dropped.WithLabelValues("given").Inc()
 		return
 	}
-	if failed == n {
+	if failed == n && n > 0 {
 		es.dropped.WithLabelValues("failed").Inc()
 	} else {
 		es.dropped.WithLabelValues("none").Inc()
@@ -283,7 +289,7 @@ func (es *escrow) serve(conns map[string]Conn, a ask) {
 // refuses the viewer.
 func (es *escrow) askRegion(conns map[string]Conn, li int, a ask, transfer uint64) (bool, error) {
 	l, rr := es.ls.links[li], es.rings[li]
-	req := &proto.ShareAsk{Region: es.ls.cfg.Name, Regions: es.regions, Viewer: a.viewer, Cap: a.cap, Transfer: transfer}
+	req := &proto.ShareAsk{Region: es.ls.cfg.Name, Regions: es.ls.LiveRegions(), Viewer: a.viewer, Cap: a.cap, Transfer: transfer}
 	var errs []error
 	for range askAttempts {
 		r, err := rr.get(l, false)

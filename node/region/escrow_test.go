@@ -31,12 +31,13 @@ type fakeLenders struct {
 	regions [][]string            // the region sets asks named
 	clock   int64                 // the borrower's clock: each ask takes a tick
 	hang    map[string]bool       // regions whose nodes never answer (a cut WAN)
+	hangAsk map[string]bool       // regions whose nodes answer all but ShareAsks
 	asked   map[string]int        // ShareAsks received, by region
 	topo    map[string]int        // TopologyRequests received, by region
 }
 
 func newFakeLenders(t *testing.T, budget map[string]int) *fakeLenders {
-	f := &fakeLenders{clock: 1000, hang: map[string]bool{}, asked: map[string]int{}, topo: map[string]int{}, rings: map[string]*ring.Ring{}, budget: budget, lent: map[uint64]string{}, asks: map[uint64]int{}}
+	f := &fakeLenders{clock: 1000, hang: map[string]bool{}, hangAsk: map[string]bool{}, asked: map[string]int{}, topo: map[string]int{}, rings: map[string]*ring.Ring{}, budget: budget, lent: map[uint64]string{}, asks: map[uint64]int{}}
 	for r := range budget {
 		f.rings[r] = buildRing(t, 0, r+"-1")
 	}
@@ -62,6 +63,7 @@ func (c *lenderConn) Call(ctx context.Context, req, resp proto.Message) error {
 	switch req.(type) {
 	case *proto.ShareAsk:
 		f.asked[c.region]++
+		hang = hang || f.hangAsk[c.region]
 	case *proto.TopologyRequest:
 		f.topo[c.region]++
 	}

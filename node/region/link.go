@@ -31,6 +31,12 @@ type Link struct {
 	up      atomic.Bool
 	pending atomic.Int64 // when the oldest viewer taken but not acknowledged was marked (Unix ns); 0: none
 
+	// retired says an operator retired the peer region (retire.go), as
+	// of retiredAt (the node's clock, ms): the link stops for good.
+	retired   atomic.Bool
+	retiredAt atomic.Int64
+	regions   func() []string // the regions named to the peer: Links.LiveRegions
+
 	// The fields below belong to the shipper goroutine.
 	ring     *ring.Ring
 	fetched  time.Time // when ring was fetched
@@ -107,6 +113,10 @@ func (l *Link) ship() {
 	defer l.closeConns()
 	var batch []entry
 	for {
+		if l.retired.Load() {
+			l.park()
+			return
+		}
 		batch = append(batch[:0], l.retry...)
 		l.retry = l.retry[:0]
 		batch = l.q.take(batch, max(0, l.cfg.BatchViewers-len(batch)))
@@ -370,7 +380,7 @@ func (l *Link) topology(addr string) (*ring.Ring, error) {
 	}
 	defer c.Close()
 	var t proto.Topology
-	if err := callOn(ctx, c, &proto.TopologyRequest{Region: l.cfg.Name, Regions: l.cfg.Regions()}, &t); err != nil {
+	if err := callOn(ctx, c, &proto.TopologyRequest{Region: l.cfg.Name, Regions: l.regions()}, &t); err != nil {
 		return nil, fmt.Errorf("topology from %s: %w", addr, err)
 	}
 	members := make([]ring.Member, len(t.Members))
@@ -410,6 +420,9 @@ func (l *Link) catchUpLoop() {
 		case <-l.stop:
 			return
 		case <-l.catchUp:
+		}
+		if l.retired.Load() {
+			continue
 		}
 		l.log.Info("region link: catch-up: re-shipping the viewers of the partitions this node is primary of")
 		n, done := l.runCatchUp()

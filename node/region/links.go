@@ -24,6 +24,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,6 +80,11 @@ type Links struct {
 	metrics *metrics
 	escrow  *escrow // strict caps' shares (escrow.go); nil: none
 
+	// live is Config.Regions less the retired regions (retire.go),
+	// swapped whole under retireMu.
+	live     atomic.Pointer[[]string]
+	retireMu sync.Mutex
+
 	ctx    context.Context // cancelled by Close: ends every call in flight
 	cancel context.CancelFunc
 	stop   chan struct{}
@@ -101,8 +107,12 @@ func New(cfg Config, deps Deps) (*Links, error) {
 	}
 	ls := &Links{cfg: cfg, log: deps.Logger, stop: make(chan struct{})}
 	ls.ctx, ls.cancel = context.WithCancel(context.Background())
+	live := cfg.Regions()
+	ls.live.Store(&live)
 	for _, p := range cfg.Peers {
-		ls.links = append(ls.links, newLink(cfg, p, deps, ls.ctx, ls.stop))
+		l := newLink(cfg, p, deps, ls.ctx, ls.stop)
+		l.regions = ls.LiveRegions
+		ls.links = append(ls.links, l)
 	}
 	m, err := newMetrics(deps.Registerer, ls.links)
 	if err != nil {
@@ -135,7 +145,9 @@ func (ls *Links) Start() {
 // for a catch-up instead.
 func (ls *Links) Mark(key uint64) {
 	for _, l := range ls.links {
-		l.mark(key)
+		if !l.retired.Load() {
+			l.mark(key)
+		}
 	}
 }
 
@@ -165,13 +177,17 @@ type Status struct {
 	Lag time.Duration
 	// Queue is the number of viewers waiting.
 	Queue int
+	// Retired says an operator retired the region (Links.Retire), as of
+	// RetiredAt (the node's clock, ms): the link no longer runs.
+	Retired   bool
+	RetiredAt int64
 }
 
 // Status returns each link's state, in the order of Config.Peers.
 func (ls *Links) Status() []Status {
 	out := make([]Status, len(ls.links))
 	for i, l := range ls.links {
-		out[i] = Status{Name: l.peer.Name, Reachable: l.up.Load(), Lag: l.lag(), Queue: l.q.len()}
+		out[i] = Status{Name: l.peer.Name, Reachable: l.up.Load(), Lag: l.lag(), Queue: l.q.len(), Retired: l.retired.Load(), RetiredAt: l.retiredAt.Load()}
 	}
 	return out
 }

@@ -35,6 +35,14 @@ func newMetrics(reg prometheus.Registerer, links []*Link) (*metrics, error) {
 					}
 					return 0
 				}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fcap_region_retired_since_seconds", ConstLabels: labels,
+				Help: "When an operator retired the peer region (fcapctl region retire), Unix seconds by the node's clock; 0: not retired. A retired region's link no longer runs."},
+				func() float64 {
+					if !l.retired.Load() {
+						return 0
+					}
+					return float64(l.retiredAt.Load()) / 1000
+				}),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fcap_region_queue_viewers", ConstLabels: labels,
 				Help: "Changed viewers waiting to be shipped to the peer region."},
 				func() float64 { return float64(l.q.len()) }),
