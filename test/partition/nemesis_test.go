@@ -71,8 +71,10 @@ var nemeses = []nemesis{{
 	},
 }, {
 	// Every 1-3 s the cut moves: a random node is isolated, or the
-	// network heals.
-	name: "flapping", nodes: 3, short: true,
+	// network heals. For soft caps, each node may be the one cut off in
+	// turn, each counting only the grants it saw: up to three sides for
+	// one viewer (the fourth session's full suite granted 15).
+	name: "flapping", nodes: 3, short: true, softSides: 3,
 	run: func(e *env) {
 		x := 1 + e.rng.IntN(3)
 		e.cut(Split([]int{x}, others(x, 3)))
