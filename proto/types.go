@@ -78,6 +78,13 @@ const (
 	TypeShareGive         Type = 65 // ShareGive: answers ShareAsk
 )
 
+// The message types of the region links' digest catch-up (appended
+// after the block above, whose alignment they would change).
+const (
+	TypeRegionDigest       Type = 66 // RegionDigest: digests of one region's lane, from another region's node (digest catch-up)
+	TypeRegionDigestResult Type = 67 // RegionDigestResult: answers RegionDigest
+)
+
 // Sender is a set of the connections that may send a request, by their
 // token's role. An operator may send every request, so the set names
 // only the other roles; a node without tokens takes every request from
@@ -226,6 +233,10 @@ var table = [256]row{
 		answer: TypeShareGive, senders: SenderPeer, apart: true}, // a node of a peer region; waits for the loan's backups
 	TypeShareGive: {name: "share_give", new: func() Message { return new(ShareGive) },
 		epoch: func(m Message) uint64 { return m.(*ShareGive).Epoch }},
+	TypeRegionDigest: {name: "region_digest", new: func() Message { return new(RegionDigest) },
+		answer: TypeRegionDigestResult, senders: SenderPeer}, // a node of a peer region, with its peer token
+	TypeRegionDigestResult: {name: "region_digest_result", new: func() Message { return new(RegionDigestResult) },
+		epoch: func(m Message) uint64 { return m.(*RegionDigestResult).Epoch }},
 }
 
 // String returns the type's name in snake case ("check_result"), fit for
