@@ -104,7 +104,7 @@ type op func(h *handler, out []byte, v *view, hdr proto.Header, body []byte) ([]
 
 // ops are the handlers by request type; Hello is answered before the
 // permission check, every other type after it.
-var ops = [66]op{
+var ops = [68]op{
 	proto.TypePing:            (*handler).ping,
 	proto.TypeTopologyRequest: (*handler).topology,
 	proto.TypeCheck:           (*handler).check,
@@ -130,6 +130,7 @@ var ops = [66]op{
 	proto.TypeForget:          (*handler).forget,
 	proto.TypeRegionMerge:     (*handler).regionMerge,
 	proto.TypeShareAsk:        (*handler).shareAsk,
+	proto.TypeRegionDigest:    (*handler).regionDigest,
 }
 
 func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {

@@ -234,7 +234,7 @@ var table = [256]row{
 	TypeShareGive: {name: "share_give", new: func() Message { return new(ShareGive) },
 		epoch: func(m Message) uint64 { return m.(*ShareGive).Epoch }},
 	TypeRegionDigest: {name: "region_digest", new: func() Message { return new(RegionDigest) },
-		answer: TypeRegionDigestResult, senders: SenderPeer}, // a node of a peer region, with its peer token
+		answer: TypeRegionDigestResult, senders: SenderPeer, apart: true}, // a node of a peer region; a pass over the engine
 	TypeRegionDigestResult: {name: "region_digest_result", new: func() Message { return new(RegionDigestResult) },
 		epoch: func(m Message) uint64 { return m.(*RegionDigestResult).Epoch }},
 }

@@ -15,4 +15,7 @@ var (
 	ErrOwnName = errors.New("region: a peer region may not carry this node's own region name")
 	// ErrDuplicate rejects a peer region named twice.
 	ErrDuplicate = errors.New("region: peer region named twice")
+	// ErrDeps rejects links to peer regions made without what they need
+	// of the node.
+	ErrDeps = errors.New("region: links to peer regions need the node's view of what it is primary of")
 )

@@ -86,7 +86,7 @@ func TestLinkOverflowCatchesUp(t *testing.T) {
 	peer.setDown(true)
 	cfg := testConfig()
 	reg := prometheus.NewRegistry()
-	ls, err := New(cfg, Deps{Engine: eng, Dialer: peer, Primary: func(uint64) bool { return true }, Registerer: reg, Logger: quiet})
+	ls, err := New(cfg, Deps{Engine: eng, Dialer: peer, Primary: func(uint64) bool { return true }, PrimaryPartitions: allPrimary, Registerer: reg, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestLinkCloseStopsACallInFlight(t *testing.T) {
 	peer.blocking = make(chan struct{}) // never answers
 	cfg := testConfig()
 	cfg.Timeout = time.Hour
-	ls, err := New(cfg, Deps{Engine: eng, Dialer: peer, Primary: func(uint64) bool { return true }, Logger: quiet})
+	ls, err := New(cfg, Deps{Engine: eng, Dialer: peer, Primary: func(uint64) bool { return true }, PrimaryPartitions: allPrimary, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,11 @@
 //     sends one RegionMerge per owner node of the peer region, whose ring
 //     it learns from the region's seeds (proto.Topology), as a client
 //     does; what is not acknowledged is retried with backoff;
-//   - past the set's bound a change is counted and a catch-up re-ships
-//     every viewer of the partitions this node is primary of, paced.
+//   - past the set's bound a change is counted and a digest catch-up
+//     (digest.go) compares the viewers of the partitions this node is
+//     primary of with what the peer region holds, and queues those
+//     that differ, paced; the same runs after a restart, after an
+//     outage, and every DigestInterval.
 //
 // The receiving node merges (idempotent, commutative), logs and
 // replicates to its backups; it does not ship what it received on, so a
@@ -22,6 +25,7 @@ package region
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -40,6 +44,10 @@ type Engine interface {
 	Keys(fn func(key uint64) bool)
 	// HighWater is the newest time the engine has seen.
 	HighWater() int64
+	// LocalDigest is the digest of a viewer's own counters at now as a
+	// peer region's lane of them digests (engine.LocalDigest); keys is
+	// called with the cap key hash of each counter covered.
+	LocalDigest(key uint64, now int64, keys func(kh uint64)) uint64
 }
 
 // Dialer opens connections to peer regions' nodes, presenting this
@@ -63,6 +71,10 @@ type Deps struct {
 	// Primary reports whether this node is the primary owner of the
 	// viewer with key now: a catch-up re-ships those viewers.
 	Primary func(key uint64) bool
+	// PrimaryPartitions returns the partition count of this region's
+	// ring and the partitions this node is primary of now: a digest
+	// catch-up compares those with the peer regions.
+	PrimaryPartitions func() (partitions int, primary []int)
 	// Registerer receives the links' metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Logger receives the links' logs. nil: slog.Default().
@@ -77,7 +89,8 @@ type Links struct {
 	log     *slog.Logger
 	links   []*Link
 	metrics *metrics
-	escrow  *escrow // strict caps' shares (escrow.go); nil: none
+	escrow  *escrow       // strict caps' shares (escrow.go); nil: none
+	digests chan struct{} // a slot per RegionDigest answered at once
 
 	ctx    context.Context // cancelled by Close: ends every call in flight
 	cancel context.CancelFunc
@@ -99,7 +112,10 @@ func New(cfg Config, deps Deps) (*Links, error) {
 	if deps.Clock == nil {
 		deps.Clock = time.Now
 	}
-	ls := &Links{cfg: cfg, log: deps.Logger, stop: make(chan struct{})}
+	if cfg.Enabled() && (deps.PrimaryPartitions == nil || deps.Primary == nil) {
+		return nil, fmt.Errorf("%w: Deps.Primary and Deps.PrimaryPartitions", ErrDeps)
+	}
+	ls := &Links{cfg: cfg, log: deps.Logger, stop: make(chan struct{}), digests: make(chan struct{}, 1)}
 	ls.ctx, ls.cancel = context.WithCancel(context.Background())
 	for _, p := range cfg.Peers {
 		ls.links = append(ls.links, newLink(cfg, p, deps, ls.ctx, ls.stop))
@@ -119,13 +135,13 @@ func New(cfg Config, deps Deps) (*Links, error) {
 // Name is this node's region.
 func (ls *Links) Name() string { return ls.cfg.Name }
 
-// Start starts each link's shipper and catch-up; a second call does
+// Start starts each link's shipper and digest catch-up; a second call does
 // nothing.
 func (ls *Links) Start() {
 	ls.startOnce.Do(func() {
 		for _, l := range ls.links {
 			ls.wg.Go(l.ship)
-			ls.wg.Go(l.catchUpLoop)
+			ls.wg.Go(l.digestLoop)
 		}
 	})
 }
@@ -139,12 +155,24 @@ func (ls *Links) Mark(key uint64) {
 	}
 }
 
-// CatchUp asks every link to re-ship the viewers of the partitions this
+// CatchUp asks every link for a digest catch-up of the partitions this
 // node is primary of (after a restart with a data dir: the queue itself
 // is not kept).
 func (ls *Links) CatchUp() {
 	for _, l := range ls.links {
 		l.requestCatchUp()
+	}
+}
+
+// DigestSlot takes the slot a RegionDigest is answered in, and reports
+// false when another holds it: answering one is a pass over every
+// viewer, so a node answers one at a time. release frees it.
+func (ls *Links) DigestSlot() (release func(), ok bool) {
+	select {
+	case ls.digests <- struct{}{}:
+		return func() { <-ls.digests }, true
+	default:
+		return nil, false
 	}
 }
 
