@@ -123,8 +123,14 @@ func buildRing(t *testing.T, salt int, names ...string) *ring.Ring {
 	for _, n := range names {
 		ms = append(ms, ring.Member{Name: n, Addr: n + ":7700", State: ring.Active, Incarnation: int64(1 + salt)})
 	}
+	return buildRingOf(t, 7, ms)
+}
+
+// buildRingOf builds a ring of members ms with the given partitions.
+func buildRingOf(t *testing.T, partitions int, ms []ring.Member) *ring.Ring {
+	t.Helper()
 	cfg := ring.DefaultConfig()
-	cfg.Partitions = 7
+	cfg.Partitions = partitions
 	r, err := ring.Build(cfg, ms)
 	if err != nil {
 		t.Fatal(err)
