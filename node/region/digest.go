@@ -226,11 +226,10 @@ func (l *Link) comparePartition(parts, p int, keys []uint64, catchUp bool) (st r
 		n *= 2
 	}
 	outcome := outcomeAgreed
-	var pe *proto.Error
 	switch {
 	case errors.Is(err, errStopped):
 		return st, err
-	case errors.Is(err, errTooLarge), errors.As(err, &pe) && pe.Code != proto.CodeNotOwner:
+	case errors.Is(err, errTooLarge), refusedComparison(err):
 		// Not comparable: a slice too large at the most slices, or a
 		// peer that refuses (another partition count, a node that
 		// predates the comparison).
@@ -319,24 +318,55 @@ func (l *Link) compareSlices(parts, p int, n uint32, mine map[uint64]ours, now i
 }
 
 // askDigest sends req to the peer region's primary of partition p,
-// learning the peer's ring again once when that node says it is not.
+// learning the peer's ring again once when that node says it is not,
+// and waiting (backing off) while the node answers another digest.
 func (l *Link) askDigest(p int, req *proto.RegionDigest, res *proto.RegionDigestResult) error {
-	for attempt := 0; ; attempt++ {
+	relearnt := false
+	for busy := 0; ; {
 		owner, ok := l.dg.ring.Owner(p)
 		if !ok || owner.Addr == "" {
 			return fmt.Errorf("region %s: no owner of partition %d", l.peer.Name, p)
 		}
 		err := l.digestCall(owner.Addr, req, res)
 		var pe *proto.Error
-		if attempt == 0 && errors.As(err, &pe) && pe.Code == proto.CodeNotOwner {
-			l.dg.ring = nil
+		switch {
+		case !errors.As(err, &pe):
+			return err
+		case pe.Code == proto.CodeNotOwner && !relearnt:
+			relearnt = true
 			if err := l.digestRing(); err != nil {
 				return err
 			}
-			continue
+		case pe.Code == proto.CodeOverloaded && busy < maxBusy:
+			busy++
+			d := min(l.cfg.RetryMin<<busy, l.cfg.RetryMax)
+			if !l.wait(d/2 + rand.N(d/2+1)) {
+				return errStopped
+			}
+		default:
+			return err
 		}
-		return err
 	}
+}
+
+// maxBusy bounds the times one slice is asked again of a node busy with
+// another digest.
+const maxBusy = 8
+
+// refusedComparison reports whether err is a peer's refusal to compare
+// (another partition count, a node that predates RegionDigest and so
+// does not know it or does not let a peer send it), as opposed to a
+// failure to reach the peer, which is compared again later.
+func refusedComparison(err error) bool {
+	var pe *proto.Error
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case proto.CodeBadRequest, proto.CodeUnsupported, proto.CodePermissionDenied:
+		return true
+	}
+	return false
 }
 
 // digestCall makes one RegionDigest call to addr, dialling it first if

@@ -210,3 +210,29 @@ func TestDigestSlicesALargeAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestDigestWaitsForABusyPeer: a peer node busy with another digest is
+// asked again after a backoff, and the comparison goes on as usual: a
+// busy peer is neither a refusal (nothing is shipped whole) nor lost.
+func TestDigestWaitsForABusyPeer(t *testing.T) {
+	eng, peer := newFakeEngine(), newFakeRegion(t, "b-0")
+	peer.busy = 5
+	for key := uint64(1); key <= 70; key++ {
+		eng.set(key, 1)
+		if key%7 != 0 {
+			peer.hold(key, 1)
+		}
+	}
+	ls := startMeasured(t, testConfig(), eng, peer)
+	ls.CatchUp()
+	eventually(t, "the differing viewers shipped", func() bool { return len(missing(eng, peer)) == 0 })
+	eventually(t, "every partition compared", func() bool { return rounds(ls, outcomeAgreed)+rounds(ls, outcomeDiffered) == 7 })
+	for key := uint64(1); key <= 70; key++ {
+		if key%7 != 0 && peer.merged(key) != 0 {
+			t.Fatalf("viewer %d, held alike, shipped", key)
+		}
+	}
+	if got := rounds(ls, outcomeReshipped) + rounds(ls, outcomeFailed); got != 0 {
+		t.Errorf("%v partitions reshipped or failed for a busy peer", got)
+	}
+}

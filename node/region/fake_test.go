@@ -104,6 +104,7 @@ type fakeRegion struct {
 	blocking   chan struct{}  // when set, merges wait for it to close
 	noDigest   bool           // answers RegionDigest as a node that predates it
 	maxDigests int            // when set, answers holding more are truncated
+	busy       int            // digests answered Overloaded before the next is answered
 	slices     map[uint32]int // RegionDigest calls by their Slices
 
 	dials    atomic.Int64
@@ -239,7 +240,10 @@ func (c *fakeConn) Call(ctx context.Context, req, resp proto.Message) error {
 func (r *fakeRegion) digest(c *fakeConn, m *proto.RegionDigest, res *proto.RegionDigestResult) error {
 	switch {
 	case r.noDigest:
-		return &proto.Error{Code: proto.CodeBadRequest, Message: "unknown message type"}
+		return &proto.Error{Code: proto.CodeUnsupported, Message: "unknown message type region_digest"}
+	case r.busy > 0:
+		r.busy--
+		return &proto.Error{Code: proto.CodeOverloaded, Message: "a region digest is already running on this node"}
 	case m.Origin != "a":
 		return &proto.Error{Code: proto.CodeBadRequest, Message: "region " + m.Origin}
 	case int(m.Partitions) != r.ring.Partitions():
