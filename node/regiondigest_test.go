@@ -19,7 +19,8 @@ import (
 // TestRegionDigestHandler: only a peer may ask for a region's lane
 // digests; a node answers the digest of the origin's lane of each
 // viewer of the partition, equal to the origin's own digest once it
-// merged the origin's state and different before; it refuses its own
+// merged the origin's state (whatever lanes of other regions and
+// counters of its own the viewer holds) and different before; it refuses its own
 // region's name, a bad one, another partition count and bad keys, and
 // a second digest while one runs.
 func TestRegionDigestHandler(t *testing.T) {
@@ -82,6 +83,20 @@ func TestRegionDigestHandler(t *testing.T) {
 	}
 	merge := &proto.RegionMerge{Region: "a", HighWater: now, States: a.ExportLocal(key, nil)}
 	if err := callAs(t, peer, merge, proto.TypeRegionMergeResult); err != nil {
+		t.Fatal(err)
+	}
+	// Region c's lane of the same cap, and b's own counter of it: not
+	// a's, so not in a's digest.
+	cEng, err := engine.New(engine.DefaultLocalConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []*engine.Engine{cEng, n.engine} {
+		if _, err := e.Record("v", fcap.Impression{ID: "other", Time: now - 1, Caps: []fcap.Cap{c}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := callAs(t, peer, &proto.RegionMerge{Region: "c", HighWater: now, States: cEng.ExportLocal(key, nil)}, proto.TypeRegionMergeResult); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := ask(req); err != nil || got != want || want == 0 {

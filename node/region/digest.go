@@ -115,7 +115,7 @@ func (l *Link) digestLoop() {
 			if catchUp {
 				retry = time.After(l.cfg.RetryMax)
 			}
-			l.log.Info("region link: digest catch-up: some partitions not compared; again later", "failed", st.failed, "catch_up", catchUp)
+			l.log.Debug("region link: digest catch-up: some partitions not compared; again later", "failed", st.failed, "catch_up", catchUp)
 		}
 		if st.queued > 0 || catchUp {
 			l.log.Info("region link: digest catch-up", "catch_up", catchUp, "partitions", st.partitions, "differing", st.differing, "queued", st.queued)
