@@ -178,8 +178,6 @@ func (l *Link) digestRound(catchUp bool) (st roundStats, done bool) {
 	return st, true
 }
 
-var errStopped = errors.New("region links closed")
-
 // localViewers gathers, in one pass over the engine, the viewers of
 // partitions ps (of a ring of parts) this node is primary of.
 func (l *Link) localViewers(parts int, ps []int) map[int][]uint64 {
@@ -253,8 +251,6 @@ func (l *Link) comparePartition(parts, p int, keys []uint64, catchUp bool) (st r
 	l.metrics.digests[outcome].Inc()
 	return st, err
 }
-
-var errTooLarge = errors.New("slice too large")
 
 // compareSlices compares partition p in n slices, queueing the viewers
 // that differ; errTooLarge when a slice's keys or answer overflow.
