@@ -215,13 +215,16 @@ func (l *Link) comparePartition(parts, p int, keys []uint64, catchUp bool) (st r
 			return st, errStopped
 		}
 	}
-	n := uint32(max(1, (2*len(keys)+proto.MaxRegionDigests-1)/proto.MaxRegionDigests))
-	for n <= proto.MaxRegionDigestSlices {
-		st, err = l.compareSlices(parts, p, n, mine, now)
+	n := uint32(min(max(1, (2*len(keys)+proto.MaxRegionDigests-1)/proto.MaxRegionDigests), proto.MaxRegionDigestSlices))
+	var done []slice
+	for ; n <= proto.MaxRegionDigestSlices; n *= 2 {
+		var sst roundStats
+		sst, done, err = l.compareSlices(parts, p, n, mine, now, done)
+		st.differing += sst.differing
+		st.queued += sst.queued
 		if !errors.Is(err, errTooLarge) {
 			break
 		}
-		n *= 2
 	}
 	outcome := outcomeAgreed
 	switch {
@@ -252,10 +255,22 @@ func (l *Link) comparePartition(parts, p int, keys []uint64, catchUp bool) (st r
 	return st, err
 }
 
+// slice is slice s of a partition cut in n (proto.RegionDigest.InSlice).
+type slice struct{ n, s uint32 }
+
+// covers reports whether slice c holds every viewer of slice (n, s), n
+// a multiple of c.n.
+func (c slice) covers(n, s uint32) bool { return n%c.n == 0 && s%c.n == c.s }
+
 // compareSlices compares partition p in n slices, queueing the viewers
-// that differ; errTooLarge when a slice's keys or answer overflow.
-func (l *Link) compareSlices(parts, p int, n uint32, mine map[uint64]ours, now int64) (st roundStats, err error) {
+// that differ, but for slices within those done (compared before at
+// fewer slices); it returns done with the slices it compared, and
+// errTooLarge when a slice's keys or answer overflow.
+func (l *Link) compareSlices(parts, p int, n uint32, mine map[uint64]ours, now int64, done []slice) (st roundStats, _ []slice, err error) {
 	for s := range n {
+		if slices.ContainsFunc(done, func(c slice) bool { return c.covers(n, s) }) {
+			continue
+		}
 		req := &proto.RegionDigest{Origin: l.cfg.Name, Now: now, Partitions: uint32(parts), Partition: uint32(p), Slices: n, Slice: s}
 		var in []uint64
 		seen := map[uint64]bool{}
@@ -272,15 +287,15 @@ func (l *Link) compareSlices(parts, p int, n uint32, mine map[uint64]ours, now i
 			}
 		}
 		if len(req.Keys) > proto.MaxRegionDigestKeys {
-			return st, errTooLarge
+			return st, done, errTooLarge
 		}
 		slices.Sort(req.Keys)
 		var res proto.RegionDigestResult
 		if err := l.askDigest(p, req, &res); err != nil {
-			return st, err
+			return st, done, err
 		}
 		if res.Truncated {
-			return st, errTooLarge
+			return st, done, errTooLarge
 		}
 		theirs := make(map[uint64]uint64, len(res.Digests))
 		for _, d := range res.Digests {
@@ -304,13 +319,14 @@ func (l *Link) compareSlices(parts, p int, n uint32, mine map[uint64]ours, now i
 		q, ok := l.queueAll(differ)
 		st.queued += q
 		if !ok {
-			return st, errStopped
+			return st, done, errStopped
 		}
+		done = append(done, slice{n, s})
 		if !l.pace(len(res.Digests)) {
-			return st, errStopped
+			return st, done, errStopped
 		}
 	}
-	return st, nil
+	return st, done, nil
 }
 
 // askDigest sends req to the peer region's primary of partition p,

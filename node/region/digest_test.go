@@ -182,29 +182,54 @@ func TestDigestFallsBackToShippingWhole(t *testing.T) {
 }
 
 // TestDigestSlicesALargeAnswer: a peer whose answer for a partition is
-// truncated is asked again slice by slice, and what differs still
-// ships.
+// truncated is asked again slice by slice, skipping the slices already
+// compared, and what differs ships and is counted once.
 func TestDigestSlicesALargeAnswer(t *testing.T) {
 	eng, peer := newFakeEngine(), newFakeRegion(t, "b-0")
 	peer.maxDigests = 10
-	for key := uint64(1); key <= 700; key++ {
+	// Per partition, the viewers 7m+p for m in 0..19 and the odd m up to
+	// 59: in 2 slices the even ones fit an answer and the odd ones do
+	// not, so slice 0 of 2 is compared before the partition is cut in 4
+	// and then 8, whose slices 0, 2, 4 and 6 it covers.
+	var keys []uint64
+	for p := uint64(0); p < 7; p++ {
+		for m := uint64(0); m < 60; m++ {
+			if (m < 20 || m%2 == 1) && 7*m+p != 0 {
+				keys = append(keys, 7*m+p)
+			}
+		}
+	}
+	lacking := 0
+	for _, key := range keys {
 		eng.set(key, 1)
 		if key%10 != 0 {
 			peer.hold(key, 1)
+		} else {
+			lacking++
 		}
 	}
 	cfg := testConfig()
 	cfg.QueueViewers = 1 << 10
+	peer.blocking = make(chan struct{}) // nothing ships until every slice is compared
 	ls := startMeasured(t, cfg, eng, peer)
 	ls.CatchUp()
-	eventually(t, "the differing viewers shipped", func() bool { return len(missing(eng, peer)) == 0 })
+	eventually(t, "every partition compared", func() bool { return rounds(ls, outcomeDiffered) == 7 })
 	peer.mu.Lock()
-	sliced := peer.slices[16]
+	sliced := peer.slices[8]
 	peer.mu.Unlock()
 	if sliced == 0 {
-		t.Error("no partition compared in 16 slices")
+		t.Error("no partition compared in 8 slices")
 	}
-	for key := uint64(1); key <= 700; key++ {
+	// Each differing viewer counted once: the slices compared before a
+	// re-slice are not compared again within the finer ones.
+	if got := testutil.ToFloat64(ls.metrics.differing.WithLabelValues("b")); got != float64(lacking) {
+		t.Errorf("%v viewers counted differing, want the %d region b lacks", got, lacking)
+	}
+	peer.mu.Lock()
+	close(peer.blocking)
+	peer.mu.Unlock()
+	eventually(t, "the differing viewers shipped", func() bool { return len(missing(eng, peer)) == 0 })
+	for _, key := range keys {
 		if key%10 != 0 && peer.merged(key) != 0 {
 			t.Fatalf("viewer %d, held alike, shipped", key)
 		}
