@@ -346,3 +346,63 @@ func TestRegionCatchUpAfterARestart(t *testing.T) {
 		t.Errorf("region b merged %v viewer states after the restart, want the %d it lacked", got, len(vs))
 	}
 }
+
+// TestRegionDigestFindsWhatADeadPrimaryNeverShipped: the primary of some
+// viewers of region a never reaches region b (its link leads into a
+// black hole) and leaves; the viewers' new primary, which holds them as
+// their backup but never had them queued, finds by its periodic digest
+// comparison that region b lacks them, and ships them.
+func TestRegionDigestFindsWhatADeadPrimaryNeverShipped(t *testing.T) {
+	var regsB sync.Map
+	b := settledCluster(t, "rdb", 1, regionNodes("b", &regsB))
+	cb := newClient(t, b)
+	bh := newBlackhole(t)
+	var regsA sync.Map
+	a := settledCluster(t, "rda", 2, regionNodes("a", &regsA), func(c *node.Config) {
+		seed := b[0].DataAddr()
+		if c.Name == "rda-0" {
+			seed = bh.ln.Addr().String()
+			c.Region.Timeout = time.Hour
+		}
+		c.Region.Peers = []region.Peer{{Name: "b", Seeds: []string{seed}}}
+		c.Region.DigestInterval = 200 * time.Millisecond
+	})
+	ctx := context.Background()
+	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 1000, Window: time.Hour}
+	vs := nodetest.OwnedBy(t, a[0].Ring(), "rda-0", "dead", 10)
+	ca := newClient(t, a)
+	for _, v := range vs {
+		if acks := ca.RecordSync(ctx, []client.RecordItem{{Viewer: v, Impression: fcap.Impression{ID: "i", Time: time.Now().UnixMilli(), Caps: []fcap.Cap{soft}}}}); acks[0].Err != nil {
+			t.Fatalf("record %s: %v", v, acks[0].Err)
+		}
+	}
+	testwait.Eventually(t, 60*time.Second, func() bool {
+		for _, v := range vs {
+			if count(a[1], v, soft) != 1 {
+				return false
+			}
+		}
+		return true
+	}, "the backup does not hold the viewers")
+	for _, v := range vs {
+		if got := counted(ctx, cb, v, soft); got != 0 {
+			t.Fatalf("region b counts %d for %s: its primary reached b", got, v)
+		}
+	}
+	stop, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := a[0].Shutdown(stop); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 60*time.Second, func() bool {
+		for _, v := range vs {
+			if counted(ctx, cb, v, soft) != 1 {
+				return false
+			}
+		}
+		return true
+	}, "region b never got what the dead primary did not ship")
+	if got := metricSum(t, &regsA, "fcap_region_catchup_differing_viewers_total"); got < float64(len(vs)) {
+		t.Errorf("%v viewers found differing, want at least the %d the dead primary never shipped: they came another way", got, len(vs))
+	}
+}
