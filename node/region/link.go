@@ -394,9 +394,9 @@ func (l *Link) closeConns() {
 	}
 }
 
-// runCatchUp queues every viewer this node is primary of (a digest
-// catch-up that cannot compare: the peer partitions viewers otherwise), keeping the
-// queue at most half full (room for live changes) and at most
+// runCatchUp queues every viewer this node is primary of (for a digest
+// catch-up that cannot compare: the peer partitions viewers otherwise),
+// keeping the queue at most half full (room for live changes) and at most
 // CatchUpRate viewers a second. It returns how many it queued, and false
 // when the links closed first.
 func (l *Link) runCatchUp() (n int, done bool) {
