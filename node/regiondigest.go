@@ -4,7 +4,6 @@ import (
 	"github.com/fcap-io/fcap/node/metrics"
 	"github.com/fcap-io/fcap/node/region"
 	"github.com/fcap-io/fcap/proto"
-	"github.com/fcap-io/fcap/ring"
 )
 
 // regionDigest answers a RegionDigest: a node of another region (the
@@ -13,7 +12,9 @@ import (
 // again only those that differ (node/region/digest.go). The digest of a
 // viewer covers the lane counters whose cap keys the origin named
 // (engine.LaneDigest). One runs at a time on a node (another is refused
-// as overloaded): each is a pass over the engine's viewers. A node whose
+// as overloaded): finding a partition's viewers is a pass over the
+// engine's (kept for the partition's next slices, region.ServeDigest).
+// A node whose
 // ring has another partition count refuses: its partitions hold other
 // viewers, and the origin falls back to shipping whole.
 func (h *handler) regionDigest(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {
@@ -42,22 +43,8 @@ func (h *handler) regionDigest(out []byte, v *view, hdr proto.Header, body []byt
 		return h.failErr(out, hdr, refusal(proto.CodeOverloaded, "a region digest is already running on this node"), epoch, metrics.OpVerify)
 	}
 	defer release()
-	res := &proto.RegionDigestResult{Epoch: epoch}
-	parts := v.ring.Partitions()
-	h.n.engine.Keys(func(key uint64) bool {
-		if ring.PartitionOf(key, parts) != int(m.Partition) || !m.InSlice(key) {
-			return true
-		}
-		d := h.n.engine.LaneDigest(key, m.Origin, m.Now, m.HasKey)
-		if d == 0 {
-			return true
-		}
-		if len(res.Digests) == proto.MaxRegionDigests {
-			res.Truncated = true
-			return false
-		}
-		res.Digests = append(res.Digests, proto.ViewerDigest{Key: key, Sum: d})
-		return true
+	res := rl.ServeDigest(&m, epoch, h.n.engine.Keys, func(key uint64) uint64 {
+		return h.n.engine.LaneDigest(key, m.Origin, m.Now, m.HasKey)
 	})
 	return h.reply(out, hdr.ID, res, metrics.OpVerify)
 }

@@ -267,19 +267,20 @@ func (c slice) covers(n, s uint32) bool { return n%c.n == 0 && s%c.n == c.s }
 // fewer slices); it returns done with the slices it compared, and
 // errTooLarge when a slice's keys or answer overflow.
 func (l *Link) compareSlices(parts, p int, n uint32, mine map[uint64]ours, now int64, done []slice) (st roundStats, _ []slice, err error) {
+	bySlice := make([][]uint64, n)
+	for k := range mine {
+		i := (k / uint64(parts)) % uint64(n)
+		bySlice[i] = append(bySlice[i], k)
+	}
 	for s := range n {
 		if slices.ContainsFunc(done, func(c slice) bool { return c.covers(n, s) }) {
 			continue
 		}
 		req := &proto.RegionDigest{Origin: l.cfg.Name, Now: now, Partitions: uint32(parts), Partition: uint32(p), Slices: n, Slice: s}
-		var in []uint64
+		in := bySlice[s]
 		seen := map[uint64]bool{}
-		for k, o := range mine {
-			if !req.InSlice(k) {
-				continue
-			}
-			in = append(in, k)
-			for _, kh := range o.keys {
+		for _, k := range in {
+			for _, kh := range mine[k].keys {
 				if !seen[kh] {
 					seen[kh] = true
 					req.Keys = append(req.Keys, kh)

@@ -89,8 +89,9 @@ type Links struct {
 	log     *slog.Logger
 	links   []*Link
 	metrics *metrics
-	escrow  *escrow       // strict caps' shares (escrow.go); nil: none
-	digests chan struct{} // a slot per RegionDigest answered at once
+	escrow  *escrow      // strict caps' shares (escrow.go); nil: none
+	served  digestServer // answers RegionDigest (serve.go)
+	clock   func() time.Time
 
 	ctx    context.Context // cancelled by Close: ends every call in flight
 	cancel context.CancelFunc
@@ -115,7 +116,8 @@ func New(cfg Config, deps Deps) (*Links, error) {
 	if cfg.Enabled() && (deps.PrimaryPartitions == nil || deps.Primary == nil) {
 		return nil, fmt.Errorf("%w: Deps.Primary and Deps.PrimaryPartitions", ErrDeps)
 	}
-	ls := &Links{cfg: cfg, log: deps.Logger, stop: make(chan struct{}), digests: make(chan struct{}, 1)}
+	ls := &Links{cfg: cfg, log: deps.Logger, stop: make(chan struct{}), clock: deps.Clock}
+	ls.served.slot = make(chan struct{}, 1)
 	ls.ctx, ls.cancel = context.WithCancel(context.Background())
 	for _, p := range cfg.Peers {
 		ls.links = append(ls.links, newLink(cfg, p, deps, ls.ctx, ls.stop))
@@ -161,18 +163,6 @@ func (ls *Links) Mark(key uint64) {
 func (ls *Links) CatchUp() {
 	for _, l := range ls.links {
 		l.requestCatchUp()
-	}
-}
-
-// DigestSlot takes the slot a RegionDigest is answered in, and reports
-// false when another holds it: answering one is a pass over every
-// viewer, so a node answers one at a time. release frees it.
-func (ls *Links) DigestSlot() (release func(), ok bool) {
-	select {
-	case ls.digests <- struct{}{}:
-		return func() { <-ls.digests }, true
-	default:
-		return nil, false
 	}
 }
 
