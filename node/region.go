@@ -67,7 +67,7 @@ func shipSoft(r *region.Links, wr *write) {
 }
 
 // primaryOf reports whether this node is the primary owner of the viewer
-// with key now (a catch-up re-ships those).
+// with key now (a digest catch-up compares those).
 func (n *Node) primaryOf(key uint64) bool {
 	v := n.view.Load()
 	_, owners := v.ring.LookupKey(key)

@@ -79,8 +79,8 @@ func TestLinkRetriesWhileThePeerIsDown(t *testing.T) {
 }
 
 // TestLinkOverflowCatchesUp: past the queue's bound changes are counted,
-// not queued, and a catch-up re-ships every viewer this node is primary
-// of: nothing is lost.
+// not queued, and a digest catch-up ships every viewer this node is
+// primary of that the peer lacks: nothing is lost.
 func TestLinkOverflowCatchesUp(t *testing.T) {
 	eng, peer := newFakeEngine(), newFakeRegion(t, "b-0", "b-1", "b-2")
 	peer.setDown(true)

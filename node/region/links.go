@@ -69,7 +69,7 @@ type Deps struct {
 	Engine Engine
 	Dialer Dialer
 	// Primary reports whether this node is the primary owner of the
-	// viewer with key now: a catch-up re-ships those viewers.
+	// viewer with key now: a digest catch-up compares those viewers.
 	Primary func(key uint64) bool
 	// PrimaryPartitions returns the partition count of this region's
 	// ring and the partitions this node is primary of now: a digest
