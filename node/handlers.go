@@ -104,7 +104,7 @@ type op func(h *handler, out []byte, v *view, hdr proto.Header, body []byte) ([]
 
 // ops are the handlers by request type; Hello is answered before the
 // permission check, every other type after it.
-var ops = [68]op{
+var ops = [70]op{
 	proto.TypePing:            (*handler).ping,
 	proto.TypeTopologyRequest: (*handler).topology,
 	proto.TypeCheck:           (*handler).check,
@@ -131,6 +131,7 @@ var ops = [68]op{
 	proto.TypeRegionMerge:     (*handler).regionMerge,
 	proto.TypeShareAsk:        (*handler).shareAsk,
 	proto.TypeRetireRegion:    (*handler).retireRegion,
+	proto.TypeRegionDigest:    (*handler).regionDigest,
 }
 
 func (h *handler) dispatch(out []byte, v *view, hdr proto.Header, body []byte) ([]byte, metrics.Op, metrics.Outcome) {

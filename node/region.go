@@ -31,11 +31,12 @@ func (n *Node) startRegions() error {
 		}
 	}
 	ls, err := region.New(cfg, region.Deps{
-		Engine:     localStates{n.engine},
-		Dialer:     regionDialer{n.peers},
-		Primary:    n.primaryOf,
-		Registerer: n.cfg.Registerer,
-		Logger:     n.log,
+		Engine:            localStates{n.engine},
+		Dialer:            regionDialer{n.peers},
+		Primary:           n.primaryOf,
+		PrimaryPartitions: n.primaryPartitions,
+		Registerer:        n.cfg.Registerer,
+		Logger:            n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("region links: %w", err)
@@ -69,17 +70,30 @@ func shipSoft(r *region.Links, wr *write) {
 }
 
 // primaryOf reports whether this node is the primary owner of the viewer
-// with key now (a catch-up re-ships those).
+// with key now (a digest catch-up compares those).
 func (n *Node) primaryOf(key uint64) bool {
 	v := n.view.Load()
 	_, owners := v.ring.LookupKey(key)
 	return v.in && len(owners) > 0 && owners[0] == v.self
 }
 
-// catchUpRegions re-ships, once the node serves, every viewer it is
-// primary of to the peer regions, when it started from a data dir: its
-// queues were not kept, so changes acknowledged before the restart may
-// not have been shipped.
+// primaryPartitions returns the partition count of the node's ring and
+// the partitions it is primary of now (a digest catch-up compares them).
+func (n *Node) primaryPartitions() (int, []int) {
+	v := n.view.Load()
+	if v == nil || v.ring == nil {
+		return 0, nil
+	}
+	if !v.in {
+		return v.ring.Partitions(), nil
+	}
+	return v.ring.Partitions(), v.ring.OwnedBy(n.cfg.Name, 0)
+}
+
+// catchUpRegions runs, once the node serves, a digest catch-up of every
+// partition it is primary of with the peer regions, when it started
+// from a data dir: its queues were not kept, so changes acknowledged
+// before the restart may not have been shipped.
 func (n *Node) catchUpRegions() {
 	if n.shipping != nil && n.durable != nil {
 		n.shipping.CatchUp()

@@ -264,46 +264,141 @@ func TestRegionLinkToAHungRegion(t *testing.T) {
 
 // TestRegionCatchUpAfterARestart: a node with a data dir whose changes
 // never left (its peer region hung) ships them once it serves again after
-// a restart, though nothing changes them: its queue is not kept, the
-// catch-up re-ships what it is primary of.
+// a restart, though nothing changes them: its queue is not kept, and the
+// digest catch-up compares what it is primary of with region b's lane of
+// it. Only those: viewers b already held as a counts them are neither
+// found differing nor shipped again.
 func TestRegionCatchUpAfterARestart(t *testing.T) {
 	var regsB sync.Map
 	b := settledCluster(t, "rb", 1, regionNodes("b", &regsB, region.Peer{Name: "a", Seeds: freeAddrs(t, 1)})) // see TestTwoRegions
 	cb := newClient(t, b)
 	bh := newBlackhole(t)
 	dir := t.TempDir()
-	cfgA := func(peer string) node.Config {
-		var regs sync.Map
+	cfgA := func(peer string, regs *sync.Map) node.Config {
 		c := node.DefaultLocalConfig("ra-0")
 		c.Logger = nodetest.Quiet
 		c.Storage.DataDir = dir
-		regionNodes("a", &regs, region.Peer{Name: "b", Seeds: []string{peer}})(&c)
+		regionNodes("a", regs, region.Peer{Name: "b", Seeds: []string{peer}})(&c)
 		c.Region.Timeout = time.Hour
 		return c
 	}
 	ctx := context.Background()
 	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 1000, Window: time.Hour}
-	vs := make([]string, 20)
-	first := nodetest.Start(t, cfgA(bh.ln.Addr().String()))
-	nodetest.Settle(t, []*node.Node{first}, 60*time.Second)
-	ca := newClient(t, []*node.Node{first})
-	for i := range vs {
-		vs[i] = fmt.Sprintf("restart-%d", i)
-		if acks := ca.RecordSync(ctx, []client.RecordItem{{Viewer: vs[i], Impression: fcap.Impression{ID: "i", Time: time.Now().UnixMilli(), Caps: []fcap.Cap{soft}}}}); acks[0].Err != nil {
-			t.Fatalf("record %s: %v", vs[i], acks[0].Err)
+	record := func(cl *client.Client, vs []string) {
+		t.Helper()
+		for _, v := range vs {
+			if acks := cl.RecordSync(ctx, []client.RecordItem{{Viewer: v, Impression: fcap.Impression{ID: "i", Time: time.Now().UnixMilli(), Caps: []fcap.Cap{soft}}}}); acks[0].Err != nil {
+				t.Fatalf("record %s: %v", v, acks[0].Err)
+			}
 		}
 	}
-	stop, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := first.Shutdown(stop); err != nil {
-		t.Fatal(err)
+	shutdown := func(n *node.Node) {
+		t.Helper()
+		stop, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := n.Shutdown(stop); err != nil {
+			t.Fatal(err)
+		}
 	}
+	allCounted := func(vs []string) bool {
+		for _, v := range vs {
+			if counted(ctx, cb, v, soft) != 1 {
+				return false
+			}
+		}
+		return true
+	}
+	held := make([]string, 10)
+	for i := range held {
+		held[i] = fmt.Sprintf("held-%d", i)
+	}
+	vs := make([]string, 20)
+	for i := range vs {
+		vs[i] = fmt.Sprintf("restart-%d", i)
+	}
+
+	// Linked: the held viewers reach b.
+	var regs0 sync.Map
+	linked := nodetest.Start(t, cfgA(b[0].DataAddr(), &regs0))
+	nodetest.Settle(t, []*node.Node{linked}, 60*time.Second)
+	record(newClient(t, []*node.Node{linked}), held)
+	testwait.Eventually(t, 60*time.Second, func() bool { return allCounted(held) }, "the held viewers did not reach b")
+	shutdown(linked)
+
+	// Hung: the others never leave.
+	var regs1 sync.Map
+	first := nodetest.Start(t, cfgA(bh.ln.Addr().String(), &regs1))
+	nodetest.Settle(t, []*node.Node{first}, 60*time.Second)
+	record(newClient(t, []*node.Node{first}), vs)
+	shutdown(first)
 	for _, v := range vs {
 		if got := counted(ctx, cb, v, soft); got != 0 {
 			t.Fatalf("region b counts %d for %s before a's restart: it was never shipped", got, v)
 		}
 	}
-	nodetest.Start(t, cfgA(b[0].DataAddr()))
+	received := metricSum(t, &regsB, "fcap_region_received_viewers_total")
+
+	var regs2 sync.Map
+	nodetest.Start(t, cfgA(b[0].DataAddr(), &regs2))
+	testwait.Eventually(t, 60*time.Second, func() bool { return allCounted(vs) && allCounted(held) }, "the restarted node did not ship what it recovered")
+	testwait.Eventually(t, 60*time.Second, func() bool {
+		return metricSum(t, &regs2, "fcap_region_catchup_differing_viewers_total") >= float64(len(vs))
+	}, "the catch-up did not count the differing viewers")
+	if got := metricSum(t, &regs2, "fcap_region_catchup_differing_viewers_total"); got != float64(len(vs)) {
+		t.Errorf("the catch-up found %v viewers differing, want the %d never shipped (b held the other %d alike)", got, len(vs), len(held))
+	}
+	if got := metricSum(t, &regsB, "fcap_region_received_viewers_total") - received; got != float64(len(vs)) {
+		t.Errorf("region b merged %v viewer states after the restart, want the %d it lacked", got, len(vs))
+	}
+}
+
+// TestRegionDigestFindsWhatADeadPrimaryNeverShipped: the primary of some
+// viewers of region a never reaches region b (its link leads into a
+// black hole) and leaves; the viewers' new primary, which holds them as
+// their backup but never had them queued, finds by its periodic digest
+// comparison that region b lacks them, and ships them.
+func TestRegionDigestFindsWhatADeadPrimaryNeverShipped(t *testing.T) {
+	var regsB sync.Map
+	b := settledCluster(t, "rdb", 1, regionNodes("b", &regsB))
+	cb := newClient(t, b)
+	bh := newBlackhole(t)
+	var regsA sync.Map
+	a := settledCluster(t, "rda", 2, regionNodes("a", &regsA), func(c *node.Config) {
+		seed := b[0].DataAddr()
+		if c.Name == "rda-0" {
+			seed = bh.ln.Addr().String()
+			c.Region.Timeout = time.Hour
+		}
+		c.Region.Peers = []region.Peer{{Name: "b", Seeds: []string{seed}}}
+		c.Region.DigestInterval = 200 * time.Millisecond
+	})
+	ctx := context.Background()
+	soft := fcap.Cap{Scope: "campaign", ID: "soft", Limit: 1000, Window: time.Hour}
+	vs := nodetest.OwnedBy(t, a[0].Ring(), "rda-0", "dead", 10)
+	ca := newClient(t, a)
+	for _, v := range vs {
+		if acks := ca.RecordSync(ctx, []client.RecordItem{{Viewer: v, Impression: fcap.Impression{ID: "i", Time: time.Now().UnixMilli(), Caps: []fcap.Cap{soft}}}}); acks[0].Err != nil {
+			t.Fatalf("record %s: %v", v, acks[0].Err)
+		}
+	}
+	testwait.Eventually(t, 60*time.Second, func() bool {
+		for _, v := range vs {
+			if count(a[1], v, soft) != 1 {
+				return false
+			}
+		}
+		return true
+	}, "the backup does not hold the viewers")
+	for _, v := range vs {
+		if got := counted(ctx, cb, v, soft); got != 0 {
+			t.Fatalf("region b counts %d for %s: its primary reached b", got, v)
+		}
+	}
+	stop, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := a[0].Shutdown(stop); err != nil {
+		t.Fatal(err)
+	}
 	testwait.Eventually(t, 60*time.Second, func() bool {
 		for _, v := range vs {
 			if counted(ctx, cb, v, soft) != 1 {
@@ -311,5 +406,8 @@ func TestRegionCatchUpAfterARestart(t *testing.T) {
 			}
 		}
 		return true
-	}, "the restarted node did not ship what it recovered")
+	}, "region b never got what the dead primary did not ship")
+	if got := metricSum(t, &regsA, "fcap_region_catchup_differing_viewers_total"); got < float64(len(vs)) {
+		t.Errorf("%v viewers found differing, want at least the %d the dead primary never shipped: they came another way", got, len(vs))
+	}
 }

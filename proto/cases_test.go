@@ -191,6 +191,10 @@ func testCases() []testCase {
 		{name: "share-ask/empty", msg: &ShareAsk{}},
 		{name: "share-give", msg: &ShareGive{Epoch: 7, Given: true}},
 		{name: "share-give/refused", msg: &ShareGive{Epoch: 7}},
+		{name: "region-digest", msg: &RegionDigest{Origin: "eu", Now: 1_700_000_000_000, Partitions: 271, Partition: 270, Slices: 4, Slice: 3, Keys: []uint64{1, math.MaxUint64}}},
+		{name: "region-digest/whole", msg: &RegionDigest{Origin: "eu", Partitions: 1}},
+		{name: "region-digest-result", msg: &RegionDigestResult{Epoch: 7, Digests: []ViewerDigest{{Key: 1, Sum: math.MaxUint64}, {Key: math.MaxUint64, Sum: 1}}, Truncated: true}},
+		{name: "region-digest-result/empty", msg: &RegionDigestResult{}},
 		{name: "replicate", msg: &Replicate{From: "node-1", Epoch: 7, HighWater: 1_700_000_000_000, States: []byte{1, 2, 3, 4, 5}, Done: []uint32{0, 270}, Handoff: []uint32{3}}},
 		{name: "replicate/empty", msg: &Replicate{}},
 		{name: "replicate/copied", msg: &Replicate{From: "node-1", Epoch: 7, Copied: []uint32{4, 270}}},
@@ -409,6 +413,19 @@ func wireForm(m Message) []any {
 		return []any{m.Region, regions, m.Viewer, capsForm([]fcap.Cap{m.Cap})[0], u(m.Transfer)}
 	case *ShareGive:
 		return []any{u(m.Epoch), m.Given}
+	case *RegionDigest:
+		keys := []byte{}
+		for _, k := range m.Keys {
+			keys = binary.LittleEndian.AppendUint64(keys, k)
+		}
+		return []any{m.Origin, m.Now, u(uint64(m.Partitions)), u(uint64(m.Partition)), u(uint64(m.Slices)), u(uint64(m.Slice)), keys}
+	case *RegionDigestResult:
+		pairs := []byte{}
+		for _, v := range m.Digests {
+			pairs = binary.LittleEndian.AppendUint64(pairs, v.Key)
+			pairs = binary.LittleEndian.AppendUint64(pairs, v.Sum)
+		}
+		return []any{u(m.Epoch), pairs, m.Truncated}
 	case *RegionMergeResult:
 		refused := []byte{}
 		for _, k := range m.Refused {

@@ -81,6 +81,13 @@ const (
 	TypeRetireRegionResult Type = 67 // RetireRegionResult: answers RetireRegion
 )
 
+// The message types of the region links' digest catch-up (appended
+// after the block above, whose alignment they would change).
+const (
+	TypeRegionDigest       Type = 68 // RegionDigest: digests of one region's lane, from another region's node (digest catch-up)
+	TypeRegionDigestResult Type = 69 // RegionDigestResult: answers RegionDigest
+)
+
 // Sender is a set of the connections that may send a request, by their
 // token's role. An operator may send every request, so the set names
 // only the other roles; a node without tokens takes every request from
@@ -232,6 +239,10 @@ var table = [256]row{
 	TypeRetireRegion: {name: "retire_region", new: func() Message { return new(RetireRegion) },
 		answer: TypeRetireRegionResult, apart: true}, // operators only: it writes the data dir
 	TypeRetireRegionResult: {name: "retire_region_result", new: func() Message { return new(RetireRegionResult) }},
+	TypeRegionDigest: {name: "region_digest", new: func() Message { return new(RegionDigest) },
+		answer: TypeRegionDigestResult, senders: SenderPeer, apart: true}, // a node of a peer region; a pass over the engine
+	TypeRegionDigestResult: {name: "region_digest_result", new: func() Message { return new(RegionDigestResult) },
+		epoch: func(m Message) uint64 { return m.(*RegionDigestResult).Epoch }},
 }
 
 // String returns the type's name in snake case ("check_result"), fit for

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/region"
@@ -10,8 +11,9 @@ import (
 
 // regionOptions are the flags of the region links (issue 36).
 type regionOptions struct {
-	name  string
-	peers peerRegions
+	name   string
+	peers  peerRegions
+	digest time.Duration
 }
 
 func (r *regionOptions) define(f *envFlags) {
@@ -23,12 +25,15 @@ func (r *regionOptions) define(f *envFlags) {
 			}
 		}
 	}
+	f.duration(&r.digest, "region-digest-interval", "FCAP_REGION_DIGEST_INTERVAL", region.DefaultConfig().DigestInterval,
+		"how often, on average, each peer region's link compares the partitions this node is primary of with that region by digest and ships what differs; 0: never (the catch-ups after an overflow, a restart or an outage still compare)")
 	f.fs.Var(&r.peers, "peer-region", "a peer region and data-plane addresses of some of its nodes, NAME=host:port[,host:port...]; repeat for each peer region (needs --region; the peers' tokens file must hold this node's peer token) (env FCAP_PEER_REGIONS, entries separated by ';')")
 }
 
 // apply puts the regions in the node's config.
 func (r *regionOptions) apply(cfg *node.Config) error {
 	cfg.Region.Name = r.name
+	cfg.Region.DigestInterval = r.digest
 	cfg.Region.Peers = nil
 	for _, s := range r.peers.specs {
 		p, err := region.ParsePeer(s)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/fcap-io/fcap/node/region"
 )
@@ -25,6 +26,17 @@ func TestRegionFlags(t *testing.T) {
 	want = []region.Peer{{Name: "us", Seeds: []string{"10.0.0.1:7700"}}, {Name: "ap", Seeds: []string{"10.0.1.1:7700", "10.0.1.2:7700"}}}
 	if cfg.Region.Name != "eu" || !slices.EqualFunc(cfg.Region.Peers, want, samePeer) {
 		t.Errorf("env: region %q peers %v, want eu %v", cfg.Region.Name, cfg.Region.Peers, want)
+	}
+	if cfg.Region.DigestInterval != region.DefaultConfig().DigestInterval {
+		t.Errorf("default digest interval %v, want %v", cfg.Region.DigestInterval, region.DefaultConfig().DigestInterval)
+	}
+	_, cfg = configFor(t, []string{"--region-digest-interval", "0"}, map[string]string{"FCAP_REGION_DIGEST_INTERVAL": "1m"})
+	if cfg.Region.DigestInterval != 0 {
+		t.Errorf("--region-digest-interval 0: %v, want periodic digests off", cfg.Region.DigestInterval)
+	}
+	_, cfg = configFor(t, nil, map[string]string{"FCAP_REGION_DIGEST_INTERVAL": "90s"})
+	if cfg.Region.DigestInterval != 90*time.Second {
+		t.Errorf("FCAP_REGION_DIGEST_INTERVAL=90s: %v", cfg.Region.DigestInterval)
 	}
 	// The command line's peer regions replace the environment's.
 	_, cfg = configFor(t, []string{"--peer-region", "sa=10.0.2.1:7700"}, e)

@@ -37,12 +37,14 @@ type Config struct {
 
 	// QueueViewers bounds the changed viewers waiting per peer region.
 	// Past it a change is not queued but counted
-	// (fcap_region_overflow_total) and a catch-up re-ships every viewer
-	// of the partitions this node is primary of. Default 1<<20.
+	// (fcap_region_overflow_total) and a digest catch-up compares the
+	// viewers of the partitions this node is primary of with the peer
+	// region and queues those that differ. Default 1<<20.
 	QueueViewers int
 
-	// CatchUpRate is how many viewers per second a catch-up queues at
-	// most. Default 20000.
+	// CatchUpRate is how many viewers per second a digest catch-up
+	// digests (and a catch-up that cannot compare queues) at most.
+	// Default 20000.
 	CatchUpRate int
 
 	// Timeout bounds one call to a peer region's node (a RegionMerge, a
@@ -56,6 +58,14 @@ type Config struct {
 	// TopologyInterval is how often a link asks the peer region for its
 	// ring even when nothing says it changed. Default 10s.
 	TopologyInterval time.Duration
+
+	// DigestInterval is how often, on average (jittered between half
+	// and one and a half times it), a link compares every partition
+	// this node is primary of with the peer region by digest and ships
+	// the viewers that differ (digest.go). 0 turns the periodic
+	// comparison off; catch-ups after an overflow, a restart or an
+	// outage still compare. Default 5m.
+	DigestInterval time.Duration
 }
 
 // Peer is another region: its name and seed addresses (data plane).
@@ -82,6 +92,7 @@ func DefaultConfig() Config {
 		RetryMin:         100 * time.Millisecond,
 		RetryMax:         5 * time.Second,
 		TopologyInterval: 10 * time.Second,
+		DigestInterval:   5 * time.Minute,
 	}
 }
 
@@ -166,6 +177,9 @@ func (c *Config) Validate() error {
 		if err := p.validateSeeds(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if c.DigestInterval < 0 {
+		errs = append(errs, fmt.Errorf("region config: DigestInterval (%v) must not be negative (0: no periodic comparison)", c.DigestInterval))
 	}
 	if c.Enabled() {
 		if c.BatchInterval <= 0 || c.Timeout <= 0 || c.RetryMin <= 0 || c.RetryMax < c.RetryMin || c.TopologyInterval <= 0 {

@@ -15,6 +15,19 @@ var (
 	ErrOwnName = errors.New("region: a peer region may not carry this node's own region name")
 	// ErrDuplicate rejects a peer region named twice.
 	ErrDuplicate = errors.New("region: peer region named twice")
+	// ErrDeps rejects links to peer regions made without what they need
+	// of the node.
+	ErrDeps = errors.New("region: links to peer regions need the node's view of what it is primary of")
+)
+
+// The digest catch-up's own signals (digest.go), never returned by the
+// package.
+var (
+	// errStopped: the links closed while a round ran.
+	errStopped = errors.New("region links closed")
+	// errTooLarge: a slice's cap keys or answer overflowed its bound;
+	// the partition is compared in more slices.
+	errTooLarge = errors.New("region digest: slice too large")
 )
 
 // Retire errors (Links.Retire): an operator's retire that cannot be

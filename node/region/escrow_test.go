@@ -133,7 +133,7 @@ func escrowLinks(t *testing.T, f *fakeLenders, maxAsks int, reg prometheus.Regis
 			cfg.Peers = append(cfg.Peers, Peer{Name: name, Seeds: []string{name + "-1:7700"}})
 		}
 	}
-	ls, err := New(cfg, Deps{Engine: newFakeEngine(), Dialer: f, Primary: func(uint64) bool { return true }, Logger: quiet})
+	ls, err := New(cfg, Deps{Engine: newFakeEngine(), Dialer: f, Primary: func(uint64) bool { return true }, PrimaryPartitions: allPrimary, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,18 +58,54 @@ func (e *fakeEngine) Keys(fn func(uint64) bool) {
 
 func (e *fakeEngine) HighWater() int64 { return 1 }
 
+// fakeKeyHash is the one cap key hash of every fake viewer.
+const fakeKeyHash = 0xc0ffee
+
+// fakeDigest is the digest of version v of the viewer with key, as the
+// fake engine and the fake region reckon it.
+func fakeDigest(key, v uint64) uint64 { return (key*0x9e3779b97f4a7c15 ^ v*0xbf58476d1ce4e5b9) | 1 }
+
+func (e *fakeEngine) LocalDigest(key uint64, now int64, keys func(uint64)) uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v := e.versions[key]
+	if v == 0 {
+		return 0
+	}
+	if keys != nil {
+		keys(fakeKeyHash)
+	}
+	return fakeDigest(key, v)
+}
+
+// set makes the viewer with key be at version v without a mark, as a
+// copy this node took over from a primary that died before shipping it.
+func (e *fakeEngine) set(key, v uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.versions[key] = v
+}
+
+// allPrimary is Deps.PrimaryPartitions of a node primary of every
+// partition of the fake rings (7).
+func allPrimary() (int, []int) { return 7, []int{0, 1, 2, 3, 4, 5, 6} }
+
 // fakeRegion is a peer region of nodes in memory: each answers
 // TopologyRequest with the region's ring and RegionMerge by keeping the
 // newest version of each viewer it owns, refusing the others.
 type fakeRegion struct {
 	mu sync.Mutex
 	// guarded by mu
-	ring     *ring.Ring
-	stale    *ring.Ring // when set, what TopologyRequest answers (a ring behind)
-	held     map[uint64]uint64
-	merges   map[uint64]int // states merged per key
-	down     bool
-	blocking chan struct{} // when set, merges wait for it to close
+	ring       *ring.Ring
+	stale      *ring.Ring // when set, what TopologyRequest answers (a ring behind)
+	held       map[uint64]uint64
+	merges     map[uint64]int // states merged per key
+	down       bool
+	blocking   chan struct{}  // when set, merges wait for it to close
+	noDigest   bool           // answers RegionDigest as a node that predates it
+	maxDigests int            // when set, answers holding more are truncated
+	busy       int            // digests answered Overloaded before the next is answered
+	slices     map[uint32]int // RegionDigest calls by their Slices
 
 	dials    atomic.Int64
 	blocked  atomic.Int64 // merges that waited for blocking
@@ -77,7 +113,7 @@ type fakeRegion struct {
 }
 
 func newFakeRegion(t *testing.T, names ...string) *fakeRegion {
-	r := &fakeRegion{held: map[uint64]uint64{}, merges: map[uint64]int{}}
+	r := &fakeRegion{held: map[uint64]uint64{}, merges: map[uint64]int{}, slices: map[uint32]int{}}
 	r.ring = buildRing(t, 0, names...)
 	return r
 }
@@ -88,8 +124,14 @@ func buildRing(t *testing.T, salt int, names ...string) *ring.Ring {
 	for _, n := range names {
 		ms = append(ms, ring.Member{Name: n, Addr: n + ":7700", State: ring.Active, Incarnation: int64(1 + salt)})
 	}
+	return buildRingOf(t, 7, ms)
+}
+
+// buildRingOf builds a ring of members ms with the given partitions.
+func buildRingOf(t *testing.T, partitions int, ms []ring.Member) *ring.Ring {
+	t.Helper()
 	cfg := ring.DefaultConfig()
-	cfg.Partitions = 7
+	cfg.Partitions = partitions
 	r, err := ring.Build(cfg, ms)
 	if err != nil {
 		t.Fatal(err)
@@ -186,8 +228,59 @@ func (c *fakeConn) Call(ctx context.Context, req, resp proto.Message) error {
 			res.Applied++
 		}
 		return nil
+	case *proto.RegionDigest:
+		return r.digest(c, m, resp.(*proto.RegionDigestResult))
 	}
 	return fmt.Errorf("unexpected %T", req)
+}
+
+// digest answers a RegionDigest as a node of the region does: the
+// digests of the viewers of the slice it holds, when it is the
+// partition's primary. Called with r.mu held.
+func (r *fakeRegion) digest(c *fakeConn, m *proto.RegionDigest, res *proto.RegionDigestResult) error {
+	switch {
+	case r.noDigest:
+		return &proto.Error{Code: proto.CodeUnsupported, Message: "unknown message type region_digest"}
+	case r.busy > 0:
+		r.busy--
+		return &proto.Error{Code: proto.CodeOverloaded, Message: "a region digest is already running on this node"}
+	case m.Origin != "a":
+		return &proto.Error{Code: proto.CodeBadRequest, Message: "region " + m.Origin}
+	case int(m.Partitions) != r.ring.Partitions():
+		return &proto.Error{Code: proto.CodeBadRequest, Message: "partition count"}
+	}
+	owner, ok := r.ring.Owner(int(m.Partition))
+	if !ok || owner.Addr != c.addr {
+		return &proto.Error{Code: proto.CodeNotOwner, Epoch: r.ring.Epoch()}
+	}
+	r.slices[m.Slices]++
+	*res = proto.RegionDigestResult{Epoch: r.ring.Epoch()}
+	for k, v := range r.held {
+		if !m.InSlice(k) || !m.HasKey(fakeKeyHash) {
+			continue
+		}
+		if r.maxDigests > 0 && len(res.Digests) == r.maxDigests {
+			res.Truncated = true
+			break
+		}
+		res.Digests = append(res.Digests, proto.ViewerDigest{Key: k, Sum: fakeDigest(k, v)})
+	}
+	return nil
+}
+
+// hold makes the region hold version v of the viewer with key, as if
+// it had merged it.
+func (r *fakeRegion) hold(key, v uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held[key] = v
+}
+
+// merged is how many times the region merged the viewer with key.
+func (r *fakeRegion) merged(key uint64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.merges[key]
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -211,7 +304,7 @@ func testConfig() Config {
 func startLinks(t *testing.T, cfg Config, eng *fakeEngine, peer *fakeRegion) *Links {
 	t.Helper()
 	ls, err := New(cfg, Deps{Engine: eng, Dialer: peer, Primary: func(uint64) bool { return true },
-		Logger: quiet})
+		PrimaryPartitions: allPrimary, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ type Link struct {
 	q       *queue
 	kick    chan struct{} // a batch is waiting: ship before the interval
 	catchUp chan struct{} // a change overflowed, or a restart asks for a catch-up
+	dg      digestState   // the digest catch-up's (digest.go)
 
 	up      atomic.Bool
 	pending atomic.Int64 // when the oldest viewer taken but not acknowledged was marked (Unix ns); 0: none
@@ -135,6 +136,7 @@ func (l *Link) ship() {
 			l.log.Warn("region link: peer region unreachable; changes wait and are retried", "queued", l.q.len()+len(l.retry))
 		case !was && reached:
 			l.log.Info("region link: peer region reached")
+			l.reachedAgain()
 		}
 		l.up.Store(reached)
 		wait := l.cfg.BatchInterval
@@ -412,29 +414,9 @@ func (l *Link) closeConns() {
 	}
 }
 
-// catchUpLoop runs a catch-up each time one is asked for; one asked
-// while it runs runs again after it.
-func (l *Link) catchUpLoop() {
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-l.catchUp:
-		}
-		if l.retired.Load() {
-			continue
-		}
-		l.log.Info("region link: catch-up: re-shipping the viewers of the partitions this node is primary of")
-		n, done := l.runCatchUp()
-		if !done {
-			return
-		}
-		l.log.Info("region link: catch-up queued", "viewers", n)
-	}
-}
-
-// runCatchUp queues every viewer this node is primary of, keeping the
-// queue at most half full (room for live changes) and at most
+// runCatchUp queues every viewer this node is primary of (for a digest
+// catch-up that cannot compare: the peer partitions viewers otherwise),
+// keeping the queue at most half full (room for live changes) and at most
 // CatchUpRate viewers a second. It returns how many it queued, and false
 // when the links closed first.
 func (l *Link) runCatchUp() (n int, done bool) {

@@ -79,14 +79,14 @@ func TestLinkRetriesWhileThePeerIsDown(t *testing.T) {
 }
 
 // TestLinkOverflowCatchesUp: past the queue's bound changes are counted,
-// not queued, and a catch-up re-ships every viewer this node is primary
-// of: nothing is lost.
+// not queued, and a digest catch-up ships every viewer this node is
+// primary of that the peer lacks: nothing is lost.
 func TestLinkOverflowCatchesUp(t *testing.T) {
 	eng, peer := newFakeEngine(), newFakeRegion(t, "b-0", "b-1", "b-2")
 	peer.setDown(true)
 	cfg := testConfig()
 	reg := prometheus.NewRegistry()
-	ls, err := New(cfg, Deps{Engine: eng, Dialer: peer, Primary: func(uint64) bool { return true }, Registerer: reg, Logger: quiet})
+	ls, err := New(cfg, Deps{Engine: eng, Dialer: peer, Primary: func(uint64) bool { return true }, PrimaryPartitions: allPrimary, Registerer: reg, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestLinkCloseStopsACallInFlight(t *testing.T) {
 	peer.blocking = make(chan struct{}) // never answers
 	cfg := testConfig()
 	cfg.Timeout = time.Hour
-	ls, err := New(cfg, Deps{Engine: eng, Dialer: peer, Primary: func(uint64) bool { return true }, Logger: quiet})
+	ls, err := New(cfg, Deps{Engine: eng, Dialer: peer, Primary: func(uint64) bool { return true }, PrimaryPartitions: allPrimary, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

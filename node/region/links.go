@@ -11,8 +11,11 @@
 //     sends one RegionMerge per owner node of the peer region, whose ring
 //     it learns from the region's seeds (proto.Topology), as a client
 //     does; what is not acknowledged is retried with backoff;
-//   - past the set's bound a change is counted and a catch-up re-ships
-//     every viewer of the partitions this node is primary of, paced.
+//   - past the set's bound a change is counted and a digest catch-up
+//     (digest.go) compares the viewers of the partitions this node is
+//     primary of with what the peer region holds, and queues those
+//     that differ, paced; the same runs after a restart, after an
+//     outage, and every DigestInterval.
 //
 // The receiving node merges (idempotent, commutative), logs and
 // replicates to its backups; it does not ship what it received on, so a
@@ -22,6 +25,7 @@ package region
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -41,6 +45,10 @@ type Engine interface {
 	Keys(fn func(key uint64) bool)
 	// HighWater is the newest time the engine has seen.
 	HighWater() int64
+	// LocalDigest is the digest of a viewer's own counters at now as a
+	// peer region's lane of them digests (engine.LocalDigest); keys is
+	// called with the cap key hash of each counter covered.
+	LocalDigest(key uint64, now int64, keys func(kh uint64)) uint64
 }
 
 // Dialer opens connections to peer regions' nodes, presenting this
@@ -62,8 +70,12 @@ type Deps struct {
 	Engine Engine
 	Dialer Dialer
 	// Primary reports whether this node is the primary owner of the
-	// viewer with key now: a catch-up re-ships those viewers.
+	// viewer with key now: a digest catch-up compares those viewers.
 	Primary func(key uint64) bool
+	// PrimaryPartitions returns the partition count of this region's
+	// ring and the partitions this node is primary of now: a digest
+	// catch-up compares those with the peer regions.
+	PrimaryPartitions func() (partitions int, primary []int)
 	// Registerer receives the links' metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Logger receives the links' logs. nil: slog.Default().
@@ -78,7 +90,9 @@ type Links struct {
 	log     *slog.Logger
 	links   []*Link
 	metrics *metrics
-	escrow  *escrow // strict caps' shares (escrow.go); nil: none
+	escrow  *escrow      // strict caps' shares (escrow.go); nil: none
+	served  digestServer // answers RegionDigest (serve.go)
+	clock   func() time.Time
 
 	// live is Config.Regions less the retired regions (retire.go),
 	// swapped whole under retireMu.
@@ -105,7 +119,11 @@ func New(cfg Config, deps Deps) (*Links, error) {
 	if deps.Clock == nil {
 		deps.Clock = time.Now
 	}
-	ls := &Links{cfg: cfg, log: deps.Logger, stop: make(chan struct{})}
+	if cfg.Enabled() && (deps.PrimaryPartitions == nil || deps.Primary == nil) {
+		return nil, fmt.Errorf("%w: Deps.Primary and Deps.PrimaryPartitions", ErrDeps)
+	}
+	ls := &Links{cfg: cfg, log: deps.Logger, stop: make(chan struct{}), clock: deps.Clock}
+	ls.served.slot = make(chan struct{}, 1)
 	ls.ctx, ls.cancel = context.WithCancel(context.Background())
 	live := cfg.Regions()
 	ls.live.Store(&live)
@@ -129,13 +147,13 @@ func New(cfg Config, deps Deps) (*Links, error) {
 // Name is this node's region.
 func (ls *Links) Name() string { return ls.cfg.Name }
 
-// Start starts each link's shipper and catch-up; a second call does
+// Start starts each link's shipper and digest catch-up; a second call does
 // nothing.
 func (ls *Links) Start() {
 	ls.startOnce.Do(func() {
 		for _, l := range ls.links {
 			ls.wg.Go(l.ship)
-			ls.wg.Go(l.catchUpLoop)
+			ls.wg.Go(l.digestLoop)
 		}
 	})
 }
@@ -151,7 +169,7 @@ func (ls *Links) Mark(key uint64) {
 	}
 }
 
-// CatchUp asks every link to re-ship the viewers of the partitions this
+// CatchUp asks every link for a digest catch-up of the partitions this
 // node is primary of (after a restart with a data dir: the queue itself
 // is not kept).
 func (ls *Links) CatchUp() {

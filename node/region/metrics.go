@@ -7,11 +7,14 @@ import (
 // metrics are the links' collectors, labelled by peer region.
 type metrics struct {
 	shipped, overflow, received *prometheus.CounterVec
+	differing, digests          *prometheus.CounterVec
 }
 
 // linkMetrics are one link's counters.
 type linkMetrics struct {
 	shipped, overflow prometheus.Counter
+	differing         prometheus.Counter
+	digests           map[string]prometheus.Counter // by outcome
 }
 
 func newMetrics(reg prometheus.Registerer, links []*Link) (*metrics, error) {
@@ -19,11 +22,15 @@ func newMetrics(reg prometheus.Registerer, links []*Link) (*metrics, error) {
 		shipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_region_shipped_viewers_total",
 			Help: "Viewer states a peer region's owners acknowledged merging, by peer region."}, []string{"region"}),
 		overflow: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_region_overflow_total",
-			Help: "Changes not queued for a peer region because its queue was full; each starts (or repeats) a catch-up that re-ships every viewer of the partitions this node is primary of."}, []string{"region"}),
+			Help: "Changes not queued for a peer region because its queue was full; each starts (or repeats) a digest catch-up of the partitions this node is primary of."}, []string{"region"}),
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_region_received_viewers_total",
 			Help: "Viewer states merged from another region's nodes, by sending region."}, []string{"region"}),
 	}
-	cs := []prometheus.Collector{m.shipped, m.overflow, m.received}
+	m.differing = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_region_catchup_differing_viewers_total",
+		Help: "Viewers a digest catch-up found differing from (or missing in) the peer region's lane of this region, and queued again, by peer region."}, []string{"region"})
+	m.digests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fcap_region_digest_rounds_total",
+		Help: "Partitions a digest catch-up compared with a peer region, by peer region and outcome: agreed, differed, reshipped (not comparable: queued whole), skipped (not comparable, periodic), failed (peer not reached)."}, []string{"region", "outcome"})
+	cs := []prometheus.Collector{m.shipped, m.overflow, m.received, m.differing, m.digests}
 	for _, l := range links {
 		labels := prometheus.Labels{"region": l.peer.Name}
 		cs = append(cs,
@@ -62,5 +69,10 @@ func newMetrics(reg prometheus.Registerer, links []*Link) (*metrics, error) {
 }
 
 func (m *metrics) of(region string) linkMetrics {
-	return linkMetrics{shipped: m.shipped.WithLabelValues(region), overflow: m.overflow.WithLabelValues(region)}
+	lm := linkMetrics{shipped: m.shipped.WithLabelValues(region), overflow: m.overflow.WithLabelValues(region),
+		differing: m.differing.WithLabelValues(region), digests: map[string]prometheus.Counter{}}
+	for _, o := range []string{outcomeAgreed, outcomeDiffered, outcomeReshipped, outcomeSkipped, outcomeFailed} {
+		lm.digests[o] = m.digests.WithLabelValues(region, o)
+	}
+	return lm
 }

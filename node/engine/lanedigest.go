@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"encoding/binary"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Lane digests, for the region links' digest catch-up (node/region): a
+// region compares its own counters of a viewer (LocalDigest) with the
+// lane a peer region holds of them (LaneDigest of that region), so that
+// it ships again only the viewers whose lane differs. Both digest the
+// same thing the same way: every counter that counts anything at now,
+// in the order of its cap key hash, by that hash, its kind and window
+// and what it counts (as Digest does). Identity links, void marks and
+// reservations are left out: a lane does not keep them apart from the
+// viewer's own, and a state shipped again carries them anyway.
+//
+// A node cannot tell one region's lane counters from another's: a lane
+// key (laneKey) mixes the cap key with the region's tag, and the mix is
+// undone for any tag. So LaneDigest takes the cap keys the origin holds
+// (has): a lane counter is the origin's when its key, unmixed with the
+// origin's tag, is one of them (another region's counter unmixes to one
+// of them by a 64-bit accident only).
+
+// LocalDigest returns the digest of the viewer's own counters at now
+// (what ExportLocal ships), as a peer region's LaneDigest of this region
+// reckons it, and calls keys (when not nil) with the cap key hash of
+// each counter it covers. 0: nothing of its own counts.
+func (e *Engine) LocalDigest(key uint64, now int64, keys func(kh uint64)) uint64 {
+	s := e.stripeOf(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.lookup(key)
+	if v == nil {
+		return 0
+	}
+	return v.regionDigest(key, now, func(h *header) (uint64, bool) { return h.hash, !h.lane }, keys)
+}
+
+// LaneDigest returns the digest of the named region's lane of the
+// viewer at now, over the lane counters whose cap key hash has accepts
+// (has runs under the viewer's stripe lock: keep it short). 0: the lane
+// counts nothing.
+func (e *Engine) LaneDigest(key uint64, region string, now int64, has func(kh uint64) bool) uint64 {
+	tag := regionTag(region)
+	s := e.stripeOf(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.lookup(key)
+	if v == nil || !v.hasLanes() {
+		return 0
+	}
+	return v.regionDigest(key, now, func(h *header) (uint64, bool) {
+		if !h.lane {
+			return 0, false
+		}
+		kh := unlaneKey(h.hash, tag)
+		return kh, has(kh)
+	}, nil)
+}
+
+// regionDigest digests the counters pick selects, each under the cap key
+// hash pick returns, that count anything at now.
+func (v *viewer) regionDigest(key uint64, now int64, pick func(h *header) (uint64, bool), keys func(kh uint64)) uint64 {
+	type live struct {
+		kh uint64
+		i  int
+	}
+	var buf [16]live
+	ls := buf[:0]
+	for i := range v.nkeys() {
+		h := v.header(i)
+		kh, ok := pick(&h)
+		if ok && v.count(&h, now, h.window) > 0 {
+			ls = append(ls, live{kh, i})
+		}
+	}
+	if len(ls) == 0 {
+		return 0
+	}
+	slices.SortFunc(ls, func(a, b live) int {
+		switch {
+		case a.kh < b.kh:
+			return -1
+		case a.kh > b.kh:
+			return 1
+		}
+		return 0
+	})
+	var d xxhash.Digest
+	d.Reset()
+	var b [8]byte
+	word := func(x uint64) {
+		binary.LittleEndian.PutUint64(b[:], x)
+		d.Write(b[:])
+	}
+	word(key)
+	for _, l := range ls {
+		h := v.header(l.i)
+		if keys != nil {
+			keys(l.kh)
+		}
+		word(l.kh)
+		word(uint64(h.algo))
+		word(uint64(h.window))
+		v.digestCounter(&h, now, word)
+	}
+	if sum := d.Sum64(); sum != 0 {
+		return sum
+	}
+	return 1 // 0 means "counts nothing"
+}
+
+// The multiplicative inverses (mod 2^64) of laneKey's two constants.
+var laneInv1, laneInv2 = inverse64(0xff51afd7ed558ccd), inverse64(0xc4ceb9fe1a85ec53)
+
+// inverse64 returns the inverse of odd a modulo 2^64 (Newton's method:
+// each step doubles the bits that are right; a is right to 3 bits).
+func inverse64(a uint64) uint64 {
+	x := a
+	for range 5 {
+		x *= 2 - a*x
+	}
+	return x
+}
+
+// unlaneKey undoes laneKey: the cap key hash whose lane of region tag has
+// key hash lk.
+func unlaneKey(lk, tag uint64) uint64 {
+	x := lk
+	x ^= x >> 33
+	x *= laneInv2
+	x ^= x >> 33
+	x *= laneInv1
+	x ^= x >> 33
+	return x ^ tag
+}
