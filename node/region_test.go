@@ -359,7 +359,7 @@ func TestRegionCatchUpAfterARestart(t *testing.T) {
 // comparison that region b lacks them, and ships them.
 func TestRegionDigestFindsWhatADeadPrimaryNeverShipped(t *testing.T) {
 	var regsB sync.Map
-	b := settledCluster(t, "rdb", 1, regionNodes("b", &regsB))
+	b := settledCluster(t, "rdb", 1, regionNodes("b", &regsB, region.Peer{Name: "a", Seeds: freeAddrs(t, 1)})) // see TestTwoRegions
 	cb := newClient(t, b)
 	bh := newBlackhole(t)
 	var regsA sync.Map
