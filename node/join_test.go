@@ -137,6 +137,9 @@ func TestJoinUnderTrafficLosesNothing(t *testing.T) {
 // rate says, and strict writes replicated to the joining node are
 // acknowledged meanwhile (they do not wait behind the transfer).
 func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
+	// Mostly waiting (on gossip, on throttled transfers) with a cluster of
+	// its own (ports :0, no package state): it waits beside the others.
+	t.Parallel()
 	const rate = 256 << 10
 	// A strict write gets far longer than the production second to sync,
 	// so a machine busy with other work cannot fail one closed. What the

@@ -25,6 +25,9 @@ import (
 // cluster alone (so no transfer from b could carry the count), then b
 // joins: a must count the viewer.
 func TestRestartOffersWhatABackupRecovered(t *testing.T) {
+	// Mostly waiting (on gossip, on throttled transfers) with a cluster of
+	// its own (ports :0, no package state): it waits beside the others.
+	t.Parallel()
 	base := t.TempDir()
 	durable := func(c *Config) {
 		c.Storage.DataDir = filepath.Join(base, c.Name)

@@ -27,6 +27,9 @@ import (
 // primary, waits for c's hand-over, which c, never given one, does not
 // send. a gets p with the count from b, without claiming it.
 func TestSkippedRingRelaysTheHandOver(t *testing.T) {
+	// Mostly waiting (on gossip, on throttled transfers) with a cluster of
+	// its own (ports :0, no package state): it waits beside the others.
+	t.Parallel()
 	nodes := startNodes(t, "relay", 3)
 	testwait.Eventually(t, 20*time.Second, func() bool {
 		for _, n := range nodes {

@@ -18,6 +18,9 @@ import (
 // again, or its primary reports it under-replicated until some later
 // ring change although the peer holds it.
 func TestTransferCutByAForgetIsSentAgain(t *testing.T) {
+	// Mostly waiting (on gossip, on throttled transfers) with a cluster of
+	// its own (ports :0, no package state): it waits beside the others.
+	t.Parallel()
 	nodes := startNodes(t, "resend", 2, func(cfg *Config) {
 		cfg.Replication.TransferRate = 256 << 10 // a partition of a megabyte takes seconds
 	})

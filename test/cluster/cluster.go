@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -41,13 +42,15 @@ var (
 
 // Binary builds cmd/fcapd once per test process (with the race detector
 // unless FCAP_TEST_NORACE is set) and returns its path. The build lands
-// in a temporary folder removed by Cleanup.
+// in a temporary folder removed by Cleanup. With FCAP_TEST_BIN set, it
+// takes the one built beforehand there instead (see Prebuilt).
 func Binary(t testing.TB) string {
 	t.Helper()
 	return Tool(t, "fcapd")
 }
 
-// Tool builds cmd/<name> once per test process and returns its path.
+// Tool builds cmd/<name> once per test process and returns its path, or
+// takes it from FCAP_TEST_BIN (see Prebuilt).
 func Tool(t testing.TB, name string) string {
 	t.Helper()
 	path, err := build(name)
@@ -66,7 +69,11 @@ func build(name string) (string, error) {
 	if err, ok := buildErrs[name]; ok {
 		return "", err
 	}
-	path, err := buildNow(name)
+	race := name == "fcapd" && os.Getenv("FCAP_TEST_NORACE") == ""
+	path, ok, err := Prebuilt(name, race)
+	if !ok && err == nil {
+		path, err = buildNow(name, race)
+	}
 	if err != nil {
 		buildErrs[name] = err
 		return "", err
@@ -75,7 +82,60 @@ func build(name string) (string, error) {
 	return path, nil
 }
 
-func buildNow(name string) (string, error) {
+// BinEnv names a folder of binaries built from this tree before the
+// tests, once for every test package that starts them (.ci/run sets it):
+// otherwise each package's test process builds its own, and on a cold
+// build cache several of them compile fcapd's dependencies with the race
+// detector at the same time as go test does. The folder holds
+//
+//	fcapd          cmd/fcapd with -race
+//	fcapd-norace   cmd/fcapd without it
+//	fcapctl, fcapbench, fcapingest   cmd/<name>
+//	partition-driver                 test/partition/driver
+//
+// A binary the folder lacks is built as without it.
+const BinEnv = "FCAP_TEST_BIN"
+
+// Prebuilt returns the path of the binary name (fcapd, fcapctl,
+// partition-driver ...) in the folder BinEnv names, with race saying
+// whether it must carry the race detector (fcapd's file is fcapd-norace
+// when it must not); ok is false when BinEnv is unset or the folder has
+// no such file, and the caller builds it. A file whose build information
+// says it is another program, or built with the other race setting, is
+// an error: a test would otherwise run something else than it says.
+func Prebuilt(name string, race bool) (path string, ok bool, err error) {
+	dir := os.Getenv(BinEnv)
+	if dir == "" {
+		return "", false, nil
+	}
+	file := name
+	if name == "fcapd" && !race {
+		file = "fcapd-norace"
+	}
+	path = filepath.Join(dir, file)
+	if _, err := os.Stat(path); err != nil {
+		return "", false, nil
+	}
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return "", false, fmt.Errorf("%s=%s: %s: %w", BinEnv, dir, file, err)
+	}
+	if want := "/" + strings.TrimPrefix(name, "partition-"); !strings.HasSuffix(info.Path, want) {
+		return "", false, fmt.Errorf("%s=%s: %s is %s, want a build of .../%s", BinEnv, dir, file, info.Path, name)
+	}
+	built := false
+	for _, s := range info.Settings {
+		if s.Key == "-race" && s.Value == "true" {
+			built = true
+		}
+	}
+	if built != race {
+		return "", false, fmt.Errorf("%s=%s: %s built with -race=%v, want -race=%v", BinEnv, dir, file, built, race)
+	}
+	return path, true, nil
+}
+
+func buildNow(name string, race bool) (string, error) {
 	if buildDir == "" {
 		d, err := os.MkdirTemp("", "fcap-test-bin-")
 		if err != nil {
@@ -89,7 +149,7 @@ func buildNow(name string) (string, error) {
 	}
 	out := filepath.Join(buildDir, name)
 	args := []string{"build", "-o", out}
-	if name == "fcapd" && os.Getenv("FCAP_TEST_NORACE") == "" {
+	if race {
 		args = append(args, "-race")
 	}
 	// From the cmd module's folder, so the build works with the
@@ -475,6 +535,16 @@ func (n *Node) Restart() {
 // Metrics scrapes the node's /metrics: see Scrape.
 func (n *Node) Metrics() (map[string]float64, error) { return Scrape(n.HTTP) }
 
+// scraper asks for /metrics uncompressed: http.DefaultClient asks for
+// gzip, and a race-built node compressing a scrape every 100 ms (the
+// tests that poll a metric, hostile's memory monitor) spent a tenth of
+// its CPU on it. The samples are the same.
+var scraper = &http.Client{Transport: func() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DisableCompression = true
+	return tr
+}()}
+
 // Scrape reads the Prometheus text served at http://addr/metrics and
 // returns every counter and gauge sample as
 // "name{label="value",...}" -> value, labels sorted (no braces without
@@ -483,7 +553,7 @@ func Scrape(addr string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := scraper.Do(req)
 	if err != nil {
 		return nil, err
 	}

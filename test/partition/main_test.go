@@ -14,10 +14,12 @@ import (
 )
 
 // The binaries every run uses, built once per test binary on first use
-// (the checker's unit tests need none) and removed by TestMain.
+// (the checker's unit tests need none) and removed by TestMain (those
+// prebuilt in FCAP_TEST_BIN stay).
 var (
 	buildOnce sync.Once
-	buildDir  string
+	buildDir  string // empty when every binary was prebuilt
+	built     binaries
 	buildErr  error
 )
 
@@ -37,26 +39,46 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// build compiles fcapd, fcapctl and the driver once. fcapd is built
-// without the race detector unless FCAP_PARTITION_RACE=1: on two shared
-// cores the detector's slowdown would turn into timeouts the nemesis did
-// not cause.
+// build compiles fcapd, fcapctl and the driver once, or takes those
+// built beforehand in the folder FCAP_TEST_BIN names (cluster.Prebuilt).
+// fcapd is built without the race detector unless FCAP_PARTITION_RACE=1:
+// on two shared cores the detector's slowdown would turn into timeouts
+// the nemesis did not cause.
 func build(t *testing.T) binaries {
 	t.Helper()
 	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "fcap-partition-bin-")
-		if buildErr != nil {
-			return
-		}
 		var root string
-		if root, buildErr = cluster.RepoRoot(); buildErr != nil {
-			return
-		}
 		// Each from its module's folder, so the build works with the
 		// repository's go.work and without it (GOWORK=off).
-		for _, b := range []struct{ dir, pkg string }{{"cmd", "./fcapd"}, {"cmd", "./fcapctl"}, {"test", "./partition/driver"}} {
-			args := []string{"build", "-o", filepath.Join(buildDir, filepath.Base(b.pkg))}
-			if b.pkg == "./fcapd" && os.Getenv("FCAP_PARTITION_RACE") == "1" {
+		for _, b := range []struct {
+			dir, pkg, name string
+			path           *string
+		}{
+			{"cmd", "./fcapd", "fcapd", &built.fcapd},
+			{"cmd", "./fcapctl", "fcapctl", &built.fcapctl},
+			{"test", "./partition/driver", "partition-driver", &built.driver},
+		} {
+			race := b.name == "fcapd" && os.Getenv("FCAP_PARTITION_RACE") == "1"
+			path, ok, err := cluster.Prebuilt(b.name, race)
+			if err != nil {
+				buildErr = err
+				return
+			}
+			if ok {
+				*b.path = path
+				continue
+			}
+			if buildDir == "" {
+				if buildDir, buildErr = os.MkdirTemp("", "fcap-partition-bin-"); buildErr != nil {
+					return
+				}
+				if root, buildErr = cluster.RepoRoot(); buildErr != nil {
+					return
+				}
+			}
+			*b.path = filepath.Join(buildDir, filepath.Base(b.pkg))
+			args := []string{"build", "-o", *b.path}
+			if race {
 				args = append(args, "-race")
 			}
 			cmd := exec.Command("go", append(args, b.pkg)...)
@@ -70,11 +92,7 @@ func build(t *testing.T) binaries {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	return binaries{
-		fcapd:   filepath.Join(buildDir, "fcapd"),
-		fcapctl: filepath.Join(buildDir, "fcapctl"),
-		driver:  filepath.Join(buildDir, "driver"),
-	}
+	return built
 }
 
 // requireNetns skips the test, or fails it when FCAP_REQUIRE_NETNS=1
