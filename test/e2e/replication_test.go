@@ -22,12 +22,13 @@ type ledger struct {
 	acked   map[string]int // per viewer: impressions acknowledged
 	nAcked  int            // impressions acknowledged, every viewer's
 	unknown map[string]int // per viewer: calls whose fate is unknown (failed over after sending)
+	refused map[string]int // per viewer: calls a node refused (the cap had no room)
 	errors  int            // errors returned to the caller
 	failed  int            // verdicts decided by the failure policy
 }
 
 func newLedger() *ledger {
-	return &ledger{acked: map[string]int{}, unknown: map[string]int{}}
+	return &ledger{acked: map[string]int{}, unknown: map[string]int{}, refused: map[string]int{}}
 }
 
 // allowed accounts for the answer to an Allow of viewer v.
@@ -43,6 +44,8 @@ func (l *ledger) allowed(v string, vd client.Verdict, err error) {
 	case vd.Allowed:
 		l.acked[v]++
 		l.nAcked++
+	default:
+		l.refused[v]++
 	}
 }
 
@@ -181,7 +184,7 @@ func verify(t *testing.T, l *ledger, got map[string]int) (lost, extra int) {
 			t.Errorf("%s: %d impressions acknowledged, %d counted", v, l.acked[v], n)
 		case n > l.acked[v]+l.unknown[v]:
 			extra += n - l.acked[v] - l.unknown[v]
-			t.Errorf("%s: counted %d, but only %d acknowledged and %d unknown", v, n, l.acked[v], l.unknown[v])
+			t.Errorf("%s: counted %d, but only %d acknowledged and %d unknown (%d refused)", v, n, l.acked[v], l.unknown[v], l.refused[v])
 		}
 	}
 	return lost, extra
