@@ -70,7 +70,11 @@ func nextBackoff(d, lo, hi time.Duration) time.Duration {
 
 // sleep waits for d, or less if a rebuild found us alone. It returns false
 // once we leave or shut down.
-func (m *Membership) sleep(d time.Duration) bool {
+func (m *Membership) sleep(d time.Duration) bool { return m.wait(d, m.kick) }
+
+// wait waits for d, or less if kick (which may be nil) fires. It returns
+// false once we leave or shut down.
+func (m *Membership) wait(d time.Duration, kick <-chan struct{}) bool {
 	select {
 	case <-m.stop:
 		return false
@@ -88,7 +92,7 @@ func (m *Membership) sleep(d time.Duration) bool {
 		return false
 	case <-m.left:
 		return false
-	case <-m.kick:
+	case <-kick:
 		return true
 	case <-t.C:
 		return true

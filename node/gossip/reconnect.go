@@ -39,27 +39,13 @@ func (m *Membership) reconnectLoop() {
 	defer m.wg.Done()
 	i := m.cfg.ReconnectInterval
 	for {
-		if !m.pause(i*3/4 + rand.N(i/2+1)) {
+		if !m.wait(i*3/4+rand.N(i/2+1), nil) {
 			return
 		}
 		for _, f := range m.reconnectTargets(reconnectFanout) {
 			m.wg.Add(1)
 			go m.reconnect(f)
 		}
-	}
-}
-
-// pause waits for d; it returns false once we leave or shut down.
-func (m *Membership) pause(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-m.stop:
-		return false
-	case <-m.left:
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -413,30 +413,11 @@ func (l *Link) digestCall(addr string, req *proto.RegionDigest, res *proto.Regio
 // digestRing learns the peer region's ring for this round, from the
 // members of the last one it knew, then the seeds.
 func (l *Link) digestRing() error {
-	var addrs []string
-	if l.dg.ring != nil {
-		for _, m := range l.dg.ring.Members() {
-			if m.State.Owns() && m.Addr != "" {
-				addrs = append(addrs, m.Addr)
-			}
-		}
+	r, _, err := l.fetchRing(l.dg.ring)
+	if err == nil {
+		l.dg.ring = r
 	}
-	addrs = append(addrs, l.peer.Seeds...)
-	var errs []error
-	for _, addr := range addrs {
-		r, err := l.topology(addr)
-		if err == nil {
-			l.dg.ring = r
-			return nil
-		}
-		errs = append(errs, err)
-		select {
-		case <-l.stop:
-			return errors.Join(errs...)
-		default:
-		}
-	}
-	return fmt.Errorf("region %s: no node answered: %w", l.peer.Name, errors.Join(errs...))
+	return err
 }
 
 func (l *Link) closeDigestConns() {
