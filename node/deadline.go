@@ -74,9 +74,17 @@ func (h *handler) strictTimeout(deadline time.Time) (time.Duration, bool) {
 // merge what they receive, and the tag's void mark takes the grant out of
 // a backup that already applied it (engine.RevokeGrantWrite), where a
 // union alone would keep it.
-func (h *handler) revoke(viewer string, tag uint64, now int64, caps []fcap.Cap) {
+//
+// held is the view the grant was made under, whose plan the grant still
+// holds (commitOrHold): the take-back is marked for the targets of that
+// plan and of every plan since. When the ring moved meanwhile, one of
+// them is the primary this node hands the partition over to, which took
+// the grant with the hand-over and, without the take-back, would count
+// it on top of the client's next try there.
+func (h *handler) revoke(held *view, viewer string, tag uint64, now int64, caps []fcap.Cap) {
 	wr := &write{v: h.enter(), eng: engine.Write{Journal: h.n.journal}, local: true}
 	_, err := h.n.engine.RevokeGrantWrite(&wr.eng, viewer, tag, now, caps)
+	h.markHeld(held, wr)
 	h.commit(wr)
 	if err != nil {
 		// The same viewer, time and caps were just granted: a bug.
@@ -88,11 +96,21 @@ func (h *handler) revoke(viewer string, tag uint64, now int64, caps []fcap.Cap) 
 
 // unreserve takes back a strict reservation this node could not
 // acknowledge (see revoke).
-func (h *handler) unreserve(viewer string, id uint64) {
+func (h *handler) unreserve(held *view, viewer string, id uint64) {
 	wr := &write{v: h.enter(), eng: engine.Write{Journal: h.n.journal}, local: true}
 	h.n.engine.ReleaseWrite(&wr.eng, viewer, id)
+	h.markHeld(held, wr)
 	h.commit(wr)
 	h.n.metrics.StrictRevoked.Inc()
+}
+
+// markHeld marks the viewer a take-back changed for the targets of the
+// plan its grant was made under and of every plan since
+// (Plan.MarkThrough), when that is no longer the current one.
+func (h *handler) markHeld(held *view, wr *write) {
+	if wr.eng.Changed && held != wr.v {
+		wr.v.plan.MarkThrough(held.plan, wr.eng.Key)
+	}
 }
 
 // lateErr is the error a strict write whose sync ended with err answers

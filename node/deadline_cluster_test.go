@@ -16,6 +16,7 @@ import (
 	"github.com/fcap-io/fcap/internal/testwait"
 	"github.com/fcap-io/fcap/node"
 	"github.com/fcap-io/fcap/node/nodetest"
+	"github.com/fcap-io/fcap/ring"
 )
 
 // TestLateStrictGrantIsTakenBack: a strict Allow whose sync to the backup
@@ -256,4 +257,136 @@ func (p *stallProxy) pump(dst, src net.Conn, gated bool) {
 			return
 		}
 	}
+}
+
+// TestTakenBackGrantReachesTheNextPrimary: a strict grant whose backup
+// does not answer is taken back; when its partition is handed over
+// meanwhile, the take-back must go with the hand-over. The new primary
+// took the grant whole, and the client's next try goes to it: without
+// the take-back it counts the same impression twice (what
+// TestKillAndRestartAtOnce found now and then). Here the owner's Allow
+// waits on a backup whose data plane a proxy holds, while a joining node
+// that becomes the viewer's primary, held Joining behind a proxy of its
+// own until then, turns Active.
+func TestTakenBackGrantReachesTheNextPrimary(t *testing.T) {
+	pxBackup, pxNext := newStallProxy(t, false), newStallProxy(t, false)
+	regs := make([]*prometheus.Registry, 5)
+	var nodes []*node.Node
+	var rcfg ring.Config
+	start := func(i int, px *stallProxy) {
+		cfg := node.DefaultLocalConfig(fmt.Sprint("node-", i))
+		rcfg = cfg.Membership.Ring
+		cfg.Logger = nodetest.Quiet
+		cfg.Membership.Ring.Replicas = 2
+		cfg.StrictTimeout = 30 * time.Second
+		regs[i] = prometheus.NewRegistry()
+		cfg.Registerer, cfg.Gatherer = regs[i], regs[i]
+		if i > 0 {
+			cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
+		}
+		if px != nil {
+			cfg.DataAddr = freeAddr(t)
+			cfg.AdvertiseDataAddr = px.addr()
+			px.setTarget(cfg.DataAddr)
+		}
+		nodes = append(nodes, nodetest.Start(t, cfg))
+	}
+	// Four members and a fifth joining: with the backup held, the owner
+	// and two others still make the majority strict writes need.
+	start(0, nil)
+	start(1, pxBackup)
+	start(2, nil)
+	start(3, nil)
+	nodetest.Settle(t, nodes, 30*time.Second)
+	owner, backup := nodes[0], nodes[1]
+	// The fifth node joins but gets no copy while its proxy holds: it
+	// stays Joining.
+	pxNext.stall()
+	start(4, pxNext)
+	next := nodes[4]
+	testwait.Eventually(t, 20*time.Second, func() bool {
+		i, ok := owner.Ring().Find(next.Name())
+		return ok && owner.Ring().Member(i).State == ring.Joining
+	}, "the owner does not see the third node joining")
+
+	// A viewer owner serves with backup as its backup now, whose primary
+	// is the fifth node once it is Active.
+	x := owner.Ring()
+	var active []ring.Member
+	for _, m := range x.Members() {
+		m.State = ring.Active
+		active = append(active, m)
+	}
+	rcfg.Replicas = 2
+	after, err := ring.Build(rcfg, active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer := ""
+	for i := 0; viewer == "" && i < 100000; i++ {
+		v := fmt.Sprint("viewer-", i)
+		_, now := x.Lookup(v)
+		_, later := after.Lookup(v)
+		if len(now) == 2 && x.Member(now[0]).Name == owner.Name() && x.Member(now[1]).Name == backup.Name() &&
+			after.Member(later[0]).Name == next.Name() {
+			viewer = v
+		}
+	}
+	if viewer == "" {
+		t.Fatal("no viewer moves from the owner to the joining node")
+	}
+
+	// A budget, not a timing assertion: the Allow fails closed when it
+	// ends, inside the hand-over's wait for the writes in flight (5 s).
+	c := newClient(t, nodes[:4], func(cfg *client.Config) { cfg.Timeout = 4 * time.Second })
+	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 5, Window: fcap.MaxWindow, Mode: fcap.Strict}
+	left := func(n *node.Node) int64 {
+		t.Helper()
+		res, err := n.Engine().Check(viewer, []fcap.Candidate{{Caps: []fcap.Cap{strictCap}}}, time.Now().UnixMilli(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0].Remaining
+	}
+	pxBackup.stall()
+	answered := make(chan client.Verdict, 1)
+	go func() {
+		vd, err := c.Allow(context.Background(), viewer, []fcap.Cap{strictCap})
+		if err != nil {
+			t.Errorf("Allow: %v", err)
+		}
+		answered <- vd
+	}()
+	testwait.Eventually(t, 20*time.Second, func() bool { return left(owner) == 4 }, "the owner did not apply the Allow")
+	// The fifth node gets its copies and turns Active: the owner hands
+	// the viewer's partition over while the grant waits for the backup.
+	pxNext.release()
+	vd := <-answered
+	if vd.Allowed || !vd.FailClosed {
+		t.Fatalf("strict Allow with a stalled backup: %+v, want failed closed", vd)
+	}
+	testwait.Eventually(t, 20*time.Second, func() bool { return counter(regs[0], "fcap_strict_revoked_total") >= 1 },
+		"the owner did not take the grant back")
+	if _, own := owner.Ring().Lookup(viewer); owner.Ring().Member(own[0]).Name != next.Name() {
+		t.Fatalf("the fifth node did not turn Active while the Allow waited: the test shows nothing")
+	}
+	pxBackup.release()
+	nodetest.Settle(t, nodes, 30*time.Second)
+	if got := left(next); got != 5 {
+		t.Fatalf("the new primary has %d left after a grant the client never saw, want 5: it took the grant without its take-back", got)
+	}
+	if got := left(owner); got != 5 {
+		t.Fatalf("the old owner has %d left, want 5", got)
+	}
+}
+
+// counter reads the unlabelled counter name from reg, 0 if absent.
+func counter(reg prometheus.Gatherer, name string) float64 {
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.Metric) == 1 {
+			return mf.Metric[0].Counter.GetValue()
+		}
+	}
+	return 0
 }

@@ -73,6 +73,20 @@ func (h *handler) commit(wr *write) uint64 {
 	return wr.eng.Seq
 }
 
+// commitOrHold is commit, except for a strict grant that waits for its
+// backups (hold): it stays in the plan, and the caller leaves it once the
+// grant stands or is taken back. A hand-over of its partition waits for
+// that (Plan.drain) and carries the outcome: a grant taken back after
+// the new primary took it whole would be counted there on top of the
+// client's next try, which goes to that primary.
+func (h *handler) commitOrHold(wr *write, hold bool) uint64 {
+	if !hold {
+		return h.commit(wr)
+	}
+	h.mark(wr)
+	return wr.eng.Seq
+}
+
 // mark queues the changed viewer for the partition's targets (or, for a
 // stand-in write, its other owners).
 func (h *handler) mark(wr *write) {
@@ -120,11 +134,11 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 		wr.eng.Grant = rand.Uint64() | 1
 	}
 	vd, err := h.n.engine.AllowWrite(&wr.eng, m.Viewer, now, m.Caps)
-	seq := h.commit(wr)
+	sync := err == nil && vd.Allowed && isStrict
+	seq := h.commitOrHold(wr, sync)
 	if wr.eng.ShareSpent {
 		h.shareSpent(m.Viewer, &m.Caps[vd.Blocking])
 	}
-	sync := err == nil && vd.Allowed && isStrict
 	if isStrict && !sync {
 		h.n.inflight.done(vkey)
 	}
@@ -149,6 +163,9 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 		viewer, caps = strings.Clone(viewer), cloneCaps(caps)
 	}
 	return h.later(out, h.start, func(out []byte) ([]byte, metrics.Op, metrics.Outcome) {
+		if sync {
+			defer h.leave(wv)
+		}
 		h.n.waitLogged(seq)
 		if sync {
 			// A strict grant stands only if the backups hold it and the
@@ -159,7 +176,7 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 				err = h.resync(viewer, key, deadline, err)
 			}
 			if err != nil || late(deadline) {
-				h.revoke(viewer, tag, now, caps)
+				h.revoke(wv, viewer, tag, now, caps)
 				h.n.inflight.done(vkey)
 				return h.failErr(out, hdr, lateErr(err, deadline), epoch, metrics.OpAllow)
 			}
@@ -284,14 +301,14 @@ func (h *handler) reserve(out []byte, v *view, hdr proto.Header, body []byte) ([
 	}
 	now := h.now(m.Now, m.HasNow)
 	vd, id, err := h.n.engine.ReserveWrite(&wr.eng, m.Viewer, fcap.Candidate{Caps: m.Caps}, now, m.TTL)
-	seq := h.commit(wr)
+	sync := err == nil && vd.Allowed && strict(m.Caps)
+	seq := h.commitOrHold(wr, sync)
 	if wr.eng.ShareSpent {
 		h.shareSpent(m.Viewer, &m.Caps[vd.Blocking])
 	}
 	if err != nil {
 		return h.failErr(out, hdr, err, epoch, metrics.OpReserve)
 	}
-	sync := vd.Allowed && strict(m.Caps)
 	if seq == 0 && !sync {
 		h.reserveRes = proto.ReserveResult{Epoch: epoch, Now: now, Verdict: vd, ID: id}
 		return h.reply(out, hdr.ID, &h.reserveRes, metrics.OpReserve)
@@ -302,13 +319,16 @@ func (h *handler) reserve(out []byte, v *view, hdr proto.Header, body []byte) ([
 		viewer = strings.Clone(viewer) // the reader reuses the buffer it aliases
 	}
 	return h.later(out, h.start, func(out []byte) ([]byte, metrics.Op, metrics.Outcome) {
+		if sync {
+			defer h.leave(wv)
+		}
 		h.n.waitLogged(seq)
 		if sync {
 			if err := h.syncKey(wv, key, p, deadline); err != nil || late(deadline) {
 				// The reservation holds here but not on the backups, or
 				// the client will not see it: drop it, the client fails
 				// closed.
-				h.unreserve(viewer, id)
+				h.unreserve(wv, viewer, id)
 				return h.failErr(out, hdr, lateErr(err, deadline), epoch, metrics.OpReserve)
 			}
 		}

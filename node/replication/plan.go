@@ -37,13 +37,19 @@ type Plan struct {
 
 // drain waits until no write is in flight under this plan or any plan
 // before it (writers only ever enter the current view's plan, so an idle
-// old plan stays idle), or the deadline passes.
-func (pl *Plan) drain(deadline time.Time) {
+// old plan stays idle), or the deadline passes. A strict grant stays in
+// the plan until its backups answer (or it is taken back), and the peer
+// a hand-over goes to may be one of them: flush, called while it waits,
+// sends what such writers wait for. Once flush fails, drain only waits.
+func (pl *Plan) drain(deadline time.Time, flush func() error) {
 	for p := pl; p != nil; p = p.before.Load() {
 		if !p.idle() {
 			p.fenced.Add(1)
 		}
 		for !p.idle() && time.Now().Before(deadline) {
+			if flush != nil && flush() != nil {
+				flush = nil
+			}
 			time.Sleep(100 * time.Microsecond)
 		}
 	}
@@ -58,6 +64,21 @@ func (pl *Plan) Mark(key uint64) {
 	for _, rep := range pl.targets[p] {
 		rep.markDirty(key, p)
 	}
+}
+
+// MarkThrough queues a changed viewer for the targets of this plan and
+// of every plan before it back to held, a plan a write still holds: the
+// take-back of that write reaches every node the plans since may have
+// sent the write to, the primary a hand-over goes to among them, before
+// that hand-over's Done marker (which waits for held to drain).
+func (pl *Plan) MarkThrough(held *Plan, key uint64) {
+	for p := pl; p != nil; p = p.before.Load() {
+		p.Mark(key)
+		if p == held {
+			return
+		}
+	}
+	held.Mark(key)
 }
 
 // MarkStandIn queues a viewer this node changed as a stand-in for its
