@@ -75,12 +75,13 @@ func (h *handler) strictTimeout(deadline time.Time) (time.Duration, bool) {
 // a backup that already applied it (engine.RevokeGrantWrite), where a
 // union alone would keep it.
 //
-// held is the view the grant was made under, whose plan the grant still
-// holds (commitOrHold): the take-back is marked for the targets of that
-// plan and of every plan since. When the ring moved meanwhile, one of
-// them is the primary this node hands the partition over to, which took
-// the grant with the hand-over and, without the take-back, would count
-// it on top of the client's next try there.
+// held is the view the grant was made under: the take-back is marked
+// for the targets of its plan and of every plan since. When the ring
+// moved meanwhile, one of them is the primary this node handed the
+// partition over to, which took the grant with the hand-over and,
+// without the take-back, would count it on top of the client's next
+// try there (the current plan has no target for the partition on a node
+// that is no longer its primary).
 func (h *handler) revoke(held *view, viewer string, tag uint64, now int64, caps []fcap.Cap) {
 	wr := &write{v: h.enter(), eng: engine.Write{Journal: h.n.journal}, local: true}
 	_, err := h.n.engine.RevokeGrantWrite(&wr.eng, viewer, tag, now, caps)

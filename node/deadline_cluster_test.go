@@ -264,7 +264,9 @@ func (p *stallProxy) pump(dst, src net.Conn, gated bool) {
 // meanwhile, the take-back must go with the hand-over. The new primary
 // took the grant whole, and the client's next try goes to it: without
 // the take-back it counts the same impression twice (what
-// TestKillAndRestartAtOnce found now and then). Here the owner's Allow
+// TestKillAndRestartAtOnce found now and then). The take-back may come
+// after the hand-over: a primary merges what its partition's other
+// owners push. Here the owner's Allow
 // waits on a backup whose data plane a proxy holds, while a joining node
 // that becomes the viewer's primary, held Joining behind a proxy of its
 // own until then, turns Active.
@@ -372,12 +374,11 @@ func TestTakenBackGrantReachesTheNextPrimary(t *testing.T) {
 	}
 	pxBackup.release()
 	nodetest.Settle(t, nodes, 30*time.Second)
-	if got := left(next); got != 5 {
-		t.Fatalf("the new primary has %d left after a grant the client never saw, want 5: it took the grant without its take-back", got)
-	}
 	if got := left(owner); got != 5 {
 		t.Fatalf("the old owner has %d left, want 5", got)
 	}
+	testwait.Eventually(t, 20*time.Second, func() bool { return left(next) == 5 },
+		"the new primary counts a grant the client never saw: it took the grant without its take-back")
 }
 
 // counter reads the unlabelled counter name from reg, 0 if absent.

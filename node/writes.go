@@ -73,18 +73,15 @@ func (h *handler) commit(wr *write) uint64 {
 	return wr.eng.Seq
 }
 
-// commitOrHold is commit, except for a strict grant that waits for its
-// backups (hold): it stays in the plan, and the caller leaves it once the
-// grant stands or is taken back. A hand-over of its partition waits for
-// that (Plan.drain) and carries the outcome: a grant taken back after
-// the new primary took it whole would be counted there on top of the
-// client's next try, which goes to that primary.
+// commitOrHold is commit; for a strict grant that waits for its backups
+// (hold), it also keeps the plans linked (Replicator.HoldPlans) until
+// the caller releases them, once the grant stands or is taken back: a
+// take-back is marked through every plan since the grant's (revoke).
 func (h *handler) commitOrHold(wr *write, hold bool) uint64 {
-	if !hold {
-		return h.commit(wr)
+	if hold {
+		h.n.repl.HoldPlans()
 	}
-	h.mark(wr)
-	return wr.eng.Seq
+	return h.commit(wr)
 }
 
 // mark queues the changed viewer for the partition's targets (or, for a
@@ -164,7 +161,7 @@ func (h *handler) allow(out []byte, v *view, hdr proto.Header, body []byte) ([]b
 	}
 	return h.later(out, h.start, func(out []byte) ([]byte, metrics.Op, metrics.Outcome) {
 		if sync {
-			defer h.leave(wv)
+			defer h.n.repl.ReleasePlans()
 		}
 		h.n.waitLogged(seq)
 		if sync {
@@ -320,7 +317,7 @@ func (h *handler) reserve(out []byte, v *view, hdr proto.Header, body []byte) ([
 	}
 	return h.later(out, h.start, func(out []byte) ([]byte, metrics.Op, metrics.Outcome) {
 		if sync {
-			defer h.leave(wv)
+			defer h.n.repl.ReleasePlans()
 		}
 		h.n.waitLogged(seq)
 		if sync {

@@ -321,7 +321,7 @@ func (s *sender) step() (more bool, err error) {
 	// A hand-over first lets the writes in flight under the plan it
 	// leaves finish (and mark their viewers), so they go before Done.
 	for _, pl := range leaving {
-		pl.drain(time.Now().Add(5*time.Second), s.flushWaited)
+		pl.drain(time.Now().Add(5 * time.Second))
 	}
 	requeue := func(err error) error {
 		rep.mu.Lock()
@@ -432,19 +432,6 @@ func (s *sender) sendDirty() error {
 	}
 	answer(s.otherRing)
 	return nil
-}
-
-// flushWaited sends the changed viewers queued for the peer when a
-// writer waits for them (a strict grant held in a plan a hand-over
-// drains), and nothing otherwise.
-func (s *sender) flushWaited() error {
-	s.rep.mu.Lock()
-	waited := len(s.rep.waiters) > 0
-	s.rep.mu.Unlock()
-	if !waited {
-		return nil
-	}
-	return s.sendDirty()
 }
 
 // sendPartitions sends partitions whole: every viewer the engine holds in

@@ -33,27 +33,27 @@ type Plan struct {
 	// fenced counts the hand-overs that found a write in flight under
 	// this plan and waited for it (drain).
 	fenced atomic.Int64
+	// holds is the node's count of strict writes waiting for their
+	// backups (Replicator.HoldPlans), shared by all its plans.
+	holds *atomic.Int64
 }
 
 // drain waits until no write is in flight under this plan or any plan
 // before it (writers only ever enter the current view's plan, so an idle
-// old plan stays idle), or the deadline passes. A strict grant stays in
-// the plan until its backups answer (or it is taken back), and the peer
-// a hand-over goes to may be one of them: flush, called while it waits,
-// sends what such writers wait for. Once flush fails, drain only waits.
-func (pl *Plan) drain(deadline time.Time, flush func() error) {
+// old plan stays idle), or the deadline passes. It stays linked to the
+// plans before it while a strict write waits for its backups
+// (Replicator.HoldPlans): a take-back is marked through them
+// (MarkThrough).
+func (pl *Plan) drain(deadline time.Time) {
 	for p := pl; p != nil; p = p.before.Load() {
 		if !p.idle() {
 			p.fenced.Add(1)
 		}
 		for !p.idle() && time.Now().Before(deadline) {
-			if flush != nil && flush() != nil {
-				flush = nil
-			}
 			time.Sleep(100 * time.Microsecond)
 		}
 	}
-	if pl.idle() {
+	if pl.idle() && (pl.holds == nil || pl.holds.Load() == 0) {
 		pl.before.Store(nil) // everything before it drained: let it go
 	}
 }
@@ -67,10 +67,12 @@ func (pl *Plan) Mark(key uint64) {
 }
 
 // MarkThrough queues a changed viewer for the targets of this plan and
-// of every plan before it back to held, a plan a write still holds: the
-// take-back of that write reaches every node the plans since may have
-// sent the write to, the primary a hand-over goes to among them, before
-// that hand-over's Done marker (which waits for held to drain).
+// of every plan before it back to held, the plan a strict write was made
+// under (kept linked by HoldPlans): the write's take-back reaches every
+// node the plans since may have sent the write to, among them the
+// primary a hand-over went to, which took the grant with the partition.
+// A primary merges what its partition's other owners push, so the
+// take-back counts there even after the hand-over's Done marker.
 func (pl *Plan) MarkThrough(held *Plan, key uint64) {
 	for p := pl; p != nil; p = p.before.Load() {
 		p.Mark(key)
@@ -80,6 +82,16 @@ func (pl *Plan) MarkThrough(held *Plan, key uint64) {
 	}
 	held.Mark(key)
 }
+
+// HoldPlans notes a strict write that waits for its backups, and
+// ReleasePlans its end, once it stood or was taken back: meanwhile no
+// plan lets go of the plans before it (Plan.drain), so the write's
+// take-back can be marked through every plan since its own
+// (MarkThrough).
+func (r *Replicator) HoldPlans() { r.holds.Add(1) }
+
+// ReleasePlans ends a HoldPlans.
+func (r *Replicator) ReleasePlans() { r.holds.Add(-1) }
 
 // MarkStandIn queues a viewer this node changed as a stand-in for its
 // owner for the partition's other owners: the owner merges the write in

@@ -101,7 +101,7 @@ func (r *Replicator) OnRing(cur *ring.Ring) (*Plan, func()) {
 	fut := r.future(cur)
 	pn := &planner{
 		r: r, self: r.cfg.Name, prev: r.prev, cur: cur, fut: fut,
-		pl:     &Plan{ring: cur, future: fut, targets: make([][]*replica, len(r.parts)), standIn: make([][]*replica, len(r.parts))},
+		pl:     &Plan{ring: cur, future: fut, targets: make([][]*replica, len(r.parts)), standIn: make([][]*replica, len(r.parts)), holds: &r.holds},
 		now:    r.now().UnixNano(),
 		wanted: map[string]bool{},
 	}

@@ -56,6 +56,9 @@ type Replicator struct {
 	clock   func() time.Time
 
 	parts []partition
+	// holds counts the strict writes waiting for their backups
+	// (HoldPlans).
+	holds atomic.Int64
 
 	pullKick chan struct{} // size 1: pull now (claimed partitions after a ring change)
 
