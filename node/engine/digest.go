@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"encoding/binary"
 	"slices"
 
@@ -37,18 +38,9 @@ func (e *Engine) Digest(key uint64, now int64) (sum uint64, counters int) {
 }
 
 func (v *viewer) digest(key uint64, now int64) (uint64, int) {
-	type live struct {
-		hash uint64
-		i    int
-	}
-	var keys [16]live
-	ls := keys[:0]
-	for i := range v.nkeys() {
-		h := v.header(i)
-		if v.count(&h, now, h.window) > 0 {
-			ls = append(ls, live{h.hash, i})
-		}
-	}
+	var d xxhash.Digest
+	d.Reset()
+	n := v.digestCounters(&d, key, now, func(h *header) (uint64, bool) { return h.hash, true }, nil)
 	id := idOf(v)
 	if id != nil && id.empty() {
 		id = nil
@@ -61,53 +53,76 @@ func (v *viewer) digest(key uint64, now int64) (uint64, int) {
 			}
 		}
 	}
-	if len(ls) == 0 && id == nil && len(marks) == 0 {
+	if n == 0 && id == nil && len(marks) == 0 {
 		return 0, 0
-	}
-	slices.SortFunc(ls, func(a, b live) int {
-		switch {
-		case a.hash < b.hash:
-			return -1
-		case a.hash > b.hash:
-			return 1
-		}
-		return 0
-	})
-	var d xxhash.Digest
-	d.Reset()
-	var b [8]byte
-	word := func(x uint64) {
-		binary.LittleEndian.PutUint64(b[:], x)
-		d.Write(b[:])
-	}
-	word(key)
-	for _, l := range ls {
-		h := v.header(l.i)
-		word(l.hash)
-		word(uint64(h.algo))
-		word(uint64(h.window))
-		v.digestCounter(&h, now, word)
 	}
 	if id != nil { // links are compared too (tombstones included)
 		d.WriteString(id.viewer)
-		word(uint64(id.linkAt))
+		digestWord(&d, uint64(id.linkAt))
 		for _, dl := range id.devices {
 			d.WriteString(dl.name)
-			word(uint64(dl.at))
+			digestWord(&d, uint64(dl.at))
 			if dl.gone {
-				word(1)
+				digestWord(&d, 1)
 			}
 		}
 	}
 	for _, m := range marks {
-		word(m.id)
-		word(uint64(m.at))
+		digestWord(&d, m.id)
+		digestWord(&d, uint64(m.at))
 	}
-	sum := d.Sum64()
+	return nonZero(d.Sum64()), n
+}
+
+// digestCounters writes key to d, then every counter pick selects that
+// counts anything at now, in the order of the cap key hash pick gives it
+// (the hash it is digested under): that hash, its kind and window, and
+// what it counts. It calls keys (when not nil) with each hash, and
+// returns how many counters it wrote. Digest and the region links' lane
+// digests (lanedigest.go) share it, so what they cover is reckoned one
+// way.
+func (v *viewer) digestCounters(d *xxhash.Digest, key uint64, now int64, pick func(h *header) (uint64, bool), keys func(kh uint64)) int {
+	type live struct {
+		kh uint64
+		i  int
+	}
+	var buf [16]live
+	ls := buf[:0]
+	for i := range v.nkeys() {
+		h := v.header(i)
+		if kh, ok := pick(&h); ok && v.count(&h, now, h.window) > 0 {
+			ls = append(ls, live{kh, i})
+		}
+	}
+	slices.SortFunc(ls, func(a, b live) int { return cmp.Compare(a.kh, b.kh) })
+	word := func(x uint64) { digestWord(d, x) }
+	word(key)
+	for _, l := range ls {
+		h := v.header(l.i)
+		if keys != nil {
+			keys(l.kh)
+		}
+		word(l.kh)
+		word(uint64(h.algo))
+		word(uint64(h.window))
+		v.digestCounter(&h, now, word)
+	}
+	return len(ls)
+}
+
+// digestWord writes x to d, little-endian.
+func digestWord(d *xxhash.Digest, x uint64) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], x)
+	d.Write(b[:])
+}
+
+// nonZero is a digest's sum, never 0: 0 means "counts nothing".
+func nonZero(sum uint64) uint64 {
 	if sum == 0 {
-		sum = 1 // 0 means "counts nothing"
+		return 1
 	}
-	return sum, len(ls)
+	return sum
 }
 
 // CombineDigests folds a viewer's digest into a partition's: the result

@@ -1,9 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
-	"slices"
-
 	"github.com/cespare/xxhash/v2"
 )
 
@@ -62,55 +59,14 @@ func (e *Engine) LaneDigest(key uint64, region string, now int64, has func(kh ui
 }
 
 // regionDigest digests the counters pick selects, each under the cap key
-// hash pick returns, that count anything at now.
+// hash pick returns, that count anything at now (digestCounters).
 func (v *viewer) regionDigest(key uint64, now int64, pick func(h *header) (uint64, bool), keys func(kh uint64)) uint64 {
-	type live struct {
-		kh uint64
-		i  int
-	}
-	var buf [16]live
-	ls := buf[:0]
-	for i := range v.nkeys() {
-		h := v.header(i)
-		kh, ok := pick(&h)
-		if ok && v.count(&h, now, h.window) > 0 {
-			ls = append(ls, live{kh, i})
-		}
-	}
-	if len(ls) == 0 {
-		return 0
-	}
-	slices.SortFunc(ls, func(a, b live) int {
-		switch {
-		case a.kh < b.kh:
-			return -1
-		case a.kh > b.kh:
-			return 1
-		}
-		return 0
-	})
 	var d xxhash.Digest
 	d.Reset()
-	var b [8]byte
-	word := func(x uint64) {
-		binary.LittleEndian.PutUint64(b[:], x)
-		d.Write(b[:])
+	if v.digestCounters(&d, key, now, pick, keys) == 0 {
+		return 0
 	}
-	word(key)
-	for _, l := range ls {
-		h := v.header(l.i)
-		if keys != nil {
-			keys(l.kh)
-		}
-		word(l.kh)
-		word(uint64(h.algo))
-		word(uint64(h.window))
-		v.digestCounter(&h, now, word)
-	}
-	if sum := d.Sum64(); sum != 0 {
-		return sum
-	}
-	return 1 // 0 means "counts nothing"
+	return nonZero(d.Sum64())
 }
 
 // The multiplicative inverses (mod 2^64) of laneKey's two constants.
