@@ -46,6 +46,13 @@ type FailedMember struct {
 	Incarnation int64 `msgpack:"i"`
 	// Since is when this node first counted it failed.
 	Since time.Time `msgpack:"s"`
+
+	// dialable says this node took GossipAddr from the member's own
+	// gossip when it found it failed (lost), not from another node's
+	// push-pull: only such an address is dialed by the reconnect loop,
+	// so no member can make every node dial an address it names.
+	// Unexported, so never pushed.
+	dialable bool
 }
 
 // tombstone says a member's incarnation left or was forgotten: a failed
@@ -94,7 +101,7 @@ func (m *Membership) lost(n *memberlist.Node) {
 		if !ok || f.Incarnation != mem.Incarnation {
 			f = FailedMember{Name: n.Name, Incarnation: mem.Incarnation, Since: now}
 		}
-		f.Addr, f.GossipAddr = mem.Addr, gossipAddr
+		f.Addr, f.GossipAddr, f.dialable = mem.Addr, gossipAddr, true
 		m.failed[n.Name] = f
 	}
 	m.viewMu.Unlock()

@@ -22,7 +22,10 @@ import (
 // a minority's strict caps wait on it.
 //
 // Each round picks up to reconnectFanout failed members at random (no
-// try already under way for them) and, for each on its own goroutine,
+// try already under way for them, and an address this node saw the
+// member gossip from itself: one learned from another node's push-pull
+// is never dialed, so a member cannot make the others dial an address
+// it names) and, for each on its own goroutine,
 // dials its last gossip address for at most ReconnectInterval: a
 // silent cut costs one SYN, a dead node's closed port a reset. A dial
 // that connects is followed by two push-pulls (memberlist's Join): the
@@ -50,13 +53,14 @@ func (m *Membership) reconnectLoop() {
 }
 
 // reconnectTargets picks up to n failed members at random that have a
-// gossip address and no try under way, and marks them under way.
+// gossip address this node recorded itself (FailedMember.dialable) and
+// no try under way, and marks them under way.
 func (m *Membership) reconnectTargets(n int) []FailedMember {
 	m.viewMu.Lock()
 	defer m.viewMu.Unlock()
 	var all []FailedMember
 	for name, f := range m.failed {
-		if f.GossipAddr != "" && !m.reconnecting[name] {
+		if f.dialable && f.GossipAddr != "" && !m.reconnecting[name] {
 			all = append(all, f)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/fcap-io/fcap/ring"
 )
@@ -67,4 +68,36 @@ func TestFailedMembersAreReachedAgainAfterAHeal(t *testing.T) {
 			len(failedNames(ms[0])) == 0 && len(failedNames(ms[1])) == 0 && len(failedNames(ms[2])) == 0
 	})
 	t.Logf("healed in %v", time.Since(healed).Round(time.Millisecond))
+}
+
+// The reconnect loop dials only gossip addresses a node recorded itself
+// when it found the member failed: a failed member another node pushes
+// (push-pull entries are checked for size only) is counted, but its
+// address is never dialed, so no member can make every node dial an
+// address it names.
+func TestReconnectDialsOnlyAddressesSeenHere(t *testing.T) {
+	ms := cluster(t, all(1, ring.Active))
+	m := ms[0]
+	pushed, err := msgpack.Marshal(&pushState{Failed: []FailedMember{{Name: "pushed", Addr: "127.0.0.1:1", GossipAddr: "127.0.0.1:2", Incarnation: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.mergeState(pushed); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := ring.Member{Name: "seen", Addr: "127.0.0.1:3", State: ring.Active, Incarnation: 1}.MarshalMeta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.lost(&memberlist.Node{Name: "seen", Addr: net.ParseIP("127.0.0.1"), Port: 4, Meta: meta})
+	if got := failedNames(m); !slices.Contains(got, "pushed") || !slices.Contains(got, "seen") {
+		t.Fatalf("failed members %v, want both the pushed and the seen one", got)
+	}
+	var dialed []string
+	for _, f := range m.reconnectTargets(reconnectFanout) {
+		dialed = append(dialed, f.Name+"@"+f.GossipAddr)
+	}
+	if !slices.Equal(dialed, []string{"seen@127.0.0.1:4"}) {
+		t.Fatalf("reconnect targets %v, want only seen@127.0.0.1:4", dialed)
+	}
 }
