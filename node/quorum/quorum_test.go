@@ -344,6 +344,60 @@ func TestReacquireAfterALapseOthersRoutedWithout(t *testing.T) {
 	}
 }
 
+// Both peers routed without a node whose quorum lapsed, and both come
+// back: the first Pong that says so starts the reacquisition, and the
+// other peer's confirmation, which finds no lapse left, must not restore
+// the quorum (one confirmation is a majority of three) before the
+// partitions are reacquired. The partition suite's one-way run caught a
+// strict grant from the cut-off node's stale copy in that window.
+func TestNoQuorumWhileReacquiring(t *testing.T) {
+	r := buildRing(t, "a", "b", "c")
+	n := newNetwork()
+	c := newClock()
+	n.set(addrOf(r, 1), r.Epoch(), false)
+	n.set(addrOf(r, 2), r.Epoch(), false)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	tr := New(Config{Self: "a", Interval: time.Millisecond, Lease: time.Second, Logger: quiet(), Now: c.Now,
+		Reacquire: func() {
+			once.Do(func() { close(entered) })
+			<-release
+		}}, &fakeMembers{r: r}, n)
+	t.Cleanup(tr.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	tr.Update()
+	waitFor(t, "the quorum", func() bool { return tr.Holds(r.Epoch()) })
+
+	n.set(addrOf(r, 1), r.Epoch(), true)
+	n.set(addrOf(r, 2), r.Epoch(), true)
+	c.Add(2 * time.Second) // the lease ran out: a lapse
+	if tr.Holds(r.Epoch()) {
+		t.Fatal("holds past the lease")
+	}
+	n.mu.Lock()
+	n.absent[addrOf(r, 1)], n.absent[addrOf(r, 2)] = true, true
+	n.mu.Unlock()
+	n.set(addrOf(r, 1), r.Epoch(), false)
+	n.set(addrOf(r, 2), r.Epoch(), false)
+	<-entered
+	// Whichever pinger reacquires, the other keeps confirming meanwhile.
+	b, cc := n.answered(addrOf(r, 1)), n.answered(addrOf(r, 2))
+	waitFor(t, "the other peer answers during the reacquisition", func() bool {
+		return n.answered(addrOf(r, 1)) >= b+3 || n.answered(addrOf(r, 2)) >= cc+3
+	})
+	if tr.Holds(r.Epoch()) {
+		t.Fatal("the quorum was back before the partitions were reacquired")
+	}
+	close(release)
+	waitFor(t, "the quorum back once reacquired", func() bool { return tr.Holds(r.Epoch()) })
+}
+
 // A node that formed the cluster alone (a member set of one holds its
 // quorum without end) and later lost the majority of the larger set has
 // lapsed all the same.
