@@ -281,6 +281,12 @@ func TestTakenBackGrantReachesTheNextPrimary(t *testing.T) {
 		cfg.Logger = nodetest.Quiet
 		cfg.Membership.Ring.Replicas = 2
 		cfg.StrictTimeout = 30 * time.Second
+		// The old owner keeps the partition's copy, to take the grant
+		// back from, for longer than the Allow waits (a strict write
+		// waits at most StrictTimeout, 1 s, and DropGrace is 60 s by
+		// default; the local profile's 5 s is shorter than this test's
+		// 10 s budget).
+		cfg.Replication.DropGrace = time.Minute
 		regs[i] = prometheus.NewRegistry()
 		cfg.Registerer, cfg.Gatherer = regs[i], regs[i]
 		if i > 0 {
@@ -339,8 +345,8 @@ func TestTakenBackGrantReachesTheNextPrimary(t *testing.T) {
 	}
 
 	// A budget, not a timing assertion: the Allow fails closed when it
-	// ends, inside the hand-over's wait for the writes in flight (5 s).
-	c := newClient(t, nodes[:4], func(cfg *client.Config) { cfg.Timeout = 4 * time.Second })
+	// ends, and the fifth node must turn Active before that.
+	c := newClient(t, nodes[:4], func(cfg *client.Config) { cfg.Timeout = 10 * time.Second })
 	strictCap := fcap.Cap{Scope: "campaign", ID: "contract", Limit: 5, Window: fcap.MaxWindow, Mode: fcap.Strict}
 	left := func(n *node.Node) int64 {
 		t.Helper()
@@ -352,14 +358,29 @@ func TestTakenBackGrantReachesTheNextPrimary(t *testing.T) {
 	}
 	pxBackup.stall()
 	answered := make(chan client.Verdict, 1)
-	go func() {
+	allow := func() {
 		vd, err := c.Allow(context.Background(), viewer, []fcap.Cap{strictCap})
 		if err != nil {
 			t.Errorf("Allow: %v", err)
 		}
 		answered <- vd
-	}()
-	testwait.Eventually(t, 20*time.Second, func() bool { return left(owner) == 4 }, "the owner did not apply the Allow")
+	}
+	// The owner may refuse it at once while its quorum forms on the ring
+	// with the joining node (the backup is held): asked again until the
+	// owner applies it and waits for the backup.
+	go allow()
+	testwait.Eventually(t, 30*time.Second, func() bool {
+		if left(owner) == 4 {
+			return true
+		}
+		select {
+		case vd := <-answered:
+			t.Logf("the owner answered %+v before applying the Allow: asking again", vd)
+			go allow()
+		default:
+		}
+		return false
+	}, "the owner did not apply the Allow")
 	// The fifth node gets its copies and turns Active: the owner hands
 	// the viewer's partition over while the grant waits for the backup.
 	pxNext.release()
