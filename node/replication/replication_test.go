@@ -178,16 +178,7 @@ func TestHandoffFence(t *testing.T) {
 	c.onRing(joining)
 	c.settled(joining)
 	active := c.ring(nil, "a", "b")
-	p := -1
-	for q := range c.rcfg.Partitions {
-		if names(joining, q)[0] == "a" && names(active, q)[0] == "b" {
-			p = q
-			break
-		}
-	}
-	if p < 0 {
-		t.Fatal("no partition whose primary moves from a to b")
-	}
+	p := primaryMoving(t, c, joining, active, "a", "b")
 	a, b := c.nodes["a"], c.nodes["b"]
 	old := a.plan.Load()
 	old.Enter(1) // a write in flight on a under the ring it is leaving
@@ -362,6 +353,19 @@ func TestDropLost(t *testing.T) {
 		b.r.dropLost(b.r.cfg.DropGrace)
 		return held() == 0
 	})
+}
+
+// primaryMoving returns a partition whose primary is from in ring x and
+// to in ring y.
+func primaryMoving(t *testing.T, c *cluster, x, y *ring.Ring, from, to string) int {
+	t.Helper()
+	for p := range c.rcfg.Partitions {
+		if names(x, p)[0] == from && names(y, p)[0] == to {
+			return p
+		}
+	}
+	t.Fatalf("no partition whose primary moves from %s to %s", from, to)
+	return -1
 }
 
 // movedPrimary joins b to a cluster of a alone and returns the ring
@@ -563,16 +567,7 @@ func TestTakeBackMarkedThroughLaterPlans(t *testing.T) {
 	a, b := c.nodes["a"], c.nodes["b"]
 	joining := c.ring(map[string]ring.State{"b": ring.Joining}, "a", "b")
 	active := c.ring(nil, "a", "b")
-	p := -1
-	for q := range c.rcfg.Partitions {
-		if names(joining, q)[0] == "a" && names(active, q)[0] == "b" {
-			p = q
-			break
-		}
-	}
-	if p < 0 {
-		t.Fatal("no partition whose primary moves from a to b")
-	}
+	p := primaryMoving(t, c, joining, active, "a", "b")
 	v := c.viewerIn(p, "held")
 	held := a.plan.Load()
 	held.Enter(0)
