@@ -291,6 +291,12 @@ func (c *Config) Validate() error {
 	if c.StrictTimeout <= 0 || c.DrainTimeout <= 0 || c.Linger < 0 {
 		errs = append(errs, errors.New("node config: StrictTimeout and DrainTimeout must be positive, Linger not negative"))
 	}
+	if c.Replication.DropGrace > 0 && c.StrictTimeout >= c.Replication.DropGrace {
+		// A strict write that fails takes its grant back on the copy of
+		// every owner since the grant's ring, the old one's included: it
+		// must still be there when the wait ends.
+		errs = append(errs, fmt.Errorf("node config: StrictTimeout %v must be shorter than Replication.DropGrace %v: a strict write that times out takes its grant back on the copies a ring change left behind, kept for DropGrace", c.StrictTimeout, c.Replication.DropGrace))
+	}
 	if err := c.Security.Validate(); err != nil {
 		errs = append(errs, err)
 	}

@@ -32,7 +32,7 @@ type options struct {
 	memoryLimit, goMemLimit, transferRate                    int64
 	gossipProfile                                            string
 	scopes                                                   string
-	maxIDLength                                              int
+	maxIDLength, antiEntropyViewers                          int
 	logLevel, logFormat                                      string
 	shutdownTimeout                                          time.Duration
 	pprof                                                    bool
@@ -80,6 +80,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	f.str(&memLimit, "memory-limit", "FCAP_MEMORY_LIMIT", "", "bytes of counter state past which new counters are refused, e.g. 4GiB (default: half the memory of the machine or cgroup)")
 	f.str(&transferRate, "transfer-rate", "FCAP_TRANSFER_RATE", "64MiB", "bytes per second a node sends when it moves whole partitions (joins, re-replication); 0 for no limit")
 	f.duration(&o.antiEntropy, "anti-entropy", "FCAP_ANTI_ENTROPY", def.Replication.AntiEntropyInterval, "how often a partition's primary compares its copy with each backup's and merges the viewers that differ both ways; 0 turns it off")
+	f.int(&o.antiEntropyViewers, "anti-entropy-viewers", "FCAP_ANTI_ENTROPY_VIEWERS", def.Replication.AntiEntropyViewers, "viewers one anti-entropy round digests at most (here and on each backup): partitions are compared in turn, a sweep of every partition taking (viewers this node is primary of) / this rounds; 0 compares every partition every round")
 	f.duration(&o.syncTimeout, "sync-timeout", "FCAP_SYNC_TIMEOUT", def.Replication.SyncTimeout, "how long a node waits for a partition's hand-over before it serves the partition with what it holds (the sender's last writes may be missing), and how long a node given --join waits for its seeds before it declines to form a cluster alone (or, with --bootstrap, forms one); shorter than the default is for tests")
 	f.str(&o.gossipProfile, "gossip-profile", "FCAP_GOSSIP_PROFILE", "lan", "gossip timings: lan, wan or local (loopback tests)")
 	f.str(&o.scopes, "scopes", "FCAP_SCOPES", strings.Join(def.Engine.Scopes, ","), `comma-separated cap scopes accepted, or "*" for any`)
@@ -165,6 +166,7 @@ func (o *options) config(logger *slog.Logger) (node.Config, error) {
 	cfg.Engine.MaxIDLength = o.maxIDLength
 	cfg.Replication.TransferRate = o.transferRate
 	cfg.Replication.AntiEntropyInterval = o.antiEntropy
+	cfg.Replication.AntiEntropyViewers = o.antiEntropyViewers
 	cfg.Replication.SyncTimeout = o.syncTimeout
 	cfg.MaxConns, cfg.MaxFrame = o.maxConns, o.maxFrame
 	cfg.MaxPendingConns, cfg.HandshakeTimeout = o.maxPendingConns, o.handshakeTimeout

@@ -80,6 +80,9 @@ func TestSyncTimeoutFlag(t *testing.T) {
 	if _, cfg := configFor(t, nil, map[string]string{"FCAP_SYNC_TIMEOUT": "5s"}); cfg.Replication.SyncTimeout != 5*time.Second {
 		t.Errorf("FCAP_SYNC_TIMEOUT=5s: %v", cfg.Replication.SyncTimeout)
 	}
+	if _, cfg := configFor(t, nil, map[string]string{"FCAP_ANTI_ENTROPY_VIEWERS": "5000"}); cfg.Replication.AntiEntropyViewers != 5000 {
+		t.Errorf("FCAP_ANTI_ENTROPY_VIEWERS=5000: %v", cfg.Replication.AntiEntropyViewers)
+	}
 }
 
 func TestBadFlagsAreClearErrors(t *testing.T) {
@@ -95,6 +98,7 @@ func TestBadFlagsAreClearErrors(t *testing.T) {
 		"idle":       {"--idle-timeout", "0s"},
 		"write":      {"--write-timeout", "soon"},
 		"sync":       {"--sync-timeout", "0s"},
+		"ae-viewers": {"--anti-entropy-viewers", "-1"},
 		"positional": {"extra"},
 	} {
 		err := configErr(args, nil)

@@ -37,10 +37,18 @@ import (
 // viewers than the budget is compared alone, a slice of its viewers a
 // round (proto.Verify.Slices).
 //
-// A round costs one pass over this node's viewers and one over each
-// backup's (digests of the partitions compared only), one more each for
-// the per-viewer digests when a partition differs, and the states of
-// the viewers that differ; pulled states are paced by the transfer rate.
+// A round compares a share of the partitions (share): those that
+// differed when last compared, then the others in turn, while their
+// viewers fit Config.AntiEntropyViewers. Digests are the cost (a few
+// microseconds a viewer, here and on the backup), so a round's cost is
+// bounded however much a node holds, and a sweep over every partition
+// takes more rounds as the state grows; before the bound, every round
+// digested every viewer, and a loaded node's CPU grew with its state.
+// A round costs one pass over this node's viewers to size the
+// partitions, the digests of the share here and on each backup, one
+// more pass each for the per-viewer digests when a partition differs,
+// and the states of the viewers that differ; pulled states are paced
+// by the transfer rate.
 
 // maxViewerDigests is the default per-round budget of viewer digests
 // exchanged with one backup. A VerifyResult holds about 20 bytes a
@@ -53,7 +61,7 @@ type AntiEntropyStatus struct {
 	// Rounds counts the rounds run since the node started.
 	Rounds int64
 	// Differing counts the partitions whose copies differed from a
-	// backup's in the last round (0: every copy compared agreed).
+	// backup's when last compared (0: every copy compared agreed).
 	Differing int
 	// Unreached counts the backups the last round could not compare
 	// with (unreachable, or refusing).
@@ -76,6 +84,11 @@ type antiEntropy struct {
 	// The fields below are guarded by mu.
 	budget int                // viewer digests per backup per round
 	peers  map[string]*aePeer // per backup
+	// hot holds the partitions that differed from a backup's copy when
+	// last compared; cursor the partition the next round's turn starts
+	// at (share).
+	hot    map[int]bool
+	cursor int
 }
 
 // aePeer is what the last rounds found of one backup's copies.
@@ -108,9 +121,9 @@ type partDigest struct {
 	sum     uint64
 }
 
-// antiEntropyRound compares the copies of the partitions this node is
-// primary of, and holds, with each backup that holds them, and repairs
-// those that differ.
+// antiEntropyRound compares the copies of a share of the partitions
+// this node is primary of, and holds, with each backup that holds them
+// (share), and repairs those that differ.
 func (r *Replicator) antiEntropyRound(ctx context.Context) {
 	pl := r.plan.Load()
 	if pl == nil {
@@ -121,24 +134,28 @@ func (r *Replicator) antiEntropyRound(ctx context.Context) {
 	if r.ae.peers == nil {
 		r.ae.peers = map[string]*aePeer{}
 	}
+	if r.ae.hot == nil {
+		r.ae.hot = map[int]bool{}
+	}
 	self := r.cfg.Name
 	byPeer := map[*replica][]uint32{}
-	want := make([]bool, len(r.parts))
+	owned := make([]bool, len(r.parts)) // primary of, and held
 	for p, reps := range pl.targets {
 		owners := names(pl.ring, p)
 		part := &r.parts[p]
 		if len(owners) == 0 || owners[0] != self || !part.have.Load() || part.waitSince.Load() != 0 {
 			continue
 		}
+		owned[p] = true
 		for _, rep := range reps {
 			// A backup still receiving p is not compared: its transfer
 			// will bring it everything.
 			if contains(owners, rep.name) && rep.hasSent(p) {
 				byPeer[rep] = append(byPeer[rep], uint32(p))
-				want[p] = true
 			}
 		}
 	}
+	maps.DeleteFunc(r.ae.hot, func(p int, _ bool) bool { return !owned[p] })
 	reps := make([]*replica, 0, len(byPeer))
 	for rep := range byPeer {
 		reps = append(reps, rep)
@@ -164,56 +181,138 @@ func (r *Replicator) antiEntropyRound(ctx context.Context) {
 	before := r.ae.repaired.Load()
 	defer func() { r.ae.lastRound.Store(r.ae.repaired.Load() - before) }()
 	now := r.now().UnixMilli()
+	want := make([]bool, len(r.parts))
+	for _, rep := range reps {
+		for _, p := range byPeer[rep] {
+			want[p] = true
+		}
+	}
+	want = r.share(want)
 	var local []partDigest
 	if len(reps) > 0 {
 		local = r.partitionDigests(want, now)
 	}
-	differing, unreached := 0, 0
+	unreached := 0
+	differed := map[int]bool{} // this round, with some backup
+	unsure := map[int]bool{}   // not compared with some backup
 	for _, rep := range reps {
 		st := r.ae.peers[rep.name]
 		if st == nil {
 			st = &aePeer{viewers: map[uint64][2]uint64{}, slice: map[int]uint32{}}
 			r.ae.peers[rep.name] = st
 		}
-		n, err := r.compare(ctx, rep, st, byPeer[rep], local, now)
-		differing += n
+		ps := slices.DeleteFunc(byPeer[rep], func(p uint32) bool { return !want[p] })
+		diff, err := r.compare(ctx, rep, st, ps, owned, local, now)
+		for _, p := range diff {
+			differed[p] = true
+		}
 		if err != nil {
 			unreached++
+			for _, p := range ps {
+				unsure[int(p)] = true
+			}
 			r.log.Debug("anti-entropy", "peer", rep.name, "err", err)
 		}
 	}
-	r.ae.differing.Store(int64(differing))
+	for p, w := range want {
+		switch {
+		case !w:
+		case differed[p]:
+			r.ae.hot[p] = true
+		case unsure[p]: // as it was
+		default:
+			delete(r.ae.hot, p)
+		}
+	}
+	r.ae.differing.Store(int64(len(r.ae.hot)))
 	r.ae.unreached.Store(int64(unreached))
 	r.ae.rounds.Add(1)
 	r.metrics.AntiEntropyRounds.Inc()
 }
 
+// share narrows the partitions cand marks to those a round compares:
+// the viewers they hold fit AntiEntropyViewers. Those that differed when
+// last compared come first (their repair needs a second comparison),
+// in up to half the budget; then the others in turn, from where the
+// last round stopped, at least one. So a round's cost is bounded
+// however many viewers the node holds, and every partition is compared
+// once a sweep.
+func (r *Replicator) share(cand []bool) []bool {
+	budget := r.cfg.AntiEntropyViewers
+	if budget <= 0 {
+		return cand
+	}
+	P := len(cand)
+	size := make([]int, P)
+	r.eng.Keys(func(k uint64) bool {
+		if p := ring.PartitionOf(k, P); cand[p] {
+			size[p]++
+		}
+		return true
+	})
+	out := make([]bool, P)
+	used, took := 0, 0
+	for i := range P {
+		p := (r.ae.cursor + i) % P
+		if !cand[p] || !r.ae.hot[p] || took > 0 && used+size[p] > budget/2 {
+			continue
+		}
+		out[p] = true
+		used += size[p]
+		took++
+	}
+	turn := 0
+	for i := range P {
+		p := (r.ae.cursor + i) % P
+		if !cand[p] || out[p] {
+			continue
+		}
+		if turn > 0 && used+size[p] > budget {
+			r.ae.cursor = p
+			return out
+		}
+		out[p] = true
+		used += size[p]
+		turn++
+	}
+	return out // every candidate fit: the next round starts where this one did
+}
+
 // compare compares partitions ps with one backup and repairs those that
-// differ; it returns how many differed.
-func (r *Replicator) compare(ctx context.Context, rep *replica, st *aePeer, ps []uint32, local []partDigest, now int64) (int, error) {
+// differ; it returns those that differed. Suspect viewers are kept for
+// the partitions still owned and not compared this round.
+func (r *Replicator) compare(ctx context.Context, rep *replica, st *aePeer, ps []uint32, owned []bool, local []partDigest, now int64) ([]int, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
 	var res proto.VerifyResult
 	if err := r.callPeer(ctx, rep, &proto.Verify{Now: now, Partitions: ps}, &res); err != nil {
-		return 0, err
+		return nil, err
 	}
 	budget := uint64(r.ae.budget)
 	if budget == 0 {
 		budget = maxViewerDigests
 	}
+	compared := make([]bool, len(r.parts))
+	for _, p := range ps {
+		compared[p] = true
+	}
 	var diff []int // differing partitions, from st.next on, then the rest
 	size := map[int]uint64{}
 	for _, pd := range res.Partitions {
 		p := int(pd.Partition)
-		if p >= len(local) || !pd.Held || (pd.Sum == local[p].sum && pd.Viewers == local[p].viewers) {
+		if p >= len(local) || !compared[p] || !pd.Held || (pd.Sum == local[p].sum && pd.Viewers == local[p].viewers) {
 			continue
 		}
 		r.metrics.DifferingPartitions.Inc()
 		diff = append(diff, p)
 		size[p] = max(pd.Viewers, local[p].viewers)
 	}
-	maps.DeleteFunc(st.viewers, func(k uint64, _ [2]uint64) bool { return size[ring.PartitionOf(k, len(r.parts))] == 0 })
-	maps.DeleteFunc(st.slice, func(p int, _ uint32) bool { return size[p] == 0 })
+	gone := func(p int) bool { return !owned[p] || compared[p] && size[p] == 0 }
+	maps.DeleteFunc(st.viewers, func(k uint64, _ [2]uint64) bool { return gone(ring.PartitionOf(k, len(r.parts))) })
+	maps.DeleteFunc(st.slice, func(p int, _ uint32) bool { return gone(p) })
 	if len(diff) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	slices.SortFunc(diff, func(a, b int) int { return cmpFrom(a, b, st.next) })
 	// Differing partitions are compared viewer by viewer in turn while
@@ -228,7 +327,7 @@ func (r *Replicator) compare(ctx context.Context, rep *replica, st *aePeer, ps [
 			st.next = p + 1
 			delete(st.slice, p)
 		}
-		return len(diff), r.repair(ctx, rep, st, []uint32{uint32(p)}, n, sl, now)
+		return diff, r.repair(ctx, rep, st, []uint32{uint32(p)}, n, sl, now)
 	}
 	var picked []uint32
 	viewers := uint64(0)
@@ -241,7 +340,7 @@ func (r *Replicator) compare(ctx context.Context, rep *replica, st *aePeer, ps [
 		picked = append(picked, uint32(p))
 		viewers += size[p]
 	}
-	return len(diff), r.repair(ctx, rep, st, picked, 1, 0, now)
+	return diff, r.repair(ctx, rep, st, picked, 1, 0, now)
 }
 
 // maxSlices bounds the slices a partition is compared in.

@@ -277,3 +277,69 @@ func TestAntiEntropyLeavesChangesOnTheirWay(t *testing.T) {
 		t.Fatal("pulled a viewer whose batch was on its way")
 	}
 }
+
+// TestAntiEntropyShare: a round digests a bounded share of the viewers,
+// here and on the backup, the partitions in turn, so a copy that
+// differs is found within a sweep; and one that differed is compared
+// again in the next round, so its repair does not wait another sweep.
+func TestAntiEntropyShare(t *testing.T) {
+	const budget = 4
+	c := newCluster(t, func(cfg *Config) { cfg.AntiEntropyViewers = budget }, "a", "b")
+	x := c.form("a", "b")
+	a, b := c.nodes["a"], c.nodes["b"]
+	var mine []int
+	for p := range c.rcfg.Partitions {
+		if names(x, p)[0] == "a" {
+			mine = append(mine, p)
+		}
+	}
+	if len(mine) < 3 {
+		t.Fatalf("a is primary of %d partitions, want 3", len(mine))
+	}
+	var keys []uint64
+	for _, p := range mine { // 3 viewers each, on both copies
+		for i := range 3 {
+			keys = append(keys, c.record("a", c.viewerIn(p, "share"+strconv.Itoa(i)), "i"))
+		}
+	}
+	c.settled(x)
+	eventually(t, "the backup has every write", func() bool {
+		for _, k := range keys {
+			if c.digest("a", k) != c.digest("b", k) {
+				return false
+			}
+		}
+		return true
+	})
+	last := mine[len(mine)-1] // the turn reaches it last
+	lost := c.recordOnly("a", c.viewerIn(last, "lost"), "i")
+	ctx := context.Background()
+	rounds := 0
+	for a.r.AntiEntropy().Repaired == 0 {
+		if rounds > 4*len(mine) {
+			t.Fatalf("not repaired after %d rounds over %d partitions", rounds, len(mine))
+		}
+		a.r.antiEntropyRound(ctx)
+		rounds++
+	}
+	eventually(t, "the repair reaches the backup", func() bool { return c.digest("b", lost) == c.digest("a", lost) })
+	// One partition of 3 viewers fits a round's budget of 4: the lost
+	// viewer's partition is compared in round len(mine), found
+	// differing, and compared again (a repair needs two comparisons) in
+	// the next. Comparing every partition every round repairs in 2.
+	if rounds != len(mine)+1 {
+		t.Fatalf("repaired in round %d, want %d: one partition a round, the differing one again the next", rounds, len(mine)+1)
+	}
+	b.digestedMu.Lock()
+	defer b.digestedMu.Unlock()
+	if len(b.digested) != rounds {
+		t.Fatalf("b answered %d partition digests in %d rounds", len(b.digested), rounds)
+	}
+	for i, n := range b.digested {
+		// The budget, or one partition past it: the differing one (4
+		// viewers on a, 3 here) and one in turn.
+		if n > budget+3 {
+			t.Fatalf("round %d digested %d viewers on the backup, budget %d", i+1, n, budget)
+		}
+	}
+}

@@ -38,12 +38,21 @@ type Config struct {
 	// both ways, so copies that drifted apart (a batch lost after it
 	// was acknowledged, a sender's queue dropped while gossip lost the
 	// peer, a stand-in write its owner never heard of) converge within
-	// about one interval. A round costs one pass over this node's
-	// viewers and one over each backup's; raise it on nodes holding
-	// tens of millions of viewers. A backup with changes still queued
+	// about one interval once they are compared. A round compares the
+	// partitions that differed when last compared, then others in turn,
+	// while their viewers fit AntiEntropyViewers: every partition is
+	// compared once a sweep, of (viewers this node is primary of) /
+	// AntiEntropyViewers rounds. A backup with changes still queued
 	// for it is skipped until its sender is idle. 0 turns anti-entropy
 	// off. Default 3s.
 	AntiEntropyInterval time.Duration
+	// AntiEntropyViewers bounds the viewers a round digests, on this
+	// node and on each backup it compares with (one partition a round
+	// past it; a partition is digested whole). It bounds what
+	// anti-entropy costs a node as its state grows: each viewer digest
+	// is a few microseconds of CPU. 0 compares every partition every
+	// round. Default 20000.
+	AntiEntropyViewers int
 
 	// Name is this node's member name. Set by the node.
 	Name string
@@ -66,13 +75,13 @@ type Config struct {
 
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
-	return Config{Timeout: 10 * time.Second, TransferRate: 64 << 20, DropGrace: 60 * time.Second, SyncTimeout: 10 * time.Second, AntiEntropyInterval: 3 * time.Second}
+	return Config{Timeout: 10 * time.Second, TransferRate: 64 << 20, DropGrace: 60 * time.Second, SyncTimeout: 10 * time.Second, AntiEntropyInterval: 3 * time.Second, AntiEntropyViewers: 20000}
 }
 
 // Validate checks the fields a caller sets.
 func (c *Config) Validate() error {
-	if c.Timeout <= 0 || c.DropGrace <= 0 || c.SyncTimeout <= 0 || c.TransferRate < 0 || c.AntiEntropyInterval < 0 {
-		return fmt.Errorf("replication config: Timeout (%v), DropGrace (%v) and SyncTimeout (%v) must be positive, TransferRate (%d) and AntiEntropyInterval (%v) not negative", c.Timeout, c.DropGrace, c.SyncTimeout, c.TransferRate, c.AntiEntropyInterval)
+	if c.Timeout <= 0 || c.DropGrace <= 0 || c.SyncTimeout <= 0 || c.TransferRate < 0 || c.AntiEntropyInterval < 0 || c.AntiEntropyViewers < 0 {
+		return fmt.Errorf("replication config: Timeout (%v), DropGrace (%v) and SyncTimeout (%v) must be positive, TransferRate (%d), AntiEntropyInterval (%v) and AntiEntropyViewers (%d) not negative", c.Timeout, c.DropGrace, c.SyncTimeout, c.TransferRate, c.AntiEntropyInterval, c.AntiEntropyViewers)
 	}
 	return nil
 }

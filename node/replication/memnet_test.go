@@ -295,6 +295,10 @@ type memNode struct {
 	// left is what the Left hook reports: the node left the gossip
 	// pool (a drain).
 	left atomic.Bool
+	// digested holds, per partition-level Verify this node answered,
+	// the viewers it digested (anti-entropy's cost here).
+	digestedMu sync.Mutex
+	digested   []uint64
 	// failed is what the Failed hook reports: members that vanished
 	// without leaving.
 	failed atomic.Int64
@@ -334,7 +338,17 @@ func (m *memNode) serve(req proto.Message) (proto.Message, error) {
 			return nil, fmt.Errorf("%w: no ring yet", proto.ErrBadRequest)
 		}
 		_, in := x.Find(m.name)
-		return storage.Verify(m.eng, nil, m.eng.Config(), x, m.name, in, m.r.Holds, req)
+		res, err := storage.Verify(m.eng, nil, m.eng.Config(), x, m.name, in, m.r.Holds, req)
+		if err == nil && !req.Viewers {
+			n := uint64(0)
+			for _, pd := range res.Partitions {
+				n += pd.Viewers
+			}
+			m.digestedMu.Lock()
+			m.digested = append(m.digested, n)
+			m.digestedMu.Unlock()
+		}
+		return res, err
 	}
 	return nil, fmt.Errorf("%w: memnet nodes do not serve %s", proto.ErrBadRequest, req.Type())
 }
