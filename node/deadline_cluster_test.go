@@ -34,6 +34,7 @@ func TestLateStrictGrantIsTakenBack(t *testing.T) {
 		cfg := node.DefaultLocalConfig(fmt.Sprint("node-", i))
 		cfg.Logger = nodetest.Quiet
 		cfg.StrictTimeout = 30 * time.Second
+		cfg.Replication.DropGrace = time.Minute // longer than StrictTimeout (Validate)
 		if i == 0 {
 			cfg.Registerer, cfg.Gatherer = reg, reg
 		} else {
@@ -283,9 +284,9 @@ func TestTakenBackGrantReachesTheNextPrimary(t *testing.T) {
 		cfg.StrictTimeout = 30 * time.Second
 		// The old owner keeps the partition's copy, to take the grant
 		// back from, for longer than the Allow waits (a strict write
-		// waits at most StrictTimeout, 1 s, and DropGrace is 60 s by
-		// default; the local profile's 5 s is shorter than this test's
-		// 10 s budget).
+		// waits at most StrictTimeout, and Validate refuses a DropGrace
+		// shorter; the local profile's 5 s is shorter than this test's
+		// 10 s budget too).
 		cfg.Replication.DropGrace = time.Minute
 		regs[i] = prometheus.NewRegistry()
 		cfg.Registerer, cfg.Gatherer = regs[i], regs[i]

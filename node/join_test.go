@@ -147,7 +147,10 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 	// transfer: if it did, the first write would be answered only once
 	// the move was over, and far fewer than minWrites would be counted.
 	const strictTimeout, minWrites = 30 * time.Second, 5
-	slow := func(c *node.Config) { c.Replication.TransferRate, c.StrictTimeout = rate, strictTimeout }
+	slow := func(c *node.Config) {
+		// DropGrace outlasts StrictTimeout, as Validate requires.
+		c.Replication.TransferRate, c.StrictTimeout, c.Replication.DropGrace = rate, strictTimeout, 2*strictTimeout
+	}
 	nodes := settledCluster(t, "node", 2, slow)
 	// Load state straight into the engines of the viewers' owners.
 	load := fcap.Cap{Scope: "campaign", ID: "load", Limit: 8, Window: fcap.MaxWindow}
@@ -168,7 +171,7 @@ func TestThrottledJoinKeepsStrictWritesFlowing(t *testing.T) {
 
 	cfg := node.DefaultLocalConfig("node-new")
 	cfg.Logger = nodetest.Quiet
-	cfg.Replication.TransferRate, cfg.StrictTimeout = rate, strictTimeout
+	slow(&cfg)
 	cfg.Membership.Seeds = []string{nodes[0].GossipAddr()}
 	start := time.Now()
 	late, err := node.Start(cfg)

@@ -435,6 +435,7 @@ func (n *Node) onRingChange(old, cur *ring.Ring) {
 		return
 	}
 	n.absent.ringChanged(old, cur, time.Now())
+	n.catchUpInherited(old, cur)
 	n.releaseLeft(old, cur)
 	n.updateQuorum()
 	n.metrics.RingChanges.Inc()

@@ -9,6 +9,7 @@ import (
 	"github.com/fcap-io/fcap/node/peers"
 	"github.com/fcap-io/fcap/node/region"
 	"github.com/fcap-io/fcap/proto"
+	"github.com/fcap-io/fcap/ring"
 )
 
 // The region links (ARCHITECTURE.md, "Regions"). A node with a region
@@ -97,6 +98,32 @@ func (n *Node) primaryPartitions() (int, []int) {
 func (n *Node) catchUpRegions() {
 	if n.shipping != nil && n.durable != nil {
 		n.shipping.CatchUp()
+	}
+}
+
+// catchUpInherited runs a digest catch-up with the peer regions when
+// this node became the primary of partitions whose primary left the
+// ring, failed or drained: the changes that primary had queued for the
+// peer regions and not shipped (a peer unreachable, a crash) left with
+// it, and the periodic round may be minutes away (DigestInterval). Its
+// replicated copy, here, has them: the round compares it with what
+// each peer region holds and ships the viewers that differ. A hand-over
+// to a new member needs none: its old primary stays and ships its
+// queue.
+func (n *Node) catchUpInherited(old, cur *ring.Ring) {
+	if n.shipping == nil || old == nil || old.Partitions() != cur.Partitions() {
+		return
+	}
+	for _, p := range cur.OwnedBy(n.cfg.Name, 0) {
+		prev, ok := old.Owner(p)
+		if !ok || prev.Name == n.cfg.Name {
+			continue
+		}
+		if _, in := cur.Find(prev.Name); !in {
+			n.log.Info("region: primary of partitions whose primary left; digest catch-up with the peer regions", "partition", p, "left", prev.Name)
+			n.shipping.CatchUp()
+			return
+		}
 	}
 }
 

@@ -26,9 +26,11 @@ import (
 //   - when a change overflows the queue, and when the node restarted
 //     from a data dir (Links.CatchUp);
 //   - when the peer region answers again after an outage;
-//   - every DigestInterval (jittered), which also covers a primary that
-//     died with viewers queued: its partitions' new primaries compare
-//     their copies (the backups') with what the peer holds.
+//   - when the node became the primary of partitions whose primary left
+//     the ring (node.catchUpInherited): a primary that died with viewers
+//     queued, whose partitions' new primaries compare their copies (the
+//     backups') with what the peer holds;
+//   - every DigestInterval (jittered), in case all else missed something.
 //
 // Per viewer digests in slices, not bucket digests first: each side
 // reads every viewer's counters either way, and one round trip a slice

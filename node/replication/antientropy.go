@@ -86,9 +86,12 @@ type antiEntropy struct {
 	peers  map[string]*aePeer // per backup
 	// hot holds the partitions that differed from a backup's copy when
 	// last compared; cursor the partition the next round's turn starts
-	// at (share).
+	// at (share); sizes the viewers of each partition, counted when a
+	// sweep started, and again when resize says one ended.
 	hot    map[int]bool
 	cursor int
+	sizes  []int
+	resize bool
 }
 
 // aePeer is what the last rounds found of one backup's copies.
@@ -243,13 +246,18 @@ func (r *Replicator) share(cand []bool) []bool {
 		return cand
 	}
 	P := len(cand)
-	size := make([]int, P)
-	r.eng.Keys(func(k uint64) bool {
-		if p := ring.PartitionOf(k, P); cand[p] {
-			size[p]++
-		}
-		return true
-	})
+	// Partitions are sized by a pass over the keys once a sweep (the
+	// pass costs about as much as digesting a budget's worth): sizes
+	// change little in one.
+	if len(r.ae.sizes) != P || r.ae.resize {
+		r.ae.resize = false
+		r.ae.sizes = make([]int, P)
+		r.eng.Keys(func(k uint64) bool {
+			r.ae.sizes[ring.PartitionOf(k, P)]++
+			return true
+		})
+	}
+	size := r.ae.sizes
 	out := make([]bool, P)
 	used, took := 0, 0
 	for i := range P {
@@ -268,6 +276,7 @@ func (r *Replicator) share(cand []bool) []bool {
 			continue
 		}
 		if turn > 0 && used+size[p] > budget {
+			r.ae.resize = p <= r.ae.cursor // the turn wrapped: a sweep ended
 			r.ae.cursor = p
 			return out
 		}
@@ -275,7 +284,8 @@ func (r *Replicator) share(cand []bool) []bool {
 		used += size[p]
 		turn++
 	}
-	return out // every candidate fit: the next round starts where this one did
+	r.ae.resize = true // every candidate fit: a sweep a round
+	return out
 }
 
 // compare compares partitions ps with one backup and repairs those that
