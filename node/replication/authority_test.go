@@ -163,7 +163,7 @@ func TestHandoverDoesNotEndAClaim(t *testing.T) {
 		part := &r.parts[p]
 		part.awaitHandoff(c.clock.Now().UnixNano(), "b")
 		part.claimed.Store(true)
-		r.received("c", []uint32{uint32(p)}, nil)
+		r.received("c", 0, []uint32{uint32(p)}, nil)
 		if !part.claimed.Load() {
 			t.Fatal("a Done marker alone ended the claim")
 		}
@@ -178,7 +178,7 @@ func TestHandoverDoesNotEndAClaim(t *testing.T) {
 				t.Fatal("a Done marker ended the wait for a hand-over")
 			}
 		}
-		r.received("b", nil, []uint32{uint32(p)})
+		r.received("b", 0, nil, []uint32{uint32(p)})
 		if !part.have.Load() {
 			t.Fatal("the hand-over did not end its wait")
 		}
@@ -408,5 +408,65 @@ func TestReplanDoesNotAskForClaimsAgain(t *testing.T) {
 	b.r.pull(context.Background())
 	if n := c.net.count("b", "a", proto.TypeSyncRequest); n == asked {
 		t.Fatal("b did not ask again after a new ring")
+	}
+}
+
+// A whole copy sent under a ring this node has left is not current: a
+// transfer begun while an older ring made this node an owner, landing
+// after a newer ring moved the partition away (writes went elsewhere
+// since). Taken as current, it made the node serve the partition when a
+// later ring gave it back, from a copy missing strict grants
+// acknowledged meanwhile (TestKillTwoOfFive: a viewer's count fell from
+// 7 grants to none, and it was granted again). A copy sent under a ring
+// this node has not reached yet still counts once it does.
+func TestCopyFromALeftRingIsNotCurrent(t *testing.T) {
+	c := newCluster(t, nil, "a", "b", "c", "d")
+	x := c.form("a", "b", "c")
+	y := c.ring(nil, "a", "b", "c", "d")
+	var v *ring.Ring
+	p := -1
+	for _, vs := range [][]string{{"a", "b"}, {"a", "c"}, {"a", "d"}, {"a", "b", "d"}, {"a", "c", "d"}} {
+		v = c.ring(nil, vs...)
+		for q := range c.rcfg.Partitions {
+			// a backup under v: a primary waits for its hand-over anyway.
+			if contains(names(x, q), "a") && !contains(names(y, q), "a") && contains(names(v, q), "a") && names(v, q)[0] != "a" {
+				p = q
+				break
+			}
+		}
+		if p >= 0 {
+			break
+		}
+	}
+	if p < 0 {
+		t.Fatal("no partition that a owns under x and backs under v, but not under y")
+	}
+	r := c.nodes["a"].r
+	if !r.Holds(p) {
+		t.Fatalf("a does not hold partition %d after forming", p)
+	}
+	done := func(under *ring.Ring) {
+		t.Helper()
+		if _, err := r.Apply(&proto.Replicate{From: "b", Epoch: under.Epoch(), Done: []uint32{uint32(p)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.onRing(y, "a")
+	if r.Holds(p) {
+		t.Fatal("a holds a partition its ring moved away")
+	}
+	done(x) // sent under x, which a has left
+	if r.Holds(p) {
+		t.Fatal("a copy sent under a ring a left was taken as current")
+	}
+	c.onRing(x, "a") // back to x: a owns p again
+	if r.Holds(p) {
+		t.Fatal("a serves a partition from a copy sent under a ring it had left")
+	}
+	c.onRing(y, "a")
+	done(v) // sent under v, which a has not reached
+	c.onRing(v, "a")
+	if !r.Holds(p) {
+		t.Fatal("a copy sent under the ring a then moved to was not taken as current")
 	}
 }

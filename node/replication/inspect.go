@@ -67,7 +67,7 @@ func (r *Replicator) AwaitHandoff(p int, from string, since time.Time) {
 // ReceiveHandoff takes partition p's hand-over marker from the named
 // member, as if it had arrived over the wire.
 func (r *Replicator) ReceiveHandoff(from string, p int) {
-	r.received(from, nil, []uint32{uint32(p)})
+	r.received(from, 0, nil, []uint32{uint32(p)})
 }
 
 // WasPrimary reports whether this node has been p's primary in a ring

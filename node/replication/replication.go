@@ -73,6 +73,12 @@ type Replicator struct {
 	replicas map[string]*replica
 	prev     *ring.Ring // the ring before the current one
 
+	// left holds the epochs of the last rings this node routed by and
+	// left (OnRing), for received: a whole copy sent under one of them
+	// is older than what this node's own ring moved on to.
+	leftMu     sync.Mutex
+	leftEpochs []uint64
+
 	throttle  *throttle // paces whole-partition transfers and anti-entropy pulls
 	ae        antiEntropy
 	transfers atomic.Int64 // whole partitions and hand-overs sent

@@ -95,7 +95,7 @@ func (r *Replicator) Apply(m *proto.Replicate) (proto.ReplicateResult, error) {
 	if refused > 0 {
 		r.log.Debug("partition: refused stale states", "from", m.From, "states", refused)
 	}
-	r.received(m.From, m.Done, m.Handoff)
+	r.received(m.From, m.Epoch, m.Done, m.Handoff)
 	r.copiesReceived(m.From, m.Done, m.Copied)
 	return res, nil
 }
