@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -99,8 +100,11 @@ type escrow struct {
 // shipper's (which belongs to its goroutine).
 type askRing struct {
 	mu sync.Mutex
-	// r is the ring, guarded by mu; nil until first fetched.
-	r *ring.Ring
+	// r is the ring, guarded by mu; nil until first fetched. fetched is
+	// when (the link's clock): it is learned again after
+	// TopologyInterval, as the shipper's is.
+	r       *ring.Ring
+	fetched time.Time
 }
 
 // EnableEscrow starts the askers; regions (Config.Regions) are the set
@@ -298,7 +302,12 @@ func (es *escrow) askRegion(conns map[string]Conn, li int, a ask, transfer uint6
 		}
 		_, owners := r.LookupKey(a.key.viewer)
 		if len(owners) == 0 {
-			return false, fmt.Errorf("region %s: no owner for the viewer", l.peer.Name)
+			// A ring learned from a node that had just restarted (alone,
+			// joining) owns nothing. Kept, it failed every ask to the
+			// region until this node restarted: learn it again.
+			errs = append(errs, fmt.Errorf("region %s: no owner for the viewer in its ring %016x", l.peer.Name, r.Epoch()))
+			rr.get(l, true)
+			continue
 		}
 		addr := r.Member(owners[0]).Addr
 		given, err := es.call(conns, addr, req)
@@ -353,12 +362,12 @@ func (es *escrow) call(conns map[string]Conn, addr string, req *proto.ShareAsk) 
 func (rr *askRing) get(l *Link, fresh bool) (*ring.Ring, error) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
-	if rr.r != nil && !fresh {
+	if rr.r != nil && !fresh && l.deps.Clock().Sub(rr.fetched) < l.cfg.TopologyInterval {
 		return rr.r, nil
 	}
 	r, _, err := l.fetchRing(rr.r)
 	if err == nil {
-		rr.r = r
+		rr.r, rr.fetched = r, l.deps.Clock()
 		return r, nil
 	}
 	if rr.r != nil {

@@ -282,3 +282,25 @@ func TestAskReachableRegionsFirst(t *testing.T) {
 		t.Errorf("asks received: %v, topology requests at b %d after the link found it unreachable (%d before); want c's ask only", f.asked, f.topo["b"], before)
 	}
 }
+
+// TestAskLearnsAgainARingWithoutOwners: a peer region's ring learned
+// from a node that had just restarted (alone, joining) owns nothing.
+// The askers learn the ring again instead of keeping it: in the bed, a
+// node of region b killed and restarted answered first, and region a's
+// asks to b failed "no owner for the viewer" for as long as the test
+// waited (a minute).
+func TestAskLearnsAgainARingWithoutOwners(t *testing.T) {
+	f := newFakeLenders(t, map[string]int{"b": 5})
+	f.rings["b"] = buildRingOf(t, 7, []ring.Member{{Name: "b-1", Addr: "b-1:7700", State: ring.Joining, Incarnation: 2}})
+	reg := prometheus.NewRegistry()
+	ls, credits := escrowLinks(t, f, 0, reg, func(c *Config) { c.TopologyInterval = time.Hour })
+	ls.Ask("v", escrowCap)
+	eventually(t, "an ask that failed", func() bool {
+		return testutil.ToFloat64(ls.escrow.dropped.WithLabelValues("failed")) == 1
+	})
+	f.mu.Lock()
+	f.rings["b"] = buildRing(t, 2, "b-1") // b-1 joined: it owns every partition
+	f.mu.Unlock()
+	ls.Ask("v", escrowCap)
+	eventually(t, "a credit once region b's node owns the viewer", func() bool { return len(credits()) == 1 })
+}

@@ -357,8 +357,20 @@ func (l *Link) fetchRing(known *ring.Ring) (*ring.Ring, string, error) {
 	}
 	addrs = append(addrs, l.peer.Seeds...)
 	var errs []error
+	var lone *ring.Ring // a ring in which nobody owns anything
+	loneFrom := ""
 	for _, addr := range addrs {
 		r, err := l.topology(addr)
+		if err == nil && !owned(r) {
+			// A node that has just restarted answers with its own ring:
+			// itself alone, joining, owning nothing. The region's ring
+			// is with the others; this one serves only if nobody else
+			// answers.
+			if lone == nil {
+				lone, loneFrom = r, addr
+			}
+			continue
+		}
 		if err == nil {
 			return r, addr, nil
 		}
@@ -369,7 +381,20 @@ func (l *Link) fetchRing(known *ring.Ring) (*ring.Ring, string, error) {
 		default:
 		}
 	}
+	if lone != nil {
+		return lone, loneFrom, nil
+	}
 	return nil, "", fmt.Errorf("region %s: no node answered: %w", l.peer.Name, errors.Join(errs...))
+}
+
+// owned reports whether some member of r owns partitions.
+func owned(r *ring.Ring) bool {
+	for _, m := range r.Members() {
+		if m.State.Owns() {
+			return true
+		}
+	}
+	return false
 }
 
 // topology asks the node at addr for its ring.
