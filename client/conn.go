@@ -207,11 +207,59 @@ func (p *peer) renew(why error) {
 	case p.wake <- struct{}{}:
 	default:
 	}
-	after := max(p.cl.cfg.Timeout, p.cl.cfg.RecordTimeout) + retireMargin
-	for _, c := range old {
-		if c != nil && !c.isClosed() {
-			time.AfterFunc(after, func() { c.close(why) })
+	p.cl.retire(old, why)
+}
+
+// retire ends the peer (a node that left the topology): it takes no new
+// call and dials no more, and its connections are retired (Client.retire).
+func (p *peer) retire(why error) {
+	p.mu.Lock()
+	p.closed = true
+	old := append([]*conn(nil), p.conns...)
+	clear(p.conns)
+	p.mu.Unlock()
+	p.cl.retire(old, why)
+}
+
+// retire closes each connection of conns once no call waits on it, or
+// once the longest call deadline has passed, whichever is first; until
+// then the answers to calls already sent still reach them. Close closes
+// them all at once.
+func (cl *Client) retire(conns []*conn, why error) {
+	after := max(cl.cfg.Timeout, cl.cfg.RecordTimeout) + retireMargin
+	for _, c := range conns {
+		if c == nil || !c.retire(why) {
+			continue
 		}
+		cl.peersMu.Lock()
+		closing := cl.retired == nil && isClosed(cl.stop)
+		if !closing {
+			if cl.retired == nil {
+				cl.retired = map[*conn]struct{}{}
+			}
+			cl.retired[c] = struct{}{}
+		}
+		cl.peersMu.Unlock()
+		if closing {
+			c.close(errClientClosed)
+			continue
+		}
+		time.AfterFunc(after, func() {
+			c.close(why)
+			cl.peersMu.Lock()
+			delete(cl.retired, c)
+			cl.peersMu.Unlock()
+		})
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -244,6 +292,9 @@ type conn struct {
 	writing   bool          // someone (a caller, or the writer goroutine) owns writing
 	handed    bool          // the writer goroutine owns writing
 	err       error         // why the connection closed
+	// retiring, when set, is why the connection closes once no call
+	// waits on it (retire).
+	retiring error
 
 	yield func() // a test's stand-in for the yield before a write; nil: runtime.Gosched
 
@@ -298,6 +349,24 @@ func (cl *Client) dialConn(p *peer) (*conn, error) {
 }
 
 func (c *conn) isClosed() bool { return c.closedFlag.Load() }
+
+// retire has the connection close with why once no call waits on it
+// (the reader closes it after delivering the last answer). It reports
+// whether calls still wait; if none does, it closes it now.
+func (c *conn) retire(why error) bool {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return false
+	}
+	c.retiring = why
+	waiting := len(c.pending) > 0
+	c.mu.Unlock()
+	if !waiting {
+		c.close(why)
+	}
+	return waiting
+}
 
 // send registers a call and writes its request frame, or queues it
 // behind a write in progress.
@@ -558,6 +627,10 @@ func (c *conn) readLoop() {
 			viewer, strict = c.abandoned[hdr.ID]
 			delete(c.abandoned, hdr.ID)
 		}
+		var last error // why a retired connection closes, once its last call is answered
+		if c.retiring != nil && len(c.pending) == 0 {
+			last = c.retiring
+		}
 		c.mu.Unlock()
 		if cl != nil {
 			if cl.traced {
@@ -567,6 +640,10 @@ func (c *conn) readLoop() {
 		} else if g, ok := c.p.cl.m.late(hdr, body); ok && strict { // its caller gave up: count what it missed
 			g.viewer = viewer
 			c.p.cl.giveBack(g) // and give a strict slot back
+		}
+		if last != nil {
+			c.close(last)
+			return
 		}
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fcap-io/fcap"
+	"github.com/fcap-io/fcap/client"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -115,6 +117,63 @@ func TestDrainHandsEverythingOver(t *testing.T) {
 	// owner in transition again within the deadline (issue 17).
 	if during != 0 {
 		t.Errorf("%d calls failed by policy or errors from the drain's start until the survivors settled, want 0", during)
+		logFailures(t, c, append(strict.failures(), soft.failures()...), nodes)
+	}
+}
+
+// logFailures logs the failed calls, then each node's log lines from a
+// second before the first began until the last ended that name a failed
+// viewer's partition or are not debug: where to look when a call fails.
+func logFailures(t *testing.T, c *client.Client, fails []failure, nodes []*cluster.Node) {
+	t.Helper()
+	if len(fails) == 0 {
+		return
+	}
+	r := c.Ring()
+	from, to := fails[0].end, fails[0].end
+	parts := map[string]bool{}
+	for _, f := range fails {
+		began := f.began
+		if began.IsZero() {
+			began = f.end.Add(-cluster.ClientTimeout)
+		}
+		if began.Before(from) {
+			from = began
+		}
+		if f.end.After(to) {
+			to = f.end
+		}
+		p, owners := r.LookupKey(fcap.ViewerKey(f.viewer))
+		parts[fmt.Sprintf(`"partition":%d,`, p)] = true
+		var names []string
+		for _, o := range owners {
+			names = append(names, r.Member(o).Name)
+		}
+		t.Logf("failed: viewer %s (partition %d, owners now %v), %s to %s, err %v", f.viewer, p, names, began.Format("15:04:05.000"), f.end.Format("15:04:05.000"), f.err)
+	}
+	from = from.Add(-time.Second)
+	for _, n := range nodes {
+		var lines []string
+		for _, line := range strings.Split(n.Logs(), "\n") {
+			var l struct {
+				Time  time.Time `json:"time"`
+				Level string    `json:"level"`
+			}
+			if json.Unmarshal([]byte(line), &l) != nil || l.Time.Before(from) || l.Time.After(to) {
+				continue
+			}
+			named := false
+			for p := range parts {
+				named = named || strings.Contains(line, p)
+			}
+			if named || l.Level != "DEBUG" {
+				lines = append(lines, line)
+			}
+		}
+		if len(lines) > 200 {
+			lines = append(lines[:100], append([]string{"[...]"}, lines[len(lines)-100:]...)...)
+		}
+		t.Logf("%s, %d lines from %s to %s:\n%s", n.Name, len(lines), from.Format("15:04:05.000"), to.Format("15:04:05.000"), strings.Join(lines, "\n"))
 	}
 }
 

@@ -25,6 +25,33 @@ type ledger struct {
 	refused map[string]int // per viewer: calls a node refused (the cap had no room)
 	errors  int            // errors returned to the caller
 	failed  int            // verdicts decided by the failure policy
+	// fails holds the first maxFails calls decided by the failure policy
+	// or errors, for a test to place in the nodes' logs.
+	fails []failure
+}
+
+// failure is a call the failure policy decided, or an error: its viewer
+// and when the call began and ended.
+type failure struct {
+	viewer     string
+	began, end time.Time
+	err        error
+}
+
+const maxFails = 20
+
+// failures returns the failed calls recorded.
+func (l *ledger) failures() []failure {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]failure(nil), l.fails...)
+}
+
+// fail records a failed call of viewer v begun at began; l.mu is held.
+func (l *ledger) fail(v string, began time.Time, err error) {
+	if len(l.fails) < maxFails {
+		l.fails = append(l.fails, failure{viewer: v, began: began, end: time.Now(), err: err})
+	}
 }
 
 func newLedger() *ledger {
@@ -33,14 +60,21 @@ func newLedger() *ledger {
 
 // allowed accounts for the answer to an Allow of viewer v.
 func (l *ledger) allowed(v string, vd client.Verdict, err error) {
+	l.allowedAt(v, vd, err, time.Time{})
+}
+
+// allowedAt is allowed for a call begun at began (zero: unknown).
+func (l *ledger) allowedAt(v string, vd client.Verdict, err error, began time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
 	case err != nil:
 		l.errors++
+		l.fail(v, began, err)
 	case vd.Failed():
 		l.failed++
 		l.unknown[v]++
+		l.fail(v, began, nil)
 	case vd.Allowed:
 		l.acked[v]++
 		l.nAcked++
@@ -68,15 +102,19 @@ func traffic(ctx context.Context, c *client.Client, l *ledger, viewers []string,
 			rng := rand.New(rand.NewPCG(uint64(w), 7))
 			for ctx.Err() == nil {
 				v := viewers[rng.IntN(len(viewers))]
+				began := time.Now()
 				vd, err := c.Allow(context.Background(), v, []fcap.Cap{capc})
-				l.allowed(v, vd, err)
+				l.allowedAt(v, vd, err, began)
 				if rng.IntN(4) == 0 {
+					began := time.Now()
 					res, err := c.Check(context.Background(), v, []fcap.Candidate{{Caps: []fcap.Cap{capc}}})
 					l.mu.Lock()
 					if err != nil {
 						l.errors++
+						l.fail(v, began, err)
 					} else if res.Verdicts[0].Failed() {
 						l.failed++
+						l.fail(v, began, nil)
 					}
 					l.mu.Unlock()
 				}
