@@ -295,6 +295,7 @@ func (es *escrow) askRegion(conns map[string]Conn, li int, a ask, transfer uint6
 	l, rr := es.ls.links[li], es.rings[li]
 	req := &proto.ShareAsk{Region: es.ls.cfg.Name, Regions: es.ls.LiveRegions(), Viewer: a.viewer, Cap: a.cap, Transfer: transfer}
 	var errs []error
+	relearned := false
 	for range askAttempts {
 		r, err := rr.get(l, false)
 		if err != nil {
@@ -306,6 +307,10 @@ func (es *escrow) askRegion(conns map[string]Conn, li int, a ask, transfer uint6
 			// joining) owns nothing. Kept, it failed every ask to the
 			// region until this node restarted: learn it again.
 			errs = append(errs, fmt.Errorf("region %s: no owner for the viewer in its ring %016x", l.peer.Name, r.Epoch()))
+			if relearned {
+				return false, errors.Join(errs...) // once an ask: a region with no owner at all is restarting
+			}
+			relearned = true
 			rr.get(l, true)
 			continue
 		}
