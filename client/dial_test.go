@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -169,9 +170,8 @@ func TestSilentConnectionIsReplaced(t *testing.T) {
 }
 
 // TestRecordsOnANodeThatLeavesAreRetried: impressions in flight to a
-// node that leaves the topology, and never answers them, are sent again
-// to the new owner once their deadline passes, not dropped as if the
-// client were closing.
+// node that leaves the topology are sent again to the new owner, not
+// dropped as if the client were closing.
 func TestRecordsOnANodeThatLeavesAreRetried(t *testing.T) {
 	var got atomic.Int64
 	newOwner := startRecordFake(t, func(m *proto.Record) proto.Message {
@@ -208,9 +208,7 @@ func TestRecordsOnANodeThatLeavesAreRetried(t *testing.T) {
 		f.mu.Unlock()
 	}
 	c := newClient(t, func(c *client.Config) {
-		// Still in flight when the node leaves (a shorter one is sent
-		// again to the old owner first, which changes nothing).
-		c.RecordTimeout = 2 * time.Second
+		c.RecordTimeout = 10 * time.Second // still in flight when the node leaves
 		c.RefreshInterval = 20 * time.Millisecond
 	}, seed.addr())
 	for deadline := time.Now().Add(10 * time.Second); c.Ring() == nil; time.Sleep(time.Millisecond) {
@@ -280,75 +278,110 @@ func TestBriefStallKeepsTheConnection(t *testing.T) {
 	}
 }
 
-// TestCallsOnANodeThatLeavesGetItsAnswer: a call in flight to a node
-// when the client's topology drops it still gets that node's answer.
-// Closing the node's connections at once failed a strict call closed,
-// though its node may have granted it: a drained node answers what it
-// was sent before it left (the e2e drain test, 1 run in 15 on a busy
-// machine, failed 3 strict calls so).
-func TestCallsOnANodeThatLeavesGetItsAnswer(t *testing.T) {
-	inFlight, answer := make(chan struct{}, 1), make(chan struct{})
-	oldOwner := startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
-		if hdr.Type != proto.TypeAllow {
-			return nil
-		}
-		select {
-		case inFlight <- struct{}{}:
-		default:
-		}
-		<-answer
-		return &proto.AllowResult{Epoch: 1, Verdict: fcap.Verdict{Allowed: true, Remaining: 2, Blocking: -1}}
-	})
-	newOwner := startFake(t, func(proto.Header, []byte) proto.Message { return nil })
-	var moved atomic.Bool
-	topo := func() *proto.Topology {
-		addr, epoch := oldOwner.addr(), uint64(1)
-		if moved.Load() {
-			addr, epoch = newOwner.addr(), 2
-		}
-		return &proto.Topology{Epoch: epoch, Partitions: 7, Replicas: 1, Owners: make([]uint16, 7),
-			Members: []proto.Member{{Name: "owner", Addr: addr, State: 2, Incarnation: 1}}}
-	}
-	seed := startFake(t, nil)
-	for _, f := range []*fakeNode{seed, oldOwner, newOwner} {
-		f.mu.Lock()
-		f.topo = topo
-		f.mu.Unlock()
-	}
-	c := newClient(t, func(c *client.Config) { c.RefreshInterval = 20 * time.Millisecond }, seed.addr())
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		v   client.Verdict
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := c.Allow(ctx, "v", []fcap.Cap{strict})
-		done <- result{v, err}
-	}()
-	select {
-	case <-inFlight:
-	case <-ctx.Done():
-		t.Fatal("the Allow never reached its owner")
-	}
-	moved.Store(true)
-	for c.Ring() == nil || c.Ring().Epoch() != 2 {
-		if ctx.Err() != nil {
-			t.Fatal("the client never learned the topology without the old owner")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(answer)
-	select {
-	case r := <-done:
-		if r.err != nil || r.v.Failed() || !r.v.Allowed {
-			t.Fatalf("verdict %+v, err %v; want the old owner's grant", r.v, r.err)
-		}
-	case <-ctx.Done():
-		t.Fatal("the Allow never returned")
+// TestCallsOnADrainedNodeGetItsAnswer: a call in flight to a node that
+// the client last saw draining (Leaving) still gets that node's answer
+// when the client's topology drops it. Closing the node's connections
+// at once failed a strict call closed, though its node may have granted
+// it: a drained node answers what it was sent before it left (the e2e
+// drain test, 1 run in 15 on a busy machine, failed 3 strict calls so).
+// A call in flight to a node that drops out without draining (failed,
+// cut off) fails over at once instead of at its deadline.
+func TestCallsOnADrainedNodeGetItsAnswer(t *testing.T) {
+	for _, drained := range []bool{true, false} {
+		t.Run(fmt.Sprintf("drained=%v", drained), func(t *testing.T) {
+			inFlight, answer := make(chan struct{}, 1), make(chan struct{})
+			oldOwner := startFake(t, func(hdr proto.Header, _ []byte) proto.Message {
+				if hdr.Type != proto.TypeAllow {
+					return nil
+				}
+				select {
+				case inFlight <- struct{}{}:
+				default:
+				}
+				<-answer
+				return &proto.AllowResult{Epoch: 1, Verdict: fcap.Verdict{Allowed: true, Remaining: 2, Blocking: -1}}
+			})
+			defer close(answer) // before the fake closes: its handler waits on it
+			newOwner := startFake(t, func(proto.Header, []byte) proto.Message { return nil })
+			var phase atomic.Int32 // 0: the old owner serves; 1: it drains (when drained); 2: the new owner
+			topo := func() *proto.Topology {
+				addr, epoch, state := oldOwner.addr(), uint64(1), uint8(ring.Active)
+				switch phase.Load() {
+				case 1:
+					epoch, state = 2, uint8(ring.Leaving)
+				case 2:
+					addr, epoch = newOwner.addr(), 3
+				}
+				return &proto.Topology{Epoch: epoch, Partitions: 7, Replicas: 1, Owners: make([]uint16, 7),
+					Members: []proto.Member{{Name: "owner", Addr: addr, State: state, Incarnation: 1}}}
+			}
+			seed := startFake(t, nil)
+			for _, f := range []*fakeNode{seed, oldOwner, newOwner} {
+				f.mu.Lock()
+				f.topo = topo
+				f.mu.Unlock()
+			}
+			// A minute to answer: a call that waits for its deadline
+			// shows as one.
+			c := newClient(t, func(c *client.Config) {
+				c.RefreshInterval = 20 * time.Millisecond
+				c.Timeout = time.Minute
+			}, seed.addr())
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := c.WaitReady(ctx); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				v   client.Verdict
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				v, err := c.Allow(ctx, "v", []fcap.Cap{strict})
+				done <- result{v, err}
+			}()
+			select {
+			case <-inFlight:
+			case <-ctx.Done():
+				t.Fatal("the Allow never reached its owner")
+			}
+			learn := func(p int32, epoch uint64) {
+				t.Helper()
+				phase.Store(p)
+				for c.Ring() == nil || c.Ring().Epoch() != epoch {
+					if ctx.Err() != nil {
+						t.Fatalf("the client never learned the topology of epoch %d", epoch)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			if drained {
+				learn(1, 2)
+			}
+			learn(2, 3)
+			if !drained {
+				// Not drained: the call fails over (strict: fails closed)
+				// at the topology change, long before its deadline.
+				select {
+				case r := <-done:
+					if r.err == nil && !r.v.FailClosed {
+						t.Fatalf("verdict %+v from a node that dropped out unanswered, want fail-closed", r.v)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatal("the call on a node that dropped out unanswered was still waiting 30 s after the topology change (its deadline is a minute)")
+				}
+				return
+			}
+			answer <- struct{}{}
+			select {
+			case r := <-done:
+				if r.err != nil || r.v.Failed() || !r.v.Allowed {
+					t.Fatalf("verdict %+v, err %v; want the drained owner's grant", r.v, r.err)
+				}
+			case <-ctx.Done():
+				t.Fatal("the Allow never returned")
+			}
+		})
 	}
 }
