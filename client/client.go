@@ -73,7 +73,13 @@ type Client struct {
 	// peersMu. Close closes them.
 	retired map[*conn]struct{}
 
-	refreshMu   sync.Mutex                      // one topology fetch at a time
+	refreshMu sync.Mutex // one topology fetch at a time
+	// departed holds, by name, the incarnation of each member that left
+	// the topology after it was seen draining (Leaving); guarded by
+	// refreshMu (install). A ring that shows one of them Leaving again
+	// is older than the one installed: a drained node comes back only
+	// as a new process.
+	departed    map[string]int64
 	refreshErr  atomic.Pointer[error]           // why the last topology fetch failed; nil after one succeeds
 	unreached   atomic.Pointer[unreachedReport] // neverReached's last report
 	refreshHint chan string                     // addresses whose responses carried another epoch
@@ -620,6 +626,17 @@ func (c *Client) install(r *ring.Ring) {
 	if old.ring != nil && old.ring.Epoch() == r.Epoch() {
 		return
 	}
+	for _, m := range r.Members() {
+		if inc, ok := c.departed[m.Name]; ok && inc == m.Incarnation && m.State == ring.Leaving {
+			// A node still routing by the ring of the drain answered:
+			// installed, it took the client back to the drained node,
+			// whose peer was gone, and a strict call failed closed at
+			// once ("no live connection"; the drain test, 1 run in 15
+			// on a busy machine).
+			c.log.Debug("topology older than the one installed, ignored", "epoch", fmt.Sprintf("%016x", r.Epoch()), "departed", m.Name)
+			return
+		}
+	}
 	t := newTopology(r, make([]*peer, len(r.Members())))
 	keep := map[string]bool{}
 	for _, s := range c.cfg.Seeds {
@@ -654,6 +671,16 @@ func (c *Client) install(r *ring.Ring) {
 		t.peers[i].pick() // start dialing now, not on the first call
 		keep[m.Addr] = true
 	}
+	if old.ring != nil {
+		for _, m := range old.ring.Members() {
+			if _, ok := r.Find(m.Name); !ok && m.State == ring.Leaving {
+				if c.departed == nil || len(c.departed) >= maxDeparted {
+					c.departed = map[string]int64{}
+				}
+				c.departed[m.Name] = m.Incarnation
+			}
+		}
+	}
 	c.topo.Store(t)
 	close(old.replaced)
 	c.m.topologyChanges.Inc()
@@ -676,6 +703,7 @@ func (c *Client) install(r *ring.Ring) {
 			// drain test's strict calls, in 1 run of 15 on a busy
 			// machine).
 			p.retire(why)
+			c.log.Debug("peer left the topology draining; its calls in flight wait for their answers", "addr", p.addr)
 			continue
 		}
 		// Failed, or cut off: its calls in flight fail over now rather
@@ -685,9 +713,15 @@ func (c *Client) install(r *ring.Ring) {
 		// clients' 1 s deadline after the ring dropped the cut-off
 		// node: served again 2.0 s after the cut, not 1.0 s.
 		p.close(why)
+		c.log.Debug("peer left the topology; its calls in flight fail over", "addr", p.addr)
 	}
 	c.log.Debug("topology", "epoch", fmt.Sprintf("%016x", r.Epoch()), "members", len(r.Members()))
 }
+
+// maxDeparted bounds Client.departed: past it, the drained members
+// remembered are forgotten (the next ring of a drain is as likely to be
+// missed as before they were kept).
+const maxDeparted = 1024
 
 // deadline is when a call stops waiting: now + Timeout, or the context's
 // deadline if sooner, less the margin that lets it return by then.

@@ -385,3 +385,65 @@ func TestCallsOnADrainedNodeGetItsAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestTopologyDoesNotGoBackToADrain: once the client has installed a
+// ring without a member it saw draining (Leaving), a node still routing
+// by the ring of the drain does not take it back there. It did: in the
+// e2e drain test the client went back and forth between the two rings
+// for 20 ms, found no connection to the drained node when it went back,
+// and failed a strict call closed at once.
+func TestTopologyDoesNotGoBackToADrain(t *testing.T) {
+	stays := startFake(t, nil)
+	drained := startFake(t, nil)
+	var phase, served atomic.Int32 // 0: both active; 1: drained Leaving; 2: drained gone; 3: back to 1
+	topo := func() *proto.Topology {
+		served.Add(1)
+		members := []proto.Member{{Name: "stays", Addr: stays.addr(), State: uint8(ring.Active), Incarnation: 1}}
+		epoch, state := uint64(1), uint8(ring.Active)
+		switch phase.Load() {
+		case 1, 3:
+			epoch, state = 2, uint8(ring.Leaving)
+		case 2:
+			return &proto.Topology{Epoch: 3, Partitions: 7, Replicas: 1, Owners: make([]uint16, 7), Members: members}
+		}
+		members = append([]proto.Member{{Name: "drained", Addr: drained.addr(), State: state, Incarnation: 1}}, members...) // sorted by name
+		owners := make([]uint16, 7)
+		for i := range owners {
+			owners[i] = uint16(i % 2)
+		}
+		return &proto.Topology{Epoch: epoch, Partitions: 7, Replicas: 1, Owners: owners, Members: members}
+	}
+	for _, f := range []*fakeNode{stays, drained} {
+		f.mu.Lock()
+		f.topo = topo
+		f.mu.Unlock()
+	}
+	c := newClient(t, func(c *client.Config) { c.RefreshInterval = 5 * time.Millisecond }, stays.addr())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	learn := func(p int32, epoch uint64) {
+		t.Helper()
+		phase.Store(p)
+		for c.Ring() == nil || c.Ring().Epoch() != epoch {
+			if ctx.Err() != nil {
+				t.Fatalf("the client never learned the topology of epoch %d", epoch)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	learn(0, 1)
+	learn(1, 2)
+	learn(2, 3)
+	phase.Store(3)
+	for start := served.Load(); served.Load() < start+20; time.Sleep(time.Millisecond) {
+		if ctx.Err() != nil {
+			t.Fatal("the client stopped asking for the topology")
+		}
+		if e := c.Ring().Epoch(); e != 3 {
+			t.Fatalf("the client went back to the ring of the drain (epoch %d)", e)
+		}
+	}
+	if e := c.Ring().Epoch(); e != 3 {
+		t.Fatalf("the client went back to the ring of the drain (epoch %d)", e)
+	}
+}

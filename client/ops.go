@@ -515,6 +515,7 @@ func (c *Client) Allow(ctx context.Context, viewer string, caps []fcap.Cap, opts
 	v := failVerdict(&c.cfg, anyStrict(caps))
 	c.m.failVerdicts([]Verdict{v})
 	c.m.observe(opAllow, outcomeFailed, start)
+	c.log.Debug("allow failed over to policy", "err", err)
 	return v, c.neverReached()
 }
 

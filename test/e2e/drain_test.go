@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,7 +34,10 @@ import (
 func TestDrainHandsEverythingOver(t *testing.T) {
 	ctl := fcapctl(t) // built before the load: a build starves the nodes
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
-	c := testClient(t, seeds(nodes...))
+	var clientLog lockedBuffer // the client's own log, for logFailures
+	c := cluster.NewClient(t, seeds(nodes...), func(cfg *client.Config) {
+		cfg.Logger = slog.New(slog.NewJSONHandler(&clientLog, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
 	softCap := fcap.Cap{Scope: "campaign", ID: "drain-soft", Limit: fcap.MaxLimit, Window: 24 * time.Hour}
 	strictCap := fcap.Cap{Scope: "campaign", ID: "drain-strict", Limit: fcap.MaxLimit, Window: 24 * time.Hour, Mode: fcap.Strict}
 	softViewers, strictViewers := viewerIDs("drain-soft", 200), viewerIDs("drain-strict", 200)
@@ -117,14 +123,14 @@ func TestDrainHandsEverythingOver(t *testing.T) {
 	// owner in transition again within the deadline (issue 17).
 	if during != 0 {
 		t.Errorf("%d calls failed by policy or errors from the drain's start until the survivors settled, want 0", during)
-		logFailures(t, c, append(strict.failures(), soft.failures()...), nodes)
+		logFailures(t, c, append(strict.failures(), soft.failures()...), nodes, &clientLog)
 	}
 }
 
 // logFailures logs the failed calls, then each node's log lines from a
 // second before the first began until the last ended that name a failed
 // viewer's partition or are not debug: where to look when a call fails.
-func logFailures(t *testing.T, c *client.Client, fails []failure, nodes []*cluster.Node) {
+func logFailures(t *testing.T, c *client.Client, fails []failure, nodes []*cluster.Node, clientLog *lockedBuffer) {
 	t.Helper()
 	if len(fails) == 0 {
 		return
@@ -152,9 +158,15 @@ func logFailures(t *testing.T, c *client.Client, fails []failure, nodes []*clust
 		t.Logf("failed: viewer %s (partition %d, owners now %v), %s to %s, err %v", f.viewer, p, names, began.Format("15:04:05.000"), f.end.Format("15:04:05.000"), f.err)
 	}
 	from = from.Add(-time.Second)
+	logs := map[string]string{"client": clientLog.String()}
+	names := []string{"client"}
 	for _, n := range nodes {
+		logs[n.Name] = n.Logs()
+		names = append(names, n.Name)
+	}
+	for _, name := range names {
 		var lines []string
-		for _, line := range strings.Split(n.Logs(), "\n") {
+		for _, line := range strings.Split(logs[name], "\n") {
 			var l struct {
 				Time  time.Time `json:"time"`
 				Level string    `json:"level"`
@@ -166,14 +178,14 @@ func logFailures(t *testing.T, c *client.Client, fails []failure, nodes []*clust
 			for p := range parts {
 				named = named || strings.Contains(line, p)
 			}
-			if named || l.Level != "DEBUG" {
+			if named || l.Level != "DEBUG" || name == "client" {
 				lines = append(lines, line)
 			}
 		}
 		if len(lines) > 200 {
 			lines = append(lines[:100], append([]string{"[...]"}, lines[len(lines)-100:]...)...)
 		}
-		t.Logf("%s, %d lines from %s to %s:\n%s", n.Name, len(lines), from.Format("15:04:05.000"), to.Format("15:04:05.000"), strings.Join(lines, "\n"))
+		t.Logf("%s, %d lines from %s to %s:\n%s", name, len(lines), from.Format("15:04:05.000"), to.Format("15:04:05.000"), strings.Join(lines, "\n"))
 	}
 }
 
@@ -249,3 +261,21 @@ func beganAt(line string) (time.Time, bool) {
 type reason struct{ s string }
 
 func (r *reason) String() string { return r.s }
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
