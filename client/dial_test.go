@@ -346,16 +346,7 @@ func TestCallsOnADrainedNodeGetItsAnswer(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("the Allow never reached its owner")
 			}
-			learn := func(p int32, epoch uint64) {
-				t.Helper()
-				phase.Store(p)
-				for c.Ring() == nil || c.Ring().Epoch() != epoch {
-					if ctx.Err() != nil {
-						t.Fatalf("the client never learned the topology of epoch %d", epoch)
-					}
-					time.Sleep(time.Millisecond)
-				}
-			}
+			learn := func(p int32, epoch uint64) { t.Helper(); phase.Store(p); awaitEpoch(ctx, t, c, epoch) }
 			if drained {
 				learn(1, 2)
 			}
@@ -421,16 +412,7 @@ func TestTopologyDoesNotGoBackToADrain(t *testing.T) {
 	c := newClient(t, func(c *client.Config) { c.RefreshInterval = 5 * time.Millisecond }, stays.addr())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	learn := func(p int32, epoch uint64) {
-		t.Helper()
-		phase.Store(p)
-		for c.Ring() == nil || c.Ring().Epoch() != epoch {
-			if ctx.Err() != nil {
-				t.Fatalf("the client never learned the topology of epoch %d", epoch)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
+	learn := func(p int32, epoch uint64) { t.Helper(); phase.Store(p); awaitEpoch(ctx, t, c, epoch) }
 	learn(0, 1)
 	learn(1, 2)
 	learn(2, 3)
@@ -445,5 +427,16 @@ func TestTopologyDoesNotGoBackToADrain(t *testing.T) {
 	}
 	if e := c.Ring().Epoch(); e != 3 {
 		t.Fatalf("the client went back to the ring of the drain (epoch %d)", e)
+	}
+}
+
+// awaitEpoch waits until c routes by the topology of epoch, or ctx ends.
+func awaitEpoch(ctx context.Context, t *testing.T, c *client.Client, epoch uint64) {
+	t.Helper()
+	for c.Ring() == nil || c.Ring().Epoch() != epoch {
+		if ctx.Err() != nil {
+			t.Fatalf("the client never learned the topology of epoch %d", epoch)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +32,7 @@ import (
 func TestDrainHandsEverythingOver(t *testing.T) {
 	ctl := fcapctl(t) // built before the load: a build starves the nodes
 	nodes := cluster.StartCluster(t, 3, cluster.Options{Replicas: 2})
-	var clientLog lockedBuffer // the client's own log, for logFailures
+	var clientLog cluster.LogBuffer // the client's own log, for logFailures
 	c := cluster.NewClient(t, seeds(nodes...), func(cfg *client.Config) {
 		cfg.Logger = slog.New(slog.NewJSONHandler(&clientLog, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
@@ -130,7 +128,7 @@ func TestDrainHandsEverythingOver(t *testing.T) {
 // logFailures logs the failed calls, then each node's log lines from a
 // second before the first began until the last ended that name a failed
 // viewer's partition or are not debug: where to look when a call fails.
-func logFailures(t *testing.T, c *client.Client, fails []failure, nodes []*cluster.Node, clientLog *lockedBuffer) {
+func logFailures(t *testing.T, c *client.Client, fails []failure, nodes []*cluster.Node, clientLog *cluster.LogBuffer) {
 	t.Helper()
 	if len(fails) == 0 {
 		return
@@ -261,21 +259,3 @@ func beganAt(line string) (time.Time, bool) {
 type reason struct{ s string }
 
 func (r *reason) String() string { return r.s }
-
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
