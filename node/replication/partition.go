@@ -20,13 +20,9 @@ type partition struct {
 	from atomic.Pointer[string]
 	// handed is a Handoff that arrived before this node's ring showed it
 	// the new primary; a wait starting soon after consumes it.
-	handed atomic.Pointer[early]
-	lostAt atomic.Int64 // when it stopped owning it (unix ns), 0 while it owns it, -1 once dropped
-	// aheadEpoch is the sender's ring epoch of a whole copy that arrived
-	// while this node did not own the partition (received): the copy is
-	// current only if this node's next ring that owns it is that one.
-	aheadEpoch atomic.Uint64
-	pushing    atomic.Int32 // full transfers of it this node is sending
+	handed  atomic.Pointer[early]
+	lostAt  atomic.Int64 // when it stopped owning it (unix ns), 0 while it owns it, -1 once dropped
+	pushing atomic.Int32 // full transfers of it this node is sending
 	// wasPrimary: this node has been its primary in a ring since it
 	// started; wholeAtLoss: it held it whole when it stopped owning it.
 	// Both say whether it may relay a hand-over (sync.go).
@@ -175,11 +171,9 @@ func (r *Replicator) received(from string, epoch uint64, done, handoff []uint32)
 					continue
 				}
 				// Ahead of the ring that makes this node its owner
-				// (planner.holding keeps it if that ring is the
-				// sender's): the grace before an unowned copy is dropped
-				// starts again.
+				// (planner.holding keeps it): the grace before an
+				// unowned copy is dropped starts again.
 				part.lostAt.Store(r.now().UnixNano())
-				part.aheadEpoch.Store(epoch)
 			}
 			part.got()
 			r.log.Debug("partition: received", "partition", p, "from", from)

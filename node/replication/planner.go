@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -293,20 +292,16 @@ func (pn *planner) holding(p int, curOwners, futOwners []string) {
 		part.waitSince.Store(0) // nor wait for it (a joining node's first ring holds only itself)
 		part.from.Store(nil)
 	default:
-		if part.lostAt.Load() != 0 && part.have.Load() && part.aheadEpoch.Load() != pn.cur.Epoch() {
-			// A whole copy that arrived while this node did not own p,
-			// sent under another ring than this one: a transfer begun
-			// under an older ring that made this node an owner, landing
-			// after a newer one moved p away. Writes went elsewhere
-			// since, so it is not current: this node waits for a
-			// holder's copy as if it had none (merged into what it has).
-			// Kept, it served a viewer's strict cap from a copy missing
-			// grants acknowledged after it, and granted them again
-			// (TestKillTwoOfFive, 1 run in 5-10 with a busy core).
-			part.have.Store(false)
-			pn.r.log.Debug("partition: copy received under another ring is stale", "partition", p, "sent_under", fmt.Sprintf("%016x", part.aheadEpoch.Load()))
-		}
-		part.aheadEpoch.Store(0)
+		// A whole copy that arrived while this node did not own p
+		// (received) counts here, whichever ring its sender routed by,
+		// unless this node had left that ring when it arrived (received
+		// drops those: a transfer landing after a newer ring moved p
+		// away, TestKillTwoOfFive). The seventh session also dropped one
+		// sent under any other ring than this one; that cost the 3/2
+		// split's majority 13-18 s in one run of five: its members passed
+		// through a ring this node skipped, were sent current copies under
+		// it, and had nobody left to send them again (ARCHITECTURE.md,
+		// "Rings between").
 		part.lostAt.Store(0)
 		part.wholeAtLoss.Store(false)
 		if pn.prev == nil || pn.prev.Epoch() != pn.cur.Epoch() {
