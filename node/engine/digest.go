@@ -57,15 +57,7 @@ func (v *viewer) digest(key uint64, now int64) (uint64, int) {
 		return 0, 0
 	}
 	if id != nil { // links are compared too (tombstones included)
-		d.WriteString(id.viewer)
-		digestWord(&d, uint64(id.linkAt))
-		for _, dl := range id.devices {
-			d.WriteString(dl.name)
-			digestWord(&d, uint64(dl.at))
-			if dl.gone {
-				digestWord(&d, 1)
-			}
-		}
+		id.digest(&d)
 	}
 	for _, m := range marks {
 		digestWord(&d, m.id)
@@ -108,6 +100,19 @@ func (v *viewer) digestCounters(d *xxhash.Digest, key uint64, now int64, pick fu
 		v.digestCounter(&h, now, word)
 	}
 	return len(ls)
+}
+
+// digest writes the identity decisions to d, tombstones included.
+func (id *identity) digest(d *xxhash.Digest) {
+	d.WriteString(id.viewer)
+	digestWord(d, uint64(id.linkAt))
+	for _, dl := range id.devices {
+		d.WriteString(dl.name)
+		digestWord(d, uint64(dl.at))
+		if dl.gone {
+			digestWord(d, 1)
+		}
+	}
 }
 
 // digestWord writes x to d, little-endian.

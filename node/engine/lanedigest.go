@@ -10,9 +10,18 @@ import (
 // it ships again only the viewers whose lane differs. Both digest the
 // same thing the same way: every counter that counts anything at now,
 // in the order of its cap key hash, by that hash, its kind and window
-// and what it counts (as Digest does). Identity links, void marks and
-// reservations are left out: a lane does not keep them apart from the
-// viewer's own, and a state shipped again carries them anyway.
+// and what it counts (as Digest does), then the viewer's identity
+// decisions. A lane does not keep identity apart from the viewer's own:
+// every region merges every decision it is shipped (last write wins),
+// and ships what it holds (ExportLocal carries it), so once the regions
+// have exchanged a viewer's links they digest them alike; until then
+// the viewer differs and is shipped again, which merges idempotently.
+// Left out, a link made during an outage long enough to overflow the
+// queue, on a device with no impressions of its own, was never shipped
+// again: its digest was 0 on both sides (TestDigestShipsAnIdentityLink).
+// Void marks and reservations are left out: a void takes the impression
+// out of the lane that counted it (regionVoids), which the counters
+// show, and a reservation is a region's own.
 //
 // A node cannot tell one region's lane counters from another's: a lane
 // key (laneKey) mixes the cap key with the region's tag, and the mix is
@@ -24,7 +33,8 @@ import (
 // LocalDigest returns the digest of the viewer's own counters at now
 // (what ExportLocal ships), as a peer region's LaneDigest of this region
 // reckons it, and calls keys (when not nil) with the cap key hash of
-// each counter it covers. 0: nothing of its own counts.
+// each counter it covers. 0: nothing of its own counts and it holds no
+// identity decision.
 func (e *Engine) LocalDigest(key uint64, now int64, keys func(kh uint64)) uint64 {
 	s := e.stripeOf(key)
 	s.mu.Lock()
@@ -38,15 +48,16 @@ func (e *Engine) LocalDigest(key uint64, now int64, keys func(kh uint64)) uint64
 
 // LaneDigest returns the digest of the named region's lane of the
 // viewer at now, over the lane counters whose cap key hash has accepts
-// (has runs under the viewer's stripe lock: keep it short). 0: the lane
-// counts nothing.
+// (has runs under the viewer's stripe lock: keep it short), then the
+// viewer's identity decisions. 0: the lane counts nothing and the viewer
+// holds no identity decision.
 func (e *Engine) LaneDigest(key uint64, region string, now int64, has func(kh uint64) bool) uint64 {
 	tag := regionTag(region)
 	s := e.stripeOf(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.lookup(key)
-	if v == nil || !v.hasLanes() {
+	if v == nil {
 		return 0
 	}
 	return v.regionDigest(key, now, func(h *header) (uint64, bool) {
@@ -63,7 +74,11 @@ func (e *Engine) LaneDigest(key uint64, region string, now int64, has func(kh ui
 func (v *viewer) regionDigest(key uint64, now int64, pick func(h *header) (uint64, bool), keys func(kh uint64)) uint64 {
 	var d xxhash.Digest
 	d.Reset()
-	if v.digestCounters(&d, key, now, pick, keys) == 0 {
+	n := v.digestCounters(&d, key, now, pick, keys)
+	id := idOf(v)
+	if id != nil && !id.empty() {
+		id.digest(&d)
+	} else if n == 0 {
 		return 0
 	}
 	return nonZero(d.Sum64())

@@ -76,3 +76,38 @@ func TestLaneDigestMatchesTheOrigin(t *testing.T) {
 		t.Errorf("b's lane of a digests %x after every window passed", d)
 	}
 }
+
+// TestDigestShipsAnIdentityLink: a device with no impressions of its own
+// that region a linked digests apart from region b's copy until b merged
+// a's state, and alike after; an unlink b makes differs again until a
+// merged it. Without identity in the digests both sides digested 0, so a
+// link whose queued shipment was lost to an overflow was never shipped
+// again.
+func TestDigestShipsAnIdentityLink(t *testing.T) {
+	es := regionEngines(t, "a", "b")
+	if _, err := es["a"].LinkDevice("phone", "v", 100, nil); err != nil {
+		t.Fatal(err)
+	}
+	da, ka := localDigest(es["a"], "phone", 200)
+	if da == 0 || len(ka) != 0 {
+		t.Fatalf("a's digest of a linked device: %x over %d counters, want one over none", da, len(ka))
+	}
+	if d := laneDigest(es["b"], "phone", "a", 200, ka); d == da {
+		t.Fatal("b, which never merged the link, digests the device as a does")
+	}
+	ship(t, es, "a", "b", "phone")
+	if d := laneDigest(es["b"], "phone", "a", 200, ka); d != da {
+		t.Fatalf("after the ship b digests the device %x, a %x", d, da)
+	}
+	if _, err := es["b"].UnlinkDevice("phone", 300); err != nil {
+		t.Fatal(err)
+	}
+	db, kb := localDigest(es["b"], "phone", 400)
+	if d := laneDigest(es["a"], "phone", "b", 400, kb); d == db {
+		t.Fatal("a digests the device as b does before merging b's unlink")
+	}
+	ship(t, es, "b", "a", "phone")
+	if d := laneDigest(es["a"], "phone", "b", 400, kb); d != db {
+		t.Fatalf("after the ship a digests the device %x, b %x", d, db)
+	}
+}
