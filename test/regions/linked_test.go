@@ -7,6 +7,7 @@ package regions
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,31 +133,12 @@ func TestLinkedCutLosesNothing(t *testing.T) {
 
 	watch := startCutWatch(t, b, cut) // checks in every region, the catch-up (cutwatch_test.go)
 	b.Cut("a", "b")
-	want := map[string]int{} // every acknowledged impression, by viewer
-	fromA := map[string]int{}
-	tick := time.NewTicker(100 * time.Millisecond) // pacing the writers, not waiting
-	defer tick.Stop()
-	for i, end := 0, time.Now().Add(cut); time.Now().Before(end); i++ {
-		va, vb := fmt.Sprintf("cut-a-%d", i), fmt.Sprintf("cut-b-%d", i)
-		Record(t, c["a"], va, Impressions(va, 2, softCap)...)
-		Record(t, c["b"], vb, Impressions(vb, 1, softCap)...)
-		// One viewer written on both sides of the cut: its count is the
-		// union. a's impressions at even milliseconds, b's at odd ones:
-		// two at one millisecond are TestLinkedSameMillisecond's case.
-		ia := Impressions(fmt.Sprintf("both-a-%d", i), 1, softCap)
-		ib := Impressions(fmt.Sprintf("both-b-%d", i), 1, softCap)
-		now := time.Now().UnixMilli()
-		ia[0].Time, ib[0].Time = now-now%2, now-now%2+1
-		// A new such viewer every 100 rounds keeps its count (200) under
-		// softCap's limit in a cut of any length: Counted reads the
-		// count off Remaining, which stops at the limit.
-		both := fmt.Sprintf("cut-both-%d", i/100)
-		Record(t, c["a"], both, ia...)
-		Record(t, c["b"], both, ib...)
-		want[va], want[vb] = 2, 1
-		want[both] += 2
-		fromA[va] = 2
-		<-tick.C
+	want, own := cutWrites(t, c, cut)
+	fromA := map[string]int{} // a's viewers alone: b writes the others too
+	for v, n := range own["a"] {
+		if strings.HasPrefix(v, "cut-a-") {
+			fromA[v] = n
+		}
 	}
 	// Still cut: b answers for itself, c has a's impressions, b has none.
 	waitCounts(t, c["c"], "c", fromA)
@@ -197,4 +179,42 @@ func TestLinkedSameMillisecond(t *testing.T) {
 	for _, r := range []string{"a", "b", "c"} {
 		waitCounts(t, c[r], r, map[string]int{"same-ms": 3})
 	}
+}
+
+// cutWrites records, for d, what TestLinkedCutLosesNothing records during
+// its cut: every 100 ms two impressions of a new viewer in region a, one
+// of a new viewer in b, and one in each of a and b of a viewer both
+// write. It returns every acknowledged impression by viewer (the union
+// of the regions) and each region's own.
+func cutWrites(t *testing.T, c map[string]*client.Client, d time.Duration) (want map[string]int, own map[string]map[string]int) {
+	t.Helper()
+	want = map[string]int{}
+	own = map[string]map[string]int{"a": {}, "b": {}}
+	tick := time.NewTicker(100 * time.Millisecond) // pacing the writers, not waiting
+	defer tick.Stop()
+	for i, end := 0, time.Now().Add(d); time.Now().Before(end); i++ {
+		va, vb := fmt.Sprintf("cut-a-%d", i), fmt.Sprintf("cut-b-%d", i)
+		Record(t, c["a"], va, Impressions(va, 2, softCap)...)
+		Record(t, c["b"], vb, Impressions(vb, 1, softCap)...)
+		// One viewer written on both sides of the cut: its count is the
+		// union. a's impressions at even milliseconds, b's at odd ones:
+		// two at one millisecond are TestLinkedSameMillisecond's case.
+		ia := Impressions(fmt.Sprintf("both-a-%d", i), 1, softCap)
+		ib := Impressions(fmt.Sprintf("both-b-%d", i), 1, softCap)
+		now := time.Now().UnixMilli()
+		ia[0].Time, ib[0].Time = now-now%2, now-now%2+1
+		// A new such viewer every 100 rounds keeps its count (200) under
+		// softCap's limit in a cut of any length: Counted reads the
+		// count off Remaining, which stops at the limit.
+		both := fmt.Sprintf("cut-both-%d", i/100)
+		Record(t, c["a"], both, ia...)
+		Record(t, c["b"], both, ib...)
+		want[va], want[vb] = 2, 1
+		want[both] += 2
+		own["a"][va], own["b"][vb] = 2, 1
+		own["a"][both]++
+		own["b"][both]++
+		<-tick.C
+	}
+	return want, own
 }
