@@ -516,3 +516,46 @@ search:
 		t.Fatal("a copy sent under a ring a skipped was not taken as current")
 	}
 }
+
+// A whole copy sent under the very ring this node routes by, which does
+// not make it an owner (an answer to a claim's ask that lands after the
+// ring moved the partition away), is not current at the next ring that
+// makes it one: the partition's owners went on writing after it was
+// sent. Held as whole, it served a strict cap without the grants of the
+// 2 s before the primary was killed, and granted them again
+// (TestKillTwoOfFive).
+func TestCopyFromTheRingItLeavesIsNotCurrent(t *testing.T) {
+	c := newCluster(t, nil, "a", "b", "c", "d")
+	c.form("a", "b", "c", "d")
+	y := c.ring(nil, "a", "b", "c", "d")
+	var v *ring.Ring
+	p := -1
+	for _, vs := range [][]string{{"a", "b"}, {"a", "c"}, {"a", "d"}, {"a", "b", "c"}, {"a", "b", "d"}, {"a", "c", "d"}} {
+		v = c.ring(nil, vs...)
+		for q := range c.rcfg.Partitions {
+			// a backs q under v (a primary waits for its hand-over anyway), not under y.
+			if !contains(names(y, q), "a") && contains(names(v, q), "a") && names(v, q)[0] != "a" {
+				p = q
+				break
+			}
+		}
+		if p >= 0 {
+			break
+		}
+	}
+	if p < 0 {
+		t.Fatal("no partition that a backs under v but does not own under y")
+	}
+	r := c.nodes["a"].r
+	c.onRing(y, "a")
+	if r.Holds(p) {
+		t.Fatal("a holds a partition its ring does not give it")
+	}
+	if _, err := r.Apply(&proto.Replicate{From: "b", Epoch: y.Epoch(), Done: []uint32{uint32(p)}}); err != nil {
+		t.Fatal(err)
+	}
+	c.onRing(v, "a")
+	if r.Holds(p) {
+		t.Fatal("a serves a partition from a copy sent under the ring it left, which did not make it an owner")
+	}
+}

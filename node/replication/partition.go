@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,9 +21,14 @@ type partition struct {
 	from atomic.Pointer[string]
 	// handed is a Handoff that arrived before this node's ring showed it
 	// the new primary; a wait starting soon after consumes it.
-	handed  atomic.Pointer[early]
-	lostAt  atomic.Int64 // when it stopped owning it (unix ns), 0 while it owns it, -1 once dropped
-	pushing atomic.Int32 // full transfers of it this node is sending
+	handed atomic.Pointer[early]
+	lostAt atomic.Int64 // when it stopped owning it (unix ns), 0 while it owns it, -1 once dropped
+	// aheadEpoch is the sender's ring epoch of a whole copy that arrived
+	// while this node did not own the partition (received): planner.holding
+	// keeps the copy at this node's next owning ring unless this node
+	// routed by that ring itself.
+	aheadEpoch atomic.Uint64
+	pushing    atomic.Int32 // full transfers of it this node is sending
 	// wasPrimary: this node has been its primary in a ring since it
 	// started; wholeAtLoss: it held it whole when it stopped owning it.
 	// Both say whether it may relay a hand-over (sync.go).
@@ -170,13 +176,16 @@ func (r *Replicator) received(from string, epoch uint64, done, handoff []uint32)
 					r.log.Debug("partition: whole copy sent under a ring this node left; not current", "partition", p, "from", from)
 					continue
 				}
-				// Ahead of the ring that makes this node its owner
-				// (planner.holding keeps it): the grace before an
-				// unowned copy is dropped starts again.
+				// Ahead of the ring that makes this node its owner, or
+				// sent under this node's own ring, which does not (an
+				// answer to a claim's ask): planner.holding decides at
+				// the next owning ring. The grace before an unowned copy
+				// is dropped starts again.
 				part.lostAt.Store(r.now().UnixNano())
+				part.aheadEpoch.Store(epoch)
 			}
 			part.got()
-			r.log.Debug("partition: received", "partition", p, "from", from)
+			r.log.Debug("partition: received", "partition", p, "from", from, "sent_under", fmt.Sprintf("%016x", epoch))
 		}
 	}
 	for _, p := range handoff {

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -263,6 +264,12 @@ func (r *Replicator) hasLeft(e uint64) bool {
 	return slices.Contains(r.leftEpochs, e)
 }
 
+// routedBy reports whether this node routed by the ring of epoch e: the
+// ring it leaves now, or one it left before (hasLeft).
+func (pn *planner) routedBy(e uint64) bool {
+	return pn.prev != nil && pn.prev.Epoch() == e || pn.r.hasLeft(e)
+}
+
 // holding updates whether this node holds p, waits for it, or lost it.
 func (pn *planner) holding(p int, curOwners, futOwners []string) {
 	part := &pn.r.parts[p]
@@ -292,16 +299,30 @@ func (pn *planner) holding(p int, curOwners, futOwners []string) {
 		part.waitSince.Store(0) // nor wait for it (a joining node's first ring holds only itself)
 		part.from.Store(nil)
 	default:
-		// A whole copy that arrived while this node did not own p
-		// (received) counts here, whichever ring its sender routed by,
-		// unless this node had left that ring when it arrived (received
-		// drops those: a transfer landing after a newer ring moved p
-		// away, TestKillTwoOfFive). The seventh session also dropped one
-		// sent under any other ring than this one; that cost the 3/2
-		// split's majority 13-18 s in one run of five: its members passed
-		// through a ring this node skipped, were sent current copies under
-		// it, and had nobody left to send them again (ARCHITECTURE.md,
-		// "Rings between").
+		if ahead := part.aheadEpoch.Load(); part.lostAt.Load() != 0 && part.have.Load() && ahead != pn.cur.Epoch() && pn.routedBy(ahead) {
+			// A whole copy that arrived while this node did not own p,
+			// sent under a ring this node routed by (and did not own p
+			// in): the ring it leaves now, or one it left before. Writes
+			// under that ring went to its owners, and may have gone on
+			// after the copy was sent, so it is not current: this node
+			// waits for a holder's copy as if it had none (merged into
+			// what it has). Kept, it served a strict cap from a copy
+			// missing acknowledged grants: n3 was sent, under its own
+			// ring, the copies its claim had asked for, held them
+			// "whole", and at the next ring (the primary killed) served
+			// them without the 2 s of grants since, and granted those
+			// again (TestKillTwoOfFive, 4 runs in about 100 with a busy
+			// core while this check was gone).
+			//
+			// A copy sent under a ring this node never routed by (its
+			// peers passed through a ring it skipped) counts: dropping
+			// it too left the 3/2 split's majority failing strict calls
+			// for 13-18 s in one run in five, since its senders do not
+			// send it again (TestCopyFromASkippedRingIsCurrent).
+			part.have.Store(false)
+			pn.r.log.Debug("partition: copy received under a ring this node routed by is stale", "partition", p, "sent_under", fmt.Sprintf("%016x", ahead))
+		}
+		part.aheadEpoch.Store(0)
 		part.lostAt.Store(0)
 		part.wholeAtLoss.Store(false)
 		if pn.prev == nil || pn.prev.Epoch() != pn.cur.Epoch() {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/ring"
 	"github.com/fcap-io/fcap/test/cluster"
 )
 
@@ -391,7 +394,8 @@ func crashTest(t *testing.T, size, replicas int, kill []int, restart bool) {
 	ws.Wait()
 	wsoft.Wait()
 
-	strictLost, _ := verify(t, strict, counted(t, c, strictViewers, strictCap))
+	strictCounts := counted(t, c, strictViewers, strictCap)
+	strictLost, _ := verify(t, strict, strictCounts)
 	softCounts := counted(t, c, softViewers, softCap)
 	softLost, overshoot := 0, 0
 	soft.mu.Lock()
@@ -413,8 +417,49 @@ func crashTest(t *testing.T, size, replicas int, kill []int, restart bool) {
 	if strictLost != 0 {
 		t.Errorf("%d acknowledged strict impressions lost", strictLost)
 	}
+	if t.Failed() {
+		var bad []string
+		for v, g := range strict.acked {
+			if g > limit || strictCounts[v] < g {
+				bad = append(bad, v)
+			}
+		}
+		logPartitions(t, nodes, bad)
+	}
 	t.Logf("strict: %d acknowledged, %d lost, %d failed closed; soft: %d acknowledged, %d lost, overshoot %d, %d failed open",
 		total(strict.acked), strictLost, strict.failed, total(soft.acked), softLost, overshoot, soft.failed)
+}
+
+// logPartitions logs, for each viewer, every node's log lines about its
+// partition (at most 400 a node, the last ones) and its ring changes: what a failure needs to
+// be read (the nodes run at debug). With FCAP_TEST_LOGS set to a
+// folder, it writes every node's whole log there too.
+func logPartitions(t *testing.T, nodes []*cluster.Node, viewers []string) {
+	t.Helper()
+	if dir := os.Getenv("FCAP_TEST_LOGS"); dir != "" { // every node's whole log, to read at leisure
+		for _, n := range nodes {
+			if err := os.WriteFile(filepath.Join(dir, n.Name+".log"), []byte(n.Logs()), 0o644); err != nil {
+				t.Log(err)
+			}
+		}
+	}
+	for _, v := range viewers {
+		p := ring.PartitionOf(fcap.ViewerKey(v), ring.DefaultConfig().Partitions)
+		t.Logf("viewer %s: partition %d", v, p)
+		tag := fmt.Sprintf(`"partition":%d,`, p) // the nodes log JSON
+		for _, n := range nodes {
+			var lines []string
+			for _, line := range strings.Split(n.Logs(), "\n") {
+				if strings.Contains(line, tag) || strings.Contains(line, "ring changed") {
+					lines = append(lines, line)
+				}
+			}
+			lines = lines[max(0, len(lines)-400):]
+			for _, line := range lines {
+				t.Logf("  %s: %s", n.Name, line)
+			}
+		}
+	}
 }
 
 func total(m map[string]int) int {
