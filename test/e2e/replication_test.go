@@ -13,6 +13,7 @@ import (
 
 	"github.com/fcap-io/fcap"
 	"github.com/fcap-io/fcap/client"
+	"github.com/fcap-io/fcap/proto"
 	"github.com/fcap-io/fcap/ring"
 	"github.com/fcap-io/fcap/test/cluster"
 )
@@ -354,6 +355,7 @@ func crashTest(t *testing.T, size, replicas int, kill []int, restart bool) {
 	wsoft := capTraffic(ctx, c, soft, softViewers, softCap, 3)
 
 	time.Sleep(2 * time.Second)
+	beforeKill := snapshot(nodes, strictViewers)
 	for _, i := range kill {
 		if restart {
 			// Back before gossip declares it dead: its peers see only a
@@ -382,6 +384,7 @@ func crashTest(t *testing.T, size, replicas int, kill []int, restart bool) {
 		return true
 	}, "partitions not served and fully replicated again")
 	t.Logf("killed %v: every partition served and re-replicated %v later", kill, time.Since(killed).Round(time.Millisecond))
+	afterKill := snapshot(alive, strictViewers)
 	for _, n := range alive {
 		for _, line := range strings.Split(n.Logs(), "\n") {
 			if strings.Contains(line, "claimed without a hand-over") || strings.Contains(line, "gone before its hand-over") {
@@ -425,9 +428,39 @@ func crashTest(t *testing.T, size, replicas int, kill []int, restart bool) {
 			}
 		}
 		logPartitions(t, nodes, bad)
+		for _, v := range bad {
+			t.Logf("viewer %s, every node's copy just before the kill: %s", v, beforeKill[v])
+			t.Logf("viewer %s, every live node's copy once the cluster settled: %s", v, afterKill[v])
+		}
 	}
 	t.Logf("strict: %d acknowledged, %d lost, %d failed closed; soft: %d acknowledged, %d lost, overshoot %d, %d failed open",
 		total(strict.acked), strictLost, strict.failed, total(soft.acked), softLost, overshoot, soft.failed)
+}
+
+// snapshot reads every node's own copy of each viewer (Inspect, not
+// routed), as one line per viewer: each node's timestamps of the
+// viewer's counters, for a failure to be read against the ledger.
+func snapshot(nodes []*cluster.Node, viewers []string) map[string]string {
+	out := map[string]string{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, v := range viewers {
+		var b strings.Builder
+		for _, n := range nodes {
+			var st proto.ViewerState
+			if err := client.Call(ctx, n.Data, &proto.Inspect{Viewer: v}, &st); err != nil {
+				fmt.Fprintf(&b, " %s: %v;", n.Name, err)
+				continue
+			}
+			fmt.Fprintf(&b, " %s (primary %v):", n.Name, st.Primary)
+			for _, k := range st.Keys {
+				fmt.Fprintf(&b, " %d values %v", len(k.Values), k.Values)
+			}
+			b.WriteString(";")
+		}
+		out[v] = b.String()
+	}
+	return out
 }
 
 // logPartitions logs, for each viewer, every node's log lines about its
