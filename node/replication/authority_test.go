@@ -423,21 +423,10 @@ func TestCopyFromALeftRingIsNotCurrent(t *testing.T) {
 	c := newCluster(t, nil, "a", "b", "c", "d")
 	x := c.form("a", "b", "c")
 	y := c.ring(nil, "a", "b", "c", "d")
-	var v *ring.Ring
-	p := -1
-	for _, vs := range [][]string{{"a", "b"}, {"a", "c"}, {"a", "d"}, {"a", "b", "d"}, {"a", "c", "d"}} {
-		v = c.ring(nil, vs...)
-		for q := range c.rcfg.Partitions {
-			// a backup under v: a primary waits for its hand-over anyway.
-			if contains(names(x, q), "a") && !contains(names(y, q), "a") && contains(names(v, q), "a") && names(v, q)[0] != "a" {
-				p = q
-				break
-			}
-		}
-		if p >= 0 {
-			break
-		}
-	}
+	v, p := partitionWhere(c, [][]string{{"a", "b"}, {"a", "c"}, {"a", "d"}, {"a", "b", "d"}, {"a", "c", "d"}}, func(v *ring.Ring, q int) bool {
+		// a backup under v: a primary waits for its hand-over anyway.
+		return contains(names(x, q), "a") && !contains(names(y, q), "a") && backs(v, q, "a")
+	})
 	if p < 0 {
 		t.Fatal("no partition that a owns under x and backs under v, but not under y")
 	}
@@ -528,21 +517,10 @@ func TestCopyFromTheRingItLeavesIsNotCurrent(t *testing.T) {
 	c := newCluster(t, nil, "a", "b", "c", "d")
 	c.form("a", "b", "c", "d")
 	y := c.ring(nil, "a", "b", "c", "d")
-	var v *ring.Ring
-	p := -1
-	for _, vs := range [][]string{{"a", "b"}, {"a", "c"}, {"a", "d"}, {"a", "b", "c"}, {"a", "b", "d"}, {"a", "c", "d"}} {
-		v = c.ring(nil, vs...)
-		for q := range c.rcfg.Partitions {
-			// a backs q under v (a primary waits for its hand-over anyway), not under y.
-			if !contains(names(y, q), "a") && contains(names(v, q), "a") && names(v, q)[0] != "a" {
-				p = q
-				break
-			}
-		}
-		if p >= 0 {
-			break
-		}
-	}
+	v, p := partitionWhere(c, [][]string{{"a", "b"}, {"a", "c"}, {"a", "d"}, {"a", "b", "c"}, {"a", "b", "d"}, {"a", "c", "d"}}, func(v *ring.Ring, q int) bool {
+		// a backs q under v (a primary waits for its hand-over anyway), not under y.
+		return !contains(names(y, q), "a") && backs(v, q, "a")
+	})
 	if p < 0 {
 		t.Fatal("no partition that a backs under v but does not own under y")
 	}
@@ -558,4 +536,26 @@ func TestCopyFromTheRingItLeavesIsNotCurrent(t *testing.T) {
 	if r.Holds(p) {
 		t.Fatal("a serves a partition from a copy sent under the ring it left, which did not make it an owner")
 	}
+}
+
+// partitionWhere returns the first ring of members sets, and the first of
+// its partitions, that want accepts; -1 when none does.
+func partitionWhere(c *cluster, sets [][]string, want func(v *ring.Ring, q int) bool) (*ring.Ring, int) {
+	var v *ring.Ring
+	for _, vs := range sets {
+		v = c.ring(nil, vs...)
+		for q := range c.rcfg.Partitions {
+			if want(v, q) {
+				return v, q
+			}
+		}
+	}
+	return v, -1
+}
+
+// backs reports whether name is a backup (an owner, not the primary) of
+// partition q under v.
+func backs(v *ring.Ring, q int, name string) bool {
+	owners := names(v, q)
+	return contains(owners, name) && owners[0] != name
 }
