@@ -35,6 +35,7 @@ type replica struct {
 	forgot      map[int]uint32      // per partition: how often forget ran (a transfer in flight then must not count as sent)
 	waiters     []chan error        // strict writes waiting for the next flush
 	closed      bool
+	maxDirty    int // the bound on dirty: maxDirty, lower in tests
 }
 
 // maxDirty bounds a peer's set of changed viewers; past it a change
@@ -50,6 +51,7 @@ func newReplica(r *Replicator, name, addr string) *replica {
 		queued:    map[int]bool{},
 		sent:      map[int]bool{},
 		copyAsked: map[int]int64{},
+		maxDirty:  maxDirty,
 	}
 }
 
@@ -75,14 +77,19 @@ func (rep *replica) setMember(addr string, incarnation int64) {
 	rep.mu.Unlock()
 }
 
-// markDirty queues a changed viewer of partition p.
-func (rep *replica) markDirty(key uint64, p int) {
+// markDirty queues a changed viewer of partition p. It reports false
+// when the set was full and p's whole transfer was queued instead: the
+// next flush answers the strict writers waiting on it (sendDirty) before
+// that transfer is sent, so such a write is not replicated when they are
+// answered (Plan.WaitSynced).
+func (rep *replica) markDirty(key uint64, p int) bool {
 	rep.mu.Lock()
 	if rep.closed {
 		rep.mu.Unlock()
-		return
+		return true // addWaiter answers that replication stopped
 	}
-	if len(rep.dirty) >= maxDirty {
+	queued := len(rep.dirty) < rep.maxDirty
+	if !queued {
 		rep.transferLocked(p)
 	} else {
 		if len(rep.dirty) == 0 {
@@ -92,6 +99,13 @@ func (rep *replica) markDirty(key uint64, p int) {
 	}
 	rep.mu.Unlock()
 	rep.poke()
+	return queued
+}
+
+// backlogged is the error of a strict write whose change did not fit in
+// rep's set of changed viewers (markDirty).
+func (rep *replica) backlogged() error {
+	return fmt.Errorf("replication to %s is %d viewers behind: the write is not acknowledged until it catches up", rep.name, rep.maxDirty)
 }
 
 // handoff queues the hand-over of partition p to a new primary: every

@@ -138,9 +138,12 @@ func (pl *Plan) WaitSyncedAll(ws []Synced, timeout time.Duration) []error {
 	// Mark every viewer first, then one waiter per target: the next batch
 	// to each target carries them all.
 	waits := map[*replica]chan error{}
+	failed := map[*replica]error{}
 	for _, w := range ws {
 		for _, rep := range pl.targets[w.Partition] {
-			rep.markDirty(w.Key, w.Partition)
+			if !rep.markDirty(w.Key, w.Partition) {
+				failed[rep] = rep.backlogged()
+			}
 			if waits[rep] == nil {
 				waits[rep] = make(chan error, 1)
 			}
@@ -151,7 +154,6 @@ func (pl *Plan) WaitSyncedAll(ws []Synced, timeout time.Duration) []error {
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	failed := map[*replica]error{}
 	late := false
 	for rep, ch := range waits {
 		var err error
@@ -169,7 +171,7 @@ func (pl *Plan) WaitSyncedAll(ws []Synced, timeout time.Duration) []error {
 				err = fmt.Errorf("replication to %s not acknowledged within %v", rep.name, timeout)
 			}
 		}
-		if err != nil {
+		if err != nil && failed[rep] == nil {
 			failed[rep] = err
 		}
 	}
@@ -202,9 +204,17 @@ func (pl *Plan) WaitSynced(key uint64, p int, timeout time.Duration) error {
 	if pl == nil || len(pl.targets[p]) == 0 {
 		return nil
 	}
+	var backlog error
+	for _, rep := range pl.targets[p] {
+		if !rep.markDirty(key, p) {
+			backlog = rep.backlogged()
+		}
+	}
+	if backlog != nil {
+		return backlog
+	}
 	done := make(chan error, len(pl.targets[p]))
 	for _, rep := range pl.targets[p] {
-		rep.markDirty(key, p)
 		rep.addWaiter(done)
 	}
 	t := time.NewTimer(timeout)

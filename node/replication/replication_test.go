@@ -124,6 +124,38 @@ func TestWaitSynced(t *testing.T) {
 	}
 }
 
+// TestWaitSyncedPastTheBacklog: a change that does not fit in a peer's
+// set of changed viewers queues its partition's whole transfer, which
+// the sender sends after it answers the strict writers waiting on that
+// flush. WaitSynced must then fail (the client fails closed), not be
+// acknowledged before the backup has the write; the transfer still
+// delivers it.
+func TestWaitSyncedPastTheBacklog(t *testing.T) {
+	c := newCluster(t, nil, "a", "b")
+	x := c.form("a", "b")
+	p := 5
+	owners := names(x, p)
+	prim := c.nodes[owners[0]]
+	rep := prim.r.peer(owners[1])
+	if rep == nil {
+		t.Fatalf("%s has no replica of %s", owners[0], owners[1])
+	}
+	rep.mu.Lock()
+	rep.maxDirty = 0 // every change overflows
+	rep.mu.Unlock()
+	key := c.record(owners[0], c.viewerIn(p, "backlog"), "i1")
+	if err := prim.plan.Load().WaitSynced(key, p, 10*time.Second); err == nil {
+		t.Fatal("WaitSynced acknowledged a write that overflowed the backlog (queued as a transfer sent after the answer)")
+	}
+	errs := prim.plan.Load().WaitSyncedAll([]Synced{{Key: key, Partition: p}}, 10*time.Second)
+	if errs[0] == nil {
+		t.Fatal("WaitSyncedAll acknowledged a write that overflowed the backlog")
+	}
+	eventually(t, "the transfer brings the backup the write", func() bool {
+		return c.digest(owners[1], key) == c.digest(owners[0], key)
+	})
+}
+
 func TestPushWholePartition(t *testing.T) {
 	c := newCluster(t, nil, "a", "b")
 	c.form("a")
