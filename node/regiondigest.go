@@ -13,7 +13,7 @@ import (
 // viewer covers the lane counters whose cap keys the origin named
 // (engine.LaneDigest). One runs at a time on a node (another is refused
 // as overloaded): finding a partition's viewers is a pass over the
-// engine's (kept for the partition's next slices, region.ServeDigest).
+// engine's, kept by partition for the next requests (region.ServeDigest).
 // A node whose
 // ring has another partition count refuses: its partitions hold other
 // viewers, and the origin falls back to shipping whole.
@@ -43,7 +43,7 @@ func (h *handler) regionDigest(out []byte, v *view, hdr proto.Header, body []byt
 		return h.failErr(out, hdr, refusal(proto.CodeOverloaded, "a region digest is already running on this node"), epoch, metrics.OpVerify)
 	}
 	defer release()
-	res := rl.ServeDigest(&m, epoch, h.n.engine.Keys, func(key uint64) uint64 {
+	res := rl.ServeDigest(&m, epoch, h.n.engine.Keys, func() []int { return v.ring.OwnedBy(h.n.cfg.Name, 0) }, func(key uint64) uint64 {
 		return h.n.engine.LaneDigest(key, m.Origin, m.Now, m.HasKey)
 	})
 	return h.reply(out, hdr.ID, res, metrics.OpVerify)
