@@ -1,6 +1,7 @@
 package region
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -116,8 +117,9 @@ func (ls *Links) ServeDigest(m *proto.RegionDigest, epoch uint64, keys func(fn f
 	if !s.last.fresh(m, epoch, first, now) {
 		s.last = pass(m, epoch, keys, primary(), now)
 	}
-	if first && len(s.last.answered) < maxAnswered {
-		s.last.answered[compared{m.Origin, m.Partition}] = true
+	if first && len(s.last.answered) < maxAnswered && !s.last.answered[compared{m.Origin, m.Partition}] {
+		// m.Origin aliases the request's frame, which the reader reuses.
+		s.last.answered[compared{strings.Clone(m.Origin), m.Partition}] = true
 	}
 	res := &proto.RegionDigestResult{Epoch: epoch}
 	for _, key := range s.last.byPart[m.Partition] {

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/fcap-io/fcap/proto"
 )
@@ -161,5 +162,23 @@ func TestServeDigestPastTheBound(t *testing.T) {
 		if b.passes != was+1 {
 			t.Errorf("partition %d: %d passes, want 1 (past the bound only the partition asked for is kept)", p, b.passes-was)
 		}
+	}
+}
+
+// TestServeDigestKeepsItsOwnOrigin: a decoded RegionDigest's Origin
+// aliases the request's frame, which the connection's reader reuses for
+// the next one. The comparisons a pass remembers must not change when
+// that buffer does: region a comparing partition 3 again gets a new
+// pass even after a's frame was overwritten.
+func TestServeDigestKeepsItsOwnOrigin(t *testing.T) {
+	b := newDigestBed(t)
+	frame := []byte("a")
+	origin := unsafe.String(&frame[0], len(frame)) // as proto.Decode leaves it
+	b.askFrom(origin, 3, 4, 0, 1)
+	frame[0] = 'c' // the reader's next frame
+	was := b.passes
+	b.askFrom("a", 3, 4, 0, 1)
+	if b.passes != was+1 {
+		t.Fatalf("region a compared partition 3 again from the same pass: %d new passes, want 1 (the remembered origin changed with the frame)", b.passes-was)
 	}
 }
