@@ -104,12 +104,17 @@ func TestPlanTargetsAndReplication(t *testing.T) {
 	}
 }
 
-func TestWaitSynced(t *testing.T) {
+// pairOwning forms a two-node cluster and returns it with partition p's
+// owners (primary first) and the primary.
+func pairOwning(t *testing.T, p int) (*cluster, []string, *memNode) {
 	c := newCluster(t, nil, "a", "b")
-	x := c.form("a", "b")
+	owners := names(c.form("a", "b"), p)
+	return c, owners, c.nodes[owners[0]]
+}
+
+func TestWaitSynced(t *testing.T) {
 	p := 5
-	owners := names(x, p)
-	prim := c.nodes[owners[0]]
+	c, owners, prim := pairOwning(t, p)
 	key := c.record(owners[0], c.viewerIn(p, "strict"), "i1")
 	if err := prim.plan.Load().WaitSynced(key, p, 10*time.Second); err != nil {
 		t.Fatalf("WaitSynced with the backup reachable: %v", err)
@@ -131,11 +136,8 @@ func TestWaitSynced(t *testing.T) {
 // acknowledged before the backup has the write; the transfer still
 // delivers it.
 func TestWaitSyncedPastTheBacklog(t *testing.T) {
-	c := newCluster(t, nil, "a", "b")
-	x := c.form("a", "b")
 	p := 5
-	owners := names(x, p)
-	prim := c.nodes[owners[0]]
+	c, owners, prim := pairOwning(t, p)
 	rep := prim.r.peer(owners[1])
 	if rep == nil {
 		t.Fatalf("%s has no replica of %s", owners[0], owners[1])
