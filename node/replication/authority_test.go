@@ -3,6 +3,8 @@ package replication
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -460,16 +462,20 @@ func TestCopyFromALeftRingIsNotCurrent(t *testing.T) {
 	}
 }
 
-// A whole copy sent under a ring this node never routed by counts at its
-// next owning ring even if that ring is another one: its members passed
-// through a ring this node skipped, and their copy under it is current
-// (they send it once). Dropping it left the 3/2 split's majority failing
-// strict calls for 13-18 s, until claims after the sync timeout.
-func TestCopyFromASkippedRingIsCurrent(t *testing.T) {
+// A whole copy sent under a ring this node never routed by, landing
+// while its ring did not make it an owner, is not current at its next
+// owning ring: the ring it routed by meanwhile may be the newer one, its
+// owners writing after the copy was sent (TestKillTwoOfFive served a
+// strict cap from such a copy without 19 acknowledged grants). The node
+// asks every likely holder for the copy at once, so when the skipped ring
+// was the older one (the 3/2 split's case: the copy was current, and its
+// sender does not send it again unasked) the wait is one round trip, not
+// the pulls' one holder a second and then SyncTimeout.
+func TestCopyFromASkippedRingIsAskedFor(t *testing.T) {
 	c := newCluster(t, nil, "a", "b", "c", "d")
-	c.form("a", "b", "c")
+	x := c.form("a", "b", "c")
 	y := c.ring(nil, "a", "b", "c", "d")
-	sets := [][]string{{"a", "b"}, {"a", "c"}, {"a", "d"}, {"a", "b", "d"}, {"a", "c", "d"}}
+	sets := [][]string{{"a", "b"}, {"a", "c"}, {"a", "b", "c"}, {"a", "b", "d"}, {"a", "c", "d"}}
 	var v, w *ring.Ring
 	p := -1
 search:
@@ -480,9 +486,12 @@ search:
 			}
 			v, w = c.ring(nil, vs...), c.ring(nil, ws...)
 			for q := range c.rcfg.Partitions {
-				// a backs q under both (a primary waits for a hand-over anyway), not under y.
-				if !contains(names(y, q), "a") && contains(names(v, q), "a") && names(v, q)[0] != "a" &&
-					contains(names(w, q), "a") && names(w, q)[0] != "a" {
+				// a backs q under both (a primary waits for a hand-over
+				// anyway), not under y; a member of v other than a held q
+				// under x, so it has a current copy to send.
+				if !contains(names(y, q), "a") && backs(v, q, "a") && backs(w, q, "a") && slices.ContainsFunc(names(x, q), func(n string) bool {
+					return n != "a" && contains(vs, n)
+				}) {
 					p = q
 					break search
 				}
@@ -500,9 +509,80 @@ search:
 	if _, err := r.Apply(&proto.Replicate{From: "b", Epoch: w.Epoch(), Done: []uint32{uint32(p)}}); err != nil {
 		t.Fatal(err)
 	}
+	asked := map[string]int{}
+	for _, m := range v.Members() {
+		asked[m.Name] = c.net.count("a", m.Name, proto.TypeSyncRequest)
+	}
 	c.onRing(v, "a") // not w, which a skips
-	if !r.Holds(p) {
-		t.Fatal("a copy sent under a ring a skipped was not taken as current")
+	if r.Holds(p) {
+		t.Fatal("a copy sent under a ring a skipped, landing under one that did not make a an owner, was taken as current")
+	}
+	r.pull(context.Background()) // at once: the fake clock has not moved
+	for _, m := range v.Members() {
+		if m.Name != "a" && c.net.count("a", m.Name, proto.TypeSyncRequest) == asked[m.Name] {
+			t.Errorf("a did not ask %s for the copy it dropped", m.Name)
+		}
+	}
+	eventually(t, "a holds the partition again, from a current holder's copy", func() bool { return r.Holds(p) })
+}
+
+// A hand-over marker carries only its sender's last changes: it does not
+// make whole a copy this node dropped (planner.holding), though it ends
+// the wait for the hand-over. A holder's whole copy does, before or
+// after the marker.
+func TestHandoverDoesNotCompleteADroppedCopy(t *testing.T) {
+	for _, copyFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("copy-first=%v", copyFirst), func(t *testing.T) {
+			c := newCluster(t, nil, "a", "b", "c", "d")
+			c.form("a", "b", "c")
+			y := c.ring(nil, "a", "b", "c", "d")
+			v, p := partitionWhere(c, [][]string{{"a", "b"}, {"a", "c"}, {"a", "b", "c"}}, func(v *ring.Ring, q int) bool {
+				// a primary of q under v, not an owner under y, whose
+				// primary survives into v (a waits for its hand-over).
+				ov, oy := names(v, q), names(y, q)
+				return !contains(oy, "a") && ov[0] == "a" && contains(ov, oy[0])
+			})
+			if p < 0 {
+				t.Fatal("no partition a is primary of under v and does not own under y")
+			}
+			r := c.nodes["a"].r
+			c.onRing(y, "a")
+			if _, err := r.Apply(&proto.Replicate{From: "b", Epoch: c.ring(nil, "a", "b", "c", "d", "e").Epoch(), Done: []uint32{uint32(p)}}); err != nil {
+				t.Fatal(err)
+			}
+			c.onRing(v, "a")
+			prim := names(y, p)[0]
+			if got := r.parts[p].handoffFrom(); got != prim {
+				t.Fatalf("a waits for a hand-over from %q, want %q", got, prim)
+			}
+			whole := func() {
+				if _, err := r.Apply(&proto.Replicate{From: "c", Epoch: v.Epoch(), Done: []uint32{uint32(p)}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if copyFirst {
+				whole()
+				if r.Holds(p) {
+					t.Fatal("a holds the partition before its hand-over")
+				}
+			}
+			if _, err := r.Apply(&proto.Replicate{From: prim, Epoch: v.Epoch(), Handoff: []uint32{uint32(p)}}); err != nil {
+				t.Fatal(err)
+			}
+			if copyFirst {
+				if !r.Holds(p) {
+					t.Fatal("a does not hold the partition after a whole copy and its hand-over")
+				}
+				return
+			}
+			if r.Holds(p) {
+				t.Fatal("a hand-over made whole a copy a had dropped")
+			}
+			whole()
+			if !r.Holds(p) {
+				t.Fatal("a does not hold the partition after a holder's whole copy")
+			}
+		})
 	}
 }
 

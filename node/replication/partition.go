@@ -28,7 +28,14 @@ type partition struct {
 	// keeps the copy at this node's next owning ring unless this node
 	// routed by that ring itself.
 	aheadEpoch atomic.Uint64
-	pushing    atomic.Int32 // full transfers of it this node is sending
+	// needWhole: planner.holding dropped a copy that arrived while this
+	// node did not own the partition, so what it holds is not whole: a
+	// hand-over marker (which carries only its sender's last changes)
+	// does not make it whole, a holder's whole copy does (got). askNow:
+	// the next pull asks every likely holder at once for that copy.
+	needWhole atomic.Bool
+	askNow    atomic.Bool
+	pushing   atomic.Int32 // full transfers of it this node is sending
 	// wasPrimary: this node has been its primary in a ring since it
 	// started; wholeAtLoss: it held it whole when it stopped owning it.
 	// Both say whether it may relay a hand-over (sync.go).
@@ -64,6 +71,8 @@ func (part *partition) wait(now int64) {
 
 // got marks the partition as held.
 func (part *partition) got() {
+	part.needWhole.Store(false)
+	part.askNow.Store(false)
 	part.claimed.Store(false)
 	part.orphan.Store(false)
 	part.have.Store(true)
@@ -78,9 +87,16 @@ func (part *partition) got() {
 // handing partitions to each other at a heal). That takes a current
 // copy's Done marker (got).
 func (part *partition) handedOver() {
+	part.from.Store(nil)
+	if part.needWhole.Load() {
+		// The hand-over's sender took this node to hold the partition
+		// (it owned it in the sender's previous ring) and sent only its
+		// last changes, but the copy was dropped (planner.holding): the
+		// wait goes on until a holder's whole copy comes (pull).
+		return
+	}
 	part.have.Store(true)
 	part.waitSince.Store(0)
-	part.from.Store(nil)
 }
 
 // current reports whether this node's copy of partition p may end a
@@ -118,6 +134,10 @@ const earlyWindow = int64(5 * time.Second)
 // still be writing).
 func (part *partition) awaitHandoff(now int64, from string) bool {
 	if h := part.handed.Swap(nil); h != nil && now-h.at < earlyWindow {
+		if part.needWhole.Load() {
+			part.wait(now) // handed over, but the copy it completes was dropped
+			return false
+		}
 		part.got()
 		return false
 	}
@@ -166,27 +186,34 @@ func (r *Replicator) received(from string, epoch uint64, done, handoff []uint32)
 			// grants an old ring's primary made after it began.
 			continue
 		}
-		if part.handoffFrom() == "" {
-			if part.lostAt.Load() != 0 {
-				if r.hasLeft(epoch) {
-					// Sent under a ring this node has left: a transfer
-					// begun before a newer ring moved p away, which this
-					// node's writes no longer reach. Its states are
-					// merged; it is not a current copy.
-					r.log.Debug("partition: whole copy sent under a ring this node left; not current", "partition", p, "from", from)
-					continue
-				}
-				// Ahead of the ring that makes this node its owner, or
-				// sent under this node's own ring, which does not (an
-				// answer to a claim's ask): planner.holding decides at
-				// the next owning ring. The grace before an unowned copy
-				// is dropped starts again.
-				part.lostAt.Store(r.now().UnixNano())
-				part.aheadEpoch.Store(epoch)
+		if part.handoffFrom() != "" {
+			if part.lostAt.Load() == 0 && part.needWhole.Swap(false) {
+				// A whole copy for a node that dropped its own and
+				// awaits a hand-over too: the hand-over's marker now
+				// ends the wait.
+				r.log.Debug("partition: whole copy before its hand-over", "partition", p, "from", from)
 			}
-			part.got()
-			r.log.Debug("partition: received", "partition", p, "from", from, "sent_under", fmt.Sprintf("%016x", epoch))
+			continue
 		}
+		if part.lostAt.Load() != 0 {
+			if r.hasLeft(epoch) {
+				// Sent under a ring this node has left: a transfer
+				// begun before a newer ring moved p away, which this
+				// node's writes no longer reach. Its states are
+				// merged; it is not a current copy.
+				r.log.Debug("partition: whole copy sent under a ring this node left; not current", "partition", p, "from", from)
+				continue
+			}
+			// Ahead of the ring that makes this node its owner, or
+			// sent under this node's own ring, which does not (an
+			// answer to a claim's ask): planner.holding decides at
+			// the next owning ring. The grace before an unowned copy
+			// is dropped starts again.
+			part.lostAt.Store(r.now().UnixNano())
+			part.aheadEpoch.Store(epoch)
+		}
+		part.got()
+		r.log.Debug("partition: received", "partition", p, "from", from, "sent_under", fmt.Sprintf("%016x", epoch))
 	}
 	for _, p := range handoff {
 		if int(p) >= len(r.parts) {

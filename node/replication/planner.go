@@ -142,14 +142,14 @@ func (r *Replicator) OnRing(cur *ring.Ring) (*Plan, func()) {
 		r.leftRing(r.prev.Epoch())
 	}
 	r.prev = cur
-	prev, moves, offered := pn.prev, pn.moves, pn.offered
+	prev, moves, offered, askNow := pn.prev, pn.moves, pn.offered, pn.askNow
 	if pn.offer {
 		r.log.Info("offering the recovered state of the partitions it backs to their primaries", "partitions", len(offered))
 	}
 	return pn.pl, func() {
-		if r.NumClaimed() > 0 {
-			// A heal may have brought back a holder of a current copy:
-			// ask now, not at the next pull tick.
+		if askNow || r.NumClaimed() > 0 {
+			// A heal may have brought back a holder of a current copy,
+			// or holding dropped one: ask now, not at the next pull tick.
 			select {
 			case r.pullKick <- struct{}{}:
 			default:
@@ -186,6 +186,8 @@ type planner struct {
 	// offered are the partitions to offer (recovery.go), when offer is set.
 	offer   bool
 	offered []move
+	// askNow: holding dropped a copy; the puller runs at once.
+	askNow bool
 }
 
 // move is a whole partition to send to a peer, or to hand over.
@@ -264,12 +266,6 @@ func (r *Replicator) hasLeft(e uint64) bool {
 	return slices.Contains(r.leftEpochs, e)
 }
 
-// routedBy reports whether this node routed by the ring of epoch e: the
-// ring it leaves now, or one it left before (hasLeft).
-func (pn *planner) routedBy(e uint64) bool {
-	return pn.prev != nil && pn.prev.Epoch() == e || pn.r.hasLeft(e)
-}
-
 // holding updates whether this node holds p, waits for it, or lost it.
 func (pn *planner) holding(p int, curOwners, futOwners []string) {
 	part := &pn.r.parts[p]
@@ -295,32 +291,43 @@ func (pn *planner) holding(p int, curOwners, futOwners []string) {
 			part.wholeAtLoss.Store(part.have.Load() && !part.claimed.Load())
 		}
 		part.claimed.Store(false)
+		part.needWhole.Store(false)
+		part.askNow.Store(false)
 		part.have.Store(false)
 		part.waitSince.Store(0) // nor wait for it (a joining node's first ring holds only itself)
 		part.from.Store(nil)
 	default:
-		if ahead := part.aheadEpoch.Load(); part.lostAt.Load() != 0 && part.have.Load() && ahead != pn.cur.Epoch() && pn.routedBy(ahead) {
+		if ahead := part.aheadEpoch.Load(); part.lostAt.Load() != 0 && part.have.Load() && ahead != pn.cur.Epoch() {
 			// A whole copy that arrived while this node did not own p,
-			// sent under a ring this node routed by (and did not own p
-			// in): the ring it leaves now, or one it left before. Writes
-			// under that ring went to its owners, and may have gone on
-			// after the copy was sent, so it is not current: this node
-			// waits for a holder's copy as if it had none (merged into
-			// what it has). Kept, it served a strict cap from a copy
-			// missing acknowledged grants: n3 was sent, under its own
-			// ring, the copies its claim had asked for, held them
-			// "whole", and at the next ring (the primary killed) served
-			// them without the 2 s of grants since, and granted those
-			// again (TestKillTwoOfFive, 4 runs in about 100 with a busy
-			// core while this check was gone).
+			// sent under another ring than this one. When it landed,
+			// this node routed by a ring that did not make it an owner,
+			// and writes under that ring went to its owners, maybe after
+			// the copy was sent, so the copy is not current: this node
+			// waits for a holder's copy as if it had none (what it holds
+			// stays merged), and asks every likely holder at once.
 			//
-			// A copy sent under a ring this node never routed by (its
-			// peers passed through a ring it skipped) counts: dropping
-			// it too left the 3/2 split's majority failing strict calls
-			// for 13-18 s in one run in five, since its senders do not
-			// send it again (TestCopyFromASkippedRingIsCurrent).
+			// Kept when it was sent under a ring this node never routed
+			// by, it served a strict cap without 19 acknowledged grants
+			// (TestKillTwoOfFive, 1 run in about 320): n1 went from a
+			// ring to a newer one that did not make it an owner, skipping
+			// the one n2 sent the copy under; the grants were
+			// acknowledged under the newer ring by the other owners, and
+			// when the next ring made n1 an owner, then its primary, it
+			// served the copy. Locally that is the 3/2 split's case,
+			// where the skipped ring was the newer one and the copy
+			// current: ring epochs are hashes, so a node cannot tell
+			// which it routed by last. Dropping both costs the split a
+			// round trip (askNow), not SyncTimeout: dropped copies used to
+			// wait for the 1 s pulls, one holder at a time, and 22 of
+			// them waited 10 s (TestCopyFromASkippedRingIsAskedFor).
+			// Kept when it was sent under the ring it leaves now, it
+			// missed 2 s of grants the same way
+			// (TestCopyFromTheRingItLeavesIsNotCurrent).
 			part.have.Store(false)
-			pn.r.log.Debug("partition: copy received under a ring this node routed by is stale", "partition", p, "sent_under", fmt.Sprintf("%016x", ahead))
+			part.needWhole.Store(true)
+			part.askNow.Store(true)
+			pn.askNow = true
+			pn.r.log.Debug("partition: copy received while not an owner, under another ring, is not current; asking its holders", "partition", p, "sent_under", fmt.Sprintf("%016x", ahead))
 		}
 		part.aheadEpoch.Store(0)
 		part.lostAt.Store(0)

@@ -175,7 +175,22 @@ func (r *Replicator) pull(ctx context.Context) {
 			r.askForClaimed(p, pl.ring, prev, now, ask)
 		}
 		since := part.waitSince.Load()
-		if since == 0 || now-since < int64(pullAfter) {
+		if since == 0 {
+			continue
+		}
+		if part.askNow.Swap(false) {
+			// Its copy was dropped as not current (planner.holding): a
+			// member that sent it does not send it again unasked, and
+			// asking one holder a second left the 3/2 split's majority
+			// waiting past SyncTimeout. Ask every likely holder now; a
+			// current one pushes it, the others decline.
+			for _, m := range holders(prev, pl.ring, p, self) {
+				ask(m.Addr).Partitions = append(ask(m.Addr).Partitions, uint32(p))
+			}
+			r.log.Debug("partition: asking every holder for a dropped copy", "partition", p)
+			continue
+		}
+		if now-since < int64(pullAfter) {
 			continue
 		}
 		if from := part.handoffFrom(); from != "" {
@@ -187,7 +202,11 @@ func (r *Replicator) pull(ctx context.Context) {
 					ask(m.Addr).Relays = append(ask(m.Addr).Relays, uint32(p))
 				}
 			}
-			continue
+			if !part.needWhole.Load() {
+				continue
+			}
+			// Its hand-over completes a copy it dropped: it needs a
+			// holder's whole copy too.
 		}
 		cands := holders(prev, pl.ring, p, self)
 		if len(cands) == 0 {
