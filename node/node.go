@@ -149,6 +149,11 @@ func Start(cfg Config) (*Node, error) {
 	n.page = statuspage.New(pageSource{n}, rpc.NodeStatus, n.log)
 	n.gossipKeys = security.NewGossipKeys(cfg.Membership.Memberlist, cfg.Name, n.log)
 	n.shares = cfg.Engine.Shares
+	if cfg.Engine.Partitions == 0 {
+		// Stripes laid out by the ring's partitions: anti-entropy, verify
+		// and region digests walk only the partitions they compare.
+		cfg.Engine.Partitions = cfg.Membership.Ring.Partitions
+	}
 	eng, err := engine.New(cfg.Engine)
 	if err != nil {
 		return nil, err

@@ -43,7 +43,7 @@ func (h *handler) regionDigest(out []byte, v *view, hdr proto.Header, body []byt
 		return h.failErr(out, hdr, refusal(proto.CodeOverloaded, "a region digest is already running on this node"), epoch, metrics.OpVerify)
 	}
 	defer release()
-	res := rl.ServeDigest(&m, epoch, h.n.engine.Keys, func() []int { return v.ring.OwnedBy(h.n.cfg.Name, 0) }, func(key uint64) uint64 {
+	res := rl.ServeDigest(&m, epoch, h.n.engine.PartitionKeys, func() []int { return v.ring.OwnedBy(h.n.cfg.Name, 0) }, func(key uint64) uint64 {
 		return h.n.engine.LaneDigest(key, m.Origin, m.Now, m.HasKey)
 	})
 	return h.reply(out, hdr.ID, res, metrics.OpVerify)

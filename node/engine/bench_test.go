@@ -12,10 +12,13 @@ import (
 	"github.com/fcap-io/fcap/node/engine"
 )
 
-func newBenchEngine(b *testing.B) *engine.Engine {
+func newBenchEngine(b *testing.B, mutate ...func(*engine.Config)) *engine.Engine {
 	b.Helper()
 	cfg := engine.DefaultConfig()
 	cfg.MemoryLimit = 0
+	for _, m := range mutate {
+		m(&cfg)
+	}
 	e, err := engine.New(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -82,8 +85,16 @@ func BenchmarkAllowParallel(b *testing.B) {
 
 // BenchmarkCheck100x3: one viewer, 100 candidates of creative, campaign
 // and advertiser caps, against a viewer holding those counters.
-func BenchmarkCheck100x3(b *testing.B) {
-	e := newBenchEngine(b)
+func BenchmarkCheck100x3(b *testing.B) { check100x3(b) }
+
+// BenchmarkCheck100x3Partitioned is BenchmarkCheck100x3 with the stripes
+// laid out by a node's 271 partitions (a division more per lookup).
+func BenchmarkCheck100x3Partitioned(b *testing.B) {
+	check100x3(b, func(c *engine.Config) { c.Partitions = 271 })
+}
+
+func check100x3(b *testing.B, mutate ...func(*engine.Config)) {
+	e := newBenchEngine(b, mutate...)
 	cands := make([]fcap.Candidate, 100)
 	for i := range cands {
 		cands[i].Caps = []fcap.Cap{
@@ -214,4 +225,39 @@ func BenchmarkMemoryPerKeyRecorded(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkPartitionKeys walks the viewers of one partition in 27 (an
+// anti-entropy round's share) of 200,000 viewers over 271 partitions,
+// with the stripes laid out by partition (Config.Partitions) and without
+// (every viewer visited and filtered).
+func BenchmarkPartitionKeys(b *testing.B) {
+	for _, parts := range []int{0, 271} {
+		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
+			cfg := engine.DefaultConfig()
+			cfg.MemoryLimit = 0
+			cfg.Partitions = parts
+			e, err := engine.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := fcap.Cap{Scope: "campaign", ID: "c", Limit: 5, Window: time.Hour}
+			for i := range 200_000 {
+				if _, err := e.Record("viewer-"+strconv.Itoa(i), fcap.Impression{ID: "x", Time: 1, Caps: []fcap.Cap{c}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			want := make([]bool, 271)
+			for p := 0; p < 271; p += 27 {
+				want[p] = true
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			n := 0
+			for range b.N {
+				e.PartitionKeys(want, func(uint64) bool { n++; return true })
+			}
+			b.ReportMetric(float64(n)/float64(b.N), "viewers/op")
+		})
+	}
 }

@@ -18,6 +18,15 @@ type Config struct {
 	// are spread over by hash. A power of two. Default 1024.
 	Stripes int
 
+	// Partitions is the partition count of the ring the engine's owner
+	// routes by, a key's partition being key % Partitions (as
+	// ring.PartitionOf). When set, the stripes are laid out by
+	// partition, so PartitionKeys and PartitionSizes visit only the
+	// stripes of the partitions asked for instead of every viewer. 0
+	// (the default): stripes by the key's low bits, and those walks
+	// visit every viewer.
+	Partitions int
+
 	// Buckets is the number of sub-buckets of a Buckets cap. Default 10:
 	// a 1-hour window then counts in 6-minute buckets.
 	Buckets int
@@ -141,6 +150,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.Stripes < 1 || c.Stripes&(c.Stripes-1) != 0 || c.Stripes > 1<<16 {
 		errs = append(errs, fmt.Errorf("config: Stripes must be a power of two in [1, 65536], got %d", c.Stripes))
+	}
+	if c.Partitions < 0 || c.Partitions > 1<<16 {
+		errs = append(errs, fmt.Errorf("config: Partitions must be in [0, 65536], got %d", c.Partitions))
 	}
 	if c.Buckets < 1 || c.Buckets > 1024 {
 		errs = append(errs, fmt.Errorf("config: fcap.Buckets must be in [1, 1024], got %d", c.Buckets))

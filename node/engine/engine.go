@@ -40,6 +40,10 @@ type Engine struct {
 	lim     fcap.Limits // cfg's request limits, for validation
 	stripes []stripe
 	mask    uint64
+	// With Config.Partitions (parts), a key of partition p lives in
+	// stripe p + parts*j, j < spread (Stripes >= parts), or in stripe
+	// p & mask (fewer stripes than partitions: spread 0).
+	parts, spread uint64
 
 	hw       atomic.Int64 // newest time given, -1 before any
 	bytes    atomic.Int64 // estimated bytes held
@@ -72,6 +76,10 @@ func New(cfg Config) (*Engine, error) {
 		lim:     cfg.Limits(),
 		stripes: make([]stripe, cfg.Stripes),
 		mask:    uint64(cfg.Stripes - 1),
+		parts:   uint64(cfg.Partitions),
+	}
+	if e.parts > 0 {
+		e.spread = uint64(cfg.Stripes) / e.parts
 	}
 	e.hw.Store(-1)
 	return e, nil
@@ -114,7 +122,22 @@ func (e *Engine) observe(t int64) {
 	}
 }
 
-func (e *Engine) stripeOf(h uint64) *stripe { return &e.stripes[h&e.mask] }
+func (e *Engine) stripeOf(h uint64) *stripe { return &e.stripes[e.stripeIndex(h)] }
+
+// stripeIndex is the stripe of key h: its low bits, or with partitions
+// its partition's stripes (Engine.parts), chosen among them by the
+// quotient's low 32 bits (multiply-shift, no second division).
+func (e *Engine) stripeIndex(h uint64) uint64 {
+	if e.parts == 0 {
+		return h & e.mask
+	}
+	q := h / e.parts
+	p := h - q*e.parts
+	if e.spread == 0 {
+		return p & e.mask
+	}
+	return p + e.parts*((q&0xffffffff)*e.spread>>32)
+}
 
 // lockViewer hashes viewer and locks its stripe, returning both; the
 // caller unlocks s.mu.

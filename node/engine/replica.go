@@ -623,3 +623,93 @@ func (e *Engine) decodeVoids(r *stateReader) *voidSet {
 	}
 	return vs
 }
+
+// PartitionKeys calls fn with the key of every viewer held in the
+// partitions want marks, a key's partition being key % len(want) (as
+// ring.PartitionOf), until fn returns false. When the engine's stripes
+// are laid out by that many partitions (Config.Partitions) it visits
+// only their stripes; otherwise it walks every viewer (Keys).
+func (e *Engine) PartitionKeys(want []bool, fn func(key uint64) bool) {
+	P := uint64(len(want))
+	if P == 0 {
+		return
+	}
+	if e.parts != P {
+		e.Keys(func(k uint64) bool { return !want[k%P] || fn(k) })
+		return
+	}
+	var keys []uint64
+	visit := func(i uint64) bool {
+		s := &e.stripes[i]
+		keys = keys[:0]
+		s.mu.Lock()
+		for _, ch := range s.chunks {
+			if ch == nil {
+				continue // freed
+			}
+			for j := range ch {
+				if k := ch[j].key; k != 0 && want[k%P] {
+					keys = append(keys, k)
+				}
+			}
+		}
+		s.mu.Unlock()
+		for _, k := range keys {
+			if !fn(k) {
+				return false
+			}
+		}
+		return true
+	}
+	if e.spread == 0 {
+		// Fewer stripes than partitions: partition p is in stripe p & mask,
+		// with others.
+		seen := make([]bool, len(e.stripes))
+		for p, w := range want {
+			if i := uint64(p) & e.mask; w && !seen[i] {
+				seen[i] = true
+				if !visit(i) {
+					return
+				}
+			}
+		}
+		return
+	}
+	for p, w := range want {
+		if !w {
+			continue
+		}
+		for j := range e.spread {
+			if !visit(uint64(p) + P*j) {
+				return
+			}
+		}
+	}
+}
+
+// PartitionSizes counts the viewers held in each of parts partitions (a
+// key's partition being key % parts): from the stripes' counts when they
+// are laid out by that many partitions, by a walk otherwise.
+func (e *Engine) PartitionSizes(parts int) []int {
+	out := make([]int, max(parts, 0))
+	if parts <= 0 {
+		return out
+	}
+	P := uint64(parts)
+	if e.parts == P && e.spread > 0 {
+		for p := range out {
+			for j := range e.spread {
+				s := &e.stripes[uint64(p)+P*j]
+				s.mu.Lock()
+				out[p] += s.count
+				s.mu.Unlock()
+			}
+		}
+		return out
+	}
+	e.Keys(func(k uint64) bool {
+		out[k%P]++
+		return true
+	})
+	return out
+}

@@ -186,13 +186,15 @@ func (l *Link) digestRound(catchUp bool) (st roundStats, done bool) {
 // localViewers gathers, in one pass over the engine, the viewers of
 // partitions ps (of a ring of parts) this node is primary of.
 func (l *Link) localViewers(parts int, ps []int) map[int][]uint64 {
-	want := make(map[int]bool, len(ps))
+	want := make([]bool, parts)
 	for _, p := range ps {
-		want[p] = true
+		if p >= 0 && p < parts {
+			want[p] = true
+		}
 	}
 	out := make(map[int][]uint64, len(ps))
-	l.deps.Engine.Keys(func(key uint64) bool {
-		if p := ring.PartitionOf(key, parts); want[p] && l.deps.Primary(key) {
+	l.deps.Engine.PartitionKeys(want, func(key uint64) bool {
+		if p := ring.PartitionOf(key, parts); l.deps.Primary(key) {
 			out[p] = append(out[p], key)
 		}
 		return true

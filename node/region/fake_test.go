@@ -42,6 +42,10 @@ func (e *fakeEngine) Export(key uint64, dst []byte) []byte {
 	return binary.LittleEndian.AppendUint64(dst, e.versions[key])
 }
 
+func (e *fakeEngine) PartitionKeys(want []bool, fn func(uint64) bool) {
+	e.Keys(func(k uint64) bool { return !want[k%uint64(len(want))] || fn(k) })
+}
+
 func (e *fakeEngine) Keys(fn func(uint64) bool) {
 	e.mu.Lock()
 	keys := make([]uint64, 0, len(e.versions))

@@ -43,6 +43,9 @@ type Engine interface {
 	// Keys calls fn with every viewer key held until fn returns false;
 	// fn runs outside the engine's locks.
 	Keys(fn func(key uint64) bool)
+	// PartitionKeys is Keys for the partitions want marks (key %
+	// len(want)).
+	PartitionKeys(want []bool, fn func(key uint64) bool)
 	// HighWater is the newest time the engine has seen.
 	HighWater() int64
 	// LocalDigest is the digest of a viewer's own counters at now as a

@@ -103,12 +103,13 @@ func (ls *Links) DigestSlot() (release func(), ok bool) {
 // ServeDigest answers m, a RegionDigest the caller checked (names a
 // peer region, the node's partition count, a partition it is primary
 // of in the ring of epoch), while holding the DigestSlot: keys walks
-// every viewer the node holds (engine.Keys), primary lists the
+// the viewers the node holds in the partitions it marks
+// (engine.PartitionKeys), primary lists the
 // partitions the node is primary of in that ring (read only for a pass),
 // digest is the origin's lane digest of one viewer (engine.LaneDigest),
 // 0 when it counts nothing. At most MaxRegionDigests digests are
 // answered; past them the result says Truncated.
-func (ls *Links) ServeDigest(m *proto.RegionDigest, epoch uint64, keys func(fn func(key uint64) bool), primary func() []int, digest func(key uint64) uint64) *proto.RegionDigestResult {
+func (ls *Links) ServeDigest(m *proto.RegionDigest, epoch uint64, keys func(want []bool, fn func(key uint64) bool), primary func() []int, digest func(key uint64) uint64) *proto.RegionDigestResult {
 	first := m.Slices <= 1 || m.Slice == 0
 	s := &ls.served
 	s.mu.Lock()
@@ -139,28 +140,31 @@ func (ls *Links) ServeDigest(m *proto.RegionDigest, epoch uint64, keys func(fn f
 	return res
 }
 
-// pass walks keys once and keeps, by partition, the viewers of m's
-// partition and of every partition in primary; past maxServedKeys, only
-// m's partition's.
-func pass(m *proto.RegionDigest, epoch uint64, keys func(fn func(key uint64) bool), primary []int, now time.Time) served {
-	want := make(map[uint32]bool, len(primary)+1)
+// pass walks keys once over m's partition and every partition in
+// primary, and keeps their viewers by partition; past maxServedKeys,
+// only m's partition's.
+func pass(m *proto.RegionDigest, epoch uint64, keys func(want []bool, fn func(key uint64) bool), primary []int, now time.Time) served {
+	want := make([]bool, m.Partitions)
 	want[m.Partition] = true
 	for _, p := range primary {
-		want[uint32(p)] = true
+		if p >= 0 && p < len(want) {
+			want[p] = true
+		}
 	}
-	byPart := make(map[uint32][]uint64, len(want))
+	byPart := map[uint32][]uint64{}
 	kept := 0
-	keys(func(key uint64) bool {
+	only := false // past maxServedKeys: m's partition alone
+	keys(want, func(key uint64) bool {
 		p := uint32(ring.PartitionOf(key, int(m.Partitions)))
-		if !want[p] {
+		if !want[p] || only && p != m.Partition {
 			return true
 		}
-		if kept == maxServedKeys {
+		if kept == maxServedKeys && !only {
 			// Too many to keep them all: only the partition asked for.
 			own := byPart[m.Partition]
 			clear(byPart)
 			byPart[m.Partition] = own
-			want = map[uint32]bool{m.Partition: true}
+			only = true
 			kept = len(own)
 			if p != m.Partition {
 				return true
@@ -170,9 +174,9 @@ func pass(m *proto.RegionDigest, epoch uint64, keys func(fn func(key uint64) boo
 		kept++
 		return true
 	})
-	for p := range want {
-		if _, ok := byPart[p]; !ok {
-			byPart[p] = nil // walked, and holds no viewer: answered empty
+	for p, w := range want {
+		if _, ok := byPart[uint32(p)]; w && !ok && (!only || uint32(p) == m.Partition) {
+			byPart[uint32(p)] = nil // walked, and holds no viewer: answered empty
 		}
 	}
 	return served{epoch: epoch, parts: m.Partitions, at: now, byPart: byPart, answered: map[compared]bool{}}

@@ -62,9 +62,12 @@ func (b *digestBed) ask(p, n, s uint32, epoch uint64) *proto.RegionDigestResult 
 
 func (b *digestBed) askFrom(origin string, p, n, s uint32, epoch uint64) *proto.RegionDigestResult {
 	b.t.Helper()
-	keys := func(fn func(uint64) bool) {
+	keys := func(want []bool, fn func(uint64) bool) {
 		b.passes++
 		for _, k := range b.held {
+			if !want[k%uint64(len(want))] {
+				continue
+			}
 			if !fn(k) {
 				return
 			}

@@ -251,11 +251,7 @@ func (r *Replicator) share(cand []bool) []bool {
 	// change little in one.
 	if len(r.ae.sizes) != P || r.ae.resize {
 		r.ae.resize = false
-		r.ae.sizes = make([]int, P)
-		r.eng.Keys(func(k uint64) bool {
-			r.ae.sizes[ring.PartitionOf(k, P)]++
-			return true
-		})
+		r.ae.sizes = r.eng.PartitionSizes(P)
 	}
 	size := r.ae.sizes
 	out := make([]bool, P)
@@ -531,9 +527,9 @@ func (r *Replicator) viewerDigests(want []bool, slice func(key uint64) bool, now
 // want marks, and in slice (nil: all), that counts anything at now (as
 // storage.Digests, which answers Verify, walks them).
 func (r *Replicator) digests(want []bool, slice func(key uint64) bool, now int64, fn func(p int, key, digest uint64)) {
-	r.eng.Keys(func(k uint64) bool {
+	r.eng.PartitionKeys(want, func(k uint64) bool {
 		p := ring.PartitionOf(k, len(want))
-		if !want[p] || slice != nil && !slice(k) {
+		if slice != nil && !slice(k) {
 			return true
 		}
 		if d, _ := r.eng.Digest(k, now); d != 0 {

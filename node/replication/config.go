@@ -104,6 +104,11 @@ type Deps struct {
 type Engine interface {
 	// Keys calls fn with every viewer key held until fn returns false.
 	Keys(fn func(key uint64) bool)
+	// PartitionKeys calls fn with every viewer key held in the
+	// partitions want marks (key % len(want)) until fn returns false.
+	PartitionKeys(want []bool, fn func(key uint64) bool)
+	// PartitionSizes counts the viewers held in each of parts partitions.
+	PartitionSizes(parts int) []int
 	// Export appends a viewer's state to dst.
 	Export(key uint64, dst []byte) []byte
 	// MergeAll merges exported states into what the engine holds, all

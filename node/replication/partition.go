@@ -427,10 +427,8 @@ func (r *Replicator) dropLost(grace time.Duration) {
 		return
 	}
 	var keys []uint64
-	r.eng.Keys(func(k uint64) bool {
-		if drop[ring.PartitionOf(k, len(r.parts))] {
-			keys = append(keys, k)
-		}
+	r.eng.PartitionKeys(drop, func(k uint64) bool {
+		keys = append(keys, k)
 		return true
 	})
 	for _, k := range keys {

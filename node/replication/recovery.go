@@ -81,14 +81,14 @@ func (s *sender) sendOffers(ps []int) (int, error) {
 // (one pass over the engine for all of them).
 func (r *Replicator) keysOf(ps []int) map[int][]uint64 {
 	want := make(map[int][]uint64, len(ps))
+	asked := make([]bool, len(r.parts))
 	for _, p := range ps {
 		want[p] = nil
+		asked[p] = true
 	}
-	r.eng.Keys(func(k uint64) bool {
+	r.eng.PartitionKeys(asked, func(k uint64) bool {
 		p := ring.PartitionOf(k, len(r.parts))
-		if list, ok := want[p]; ok {
-			want[p] = append(list, k)
-		}
+		want[p] = append(want[p], k)
 		return true
 	})
 	return want

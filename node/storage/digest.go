@@ -59,8 +59,8 @@ func Digests(eng *engine.Engine, st *Store, ecfg engine.Config, want []bool, sli
 		viewers = map[uint64]*digests{}
 	}
 	ram := map[uint64]uint64{} // only while the log is compared: RAM digests to stand in for changed viewers
-	eng.Keys(func(key uint64) bool {
-		if !accept(key) {
+	eng.PartitionKeys(want, func(key uint64) bool {
+		if slice != nil && !slice(key) {
 			return true
 		}
 		p := ring.PartitionOf(key, P)
