@@ -539,26 +539,38 @@ func (e *Engine) DeleteViewer(key uint64) {
 func (e *Engine) Keys(fn func(key uint64) bool) {
 	var keys []uint64
 	for i := range e.stripes {
-		s := &e.stripes[i]
-		keys = keys[:0]
-		s.mu.Lock()
-		for _, ch := range s.chunks {
-			if ch == nil {
-				continue
-			}
-			for j := range ch {
-				if k := ch[j].key; k != 0 {
-					keys = append(keys, k)
-				}
-			}
+		var ok bool
+		if keys, ok = e.stripes[i].visitKeys(keys, nil, fn); !ok {
+			return
 		}
-		s.mu.Unlock()
-		for _, k := range keys {
-			if !fn(k) {
-				return
+	}
+}
+
+// visitKeys collects the stripe's keys (of the partitions want marks, a
+// key's partition being key % len(want); all with want nil) into buf
+// under its lock, then calls fn with each outside it. It returns buf for
+// reuse, and false once fn does.
+func (s *stripe) visitKeys(buf []uint64, want []bool, fn func(key uint64) bool) ([]uint64, bool) {
+	P := uint64(len(want))
+	buf = buf[:0]
+	s.mu.Lock()
+	for _, ch := range s.chunks {
+		if ch == nil {
+			continue // freed
+		}
+		for j := range ch {
+			if k := ch[j].key; k != 0 && (want == nil || want[k%P]) {
+				buf = append(buf, k)
 			}
 		}
 	}
+	s.mu.Unlock()
+	for _, k := range buf {
+		if !fn(k) {
+			return buf, false
+		}
+	}
+	return buf, true
 }
 
 // StateKey returns the viewer key of an exported state (Export's
@@ -639,52 +651,37 @@ func (e *Engine) PartitionKeys(want []bool, fn func(key uint64) bool) {
 		return
 	}
 	var keys []uint64
-	visit := func(i uint64) bool {
-		s := &e.stripes[i]
-		keys = keys[:0]
-		s.mu.Lock()
-		for _, ch := range s.chunks {
-			if ch == nil {
-				continue // freed
-			}
-			for j := range ch {
-				if k := ch[j].key; k != 0 && want[k%P] {
-					keys = append(keys, k)
-				}
-			}
-		}
-		s.mu.Unlock()
-		for _, k := range keys {
-			if !fn(k) {
-				return false
-			}
-		}
-		return true
-	}
-	if e.spread == 0 {
-		// Fewer stripes than partitions: partition p is in stripe p & mask,
-		// with others.
-		seen := make([]bool, len(e.stripes))
-		for p, w := range want {
-			if i := uint64(p) & e.mask; w && !seen[i] {
-				seen[i] = true
-				if !visit(i) {
-					return
-				}
-			}
-		}
-		return
-	}
+	seen := make([]bool, len(e.stripes)) // fewer stripes than partitions share them
 	for p, w := range want {
 		if !w {
 			continue
 		}
-		for j := range e.spread {
-			if !visit(uint64(p) + P*j) {
+		for _, i := range e.partitionStripes(uint64(p)) {
+			if seen[i] {
+				continue
+			}
+			seen[i] = true
+			var ok bool
+			if keys, ok = e.stripes[i].visitKeys(keys, want, fn); !ok {
 				return
 			}
 		}
 	}
+}
+
+// partitionStripes lists the stripes that hold partition p's viewers
+// when the stripes are laid out by partition (stripeIndex): p + parts*j
+// for j < spread, or p's one stripe, shared with other partitions, when
+// there are fewer stripes than partitions.
+func (e *Engine) partitionStripes(p uint64) []uint64 {
+	if e.spread == 0 {
+		return []uint64{p & e.mask}
+	}
+	out := make([]uint64, e.spread)
+	for j := range out {
+		out[j] = p + e.parts*uint64(j)
+	}
+	return out
 }
 
 // PartitionSizes counts the viewers held in each of parts partitions (a
@@ -698,8 +695,8 @@ func (e *Engine) PartitionSizes(parts int) []int {
 	P := uint64(parts)
 	if e.parts == P && e.spread > 0 {
 		for p := range out {
-			for j := range e.spread {
-				s := &e.stripes[uint64(p)+P*j]
+			for _, i := range e.partitionStripes(uint64(p)) {
+				s := &e.stripes[i]
 				s.mu.Lock()
 				out[p] += s.count
 				s.mu.Unlock()
